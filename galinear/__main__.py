@@ -1,0 +1,3 @@
+from galinear.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""Shared fixtures: a seeded random generator and a hypothesis profile sized for CI."""
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "numba"))
+
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.register_profile("thorough", max_examples=500, deadline=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # hypothesis is a test extra; tests that need it import it themselves
+    pass
+
+
+@pytest.fixture
+def rng(request):
+    """A numpy Generator seeded from the test's name, so every test is reproducible."""
+    seed = sum(map(ord, request.node.nodeid)) % (2**32)
+    return np.random.default_rng(seed)
