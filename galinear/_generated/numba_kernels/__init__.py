@@ -1,0 +1,1 @@
+"""Generated numba kernels (see galinear._generated)."""

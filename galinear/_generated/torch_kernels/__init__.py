@@ -1,0 +1,1 @@
+"""Generated torch kernels (see galinear._generated)."""
