@@ -12,6 +12,7 @@ from galinear._version import __version__
 
 # subcommand name -> module under galinear.commands
 COMMANDS = {
+    "train-mlp": "train_mlp",
 }
 
 

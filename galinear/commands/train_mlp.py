@@ -1,0 +1,91 @@
+"""`galinear train-mlp`: train rotor, dense and low-rank MLPs on Fashion-MNIST or MNIST."""
+import argparse
+import os
+
+HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", choices=("fashion-mnist", "mnist"), default="fashion-mnist")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder of the idx files (default: $GALINEAR_FASHION_MNIST / $GALINEAR_MNIST, "
+                             "then /usr/share/datasets/fashion-mnist)")
+    parser.add_argument("--model", nargs="+", choices=("rotor", "dense", "lowrank"), default=["rotor", "dense"],
+                        help="one or more model kinds, trained one after another (default: rotor dense)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--hidden", type=_positive_int, default=1024, help="hidden width (default 1024)")
+    parser.add_argument("--depth", type=_positive_int, default=2, help="hidden layers (default 2)")
+    parser.add_argument("--activation", choices=("relu", "gelu", "prelu", "tanh"), default="relu")
+    parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false",
+                        help="drop the parameter-free LayerNorm after each hidden map")
+    parser.add_argument("--no-bias", dest="bias", action="store_false", help="no biases in the hidden maps")
+    parser.add_argument("--head", choices=("dense", "rotor"), default="dense", help="last map hidden -> 10")
+    parser.add_argument("--rank", type=_positive_int, default=4, help="rank of the low-rank maps (default 4)")
+    parser.add_argument("--chunk-size", type=_positive_int, default=None, help="rotor chunk size (power of two)")
+    parser.add_argument("--backend", default="auto", help="rotor sandwich backend (default auto)")
+    parser.add_argument("--epochs", type=_positive_int, default=15)
+    parser.add_argument("--batch-size", type=_positive_int, default=128)
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak Adam learning rate (same for every model)")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
+    parser.add_argument("--tag", default="", help="suffix of the run names, to keep variants apart")
+    parser.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--limit-train", type=_positive_int, default=None, help="use only the first N training images")
+    parser.add_argument("--limit-test", type=_positive_int, default=None, help="use only the first N test images")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the table and plot from saved runs")
+
+
+def run_name(kind: str, seed: int, tag: str = "") -> str:
+    return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from galinear.train.data import image_tensors
+    from galinear.train.loop import TrainConfig, train_classifier
+    from galinear.train.models import MLPConfig
+    from galinear.train.report import markdown_table, write_report
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    root = Path(args.out) / args.data
+    root.mkdir(parents=True, exist_ok=True)
+    title = f"{args.data}: MLP {args.hidden} x {args.depth}"
+    if not args.report_only:
+        data = image_tensors(args.data, args.data_dir, args.limit_train, args.limit_test)
+        print(f"{args.data}: {data[0].shape[0]} training and {data[2].shape[0]} test images; "
+              f"torch threads {torch.get_num_threads()}; runs in {root}")
+        for kind in args.model:
+            for seed in args.seeds:
+                model_config = MLPConfig(
+                    kind=kind, in_features=data[0].shape[1], num_classes=int(data[1].max()) + 1,
+                    hidden=args.hidden, depth=args.depth, layer_norm=args.layer_norm,
+                    activation=args.activation, bias=args.bias, head=args.head, rank=args.rank,
+                    chunk_size=args.chunk_size, backend=args.backend,
+                )
+                train_config = TrainConfig(
+                    epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                    weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=seed,
+                )
+                name = run_name(kind, seed, args.tag)
+                history = train_classifier(model_config, train_config, data, root / name,
+                                           progress=args.progress, description=name)
+                print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
+                      f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
+                write_report(root, title)
+    rows = write_report(root, title)
+    print(markdown_table(rows))
+    print(f"table: {root / 'results.md'}; plot: {root / 'accuracy.png'}; summary: {root / 'summary.json'}")
+    return 0

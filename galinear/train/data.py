@@ -1,0 +1,35 @@
+"""Image data sets as standardised float tensors for the MLP trainer."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from galinear.data.idx import load_dataset
+
+__all__ = ["image_tensors", "standardise"]
+
+
+def standardise(train_images: np.ndarray, test_images: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flatten uint8 images and map pixels p to (p/255 - m) / s.
+
+    m and s are the mean and standard deviation of all training pixels (one scalar each, so no
+    information from the test set is used).
+    """
+    train = train_images.reshape(train_images.shape[0], -1).astype(np.float32) / 255.0
+    test = test_images.reshape(test_images.shape[0], -1).astype(np.float32) / 255.0
+    mean = float(train.mean())
+    std = float(train.std()) or 1.0
+    return torch.from_numpy((train - mean) / std), torch.from_numpy((test - mean) / std)
+
+
+def image_tensors(name: str, folder=None, limit_train: int | None = None, limit_test: int | None = None):
+    """(x_train, y_train, x_test, y_test) of ``name`` ("fashion-mnist" or "mnist").
+
+    ``limit_train`` / ``limit_test`` keep the first examples only (for quick checks).
+    """
+    train = load_dataset(name, "train", folder)
+    test = load_dataset(name, "test", folder)
+    train_images, train_labels = train.images[:limit_train], train.labels[:limit_train]
+    test_images, test_labels = test.images[:limit_test], test.labels[:limit_test]
+    x_train, x_test = standardise(train_images, test_images)
+    return x_train, torch.from_numpy(train_labels), x_test, torch.from_numpy(test_labels)

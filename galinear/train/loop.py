@@ -1,0 +1,256 @@
+"""Supervised training of a classifier with per-epoch, atomic, resumable checkpoints.
+
+One run = one model, one seed. Its folder holds
+
+- ``config.json``: the architecture and the optimiser settings (a rerun checks they match);
+- ``history.json``: one record per finished epoch (train loss, test loss, test accuracy,
+  wall-clock seconds of the epoch's training and evaluation);
+- ``checkpoint.pt``: model, optimiser, scheduler and random-number states after the last
+  finished epoch.
+
+Both files are written to a temporary file and moved into place with ``os.replace``, so a run
+killed at any moment resumes from its last finished epoch with the same result it would have had.
+Shuffling uses a generator seeded by (seed, epoch), so a resumed run sees the same batches.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from galinear.train.models import MLPConfig, build_mlp, count_parameters
+
+__all__ = ["TrainConfig", "train_classifier", "load_history", "atomic_write_json", "evaluate"]
+
+
+@dataclass
+class TrainConfig:
+    """Optimiser budget of a run (identical for every model kind in a comparison).
+
+    Parameters
+    ----------
+    epochs, batch_size : int
+    lr : float
+        Peak learning rate of Adam; cosine-annealed to 0 over all steps after a linear warm-up.
+    weight_decay : float
+        AdamW decoupled weight decay (0 = plain Adam).
+    warmup_steps : int
+    seed : int
+        Seeds the initialisation (torch) and the shuffling (numpy, per epoch).
+    eval_batch_size : int
+    """
+
+    epochs: int = 15
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 100
+    seed: int = 0
+    eval_batch_size: int = 2000
+
+    def validate(self) -> None:
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
+        if self.weight_decay < 0 or self.warmup_steps < 0:
+            raise ValueError("weight_decay and warmup_steps must be >= 0")
+
+
+def atomic_write_json(path, payload) -> None:
+    """Write JSON to ``path`` through a temporary file and ``os.replace`` (never half-written)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as handle:
+        json.dump(payload, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _atomic_torch_save(path: Path, payload) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_history(run_dir) -> dict | None:
+    """The ``history.json`` of a run folder, or None when it has none yet."""
+    path = Path(run_dir) / "history.json"
+    if not path.is_file():
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _lr_factor(step: int, total: int, warmup: int) -> float:
+    """Linear warm-up to 1 over ``warmup`` steps, then cosine to 0 at ``total``."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2000) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``model`` on (x, y)."""
+    model.eval()
+    loss_sum, correct = 0.0, 0
+    for start in range(0, x.shape[0], batch_size):
+        logits = model(x[start:start + batch_size])
+        target = y[start:start + batch_size]
+        loss_sum += nn.functional.cross_entropy(logits, target, reduction="sum").item()
+        correct += (logits.argmax(dim=1) == target).sum().item()
+    model.train()
+    return loss_sum / x.shape[0], correct / x.shape[0]
+
+
+def _check_finite(model: nn.Module, epoch: int, step: int) -> None:
+    for name, parameter in model.named_parameters():
+        if not torch.isfinite(parameter).all():
+            raise FloatingPointError(
+                f"parameter {name} became non-finite at epoch {epoch + 1}, step {step}; lower the "
+                "learning rate (--lr) or enable --layer-norm"
+            )
+
+
+def train_classifier(
+    model_config: MLPConfig,
+    train_config: TrainConfig,
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    run_dir=None,
+    progress: bool = True,
+    description: str = "",
+    log=print,
+) -> dict:
+    """Train the MLP of ``model_config`` on ``data`` and return its history.
+
+    Parameters
+    ----------
+    model_config, train_config : MLPConfig, TrainConfig
+    data : (x_train, y_train, x_test, y_test)
+        Float inputs (N, features) and int64 labels.
+    run_dir : path, optional
+        Where config, history and checkpoint live; when it holds a checkpoint of the same
+        configuration, training resumes after its last finished epoch. None: nothing is saved.
+    progress : bool
+        Show a tqdm bar over the batches of each epoch.
+
+    Returns
+    -------
+    dict
+        ``{"config": ..., "parameters": int, "epochs": [{"epoch", "train_loss", "test_loss",
+        "test_accuracy", "seconds"}, ...]}``
+    """
+    model_config.validate()
+    train_config.validate()
+    x_train, y_train, x_test, y_test = data
+    if x_train.shape[0] != y_train.shape[0] or x_test.shape[0] != y_test.shape[0]:
+        raise ValueError("inputs and labels differ in length; pass (x_train, y_train, x_test, y_test)")
+
+    torch.manual_seed(train_config.seed)
+    model = build_mlp(model_config)
+    parameters = count_parameters(model)
+    config = {"model": model_config.to_dict(), "train": asdict(train_config)}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay)
+    steps_per_epoch = math.ceil(x_train.shape[0] / train_config.batch_size)
+    total_steps = steps_per_epoch * train_config.epochs
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, total_steps, train_config.warmup_steps)
+    )
+    history = {"config": config, "parameters": parameters, "epochs": []}
+
+    checkpoint_path = None
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint_path = run_dir / "checkpoint.pt"
+        config_path = run_dir / "config.json"
+        if config_path.is_file():
+            with open(config_path) as handle:
+                saved = json.load(handle)
+            if saved != json.loads(json.dumps(config)):
+                raise ValueError(
+                    f"{run_dir} holds a run with another configuration; choose another --out "
+                    "folder or delete that run folder to start again"
+                )
+        else:
+            atomic_write_json(config_path, config)
+        if checkpoint_path.is_file():
+            state = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            torch.set_rng_state(state["torch_rng"])
+            history = state["history"]
+            log(f"{description}: resuming after epoch {len(history['epochs'])}")
+
+    start_epoch = len(history["epochs"])
+    if progress:
+        from tqdm.auto import tqdm
+    for epoch in range(start_epoch, train_config.epochs):
+        order = np.random.default_rng([train_config.seed, epoch]).permutation(x_train.shape[0])
+        order = torch.from_numpy(order)
+        started = time.perf_counter()
+        model.train()
+        loss_sum, seen = 0.0, 0
+        batches = range(steps_per_epoch)
+        bar = None
+        if progress:
+            bar = tqdm(batches, desc=f"{description} epoch {epoch + 1}/{train_config.epochs}", leave=False)
+            batches = bar
+        for step in batches:
+            index = order[step * train_config.batch_size:(step + 1) * train_config.batch_size]
+            logits = model(x_train[index])
+            loss = nn.functional.cross_entropy(logits, y_train[index])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            if not math.isfinite(loss.item()):
+                _check_finite(model, epoch, step)
+                raise FloatingPointError(
+                    f"training loss became {loss.item()} at epoch {epoch + 1}, step {step}; lower --lr"
+                )
+            loss_sum += loss.item() * index.shape[0]
+            seen += index.shape[0]
+            if bar is not None and step % 20 == 0:
+                bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
+        if bar is not None:
+            bar.close()
+        train_seconds = time.perf_counter() - started
+        _check_finite(model, epoch, steps_per_epoch)
+        test_loss, test_accuracy = evaluate(model, x_test, y_test, train_config.eval_batch_size)
+        record = {
+            "epoch": epoch + 1,
+            "train_loss": loss_sum / seen,
+            "test_loss": test_loss,
+            "test_accuracy": test_accuracy,
+            "train_seconds": train_seconds,
+            "seconds": time.perf_counter() - started,
+        }
+        history["epochs"].append(record)
+        log(
+            f"{description} epoch {epoch + 1}/{train_config.epochs}: train loss {record['train_loss']:.4f}, "
+            f"test loss {test_loss:.4f}, test accuracy {100 * test_accuracy:.2f}%, {record['seconds']:.1f} s"
+        )
+        if checkpoint_path is not None:
+            _atomic_torch_save(checkpoint_path, {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "history": history,
+            })
+            atomic_write_json(run_dir / "history.json", history)
+    history["model"] = model
+    return history

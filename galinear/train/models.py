@@ -1,0 +1,188 @@
+"""Multilayer perceptrons whose linear layers are dense, rotor or low-rank.
+
+Every model has the same skeleton, so that only the linear maps differ::
+
+    x (784 pixels, standardised)
+    h_1 = act(norm(L_1 x))                 L_1: in_features -> hidden
+    h_l = act(norm(L_l h_{l-1}))           L_l: hidden -> hidden,  l = 2..depth
+    logits = head(h_depth)                 head: hidden -> classes (dense unless head="rotor")
+
+``norm`` is a LayerNorm without affine parameters (no parameters) or the identity.
+``L`` is ``torch.nn.Linear`` (kind "dense"), ``galinear.nn.RotorLinear`` (kind "rotor": the
+paper's generalised rotor gadget, Pence et al. 2025, Eq. 6, with double rotors x -> R x S~)
+or ``galinear.nn.LowRankLinear`` (kind "lowrank": y = A(Bx)).
+
+The parameter count of a model is ``sum(p.numel() for p in model.parameters())``: every
+parameter is counted, the head and biases included.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+__all__ = ["MLPConfig", "build_mlp", "count_parameters", "MODEL_KINDS"]
+
+MODEL_KINDS = ("dense", "rotor", "lowrank")
+_ACTIVATIONS = ("relu", "gelu", "prelu", "tanh")
+
+
+@dataclass
+class MLPConfig:
+    """Architecture of one MLP.
+
+    Parameters
+    ----------
+    kind : {"dense", "rotor", "lowrank"}
+        Which linear map the hidden layers use.
+    in_features, num_classes : int
+        784 and 10 for (Fashion-)MNIST.
+    hidden : int
+        Width of every hidden layer (a power of two suits rotor layers: a single chunk of
+        n = log2(hidden) basis vectors).
+    depth : int
+        Number of hidden layers (linear map + norm + activation), at least 1.
+    layer_norm : bool
+        LayerNorm without affine parameters after every hidden linear map.
+    activation : {"relu", "gelu", "prelu", "tanh"}
+        "prelu" is one slope shared by the whole network (one parameter, as in the paper).
+    bias : bool
+        Biases in the hidden linear maps.
+    head : {"dense", "rotor"}
+        The last map hidden -> classes.
+    rank : int
+        Rank of the low-rank maps (kind "lowrank").
+    chunk_size : int or None
+        Rotor chunk size (None: the gadget's default, the largest power of two <= both widths).
+    backend : str
+        Rotor sandwich backend passed to RotorLinear ("auto" picks the fastest registered).
+    """
+
+    kind: str = "dense"
+    in_features: int = 784
+    num_classes: int = 10
+    hidden: int = 1024
+    depth: int = 2
+    layer_norm: bool = True
+    activation: str = "relu"
+    bias: bool = True
+    head: str = "dense"
+    rank: int = 4
+    chunk_size: int | None = None
+    backend: str = "auto"
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.kind not in MODEL_KINDS:
+            raise ValueError(f"unknown model kind {self.kind!r}; choose one of {MODEL_KINDS}")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; choose one of {_ACTIVATIONS}")
+        if self.head not in ("dense", "rotor"):
+            raise ValueError(f"unknown head {self.head!r}; choose 'dense' or 'rotor'")
+        for name in ("in_features", "num_classes", "hidden", "depth", "rank"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _linear(config: MLPConfig, d_in: int, d_out: int, kind: str) -> nn.Module:
+    if kind == "dense":
+        return nn.Linear(d_in, d_out, bias=config.bias)
+    if kind == "rotor":
+        from galinear.nn import RotorLinear
+
+        return RotorLinear(
+            d_in, d_out, bias=config.bias, double_rotor=True, chunk_size=config.chunk_size,
+            alpha=True, backend=config.backend,
+        )
+    from galinear.nn import LowRankLinear
+
+    layer = LowRankLinear(d_in, d_out, config.rank)
+    if config.bias:
+        return _WithBias(layer, d_out)
+    return layer
+
+
+class _WithBias(nn.Module):
+    """A bias added after a map that has none (LowRankLinear): y = f(x) + b."""
+
+    def __init__(self, inner: nn.Module, features: int):
+        super().__init__()
+        self.inner = inner
+        self.bias = nn.Parameter(torch.zeros(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) + self.bias
+
+
+class SharedPReLU(nn.Module):
+    """act(x) = max(x, 0) + a min(x, 0) with ONE slope a shared by every layer that holds it."""
+
+    def __init__(self, slope: nn.Parameter):
+        super().__init__()
+        self.slope = slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x >= 0, x, self.slope * x)
+
+
+class MLP(nn.Module):
+    """The MLP of :class:`MLPConfig`; forward takes (batch, in_features) or images (batch, 28, 28)."""
+
+    def __init__(self, config: MLPConfig):
+        super().__init__()
+        config.validate()
+        self.config = config
+        widths = [config.in_features] + [config.hidden] * config.depth
+        if config.activation == "prelu":
+            self.prelu_slope = nn.Parameter(torch.tensor(0.25))
+        layers = []
+        for d_in, d_out in zip(widths[:-1], widths[1:]):
+            layers.append(_linear(config, d_in, d_out, config.kind))
+            if config.layer_norm:
+                layers.append(nn.LayerNorm(d_out, elementwise_affine=False))
+            layers.append(self._activation())
+        self.body = nn.Sequential(*layers)
+        if config.head == "rotor":
+            from galinear.nn import RotorLinear
+
+            self.head = RotorLinear(config.hidden, config.num_classes, bias=True, backend=config.backend)
+        else:
+            self.head = nn.Linear(config.hidden, config.num_classes)
+
+    def _activation(self) -> nn.Module:
+        name = self.config.activation
+        if name == "relu":
+            return nn.ReLU()
+        if name == "gelu":
+            return nn.GELU()
+        if name == "tanh":
+            return nn.Tanh()
+        return SharedPReLU(self.prelu_slope)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(x.shape[0], -1)
+        if x.shape[-1] != self.config.in_features:
+            raise ValueError(
+                f"input has {x.shape[-1]} features per example, the model expects "
+                f"{self.config.in_features}; reshape or rebuild the model with in_features={x.shape[-1]}"
+            )
+        return self.head(self.body(x))
+
+
+def build_mlp(config: MLPConfig | None = None, **overrides) -> MLP:
+    """Build the MLP of ``config`` (or of ``MLPConfig(**overrides)``)."""
+    if config is None:
+        config = MLPConfig(**overrides)
+    elif overrides:
+        config = MLPConfig(**{**config.to_dict(), **overrides})
+    return MLP(config)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable numbers: sum of p.numel() over model.parameters() (shared ones once)."""
+    return sum(p.numel() for p in model.parameters())
