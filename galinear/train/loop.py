@@ -239,10 +239,6 @@ def train_classifier(
             "seconds": time.perf_counter() - started,
         }
         history["epochs"].append(record)
-        log(
-            f"{description} epoch {epoch + 1}/{train_config.epochs}: train loss {record['train_loss']:.4f}, "
-            f"test loss {test_loss:.4f}, test accuracy {100 * test_accuracy:.2f}%, {record['seconds']:.1f} s"
-        )
         if checkpoint_path is not None:
             _atomic_torch_save(checkpoint_path, {
                 "model": model.state_dict(),
@@ -252,5 +248,9 @@ def train_classifier(
                 "history": history,
             })
             atomic_write_json(run_dir / "history.json", history)
+        log(
+            f"{description} epoch {epoch + 1}/{train_config.epochs}: train loss {record['train_loss']:.4f}, "
+            f"test loss {test_loss:.4f}, test accuracy {100 * test_accuracy:.2f}%, {record['seconds']:.1f} s"
+        )
     history["model"] = model
     return history

@@ -1,0 +1,135 @@
+"""The MLP trainer on synthetic data: the loss falls, checkpoints resume exactly, the CLI parses."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from galinear.cli import build_parser
+from galinear.train.loop import TrainConfig, load_history, train_classifier
+from galinear.train.models import MLPConfig, build_mlp, count_parameters
+from galinear.train.report import collect_runs, markdown_table, summarise, write_report
+
+
+def _synthetic(rng, n_train=256, n_test=128, features=16, classes=3):
+    """Gaussian blobs: class c has mean 3 e_c; learnable well above chance."""
+    def draw(n):
+        labels = rng.integers(0, classes, size=n)
+        x = rng.standard_normal((n, features)).astype(np.float32)
+        x[np.arange(n), labels] += 3.0
+        return torch.from_numpy(x), torch.from_numpy(labels)
+    return (*draw(n_train), *draw(n_test))
+
+
+def _tiny(kind="dense", **kw):
+    return MLPConfig(kind=kind, in_features=16, num_classes=3, hidden=8, depth=2, **kw)
+
+
+def test_training_reduces_loss(rng, tmp_path):
+    data = _synthetic(rng)
+    history = train_classifier(_tiny(), TrainConfig(epochs=6, batch_size=32, lr=1e-2, warmup_steps=0),
+                               data, tmp_path / "run", progress=False, log=lambda *_: None)
+    losses = [e["train_loss"] for e in history["epochs"]]
+    assert losses[-1] < 0.6 * losses[0]
+    assert history["epochs"][-1]["test_accuracy"] > 0.6  # chance is 1/3
+    saved = load_history(tmp_path / "run")
+    assert [e["train_loss"] for e in saved["epochs"]] == losses
+    assert saved["parameters"] == count_parameters(history["model"])
+
+
+def test_resume_matches_uninterrupted_run(rng, tmp_path):
+    data = _synthetic(rng)
+    train = TrainConfig(epochs=3, batch_size=32, lr=1e-2, warmup_steps=2, seed=5)
+    full = train_classifier(_tiny(), train, data, tmp_path / "full", progress=False, log=lambda *_: None)
+    # same run, killed right after epoch 2 was saved, then resumed in a fresh call
+    class Killed(Exception):
+        pass
+
+    def kill_after_second(message):
+        if "epoch 2/3" in message:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_classifier(_tiny(), train, data, tmp_path / "cut", progress=False, log=kill_after_second)
+    assert len(load_history(tmp_path / "cut")["epochs"]) == 2
+    resumed = train_classifier(_tiny(), train, data, tmp_path / "cut", progress=False, log=lambda *_: None)
+    assert len(resumed["epochs"]) == 3
+    for a, b in zip(full["epochs"], resumed["epochs"]):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6, abs=1e-7)
+        assert a["test_accuracy"] == b["test_accuracy"]
+
+
+def test_resume_refuses_other_configuration(rng, tmp_path):
+    data = _synthetic(rng)
+    train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), data, tmp_path / "run",
+                     progress=False, log=lambda *_: None)
+    with pytest.raises(ValueError, match="another configuration"):
+        train_classifier(_tiny(activation="gelu"),
+                         TrainConfig(epochs=1, batch_size=64), data, tmp_path / "run",
+                         progress=False, log=lambda *_: None)
+
+
+def test_dense_parameter_count_by_formula():
+    model = build_mlp(kind="dense", in_features=784, hidden=1024, depth=2, num_classes=10)
+    assert count_parameters(model) == (784 * 1024 + 1024) + (1024 * 1024 + 1024) + (1024 * 10 + 10)
+    shared = build_mlp(kind="dense", in_features=784, hidden=64, depth=3, activation="prelu")
+    assert count_parameters(shared) == 784 * 64 + 64 + 2 * (64 * 64 + 64) + 650 + 1  # one PReLU slope
+
+
+def test_bad_configuration_and_input():
+    with pytest.raises(ValueError, match="unknown model kind"):
+        build_mlp(kind="conv")
+    with pytest.raises(ValueError, match="hidden must be a positive integer"):
+        build_mlp(hidden=0)
+    with pytest.raises(ValueError, match="lr must be"):
+        TrainConfig(lr=-1.0).validate()
+    with pytest.raises(ValueError, match="expects 16"):
+        build_mlp(_tiny())(torch.zeros(2, 15))
+
+
+def test_report_table_and_plot(rng, tmp_path):
+    data = _synthetic(rng)
+    for seed in (0, 1):
+        train_classifier(_tiny(), TrainConfig(epochs=2, batch_size=64, seed=seed), data,
+                         tmp_path / f"dense-seed{seed}", progress=False, log=lambda *_: None)
+    rows = write_report(tmp_path, "synthetic")
+    assert len(rows) == 1 and rows[0]["seeds"] == [0, 1]
+    finals = [load_history(tmp_path / f"dense-seed{s}")["epochs"][-1]["test_accuracy"] for s in (0, 1)]
+    assert rows[0]["final_accuracy_mean"] == pytest.approx(np.mean(finals))
+    assert rows[0]["final_accuracy_std"] == pytest.approx(np.std(finals, ddof=1))
+    assert "| dense | 8 x 2 |" in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "accuracy.png").stat().st_size > 1000
+    assert markdown_table(summarise(collect_runs(tmp_path))) == (tmp_path / "results.md").read_text()
+
+
+def test_cli_parses():
+    args = build_parser().parse_args([
+        "train-mlp", "--data", "fashion-mnist", "--model", "rotor", "dense", "lowrank",
+        "--seeds", "0", "1", "2", "--hidden", "512", "--epochs", "3", "--no-layer-norm",
+    ])
+    assert args.model == ["rotor", "dense", "lowrank"] and args.seeds == [0, 1, 2]
+    assert args.hidden == 512 and args.epochs == 3 and args.layer_norm is False
+    assert callable(args._run)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train-mlp", "--model", "conv"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train-mlp", "--hidden", "0"])
+
+
+def test_cli_runs_end_to_end_on_small_idx_files(rng, tmp_path, capsys):
+    from galinear.cli import main
+    from galinear.data.idx import write_idx
+
+    for split, n in (("train", 120), ("t10k", 60)):
+        labels = rng.integers(0, 10, size=n).astype(np.uint8)
+        images = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
+        images[np.arange(n), labels, :] = 255  # class c lights row c: learnable
+        write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz", images)
+        write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", labels)
+    code = main(["train-mlp", "--data-dir", str(tmp_path), "--model", "dense", "--seeds", "0",
+                 "--hidden", "16", "--epochs", "2", "--batch-size", "32", "--out", str(tmp_path / "out"),
+                 "--no-progress", "--threads", "1"])
+    assert code == 0
+    history = load_history(tmp_path / "out" / "fashion-mnist" / "dense-seed0")
+    assert len(history["epochs"]) == 2
+    assert "final test acc." in capsys.readouterr().out
