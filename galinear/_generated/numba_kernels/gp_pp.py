@@ -1,0 +1,34 @@
+"""Generated kernel: geometric product out = a b in Cl(2,0,0), metric (1, 1), shortlex blade order.
+
+spec:       KernelSpec(op='gp', metric=(1, 1))
+target:     numba
+generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)
+regenerate: galinear codegen --op gp --n 2 --target numba --out galinear/_generated/numba_kernels
+            (or `galinear codegen --all` / `make codegen` for every shipped kernel)
+
+Do not edit by hand.
+"""
+
+from galinear._numba import jit
+
+
+@jit
+def kernel(a, b, out):
+    """geometric product out = a b in Cl(2,0,0), metric (1, 1), shortlex blade order; see galinear._generated for the signature."""
+    if a.shape[1] != 4 or b.shape[1] != 4 or out.shape[1] != 4:
+        raise ValueError("wrong row widths: expected a: 4, b: 4, out: 4")
+    if a.shape[0] != out.shape[0] or b.shape[0] != out.shape[0]:
+        raise ValueError("all arguments need the same batch size (axis 0)")
+    for i in range(a.shape[0]):
+        a0 = a[i, 0]
+        a1 = a[i, 1]
+        a2 = a[i, 2]
+        a3 = a[i, 3]
+        b0 = b[i, 0]
+        b1 = b[i, 1]
+        b2 = b[i, 2]
+        b3 = b[i, 3]
+        out[i, 0] = a0*b0 + a1*b1 + a2*b2 - a3*b3
+        out[i, 1] = a0*b1 + a1*b0 - a2*b3 + a3*b2
+        out[i, 2] = a0*b2 + a1*b3 + a2*b0 - a3*b1
+        out[i, 3] = a0*b3 + a1*b2 - a2*b1 + a3*b0

@@ -1,0 +1,230 @@
+"""Generated kernel: simple-rotor sandwich out = R x ~R, R = r[0] + sum r[1+p] e_pair(p) in Cl(6,0,0), metric (1, 1, 1, 1, 1, 1), shortlex blade order.
+
+spec:       KernelSpec(op='sandwich', metric=(1, 1, 1, 1, 1, 1))
+target:     numba
+generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)
+regenerate: galinear codegen --op sandwich --n 6 --target numba --out galinear/_generated/numba_kernels
+            (or `galinear codegen --all` / `make codegen` for every shipped kernel)
+
+Do not edit by hand.
+"""
+
+from galinear._numba import jit
+
+
+@jit
+def kernel(r, x, out):
+    """simple-rotor sandwich out = R x ~R, R = r[0] + sum r[1+p] e_pair(p) in Cl(6,0,0), metric (1, 1, 1, 1, 1, 1), shortlex blade order; see galinear._generated for the signature."""
+    if r.shape[1] != 16 or x.shape[1] != 64 or out.shape[1] != 64:
+        raise ValueError("wrong row widths: expected r: 16, x: 64, out: 64")
+    if r.shape[0] != out.shape[0] or x.shape[0] != out.shape[0]:
+        raise ValueError("all arguments need the same batch size (axis 0)")
+    for i in range(r.shape[0]):
+        r0 = r[i, 0]
+        r1 = r[i, 1]
+        r2 = r[i, 2]
+        r3 = r[i, 3]
+        r4 = r[i, 4]
+        r5 = r[i, 5]
+        r6 = r[i, 6]
+        r7 = r[i, 7]
+        r8 = r[i, 8]
+        r9 = r[i, 9]
+        r10 = r[i, 10]
+        r11 = r[i, 11]
+        r12 = r[i, 12]
+        r13 = r[i, 13]
+        r14 = r[i, 14]
+        r15 = r[i, 15]
+        x0 = x[i, 0]
+        x1 = x[i, 1]
+        x2 = x[i, 2]
+        x3 = x[i, 3]
+        x4 = x[i, 4]
+        x5 = x[i, 5]
+        x6 = x[i, 6]
+        x7 = x[i, 7]
+        x8 = x[i, 8]
+        x9 = x[i, 9]
+        x10 = x[i, 10]
+        x11 = x[i, 11]
+        x12 = x[i, 12]
+        x13 = x[i, 13]
+        x14 = x[i, 14]
+        x15 = x[i, 15]
+        x16 = x[i, 16]
+        x17 = x[i, 17]
+        x18 = x[i, 18]
+        x19 = x[i, 19]
+        x20 = x[i, 20]
+        x21 = x[i, 21]
+        x22 = x[i, 22]
+        x23 = x[i, 23]
+        x24 = x[i, 24]
+        x25 = x[i, 25]
+        x26 = x[i, 26]
+        x27 = x[i, 27]
+        x28 = x[i, 28]
+        x29 = x[i, 29]
+        x30 = x[i, 30]
+        x31 = x[i, 31]
+        x32 = x[i, 32]
+        x33 = x[i, 33]
+        x34 = x[i, 34]
+        x35 = x[i, 35]
+        x36 = x[i, 36]
+        x37 = x[i, 37]
+        x38 = x[i, 38]
+        x39 = x[i, 39]
+        x40 = x[i, 40]
+        x41 = x[i, 41]
+        x42 = x[i, 42]
+        x43 = x[i, 43]
+        x44 = x[i, 44]
+        x45 = x[i, 45]
+        x46 = x[i, 46]
+        x47 = x[i, 47]
+        x48 = x[i, 48]
+        x49 = x[i, 49]
+        x50 = x[i, 50]
+        x51 = x[i, 51]
+        x52 = x[i, 52]
+        x53 = x[i, 53]
+        x54 = x[i, 54]
+        x55 = x[i, 55]
+        x56 = x[i, 56]
+        x57 = x[i, 57]
+        x58 = x[i, 58]
+        x59 = x[i, 59]
+        x60 = x[i, 60]
+        x61 = x[i, 61]
+        x62 = x[i, 62]
+        x63 = x[i, 63]
+        t0 = r0*x0 - r1*x7 - r10*x16 - r11*x17 - r12*x18 - r13*x19 - r14*x20 - r15*x21 - r2*x8 - r3*x9 - r4*x10 - r5*x11 - r6*x12 - r7*x13 - r8*x14 - r9*x15
+        t1 = r0*x1 + r1*x2 - r10*x26 - r11*x27 - r12*x28 - r13*x29 - r14*x30 - r15*x31 + r2*x3 + r3*x4 + r4*x5 + r5*x6 - r6*x22 - r7*x23 - r8*x24 - r9*x25
+        t2 = r0*x2 - r1*x1 - r10*x32 - r11*x33 - r12*x34 - r13*x35 - r14*x36 - r15*x37 + r2*x22 + r3*x23 + r4*x24 + r5*x25 + r6*x3 + r7*x4 + r8*x5 + r9*x6
+        t3 = r0*x3 - r1*x22 + r10*x4 + r11*x5 + r12*x6 - r13*x38 - r14*x39 - r15*x40 - r2*x1 + r3*x26 + r4*x27 + r5*x28 - r6*x2 + r7*x32 + r8*x33 + r9*x34
+        t4 = r0*x4 - r1*x23 - r10*x3 + r11*x38 + r12*x39 + r13*x5 + r14*x6 - r15*x41 - r2*x26 - r3*x1 + r4*x29 + r5*x30 - r6*x32 - r7*x2 + r8*x35 + r9*x36
+        t5 = r0*x5 - r1*x24 - r10*x38 - r11*x3 + r12*x40 - r13*x4 + r14*x41 + r15*x6 - r2*x27 - r3*x29 - r4*x1 + r5*x31 - r6*x33 - r7*x35 - r8*x2 + r9*x37
+        t6 = r0*x6 - r1*x25 - r10*x39 - r11*x40 - r12*x3 - r13*x41 - r14*x4 - r15*x5 - r2*x28 - r3*x30 - r4*x31 - r5*x1 - r6*x34 - r7*x36 - r8*x37 - r9*x2
+        t7 = r0*x7 + r1*x0 - r10*x42 - r11*x43 - r12*x44 - r13*x45 - r14*x46 - r15*x47 - r2*x12 - r3*x13 - r4*x14 - r5*x15 + r6*x8 + r7*x9 + r8*x10 + r9*x11
+        t8 = r0*x8 + r1*x12 + r10*x9 + r11*x10 + r12*x11 - r13*x48 - r14*x49 - r15*x50 + r2*x0 - r3*x16 - r4*x17 - r5*x18 - r6*x7 + r7*x42 + r8*x43 + r9*x44
+        t9 = r0*x9 + r1*x13 - r10*x8 + r11*x48 + r12*x49 + r13*x10 + r14*x11 - r15*x51 + r2*x16 + r3*x0 - r4*x19 - r5*x20 - r6*x42 - r7*x7 + r8*x45 + r9*x46
+        t10 = r0*x10 + r1*x14 - r10*x48 - r11*x8 + r12*x50 - r13*x9 + r14*x51 + r15*x11 + r2*x17 + r3*x19 + r4*x0 - r5*x21 - r6*x43 - r7*x45 - r8*x7 + r9*x47
+        t11 = r0*x11 + r1*x15 - r10*x49 - r11*x50 - r12*x8 - r13*x51 - r14*x9 - r15*x10 + r2*x18 + r3*x20 + r4*x21 + r5*x0 - r6*x44 - r7*x46 - r8*x47 - r9*x7
+        t12 = r0*x12 - r1*x8 + r10*x13 + r11*x14 + r12*x15 - r13*x52 - r14*x53 - r15*x54 + r2*x7 - r3*x42 - r4*x43 - r5*x44 + r6*x0 - r7*x16 - r8*x17 - r9*x18
+        t13 = r0*x13 - r1*x9 - r10*x12 + r11*x52 + r12*x53 + r13*x14 + r14*x15 - r15*x55 + r2*x42 + r3*x7 - r4*x45 - r5*x46 + r6*x16 + r7*x0 - r8*x19 - r9*x20
+        t14 = r0*x14 - r1*x10 - r10*x52 - r11*x12 + r12*x54 - r13*x13 + r14*x55 + r15*x15 + r2*x43 + r3*x45 + r4*x7 - r5*x47 + r6*x17 + r7*x19 + r8*x0 - r9*x21
+        t15 = r0*x15 - r1*x11 - r10*x53 - r11*x54 - r12*x12 - r13*x55 - r14*x13 - r15*x14 + r2*x44 + r3*x46 + r4*x47 + r5*x7 + r6*x18 + r7*x20 + r8*x21 + r9*x0
+        t16 = r0*x16 - r1*x42 + r10*x0 - r11*x19 - r12*x20 + r13*x17 + r14*x18 - r15*x56 - r2*x9 + r3*x8 - r4*x48 - r5*x49 - r6*x13 + r7*x12 - r8*x52 - r9*x53
+        t17 = r0*x17 - r1*x43 + r10*x19 + r11*x0 - r12*x21 - r13*x16 + r14*x56 + r15*x18 - r2*x10 + r3*x48 + r4*x8 - r5*x50 - r6*x14 + r7*x52 + r8*x12 - r9*x54
+        t18 = r0*x18 - r1*x44 + r10*x20 + r11*x21 + r12*x0 - r13*x56 - r14*x16 - r15*x17 - r2*x11 + r3*x49 + r4*x50 + r5*x8 - r6*x15 + r7*x53 + r8*x54 + r9*x12
+        t19 = r0*x19 - r1*x45 - r10*x17 + r11*x16 - r12*x56 + r13*x0 - r14*x21 + r15*x20 - r2*x48 - r3*x10 + r4*x9 - r5*x51 - r6*x52 - r7*x14 + r8*x13 - r9*x55
+        t20 = r0*x20 - r1*x46 - r10*x18 + r11*x56 + r12*x16 + r13*x21 + r14*x0 - r15*x19 - r2*x49 - r3*x11 + r4*x51 + r5*x9 - r6*x53 - r7*x15 + r8*x55 + r9*x13
+        t21 = r0*x21 - r1*x47 - r10*x56 - r11*x18 + r12*x17 - r13*x20 + r14*x19 + r15*x0 - r2*x50 - r3*x51 - r4*x11 + r5*x10 - r6*x54 - r7*x55 - r8*x15 + r9*x14
+        t22 = r0*x22 + r1*x3 + r10*x23 + r11*x24 + r12*x25 - r13*x57 - r14*x58 - r15*x59 - r2*x2 + r3*x32 + r4*x33 + r5*x34 + r6*x1 - r7*x26 - r8*x27 - r9*x28
+        t23 = r0*x23 + r1*x4 - r10*x22 + r11*x57 + r12*x58 + r13*x24 + r14*x25 - r15*x60 - r2*x32 - r3*x2 + r4*x35 + r5*x36 + r6*x26 + r7*x1 - r8*x29 - r9*x30
+        t24 = r0*x24 + r1*x5 - r10*x57 - r11*x22 + r12*x59 - r13*x23 + r14*x60 + r15*x25 - r2*x33 - r3*x35 - r4*x2 + r5*x37 + r6*x27 + r7*x29 + r8*x1 - r9*x31
+        t25 = r0*x25 + r1*x6 - r10*x58 - r11*x59 - r12*x22 - r13*x60 - r14*x23 - r15*x24 - r2*x34 - r3*x36 - r4*x37 - r5*x2 + r6*x28 + r7*x30 + r8*x31 + r9*x1
+        t26 = r0*x26 + r1*x32 + r10*x1 - r11*x29 - r12*x30 + r13*x27 + r14*x28 - r15*x61 + r2*x4 - r3*x3 + r4*x38 + r5*x39 - r6*x23 + r7*x22 - r8*x57 - r9*x58
+        t27 = r0*x27 + r1*x33 + r10*x29 + r11*x1 - r12*x31 - r13*x26 + r14*x61 + r15*x28 + r2*x5 - r3*x38 - r4*x3 + r5*x40 - r6*x24 + r7*x57 + r8*x22 - r9*x59
+        t28 = r0*x28 + r1*x34 + r10*x30 + r11*x31 + r12*x1 - r13*x61 - r14*x26 - r15*x27 + r2*x6 - r3*x39 - r4*x40 - r5*x3 - r6*x25 + r7*x58 + r8*x59 + r9*x22
+        t29 = r0*x29 + r1*x35 - r10*x27 + r11*x26 - r12*x61 + r13*x1 - r14*x31 + r15*x30 + r2*x38 + r3*x5 - r4*x4 + r5*x41 - r6*x57 - r7*x24 + r8*x23 - r9*x60
+        t30 = r0*x30 + r1*x36 - r10*x28 + r11*x61 + r12*x26 + r13*x31 + r14*x1 - r15*x29 + r2*x39 + r3*x6 - r4*x41 - r5*x4 - r6*x58 - r7*x25 + r8*x60 + r9*x23
+        t31 = r0*x31 + r1*x37 - r10*x61 - r11*x28 + r12*x27 - r13*x30 + r14*x29 + r15*x1 + r2*x40 + r3*x41 + r4*x6 - r5*x5 - r6*x59 - r7*x60 - r8*x25 + r9*x24
+        t32 = r0*x32 - r1*x26 + r10*x2 - r11*x35 - r12*x36 + r13*x33 + r14*x34 - r15*x62 + r2*x23 - r3*x22 + r4*x57 + r5*x58 + r6*x4 - r7*x3 + r8*x38 + r9*x39
+        t33 = r0*x33 - r1*x27 + r10*x35 + r11*x2 - r12*x37 - r13*x32 + r14*x62 + r15*x34 + r2*x24 - r3*x57 - r4*x22 + r5*x59 + r6*x5 - r7*x38 - r8*x3 + r9*x40
+        t34 = r0*x34 - r1*x28 + r10*x36 + r11*x37 + r12*x2 - r13*x62 - r14*x32 - r15*x33 + r2*x25 - r3*x58 - r4*x59 - r5*x22 + r6*x6 - r7*x39 - r8*x40 - r9*x3
+        t35 = r0*x35 - r1*x29 - r10*x33 + r11*x32 - r12*x62 + r13*x2 - r14*x37 + r15*x36 + r2*x57 + r3*x24 - r4*x23 + r5*x60 + r6*x38 + r7*x5 - r8*x4 + r9*x41
+        t36 = r0*x36 - r1*x30 - r10*x34 + r11*x62 + r12*x32 + r13*x37 + r14*x2 - r15*x35 + r2*x58 + r3*x25 - r4*x60 - r5*x23 + r6*x39 + r7*x6 - r8*x41 - r9*x4
+        t37 = r0*x37 - r1*x31 - r10*x62 - r11*x34 + r12*x33 - r13*x36 + r14*x35 + r15*x2 + r2*x59 + r3*x60 + r4*x25 - r5*x24 + r6*x40 + r7*x41 + r8*x6 - r9*x5
+        t38 = r0*x38 - r1*x57 + r10*x5 - r11*x4 + r12*x41 + r13*x3 - r14*x40 + r15*x39 - r2*x29 + r3*x27 - r4*x26 + r5*x61 - r6*x35 + r7*x33 - r8*x32 + r9*x62
+        t39 = r0*x39 - r1*x58 + r10*x6 - r11*x41 - r12*x4 + r13*x40 + r14*x3 - r15*x38 - r2*x30 + r3*x28 - r4*x61 - r5*x26 - r6*x36 + r7*x34 - r8*x62 - r9*x32
+        t40 = r0*x40 - r1*x59 + r10*x41 + r11*x6 - r12*x5 - r13*x39 + r14*x38 + r15*x3 - r2*x31 + r3*x61 + r4*x28 - r5*x27 - r6*x37 + r7*x62 + r8*x34 - r9*x33
+        t41 = r0*x41 - r1*x60 - r10*x40 + r11*x39 - r12*x38 + r13*x6 - r14*x5 + r15*x4 - r2*x61 - r3*x31 + r4*x30 - r5*x29 - r6*x62 - r7*x37 + r8*x36 - r9*x35
+        t42 = r0*x42 + r1*x16 + r10*x7 - r11*x45 - r12*x46 + r13*x43 + r14*x44 - r15*x63 - r2*x13 + r3*x12 - r4*x52 - r5*x53 + r6*x9 - r7*x8 + r8*x48 + r9*x49
+        t43 = r0*x43 + r1*x17 + r10*x45 + r11*x7 - r12*x47 - r13*x42 + r14*x63 + r15*x44 - r2*x14 + r3*x52 + r4*x12 - r5*x54 + r6*x10 - r7*x48 - r8*x8 + r9*x50
+        t44 = r0*x44 + r1*x18 + r10*x46 + r11*x47 + r12*x7 - r13*x63 - r14*x42 - r15*x43 - r2*x15 + r3*x53 + r4*x54 + r5*x12 + r6*x11 - r7*x49 - r8*x50 - r9*x8
+        t45 = r0*x45 + r1*x19 - r10*x43 + r11*x42 - r12*x63 + r13*x7 - r14*x47 + r15*x46 - r2*x52 - r3*x14 + r4*x13 - r5*x55 + r6*x48 + r7*x10 - r8*x9 + r9*x51
+        t46 = r0*x46 + r1*x20 - r10*x44 + r11*x63 + r12*x42 + r13*x47 + r14*x7 - r15*x45 - r2*x53 - r3*x15 + r4*x55 + r5*x13 + r6*x49 + r7*x11 - r8*x51 - r9*x9
+        t47 = r0*x47 + r1*x21 - r10*x63 - r11*x44 + r12*x43 - r13*x46 + r14*x45 + r15*x7 - r2*x54 - r3*x55 - r4*x15 + r5*x14 + r6*x50 + r7*x51 + r8*x11 - r9*x10
+        t48 = r0*x48 + r1*x52 + r10*x10 - r11*x9 + r12*x51 + r13*x8 - r14*x50 + r15*x49 + r2*x19 - r3*x17 + r4*x16 - r5*x56 - r6*x45 + r7*x43 - r8*x42 + r9*x63
+        t49 = r0*x49 + r1*x53 + r10*x11 - r11*x51 - r12*x9 + r13*x50 + r14*x8 - r15*x48 + r2*x20 - r3*x18 + r4*x56 + r5*x16 - r6*x46 + r7*x44 - r8*x63 - r9*x42
+        t50 = r0*x50 + r1*x54 + r10*x51 + r11*x11 - r12*x10 - r13*x49 + r14*x48 + r15*x8 + r2*x21 - r3*x56 - r4*x18 + r5*x17 - r6*x47 + r7*x63 + r8*x44 - r9*x43
+        t51 = r0*x51 + r1*x55 - r10*x50 + r11*x49 - r12*x48 + r13*x11 - r14*x10 + r15*x9 + r2*x56 + r3*x21 - r4*x20 + r5*x19 - r6*x63 - r7*x47 + r8*x46 - r9*x45
+        t52 = r0*x52 - r1*x48 + r10*x14 - r11*x13 + r12*x55 + r13*x12 - r14*x54 + r15*x53 + r2*x45 - r3*x43 + r4*x42 - r5*x63 + r6*x19 - r7*x17 + r8*x16 - r9*x56
+        t53 = r0*x53 - r1*x49 + r10*x15 - r11*x55 - r12*x13 + r13*x54 + r14*x12 - r15*x52 + r2*x46 - r3*x44 + r4*x63 + r5*x42 + r6*x20 - r7*x18 + r8*x56 + r9*x16
+        t54 = r0*x54 - r1*x50 + r10*x55 + r11*x15 - r12*x14 - r13*x53 + r14*x52 + r15*x12 + r2*x47 - r3*x63 - r4*x44 + r5*x43 + r6*x21 - r7*x56 - r8*x18 + r9*x17
+        t55 = r0*x55 - r1*x51 - r10*x54 + r11*x53 - r12*x52 + r13*x15 - r14*x14 + r15*x13 + r2*x63 + r3*x47 - r4*x46 + r5*x45 + r6*x56 + r7*x21 - r8*x20 + r9*x19
+        t56 = r0*x56 - r1*x63 + r10*x21 - r11*x20 + r12*x19 + r13*x18 - r14*x17 + r15*x16 - r2*x51 + r3*x50 - r4*x49 + r5*x48 - r6*x55 + r7*x54 - r8*x53 + r9*x52
+        t57 = r0*x57 + r1*x38 + r10*x24 - r11*x23 + r12*x60 + r13*x22 - r14*x59 + r15*x58 - r2*x35 + r3*x33 - r4*x32 + r5*x62 + r6*x29 - r7*x27 + r8*x26 - r9*x61
+        t58 = r0*x58 + r1*x39 + r10*x25 - r11*x60 - r12*x23 + r13*x59 + r14*x22 - r15*x57 - r2*x36 + r3*x34 - r4*x62 - r5*x32 + r6*x30 - r7*x28 + r8*x61 + r9*x26
+        t59 = r0*x59 + r1*x40 + r10*x60 + r11*x25 - r12*x24 - r13*x58 + r14*x57 + r15*x22 - r2*x37 + r3*x62 + r4*x34 - r5*x33 + r6*x31 - r7*x61 - r8*x28 + r9*x27
+        t60 = r0*x60 + r1*x41 - r10*x59 + r11*x58 - r12*x57 + r13*x25 - r14*x24 + r15*x23 - r2*x62 - r3*x37 + r4*x36 - r5*x35 + r6*x61 + r7*x31 - r8*x30 + r9*x29
+        t61 = r0*x61 + r1*x62 + r10*x31 - r11*x30 + r12*x29 + r13*x28 - r14*x27 + r15*x26 + r2*x41 - r3*x40 + r4*x39 - r5*x38 - r6*x60 + r7*x59 - r8*x58 + r9*x57
+        t62 = r0*x62 - r1*x61 + r10*x37 - r11*x36 + r12*x35 + r13*x34 - r14*x33 + r15*x32 + r2*x60 - r3*x59 + r4*x58 - r5*x57 + r6*x41 - r7*x40 + r8*x39 - r9*x38
+        t63 = r0*x63 + r1*x56 + r10*x47 - r11*x46 + r12*x45 + r13*x44 - r14*x43 + r15*x42 - r2*x55 + r3*x54 - r4*x53 + r5*x52 + r6*x51 - r7*x50 + r8*x49 - r9*x48
+        out[i, 0] = r0*t0 + r1*t7 + r10*t16 + r11*t17 + r12*t18 + r13*t19 + r14*t20 + r15*t21 + r2*t8 + r3*t9 + r4*t10 + r5*t11 + r6*t12 + r7*t13 + r8*t14 + r9*t15
+        out[i, 1] = r0*t1 + r1*t2 + r10*t26 + r11*t27 + r12*t28 + r13*t29 + r14*t30 + r15*t31 + r2*t3 + r3*t4 + r4*t5 + r5*t6 + r6*t22 + r7*t23 + r8*t24 + r9*t25
+        out[i, 2] = r0*t2 - r1*t1 + r10*t32 + r11*t33 + r12*t34 + r13*t35 + r14*t36 + r15*t37 - r2*t22 - r3*t23 - r4*t24 - r5*t25 + r6*t3 + r7*t4 + r8*t5 + r9*t6
+        out[i, 3] = r0*t3 + r1*t22 + r10*t4 + r11*t5 + r12*t6 + r13*t38 + r14*t39 + r15*t40 - r2*t1 - r3*t26 - r4*t27 - r5*t28 - r6*t2 - r7*t32 - r8*t33 - r9*t34
+        out[i, 4] = r0*t4 + r1*t23 - r10*t3 - r11*t38 - r12*t39 + r13*t5 + r14*t6 + r15*t41 + r2*t26 - r3*t1 - r4*t29 - r5*t30 + r6*t32 - r7*t2 - r8*t35 - r9*t36
+        out[i, 5] = r0*t5 + r1*t24 + r10*t38 - r11*t3 - r12*t40 - r13*t4 - r14*t41 + r15*t6 + r2*t27 + r3*t29 - r4*t1 - r5*t31 + r6*t33 + r7*t35 - r8*t2 - r9*t37
+        out[i, 6] = r0*t6 + r1*t25 + r10*t39 + r11*t40 - r12*t3 + r13*t41 - r14*t4 - r15*t5 + r2*t28 + r3*t30 + r4*t31 - r5*t1 + r6*t34 + r7*t36 + r8*t37 - r9*t2
+        out[i, 7] = r0*t7 - r1*t0 + r10*t42 + r11*t43 + r12*t44 + r13*t45 + r14*t46 + r15*t47 - r2*t12 - r3*t13 - r4*t14 - r5*t15 + r6*t8 + r7*t9 + r8*t10 + r9*t11
+        out[i, 8] = r0*t8 + r1*t12 + r10*t9 + r11*t10 + r12*t11 + r13*t48 + r14*t49 + r15*t50 - r2*t0 - r3*t16 - r4*t17 - r5*t18 - r6*t7 - r7*t42 - r8*t43 - r9*t44
+        out[i, 9] = r0*t9 + r1*t13 - r10*t8 - r11*t48 - r12*t49 + r13*t10 + r14*t11 + r15*t51 + r2*t16 - r3*t0 - r4*t19 - r5*t20 + r6*t42 - r7*t7 - r8*t45 - r9*t46
+        out[i, 10] = r0*t10 + r1*t14 + r10*t48 - r11*t8 - r12*t50 - r13*t9 - r14*t51 + r15*t11 + r2*t17 + r3*t19 - r4*t0 - r5*t21 + r6*t43 + r7*t45 - r8*t7 - r9*t47
+        out[i, 11] = r0*t11 + r1*t15 + r10*t49 + r11*t50 - r12*t8 + r13*t51 - r14*t9 - r15*t10 + r2*t18 + r3*t20 + r4*t21 - r5*t0 + r6*t44 + r7*t46 + r8*t47 - r9*t7
+        out[i, 12] = r0*t12 - r1*t8 + r10*t13 + r11*t14 + r12*t15 + r13*t52 + r14*t53 + r15*t54 + r2*t7 + r3*t42 + r4*t43 + r5*t44 - r6*t0 - r7*t16 - r8*t17 - r9*t18
+        out[i, 13] = r0*t13 - r1*t9 - r10*t12 - r11*t52 - r12*t53 + r13*t14 + r14*t15 + r15*t55 - r2*t42 + r3*t7 + r4*t45 + r5*t46 + r6*t16 - r7*t0 - r8*t19 - r9*t20
+        out[i, 14] = r0*t14 - r1*t10 + r10*t52 - r11*t12 - r12*t54 - r13*t13 - r14*t55 + r15*t15 - r2*t43 - r3*t45 + r4*t7 + r5*t47 + r6*t17 + r7*t19 - r8*t0 - r9*t21
+        out[i, 15] = r0*t15 - r1*t11 + r10*t53 + r11*t54 - r12*t12 + r13*t55 - r14*t13 - r15*t14 - r2*t44 - r3*t46 - r4*t47 + r5*t7 + r6*t18 + r7*t20 + r8*t21 - r9*t0
+        out[i, 16] = r0*t16 + r1*t42 - r10*t0 - r11*t19 - r12*t20 + r13*t17 + r14*t18 + r15*t56 - r2*t9 + r3*t8 + r4*t48 + r5*t49 - r6*t13 + r7*t12 + r8*t52 + r9*t53
+        out[i, 17] = r0*t17 + r1*t43 + r10*t19 - r11*t0 - r12*t21 - r13*t16 - r14*t56 + r15*t18 - r2*t10 - r3*t48 + r4*t8 + r5*t50 - r6*t14 - r7*t52 + r8*t12 + r9*t54
+        out[i, 18] = r0*t18 + r1*t44 + r10*t20 + r11*t21 - r12*t0 + r13*t56 - r14*t16 - r15*t17 - r2*t11 - r3*t49 - r4*t50 + r5*t8 - r6*t15 - r7*t53 - r8*t54 + r9*t12
+        out[i, 19] = r0*t19 + r1*t45 - r10*t17 + r11*t16 + r12*t56 - r13*t0 - r14*t21 + r15*t20 + r2*t48 - r3*t10 + r4*t9 + r5*t51 + r6*t52 - r7*t14 + r8*t13 + r9*t55
+        out[i, 20] = r0*t20 + r1*t46 - r10*t18 - r11*t56 + r12*t16 + r13*t21 - r14*t0 - r15*t19 + r2*t49 - r3*t11 - r4*t51 + r5*t9 + r6*t53 - r7*t15 - r8*t55 + r9*t13
+        out[i, 21] = r0*t21 + r1*t47 + r10*t56 - r11*t18 + r12*t17 - r13*t20 + r14*t19 - r15*t0 + r2*t50 + r3*t51 - r4*t11 + r5*t10 + r6*t54 + r7*t55 - r8*t15 + r9*t14
+        out[i, 22] = r0*t22 - r1*t3 + r10*t23 + r11*t24 + r12*t25 + r13*t57 + r14*t58 + r15*t59 + r2*t2 + r3*t32 + r4*t33 + r5*t34 - r6*t1 - r7*t26 - r8*t27 - r9*t28
+        out[i, 23] = r0*t23 - r1*t4 - r10*t22 - r11*t57 - r12*t58 + r13*t24 + r14*t25 + r15*t60 - r2*t32 + r3*t2 + r4*t35 + r5*t36 + r6*t26 - r7*t1 - r8*t29 - r9*t30
+        out[i, 24] = r0*t24 - r1*t5 + r10*t57 - r11*t22 - r12*t59 - r13*t23 - r14*t60 + r15*t25 - r2*t33 - r3*t35 + r4*t2 + r5*t37 + r6*t27 + r7*t29 - r8*t1 - r9*t31
+        out[i, 25] = r0*t25 - r1*t6 + r10*t58 + r11*t59 - r12*t22 + r13*t60 - r14*t23 - r15*t24 - r2*t34 - r3*t36 - r4*t37 + r5*t2 + r6*t28 + r7*t30 + r8*t31 - r9*t1
+        out[i, 26] = r0*t26 + r1*t32 - r10*t1 - r11*t29 - r12*t30 + r13*t27 + r14*t28 + r15*t61 - r2*t4 + r3*t3 + r4*t38 + r5*t39 - r6*t23 + r7*t22 + r8*t57 + r9*t58
+        out[i, 27] = r0*t27 + r1*t33 + r10*t29 - r11*t1 - r12*t31 - r13*t26 - r14*t61 + r15*t28 - r2*t5 - r3*t38 + r4*t3 + r5*t40 - r6*t24 - r7*t57 + r8*t22 + r9*t59
+        out[i, 28] = r0*t28 + r1*t34 + r10*t30 + r11*t31 - r12*t1 + r13*t61 - r14*t26 - r15*t27 - r2*t6 - r3*t39 - r4*t40 + r5*t3 - r6*t25 - r7*t58 - r8*t59 + r9*t22
+        out[i, 29] = r0*t29 + r1*t35 - r10*t27 + r11*t26 + r12*t61 - r13*t1 - r14*t31 + r15*t30 + r2*t38 - r3*t5 + r4*t4 + r5*t41 + r6*t57 - r7*t24 + r8*t23 + r9*t60
+        out[i, 30] = r0*t30 + r1*t36 - r10*t28 - r11*t61 + r12*t26 + r13*t31 - r14*t1 - r15*t29 + r2*t39 - r3*t6 - r4*t41 + r5*t4 + r6*t58 - r7*t25 - r8*t60 + r9*t23
+        out[i, 31] = r0*t31 + r1*t37 + r10*t61 - r11*t28 + r12*t27 - r13*t30 + r14*t29 - r15*t1 + r2*t40 + r3*t41 - r4*t6 + r5*t5 + r6*t59 + r7*t60 - r8*t25 + r9*t24
+        out[i, 32] = r0*t32 - r1*t26 - r10*t2 - r11*t35 - r12*t36 + r13*t33 + r14*t34 + r15*t62 + r2*t23 - r3*t22 - r4*t57 - r5*t58 - r6*t4 + r7*t3 + r8*t38 + r9*t39
+        out[i, 33] = r0*t33 - r1*t27 + r10*t35 - r11*t2 - r12*t37 - r13*t32 - r14*t62 + r15*t34 + r2*t24 + r3*t57 - r4*t22 - r5*t59 - r6*t5 - r7*t38 + r8*t3 + r9*t40
+        out[i, 34] = r0*t34 - r1*t28 + r10*t36 + r11*t37 - r12*t2 + r13*t62 - r14*t32 - r15*t33 + r2*t25 + r3*t58 + r4*t59 - r5*t22 - r6*t6 - r7*t39 - r8*t40 + r9*t3
+        out[i, 35] = r0*t35 - r1*t29 - r10*t33 + r11*t32 + r12*t62 - r13*t2 - r14*t37 + r15*t36 - r2*t57 + r3*t24 - r4*t23 - r5*t60 + r6*t38 - r7*t5 + r8*t4 + r9*t41
+        out[i, 36] = r0*t36 - r1*t30 - r10*t34 - r11*t62 + r12*t32 + r13*t37 - r14*t2 - r15*t35 - r2*t58 + r3*t25 + r4*t60 - r5*t23 + r6*t39 - r7*t6 - r8*t41 + r9*t4
+        out[i, 37] = r0*t37 - r1*t31 + r10*t62 - r11*t34 + r12*t33 - r13*t36 + r14*t35 - r15*t2 - r2*t59 - r3*t60 + r4*t25 - r5*t24 + r6*t40 + r7*t41 - r8*t6 + r9*t5
+        out[i, 38] = r0*t38 + r1*t57 - r10*t5 + r11*t4 + r12*t41 - r13*t3 - r14*t40 + r15*t39 - r2*t29 + r3*t27 - r4*t26 - r5*t61 - r6*t35 + r7*t33 - r8*t32 - r9*t62
+        out[i, 39] = r0*t39 + r1*t58 - r10*t6 - r11*t41 + r12*t4 + r13*t40 - r14*t3 - r15*t38 - r2*t30 + r3*t28 + r4*t61 - r5*t26 - r6*t36 + r7*t34 + r8*t62 - r9*t32
+        out[i, 40] = r0*t40 + r1*t59 + r10*t41 - r11*t6 + r12*t5 - r13*t39 + r14*t38 - r15*t3 - r2*t31 - r3*t61 + r4*t28 - r5*t27 - r6*t37 - r7*t62 + r8*t34 - r9*t33
+        out[i, 41] = r0*t41 + r1*t60 - r10*t40 + r11*t39 - r12*t38 - r13*t6 + r14*t5 - r15*t4 + r2*t61 - r3*t31 + r4*t30 - r5*t29 + r6*t62 - r7*t37 + r8*t36 - r9*t35
+        out[i, 42] = r0*t42 - r1*t16 - r10*t7 - r11*t45 - r12*t46 + r13*t43 + r14*t44 + r15*t63 + r2*t13 - r3*t12 - r4*t52 - r5*t53 - r6*t9 + r7*t8 + r8*t48 + r9*t49
+        out[i, 43] = r0*t43 - r1*t17 + r10*t45 - r11*t7 - r12*t47 - r13*t42 - r14*t63 + r15*t44 + r2*t14 + r3*t52 - r4*t12 - r5*t54 - r6*t10 - r7*t48 + r8*t8 + r9*t50
+        out[i, 44] = r0*t44 - r1*t18 + r10*t46 + r11*t47 - r12*t7 + r13*t63 - r14*t42 - r15*t43 + r2*t15 + r3*t53 + r4*t54 - r5*t12 - r6*t11 - r7*t49 - r8*t50 + r9*t8
+        out[i, 45] = r0*t45 - r1*t19 - r10*t43 + r11*t42 + r12*t63 - r13*t7 - r14*t47 + r15*t46 - r2*t52 + r3*t14 - r4*t13 - r5*t55 + r6*t48 - r7*t10 + r8*t9 + r9*t51
+        out[i, 46] = r0*t46 - r1*t20 - r10*t44 - r11*t63 + r12*t42 + r13*t47 - r14*t7 - r15*t45 - r2*t53 + r3*t15 + r4*t55 - r5*t13 + r6*t49 - r7*t11 - r8*t51 + r9*t9
+        out[i, 47] = r0*t47 - r1*t21 + r10*t63 - r11*t44 + r12*t43 - r13*t46 + r14*t45 - r15*t7 - r2*t54 - r3*t55 + r4*t15 - r5*t14 + r6*t50 + r7*t51 - r8*t11 + r9*t10
+        out[i, 48] = r0*t48 + r1*t52 - r10*t10 + r11*t9 + r12*t51 - r13*t8 - r14*t50 + r15*t49 - r2*t19 + r3*t17 - r4*t16 - r5*t56 - r6*t45 + r7*t43 - r8*t42 - r9*t63
+        out[i, 49] = r0*t49 + r1*t53 - r10*t11 - r11*t51 + r12*t9 + r13*t50 - r14*t8 - r15*t48 - r2*t20 + r3*t18 + r4*t56 - r5*t16 - r6*t46 + r7*t44 + r8*t63 - r9*t42
+        out[i, 50] = r0*t50 + r1*t54 + r10*t51 - r11*t11 + r12*t10 - r13*t49 + r14*t48 - r15*t8 - r2*t21 - r3*t56 + r4*t18 - r5*t17 - r6*t47 - r7*t63 + r8*t44 - r9*t43
+        out[i, 51] = r0*t51 + r1*t55 - r10*t50 + r11*t49 - r12*t48 - r13*t11 + r14*t10 - r15*t9 + r2*t56 - r3*t21 + r4*t20 - r5*t19 + r6*t63 - r7*t47 + r8*t46 - r9*t45
+        out[i, 52] = r0*t52 - r1*t48 - r10*t14 + r11*t13 + r12*t55 - r13*t12 - r14*t54 + r15*t53 + r2*t45 - r3*t43 + r4*t42 + r5*t63 - r6*t19 + r7*t17 - r8*t16 - r9*t56
+        out[i, 53] = r0*t53 - r1*t49 - r10*t15 - r11*t55 + r12*t13 + r13*t54 - r14*t12 - r15*t52 + r2*t46 - r3*t44 - r4*t63 + r5*t42 - r6*t20 + r7*t18 + r8*t56 - r9*t16
+        out[i, 54] = r0*t54 - r1*t50 + r10*t55 - r11*t15 + r12*t14 - r13*t53 + r14*t52 - r15*t12 + r2*t47 + r3*t63 - r4*t44 + r5*t43 - r6*t21 - r7*t56 + r8*t18 - r9*t17
+        out[i, 55] = r0*t55 - r1*t51 - r10*t54 + r11*t53 - r12*t52 - r13*t15 + r14*t14 - r15*t13 - r2*t63 + r3*t47 - r4*t46 + r5*t45 + r6*t56 - r7*t21 + r8*t20 - r9*t19
+        out[i, 56] = r0*t56 + r1*t63 - r10*t21 + r11*t20 - r12*t19 - r13*t18 + r14*t17 - r15*t16 - r2*t51 + r3*t50 - r4*t49 + r5*t48 - r6*t55 + r7*t54 - r8*t53 + r9*t52
+        out[i, 57] = r0*t57 - r1*t38 - r10*t24 + r11*t23 + r12*t60 - r13*t22 - r14*t59 + r15*t58 + r2*t35 - r3*t33 + r4*t32 + r5*t62 - r6*t29 + r7*t27 - r8*t26 - r9*t61
+        out[i, 58] = r0*t58 - r1*t39 - r10*t25 - r11*t60 + r12*t23 + r13*t59 - r14*t22 - r15*t57 + r2*t36 - r3*t34 - r4*t62 + r5*t32 - r6*t30 + r7*t28 + r8*t61 - r9*t26
+        out[i, 59] = r0*t59 - r1*t40 + r10*t60 - r11*t25 + r12*t24 - r13*t58 + r14*t57 - r15*t22 + r2*t37 + r3*t62 - r4*t34 + r5*t33 - r6*t31 - r7*t61 + r8*t28 - r9*t27
+        out[i, 60] = r0*t60 - r1*t41 - r10*t59 + r11*t58 - r12*t57 - r13*t25 + r14*t24 - r15*t23 - r2*t62 + r3*t37 - r4*t36 + r5*t35 + r6*t61 - r7*t31 + r8*t30 - r9*t29
+        out[i, 61] = r0*t61 + r1*t62 - r10*t31 + r11*t30 - r12*t29 - r13*t28 + r14*t27 - r15*t26 - r2*t41 + r3*t40 - r4*t39 + r5*t38 - r6*t60 + r7*t59 - r8*t58 + r9*t57
+        out[i, 62] = r0*t62 - r1*t61 - r10*t37 + r11*t36 - r12*t35 - r13*t34 + r14*t33 - r15*t32 + r2*t60 - r3*t59 + r4*t58 - r5*t57 - r6*t41 + r7*t40 - r8*t39 + r9*t38
+        out[i, 63] = r0*t63 - r1*t56 - r10*t47 + r11*t46 - r12*t45 - r13*t44 + r14*t43 - r15*t42 + r2*t55 - r3*t54 + r4*t53 - r5*t52 - r6*t51 + r7*t50 - r8*t49 + r9*t48

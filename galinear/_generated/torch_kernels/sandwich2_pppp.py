@@ -1,0 +1,58 @@
+"""Generated kernel: double simple-rotor sandwich out = R x ~S in Cl(4,0,0), metric (1, 1, 1, 1), shortlex blade order.
+
+spec:       KernelSpec(op='sandwich2', metric=(1, 1, 1, 1))
+target:     torch
+generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)
+regenerate: galinear codegen --op sandwich2 --n 4 --target torch --out galinear/_generated/torch_kernels
+            (or `galinear codegen --all` / `make codegen` for every shipped kernel)
+
+Do not edit by hand.
+"""
+
+import torch
+
+
+def kernel(r, s, x):
+    """double simple-rotor sandwich out = R x ~S in Cl(4,0,0), metric (1, 1, 1, 1), shortlex blade order; tensors with any leading shape, last axis as documented."""
+    if r.shape[-1] != 7:
+        raise ValueError(f"r must have 7 entries on its last axis, got {r.shape[-1]}")
+    if s.shape[-1] != 7:
+        raise ValueError(f"s must have 7 entries on its last axis, got {s.shape[-1]}")
+    if x.shape[-1] != 16:
+        raise ValueError(f"x must have 16 entries on its last axis, got {x.shape[-1]}")
+    (r0, r1, r2, r3, r4, r5, r6,) = torch.unbind(r, dim=-1)
+    (s0, s1, s2, s3, s4, s5, s6,) = torch.unbind(s, dim=-1)
+    (x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,) = torch.unbind(x, dim=-1)
+    t0 = r0*x0 - r1*x5 - r2*x6 - r3*x7 - r4*x8 - r5*x9 - r6*x10
+    t1 = r0*x1 + r1*x2 + r2*x3 + r3*x4 - r4*x11 - r5*x12 - r6*x13
+    t2 = r0*x2 - r1*x1 + r2*x11 + r3*x12 + r4*x3 + r5*x4 - r6*x14
+    t3 = r0*x3 - r1*x11 - r2*x1 + r3*x13 - r4*x2 + r5*x14 + r6*x4
+    t4 = r0*x4 - r1*x12 - r2*x13 - r3*x1 - r4*x14 - r5*x2 - r6*x3
+    t5 = r0*x5 + r1*x0 - r2*x8 - r3*x9 + r4*x6 + r5*x7 - r6*x15
+    t6 = r0*x6 + r1*x8 + r2*x0 - r3*x10 - r4*x5 + r5*x15 + r6*x7
+    t7 = r0*x7 + r1*x9 + r2*x10 + r3*x0 - r4*x15 - r5*x5 - r6*x6
+    t8 = r0*x8 - r1*x6 + r2*x5 - r3*x15 + r4*x0 - r5*x10 + r6*x9
+    t9 = r0*x9 - r1*x7 + r2*x15 + r3*x5 + r4*x10 + r5*x0 - r6*x8
+    t10 = r0*x10 - r1*x15 - r2*x7 + r3*x6 - r4*x9 + r5*x8 + r6*x0
+    t11 = r0*x11 + r1*x3 - r2*x2 + r3*x14 + r4*x1 - r5*x13 + r6*x12
+    t12 = r0*x12 + r1*x4 - r2*x14 - r3*x2 + r4*x13 + r5*x1 - r6*x11
+    t13 = r0*x13 + r1*x14 + r2*x4 - r3*x3 - r4*x12 + r5*x11 + r6*x1
+    t14 = r0*x14 - r1*x13 + r2*x12 - r3*x11 + r4*x4 - r5*x3 + r6*x2
+    t15 = r0*x15 + r1*x10 - r2*x9 + r3*x8 + r4*x7 - r5*x6 + r6*x5
+    o0 = s0*t0 + s1*t5 + s2*t6 + s3*t7 + s4*t8 + s5*t9 + s6*t10
+    o1 = s0*t1 + s1*t2 + s2*t3 + s3*t4 + s4*t11 + s5*t12 + s6*t13
+    o2 = s0*t2 - s1*t1 - s2*t11 - s3*t12 + s4*t3 + s5*t4 + s6*t14
+    o3 = s0*t3 + s1*t11 - s2*t1 - s3*t13 - s4*t2 - s5*t14 + s6*t4
+    o4 = s0*t4 + s1*t12 + s2*t13 - s3*t1 + s4*t14 - s5*t2 - s6*t3
+    o5 = s0*t5 - s1*t0 - s2*t8 - s3*t9 + s4*t6 + s5*t7 + s6*t15
+    o6 = s0*t6 + s1*t8 - s2*t0 - s3*t10 - s4*t5 - s5*t15 + s6*t7
+    o7 = s0*t7 + s1*t9 + s2*t10 - s3*t0 + s4*t15 - s5*t5 - s6*t6
+    o8 = s0*t8 - s1*t6 + s2*t5 + s3*t15 - s4*t0 - s5*t10 + s6*t9
+    o9 = s0*t9 - s1*t7 - s2*t15 + s3*t5 + s4*t10 - s5*t0 - s6*t8
+    o10 = s0*t10 + s1*t15 - s2*t7 + s3*t6 - s4*t9 + s5*t8 - s6*t0
+    o11 = s0*t11 - s1*t3 + s2*t2 + s3*t14 - s4*t1 - s5*t13 + s6*t12
+    o12 = s0*t12 - s1*t4 - s2*t14 + s3*t2 + s4*t13 - s5*t1 - s6*t11
+    o13 = s0*t13 + s1*t14 - s2*t4 + s3*t3 - s4*t12 + s5*t11 - s6*t1
+    o14 = s0*t14 - s1*t13 + s2*t12 - s3*t11 - s4*t4 + s5*t3 - s6*t2
+    o15 = s0*t15 - s1*t10 + s2*t9 - s3*t8 - s4*t7 + s5*t6 - s6*t5
+    return torch.stack((o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14, o15,), dim=-1)

@@ -1,0 +1,39 @@
+"""Generated kernel: simple-rotor sandwich out = R x ~R, R = r[0] + sum r[1+p] e_pair(p) in Cl(3,0,0), metric (1, 1, 1), shortlex blade order.
+
+spec:       KernelSpec(op='sandwich', metric=(1, 1, 1))
+target:     torch
+generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)
+regenerate: galinear codegen --op sandwich --n 3 --target torch --out galinear/_generated/torch_kernels
+            (or `galinear codegen --all` / `make codegen` for every shipped kernel)
+
+Do not edit by hand.
+"""
+
+import torch
+
+
+def kernel(r, x):
+    """simple-rotor sandwich out = R x ~R, R = r[0] + sum r[1+p] e_pair(p) in Cl(3,0,0), metric (1, 1, 1), shortlex blade order; tensors with any leading shape, last axis as documented."""
+    if r.shape[-1] != 4:
+        raise ValueError(f"r must have 4 entries on its last axis, got {r.shape[-1]}")
+    if x.shape[-1] != 8:
+        raise ValueError(f"x must have 8 entries on its last axis, got {x.shape[-1]}")
+    (r0, r1, r2, r3,) = torch.unbind(r, dim=-1)
+    (x0, x1, x2, x3, x4, x5, x6, x7,) = torch.unbind(x, dim=-1)
+    t0 = r0*x0 - r1*x4 - r2*x5 - r3*x6
+    t1 = r0*x1 + r1*x2 + r2*x3 - r3*x7
+    t2 = r0*x2 - r1*x1 + r2*x7 + r3*x3
+    t3 = r0*x3 - r1*x7 - r2*x1 - r3*x2
+    t4 = r0*x4 + r1*x0 - r2*x6 + r3*x5
+    t5 = r0*x5 + r1*x6 + r2*x0 - r3*x4
+    t6 = r0*x6 - r1*x5 + r2*x4 + r3*x0
+    t7 = r0*x7 + r1*x3 - r2*x2 + r3*x1
+    o0 = r0*t0 + r1*t4 + r2*t5 + r3*t6
+    o1 = r0*t1 + r1*t2 + r2*t3 + r3*t7
+    o2 = r0*t2 - r1*t1 - r2*t7 + r3*t3
+    o3 = r0*t3 + r1*t7 - r2*t1 - r3*t2
+    o4 = r0*t4 - r1*t0 - r2*t6 + r3*t5
+    o5 = r0*t5 + r1*t6 - r2*t0 - r3*t4
+    o6 = r0*t6 - r1*t5 + r2*t4 - r3*t0
+    o7 = r0*t7 - r1*t3 + r2*t2 - r3*t1
+    return torch.stack((o0, o1, o2, o3, o4, o5, o6, o7,), dim=-1)

@@ -1,0 +1,253 @@
+r"""Kernel generator: prints a :class:`~galinear.symbolic.spec.Program` as Python source.
+
+Targets
+-------
+``numba``
+    One ``@jit`` function (``galinear._numba.jit``, ``cache=True``) looping over the batch
+    axis; each row is loaded into locals, common subexpressions (``sympy.cse``) are assigned
+    once, and every output coefficient is one straight-line sum. The file imports only
+    ``galinear._numba``, so numba can cache it on disk.
+``torch``
+    A function on tensors with any leading shape (``unbind`` the last axis, straight-line
+    arithmetic, ``stack``); differentiable by autograd.
+
+The output depends only on the spec (no timestamps, no hash-ordered iteration), so
+regenerating a spec gives the same bytes; the tests check this.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import sympy as sp
+
+from galinear.symbolic.spec import KernelSpec, Program, shipped_specs
+
+__all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "kernel_path", "GENERATED_ROOT"]
+
+TARGETS = ("numba", "torch")
+GENERATED_ROOT = Path(__file__).resolve().parent.parent / "_generated"
+_LETTER = {1: "p", -1: "m", 0: "z"}
+
+
+def _module_name(spec: KernelSpec) -> str:
+    return f"{spec.op}_{''.join(_LETTER[m] for m in spec.metric)}"
+
+
+def kernel_path(spec: KernelSpec, target: str, root: Path | None = None) -> Path:
+    """Where the kernel of ``spec`` for ``target`` lives under ``root`` (galinear/_generated)."""
+    _check_target(target)
+    root = GENERATED_ROOT if root is None else Path(root)
+    return root / f"{target}_kernels" / f"{_module_name(spec)}.py"
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+
+
+def _command(spec: KernelSpec, target: str) -> str:
+    p, q, r = spec.signature()
+    where = "--n {}".format(spec.n) if (q, r) == (0, 0) else f"--signature {p},{q},{r}"
+    return f"galinear codegen --op {spec.op} {where} --target {target} --out galinear/_generated/{target}_kernels"
+
+
+def _header(spec: KernelSpec, target: str) -> str:
+    return (
+        f'"""Generated kernel: {spec.describe()}.\n\n'
+        f"spec:       KernelSpec(op={spec.op!r}, metric={spec.metric!r})\n"
+        f"target:     {target}\n"
+        f"generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)\n"
+        f"regenerate: {_command(spec, target)}\n"
+        f"            (or `galinear codegen --all` / `make codegen` for every shipped kernel)\n\n"
+        f"Do not edit by hand.\n"
+        f'"""\n'
+    )
+
+
+def _cse(assignments, prefix: str):
+    """CSE over a list of expressions, deterministic symbol names ``<prefix>0, <prefix>1, ...``."""
+    replacements, reduced = sp.cse(
+        list(assignments), symbols=sp.numbered_symbols(prefix), order="canonical"
+    )
+    return replacements, reduced
+
+
+def _check_constants(expr) -> None:
+    bad = [c for c in expr.atoms(sp.Number) if c not in (1, -1)]
+    if bad:
+        # integer constants would promote float32 arithmetic to float64 inside numba
+        raise ValueError(f"generated expression has numeric constants {bad}; the generator only emits +-1 sums")
+
+
+def _expr(expr) -> str:
+    _check_constants(expr)
+    return sp.pycode(expr, fully_qualified_modules=False) if expr != 0 else None
+
+
+def _lower(program: Program):
+    """Sequence of ('let', name, code) and the output codes, after CSE per stage."""
+    lets = []
+    counter = 0
+    for stage in program.stages:
+        names = [s for s, _ in stage]
+        replacements, reduced = _cse([e for _, e in stage], f"c{counter}_")
+        counter += 1
+        for sym, e in replacements:
+            lets.append((str(sym), _expr(e)))
+        for sym, e in zip(names, reduced):
+            code = _expr(e)
+            lets.append((str(sym), code if code is not None else None))
+    replacements, reduced = _cse(program.outputs, f"c{counter}_")
+    for sym, e in replacements:
+        lets.append((str(sym), _expr(e)))
+    outputs = [_expr(e) for e in reduced]
+    return lets, outputs
+
+
+def _used_symbols(program: Program) -> set:
+    used = set()
+    for stage in program.stages:
+        for _, e in stage:
+            used |= {str(s) for s in sp.sympify(e).free_symbols}
+    for e in program.outputs:
+        used |= {str(s) for s in sp.sympify(e).free_symbols}
+    return used
+
+
+def _numba_source(spec: KernelSpec, program: Program) -> str:
+    lets, outputs = _lower(program)
+    used = _used_symbols(program)
+    args = [name for name, _ in program.inputs]
+    widths = {name: len(syms) for name, syms in program.inputs}
+    width_out = len(program.outputs)
+    zero_lets = {name for name, code in lets if code is None}
+    lines = [_header(spec, "numba"), "from galinear._numba import jit", "", "",
+             f"@jit", f"def kernel({', '.join(args)}, out):"]
+    lines.append(f'    """{spec.describe()}; see galinear._generated for the signature."""')
+    checks = []
+    for name in args:
+        checks.append(f"{name}.shape[1] != {widths[name]}")
+    checks.append(f"out.shape[1] != {width_out}")
+    lines.append(f"    if {' or '.join(checks)}:")
+    lines.append(
+        f"        raise ValueError(\"wrong row widths: expected "
+        + ", ".join(f"{n}: {widths[n]}" for n in args)
+        + f", out: {width_out}\")"
+    )
+    batch = [f"{name}.shape[0] != out.shape[0]" for name in args]
+    lines.append(f"    if {' or '.join(batch)}:")
+    lines.append("        raise ValueError(\"all arguments need the same batch size (axis 0)\")")
+    lines.append(f"    for i in range({args[0]}.shape[0]):")
+    for name, syms in program.inputs:
+        for col, sym in enumerate(syms):
+            if str(sym) in used:
+                lines.append(f"        {sym} = {name}[i, {col}]")
+    for name, code in lets:
+        if code is None:
+            continue
+        code = _substitute_zero(code, zero_lets)
+        lines.append(f"        {name} = {code}")
+    for col, code in enumerate(outputs):
+        code = "0.0" if code is None else code
+        if code == "0.0":
+            lines.append(f"        out[i, {col}] = 0")
+        else:
+            lines.append(f"        out[i, {col}] = {code}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _substitute_zero(code, zero_names):
+    if zero_names and any(z in code for z in zero_names):  # pragma: no cover - not produced by shipped ops
+        raise ValueError("intermediate that is identically zero is referenced; simplify the spec")
+    return code
+
+
+def _torch_source(spec: KernelSpec, program: Program) -> str:
+    lets, outputs = _lower(program)
+    used = _used_symbols(program)
+    args = [name for name, _ in program.inputs]
+    widths = {name: len(syms) for name, syms in program.inputs}
+    lines = [_header(spec, "torch"), "import torch", "", "", f"def kernel({', '.join(args)}):"]
+    lines.append(f'    """{spec.describe()}; tensors with any leading shape, last axis as documented."""')
+    for name in args:
+        lines.append(f"    if {name}.shape[-1] != {widths[name]}:")
+        lines.append(
+            f"        raise ValueError(f\"{name} must have {widths[name]} entries on its last axis, "
+            f"got {{{name}.shape[-1]}}\")"
+        )
+    for name, syms in program.inputs:
+        targets = [str(s) if str(s) in used else "_" for s in syms]
+        lines.append(f"    ({', '.join(targets)},) = torch.unbind({name}, dim=-1)")
+    for name, code in lets:
+        if code is None:
+            continue
+        lines.append(f"    {name} = {code}")
+    outs = []
+    if any(code is None for code in outputs):
+        reference = " + ".join(f"{name}[..., 0]" for name in args)
+        lines.append(f"    zero = torch.zeros_like({reference})")
+    for col, code in enumerate(outputs):
+        if code is None:
+            outs.append("zero")
+        else:
+            lines.append(f"    o{col} = {code}")
+            outs.append(f"o{col}")
+    lines.append(f"    return torch.stack(({', '.join(outs)},), dim=-1)")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def generate(spec: KernelSpec, target: str = "numba") -> str:
+    """Source text of the kernel for ``spec`` and ``target`` (``"numba"`` or ``"torch"``)."""
+    if not isinstance(spec, KernelSpec):
+        raise TypeError(f"spec must be a KernelSpec, got {type(spec).__name__}")
+    _check_target(target)
+    program = spec.program()
+    if target == "numba":
+        return _numba_source(spec, program)
+    return _torch_source(spec, program)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_kernel(spec: KernelSpec, target: str, out_dir) -> Path:
+    """Generate and write ``<out_dir>/<op>_<metric code>.py`` atomically; returns the path.
+
+    The file is rewritten only when its bytes change, so numba's disk cache stays valid.
+    """
+    text = generate(spec, target)
+    out_dir = Path(out_dir)
+    path = out_dir / f"{_module_name(spec)}.py"
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return path
+    if not (out_dir / "__init__.py").exists() and out_dir.resolve().parent == GENERATED_ROOT:
+        _atomic_write(out_dir / "__init__.py", f'"""Generated {target} kernels (see galinear._generated)."""\n')
+    _atomic_write(path, text)
+    return path
+
+
+def generate_all(root=None, targets=TARGETS, progress=None) -> list[Path]:
+    """Regenerate every shipped kernel (:func:`~galinear.symbolic.spec.shipped_specs`) under ``root``."""
+    root = GENERATED_ROOT if root is None else Path(root)
+    paths = []
+    for spec in shipped_specs():
+        for target in targets:
+            path = write_kernel(spec, target, root / f"{target}_kernels")
+            if progress is not None:
+                progress(path)
+            paths.append(path)
+    return paths
