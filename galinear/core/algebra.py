@@ -1,0 +1,551 @@
+r"""The :class:`Algebra` class: batched multivector maths in Cl(p, q, r).
+
+A multivector of Cl(n), n = p + q + r, is a numpy array whose last axis holds its 2**n
+coefficients in shortlex blade order (see :mod:`galinear.blades`); every method broadcasts over
+the leading axes and keeps float32 or float64 (integers become float64).
+"""
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+
+from galinear import blades
+from galinear.core import products
+
+__all__ = ["Algebra", "coerce_float"]
+
+_METHODS = ("auto", "table", "generated")
+
+
+def coerce_float(x, name: str = "x") -> np.ndarray:
+    """``x`` as a float32 or float64 array (integers and booleans become float64)."""
+    arr = np.asarray(x)
+    kind = arr.dtype.kind
+    if kind in "biu":
+        return arr.astype(np.float64)
+    if kind == "f":
+        if arr.dtype == np.float16:
+            return arr.astype(np.float32)
+        if arr.dtype not in (np.float32, np.float64):
+            return arr.astype(np.float64)
+        return arr
+    if kind == "c":
+        raise TypeError(f"{name} is complex ({arr.dtype}); galinear works with real float32 or float64 arrays")
+    raise TypeError(f"{name} has dtype {arr.dtype}; expected a real float32 or float64 array")
+
+
+def _check_finite(arr: np.ndarray, name: str) -> None:
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity; every coefficient must be finite")
+
+
+class Algebra:
+    r"""The Clifford algebra Cl(p, q, r) with batched numpy/numba operations.
+
+    Parameters
+    ----------
+    p, q, r : int
+        Numbers of basis vectors squaring to +1, -1 and 0. ``Algebra(3)`` is Euclidean Cl(3).
+        Following the ``clifford`` package, the r null vectors come first, then the p positive
+        ones, then the q negative ones.
+    signature : tuple of int, optional
+        ``(p,)``, ``(p, q)`` or ``(p, q, r)``; an alternative to the positional arguments.
+
+    Attributes
+    ----------
+    n : int
+        Dimension of the vector space, p + q + r.
+    dim : int
+        Number of coefficients, 2**n.
+    metric : tuple of int
+        Squares of the basis vectors, e.g. ``(1, 1, 1)``.
+    signature : tuple of int
+        ``(p, q, r)``.
+    euclidean : bool
+        True when every basis vector squares to +1 (required by the rotor methods).
+
+    Notes
+    -----
+    Coefficients are stored in shortlex order (grade, then lexicographic): ``1, e1, e2, e3, e12,
+    e13, e23, e123`` for n = 3. :attr:`bitmasks` maps shortlex positions to blade bitmasks and
+    :attr:`shortlex_index` maps back.
+    """
+
+    def __init__(self, p=None, q=0, r=0, *, signature=None):
+        if signature is not None:
+            if p is not None:
+                raise ValueError("give either Algebra(p, q, r) or Algebra(signature=(p, q, r)), not both")
+            signature = tuple(signature)
+            if not 1 <= len(signature) <= 3:
+                raise ValueError(f"signature must be (p,), (p, q) or (p, q, r), got {signature!r}")
+            p, q, r = (tuple(signature) + (0, 0))[:3]
+        elif p is None:
+            raise ValueError("Algebra needs a dimension: Algebra(n), Algebra(p, q, r) or Algebra(signature=(p, q, r))")
+        self.metric = blades.metric_from_signature(p, q, r)
+        self.signature = (int(p), int(q), int(r))
+        self.n = len(self.metric)
+        self.dim = 2**self.n
+        self.euclidean = all(m == 1 for m in self.metric)
+        self.grades = blades.blade_grades(self.n)
+        self.bitmasks = blades.shortlex_bitmasks(self.n)
+        self.shortlex_index = blades.bitmask_to_shortlex(self.n)
+        g = self.grades
+        self._reverse_sign = np.where((g * (g - 1) // 2) % 2 == 0, 1.0, -1.0)
+        self._involute_sign = np.where(g % 2 == 0, 1.0, -1.0)
+        self._conjugate_sign = self._reverse_sign * self._involute_sign
+        # product of the squares of the vectors in each blade: e_A e_A = reverse_sign * metric_square
+        square = np.ones(self.dim)
+        for i, m in enumerate(self.metric):
+            square = np.where((self.bitmasks >> i) & 1, square * m, square)
+        self._metric_square = square
+        self._metric_array = np.array(self.metric, dtype=np.int64)
+        self._clifford_layout = None
+
+    # ------------------------------------------------------------------ basics
+    def __repr__(self) -> str:
+        p, q, r = self.signature
+        if self.euclidean:
+            return f"Algebra({self.n})"
+        return f"Algebra({p}, {q}, {r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Algebra) and other.metric == self.metric
+
+    def __hash__(self) -> int:
+        return hash(("galinear.Algebra", self.metric))
+
+    @property
+    def blade_names(self) -> tuple[str, ...]:
+        """Blade names in shortlex order: ``("1", "e1", ..., "e12", ...)``."""
+        return blades.blade_names(self.n)
+
+    @property
+    def num_bivectors(self) -> int:
+        """C(n, 2), the number of bivector coefficients."""
+        return comb(self.n, 2)
+
+    def _mv(self, x, name: str = "x", check_finite: bool = True) -> np.ndarray:
+        arr = coerce_float(x, name)
+        if arr.ndim == 0 or arr.shape[-1] != self.dim:
+            raise ValueError(
+                f"{name} must have its last axis of length 2**n = {self.dim} (the coefficients of a "
+                f"multivector of {self!r}), got shape {arr.shape}"
+            )
+        if check_finite:
+            _check_finite(arr, name)
+        return arr
+
+    def _sign(self, table: np.ndarray, dtype) -> np.ndarray:
+        return table.astype(dtype, copy=False)
+
+    # ------------------------------------------------------------------ products
+    def _binary(self, kind: str, a, b, method: str) -> np.ndarray:
+        if method not in _METHODS:
+            raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}, got {method!r}")
+        a = self._mv(a, "a", check_finite=False)
+        b = self._mv(b, "b", check_finite=False)
+        dtype = np.result_type(a.dtype, b.dtype)
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a2 = np.ascontiguousarray(np.broadcast_to(a, shape), dtype=dtype).reshape(-1, self.dim)
+        b2 = np.ascontiguousarray(np.broadcast_to(b, shape), dtype=dtype).reshape(-1, self.dim)
+        out = np.empty_like(a2)
+        kernel = None
+        if method != "table":
+            kernel = _generated_kernel(kind, self.metric)
+            if kernel is None and method == "generated":
+                raise ValueError(
+                    f"no generated kernel for {kind!r} in {self!r}; generate it with "
+                    f"`galinear codegen` or use method='table'"
+                )
+            if method == "auto" and self.n > AUTO_GENERATED_MAX_N:
+                kernel = None
+        if a2.shape[0] == 0:
+            return out.reshape(shape)
+        if kernel is not None:
+            _check_finite(a2, "a")
+            _check_finite(b2, "b")
+            kernel(a2, b2, out)
+            return out.reshape(shape)
+        if self.n <= products.TABLE_MAX_N:
+            ti, tj, tk, ts = products.product_triples(self.metric, kind, dtype)
+            finite = products.table_product(a2, b2, out, ti, tj, tk, ts, products.chunk_rows(self.dim))
+        else:
+            perm = self.bitmasks
+            a_bits = np.empty_like(a2)
+            b_bits = np.empty_like(b2)
+            a_bits[:, perm] = a2
+            b_bits[:, perm] = b2
+            out_bits = np.empty_like(a2)
+            finite = products.bitmask_product(a_bits, b_bits, out_bits, self._metric_array, products.KINDS[kind])
+            out = np.ascontiguousarray(out_bits[:, perm])
+        if not finite:
+            _check_finite(a2, "a")
+            _check_finite(b2, "b")
+        return out.reshape(shape)
+
+    def gp(self, a, b, method: str = "auto") -> np.ndarray:
+        r"""Geometric product :math:`a b`, batched over leading axes.
+
+        Parameters
+        ----------
+        a, b : array_like, shape (..., 2**n)
+        method : {"auto", "table", "generated"}
+            ``"table"``: the table-driven numba kernel (any n); ``"generated"``: the straight-line
+            kernel written by the symbolic generator (error if none exists for this metric);
+            ``"auto"``: the generated kernel for n <= :data:`AUTO_GENERATED_MAX_N` when one
+            exists (the range where the benchmark measured it faster), else the table.
+        """
+        return self._binary("gp", a, b, method)
+
+    def op(self, a, b, method: str = "auto") -> np.ndarray:
+        r"""Outer product :math:`a \wedge b = \sum_{r,s} \langle a_r b_s \rangle_{r+s}`."""
+        return self._binary("op", a, b, method)
+
+    def lc(self, a, b, method: str = "auto") -> np.ndarray:
+        r"""Left contraction :math:`a \rfloor b = \sum_{r \le s} \langle a_r b_s \rangle_{s-r}`."""
+        return self._binary("lc", a, b, method)
+
+    def rc(self, a, b, method: str = "auto") -> np.ndarray:
+        r"""Right contraction :math:`a \lfloor b = \sum_{r \ge s} \langle a_r b_s \rangle_{r-s}`."""
+        return self._binary("rc", a, b, method)
+
+    def scalar_product(self, a, b) -> np.ndarray:
+        r"""Scalar product :math:`a * b = \langle a b \rangle_0`, shape (...) (no last axis).
+
+        Only matching blades contribute: :math:`\sum_A a_A b_A\, e_A e_A`.
+        """
+        a = self._mv(a, "a")
+        b = self._mv(b, "b")
+        dtype = np.result_type(a.dtype, b.dtype)
+        weight = (self._reverse_sign * self._metric_square).astype(dtype)
+        return np.einsum("...i,...i->...", a * weight, b.astype(dtype, copy=False))
+
+    # ------------------------------------------------------------------ unary maps
+    def reverse(self, x) -> np.ndarray:
+        r"""Reversion :math:`\tilde x`: grade g gets the sign :math:`(-1)^{g(g-1)/2}`."""
+        x = self._mv(x)
+        return x * self._reverse_sign.astype(x.dtype)
+
+    def involute(self, x) -> np.ndarray:
+        r"""Grade involution :math:`\hat x`: grade g gets the sign :math:`(-1)^g`."""
+        x = self._mv(x)
+        return x * self._involute_sign.astype(x.dtype)
+
+    def conjugate(self, x) -> np.ndarray:
+        r"""Clifford conjugate :math:`\bar x = \hat{\tilde x}`: sign :math:`(-1)^{g(g+1)/2}`."""
+        x = self._mv(x)
+        return x * self._conjugate_sign.astype(x.dtype)
+
+    def grade(self, x, *grades) -> np.ndarray:
+        r"""Grade projection :math:`\langle x \rangle_g` (several grades: their sum).
+
+        ``alg.grade(x, 2)`` keeps the bivector part; ``alg.grade(x, 0, 2, 4)`` the listed grades.
+        """
+        x = self._mv(x)
+        if len(grades) == 1 and not np.isscalar(grades[0]):
+            grades = tuple(grades[0])
+        if not grades:
+            raise ValueError("grade() needs at least one grade, e.g. alg.grade(x, 2)")
+        for g in grades:
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g <= self.n:
+                raise ValueError(f"grades must be integers in 0..{self.n} for {self!r}, got {g!r}")
+        mask = np.isin(self.grades, np.array(grades, dtype=np.int64))
+        return x * mask.astype(x.dtype)
+
+    def norm_squared(self, x) -> np.ndarray:
+        r"""The scalar :math:`\langle \tilde x x \rangle_0` (may be negative in mixed signatures)."""
+        x = self._mv(x)
+        return np.einsum("...i,...i,i->...", x, x, self._metric_square.astype(x.dtype))
+
+    def norm(self, x) -> np.ndarray:
+        r"""Norm :math:`\sqrt{|\langle \tilde x x \rangle_0|}`, shape (...) (as ``abs`` in clifford).
+
+        In a Euclidean algebra this is the 2-norm of the coefficient vector.
+        """
+        return np.sqrt(np.abs(self.norm_squared(x)))
+
+    def inverse(self, x, check: bool = True) -> np.ndarray:
+        r"""Inverse of a versor: :math:`x^{-1} = \tilde x / \langle x \tilde x \rangle_0`.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., 2**n)
+            A versor (a product of invertible vectors), so that :math:`x \tilde x` is a scalar.
+        check : bool
+            Verify that :math:`x \tilde x` is a non-zero scalar (one geometric product); a
+            ValueError names the rows that are not invertible versors.
+        """
+        x = self._mv(x)
+        rev = self.reverse(x)
+        if check:
+            xx = self.gp(x, rev)
+            scalar = xx[..., 0]
+            rest = np.sqrt(np.sum(xx[..., 1:] ** 2, axis=-1))
+            scale = np.sum(x * x, axis=-1)
+            tol = 1e3 * np.finfo(x.dtype).eps * np.maximum(scale, np.finfo(x.dtype).tiny)
+            bad = (rest > tol) | (np.abs(scalar) <= tol)
+            if np.any(bad):
+                raise ValueError(
+                    f"inverse() expects invertible versors (x ~x a non-zero scalar); "
+                    f"{int(np.sum(bad))} of {bad.size} inputs are not"
+                )
+        else:
+            scalar = self.scalar_product(x, rev)
+        return rev / scalar[..., None]
+
+    # ------------------------------------------------------------------ construction
+    def scalar(self, s) -> np.ndarray:
+        """Multivectors with scalar part ``s`` (shape (...)) and nothing else."""
+        s = coerce_float(s, "s")
+        _check_finite(s, "s")
+        out = np.zeros(s.shape + (self.dim,), dtype=s.dtype)
+        out[..., 0] = s
+        return out
+
+    def vector(self, v) -> np.ndarray:
+        """Vectors from coefficients ``v`` of shape (..., n) on e1..en."""
+        v = coerce_float(v, "v")
+        if v.ndim == 0 or v.shape[-1] != self.n:
+            raise ValueError(f"vector coefficients must have last axis n = {self.n}, got shape {v.shape}")
+        _check_finite(v, "v")
+        out = np.zeros(v.shape[:-1] + (self.dim,), dtype=v.dtype)
+        out[..., 1 : 1 + self.n] = v
+        return out
+
+    def bivector(self, b) -> np.ndarray:
+        """Bivectors from coefficients ``b`` (..., C(n, 2)) in :func:`galinear.blades.bivector_pairs` order."""
+        b = coerce_float(b, "b")
+        m = self.num_bivectors
+        if b.ndim == 0 or b.shape[-1] != m:
+            raise ValueError(
+                f"bivector coefficients must have last axis C(n, 2) = {m} for {self!r}, got shape {b.shape}"
+            )
+        _check_finite(b, "b")
+        out = np.zeros(b.shape[:-1] + (self.dim,), dtype=b.dtype)
+        out[..., 1 + self.n : 1 + self.n + m] = b
+        return out
+
+    def blade(self, name: str, coefficient=1.0) -> np.ndarray:
+        """The basis blade called ``name`` (``"1"``, ``"e2"``, ``"e13"``) times ``coefficient``."""
+        index = blades.blade_index(self.n, name)
+        c = coerce_float(coefficient, "coefficient")
+        _check_finite(c, "coefficient")
+        out = np.zeros(c.shape + (self.dim,), dtype=c.dtype)
+        out[..., index] = c
+        return out
+
+    def vector_coefficients(self, x) -> np.ndarray:
+        """The e1..en coefficients of x, shape (..., n)."""
+        return self._mv(x)[..., 1 : 1 + self.n]
+
+    def bivector_coefficients(self, x) -> np.ndarray:
+        """The grade-2 coefficients of x, shape (..., C(n, 2)), in bivector_pairs order."""
+        return self._mv(x)[..., 1 + self.n : 1 + self.n + self.num_bivectors]
+
+    # ------------------------------------------------------------------ clifford interop
+    def clifford_layout(self):
+        """The ``clifford`` layout of this algebra (imports clifford on first use)."""
+        if self._clifford_layout is None:
+            import clifford
+
+            p, q, r = self.signature
+            layout, _ = clifford.Cl(p, q, r)
+            self._clifford_layout = layout
+        return self._clifford_layout
+
+    def to_clifford(self, x):
+        """A ``clifford.MultiVector`` (1-D x) or a ``clifford.MVArray`` (batched x) with the same coefficients."""
+        import clifford
+
+        x = self._mv(x)
+        layout = self.clifford_layout()
+        if x.ndim == 1:
+            return layout.MultiVector(np.array(x, dtype=np.float64))
+        flat = x.reshape(-1, self.dim)
+        out = np.empty(flat.shape[0], dtype=object)
+        for i, row in enumerate(flat):
+            out[i] = layout.MultiVector(np.array(row, dtype=np.float64))
+        return clifford.MVArray(out.reshape(x.shape[:-1]))
+
+    def from_clifford(self, mv) -> np.ndarray:
+        """Coefficients (..., 2**n) from a ``clifford.MultiVector`` or an array/list of them."""
+        import clifford
+
+        if isinstance(mv, clifford.MultiVector):
+            if mv.layout.sig.tolist() != list(self.metric):
+                raise ValueError(
+                    f"the multivector belongs to an algebra with metric {tuple(mv.layout.sig.tolist())}, "
+                    f"this algebra has {self.metric}"
+                )
+            return np.array(mv.value, dtype=np.float64)
+        items = np.asarray(mv, dtype=object)
+        flat = [self.from_clifford(m) for m in items.reshape(-1)]
+        return np.array(flat, dtype=np.float64).reshape(items.shape + (self.dim,))
+
+    # ------------------------------------------------------------------ rotors
+    def _require_euclidean(self, what: str) -> None:
+        if not self.euclidean:
+            raise ValueError(
+                f"{what} is implemented for Euclidean algebras only (every e_i^2 = +1); "
+                f"{self!r} has metric {self.metric}. Use Algebra(n) for rotor maths."
+            )
+
+    def _bivector_arg(self, B, name: str = "B") -> np.ndarray:
+        """Compact bivector coefficients (..., C(n,2)) of a full multivector that must be a bivector."""
+        B = self._mv(B, name)
+        m = self.num_bivectors
+        biv = B[..., 1 + self.n : 1 + self.n + m]
+        other = np.concatenate([B[..., : 1 + self.n], B[..., 1 + self.n + m :]], axis=-1)
+        size = np.sqrt(np.sum(B * B, axis=-1))
+        off = np.sqrt(np.sum(other * other, axis=-1))
+        tol = 64 * np.finfo(B.dtype).eps * np.maximum(size, np.finfo(B.dtype).tiny)
+        if np.any(off > tol):
+            raise ValueError(
+                f"{name} must be a bivector (only grade-2 coefficients non-zero); it has parts of other "
+                f"grades (largest relative size {float(np.max(off / np.maximum(size, np.finfo(B.dtype).tiny))):.2g}). "
+                f"Use alg.grade({name}, 2) to keep the bivector part, or alg.bivector(coefficients) to build one."
+            )
+        return np.ascontiguousarray(biv)
+
+    def exp(self, B, method: str = "decompose") -> np.ndarray:
+        r"""Exponential of a bivector (Euclidean): a unit rotor, shape (..., 2**n).
+
+        Parameters
+        ----------
+        B : array_like, shape (..., 2**n)
+            A bivector.
+        method : {"decompose", "simple"}
+            ``"decompose"`` (any bivector): split B into commuting simple parts :math:`b_j`
+            (exact invariant decomposition) and multiply
+            :math:`\exp b_j = \cos|b_j| + \operatorname{sinc}|b_j|\, b_j`.
+            ``"simple"``: the closed form for a simple B (error if B ^ B is not ~0).
+
+        Notes
+        -----
+        Convention: the vector part of :math:`e^B x e^{-B}` is ``expm(2 A)`` with A the skew matrix
+        ``A[i, j] = b_ij``. Finite (= 1) at B = 0.
+        """
+        from galinear.core import rotors
+
+        self._require_euclidean("exp")
+        b = self._bivector_arg(B)
+        if method == "simple":
+            rotors.check_simple(self.n, b)
+            parts = b[..., None, :]
+        elif method == "decompose":
+            parts = rotors.decompose_exact(self.n, b).bivectors
+        else:
+            raise ValueError(f"method must be 'decompose' or 'simple', got {method!r}")
+        return self._from_bitmask(rotors.rotor_from_parts(self.n, parts))
+
+    def decompose(self, B, method: str = "exact", **options):
+        r"""Invariant decomposition of a Euclidean bivector into commuting simple parts.
+
+        :math:`B = \sum_{j<k} b_j` with k = floor(n/2), every :math:`b_j = \theta_j\, u_j \wedge w_j`
+        on mutually orthogonal planes (Roelfs and De Keninck 2021).
+
+        Parameters
+        ----------
+        B : array_like, shape (..., 2**n)
+        method : {"exact", "power"}
+            ``"exact"``: from the eigen-structure of the skew matrix (equal angles, zero planes
+            and odd n handled). ``"power"``: the power iteration with deflation of Pence et al.
+            (2025), options ``start``, ``tol``, ``max_iter``; see
+            :func:`galinear.core.rotors.decompose_power`.
+
+        Returns
+        -------
+        galinear.core.rotors.Decomposition
+            ``bivectors`` (..., k, C(n,2)), ``angles`` (..., k), ``planes`` (..., k, 2, n) and,
+            for the power method, ``residual``, ``start``, ``iterations``, ``converged``.
+            :meth:`Decomposition.parts` gives full multivectors.
+        """
+        from galinear.core import rotors
+
+        self._require_euclidean("decompose")
+        b = self._bivector_arg(B)
+        if method == "exact":
+            if options:
+                raise TypeError(f"the exact decomposition takes no options, got {sorted(options)}")
+            return rotors.decompose_exact(self.n, b)
+        if method == "power":
+            return rotors.decompose_power(self.n, b, **options)
+        raise ValueError(f"method must be 'exact' or 'power', got {method!r}")
+
+    def log(self, R) -> np.ndarray:
+        r"""Logarithm of a Euclidean rotor: a bivector B with ``exp(B) = R``, angles in [0, pi].
+
+        R must be even with :math:`R \tilde R = 1` (checked). For n < 2 only R = 1 has a log.
+        """
+        from galinear.core import rotors
+
+        self._require_euclidean("log")
+        R = self._rotor_arg(R)
+        b = rotors.rotor_log(self, R)
+        return self.bivector(b)
+
+    def _rotor_arg(self, R, name: str = "R") -> np.ndarray:
+        R = self._mv(R, name)
+        odd = R * (self.grades % 2 == 1)
+        RR = self.gp(R, self.reverse(R))
+        RR[..., 0] -= 1
+        err = np.sqrt(np.sum(RR * RR, axis=-1))
+        odd_size = np.sqrt(np.sum(odd * odd, axis=-1))
+        tol = 1e3 * np.finfo(R.dtype).eps * max(1, self.n)
+        if np.any(err > tol) or np.any(odd_size > tol):
+            raise ValueError(
+                f"{name} must be a unit rotor (even, R ~R = 1); largest |R ~R - 1| = {float(np.max(err)):.3g}, "
+                f"largest odd part {float(np.max(odd_size)):.3g}. Build rotors with alg.exp(B)."
+            )
+        return R
+
+    def rotation_matrix(self, R) -> np.ndarray:
+        r"""The n x n rotation M of the vector map :math:`x \mapsto R x \tilde R`, shape (..., n, n).
+
+        ``M[:, i]`` holds the coefficients of :math:`R e_i \tilde R`. For R = exp(B) it equals
+        ``expm(2 A)``.
+        """
+        from galinear.core import rotors
+
+        self._require_euclidean("rotation_matrix")
+        R = self._rotor_arg(R)
+        return rotors.rotation_matrix(self, R)
+
+    def sandwich_matrix(self, R, S=None) -> np.ndarray:
+        r"""Dense (..., 2**n, 2**n) matrix of :math:`x \mapsto R x \tilde S` (S = R if omitted).
+
+        Column j is the image of the j-th basis blade. For unit rotors it is orthogonal; a single
+        rotor preserves grades, a double rotor preserves parity.
+        """
+        from galinear.core import rotors
+
+        self._require_euclidean("sandwich_matrix")
+        R = self._rotor_arg(R, "R")
+        S = R if S is None else self._rotor_arg(S, "S")
+        return rotors.sandwich_matrix(self, R, S)
+
+    # ------------------------------------------------------------------ order helpers
+    def _to_bitmask(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty_like(x)
+        out[..., self.bitmasks] = x
+        return out
+
+    def _from_bitmask(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x[..., self.bitmasks])
+
+
+#: "auto" uses a generated kernel (when one exists) for n up to this value; set from
+#: benchmarks/results/bench_products.md.
+AUTO_GENERATED_MAX_N = 6
+
+
+def _generated_kernel(kind: str, metric):
+    try:
+        from galinear._generated import find_kernel
+    except ImportError:  # the generated package is optional
+        return None
+    try:
+        return find_kernel(kind, metric)
+    except (ValueError, TypeError):
+        return None
