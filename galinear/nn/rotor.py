@@ -1,0 +1,377 @@
+r"""Rotor layers: the generalised rotor gadget (RotorLinear) and the q/k/v network (RotorNetwork).
+
+Pence, Yamada & Singh, "Composing Linear Layers from Irreducibles", NeurIPS 2025, Eq. 6 and
+Section 5 (restated in docs/nn.md).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from galinear.nn import functional as F
+from galinear.nn.baselines import _check_input, _check_positive
+
+__all__ = ["RotorLinear", "RotorNetwork", "check_finite"]
+
+
+def _is_power_of_two(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1 and value & (value - 1) == 0
+
+
+def _finite_or_raise(named_tensors, owner: str):
+    bad = [name for name, tensor in named_tensors if tensor is not None and not bool(torch.isfinite(tensor).all())]
+    if bad:
+        raise ValueError(
+            f"{owner}: non-finite values (NaN or inf) in {', '.join(bad)}; this usually follows an "
+            "optimizer step with too large a learning rate or exploding gradients: lower the "
+            "learning rate or clip gradients, and reload the last good checkpoint"
+        )
+
+
+def check_finite(module: nn.Module) -> None:
+    """Raise ValueError naming every parameter or buffer of ``module`` that holds NaN or inf."""
+    named = list(module.named_parameters()) + [
+        (name, buffer) for name, buffer in module.named_buffers() if buffer.is_floating_point()
+    ]
+    _finite_or_raise(named, type(module).__name__)
+
+
+class RotorLinear(nn.Module):
+    r"""Generalised rotor gadget: a linear map d_in -> d_out made of rotor sandwiches.
+
+    With chunk c = 2**n (default min(2**floor(log2 d_in), 2**floor(log2 d_out))),
+    I = ceil(d_in/c) input chunks and J = ceil(d_out/c) output chunks, input chunk i reads
+    coordinates (s_i + t) mod d_in, s_i = floor(i d_in / I), t < c (output chunks likewise:
+    chunks overlap and wrap around). Each of the P = I J chunk pairs (i, j) (index
+    p = j I + i) owns a bivector pair (B_p, C_p) (or one bivector if not ``double_rotor``) and a
+    weight alpha_p:
+
+    .. math::
+
+        y_{out_j} \mathrel{+}= \sum_i \alpha_{ij}\, R_{ij}\, x_{in_i}\, \tilde S_{ij},
+        \qquad R = \prod \exp(\text{simple parts of } B),
+
+    then every output coordinate is divided by I times the number of output chunks covering
+    it, and the bias is added. Parameters: P C(n,2) (2 or 1) + P (alpha) + d_out (bias).
+
+    The simple parts come from :func:`galinear.nn.functional.invariant_decomposition`; its
+    warm-start vectors are buffers (``left_warm_start``/``right_warm_start``, saved in the
+    state_dict) refreshed at every training-mode forward. The backend ("auto", "dense",
+    "factored" or any registered one) is not part of the state.
+
+    Parameters
+    ----------
+    in_features, out_features : sizes.
+    bias, double_rotor, alpha : as above (defaults: no bias, two rotors, learnable alpha).
+    chunk_size : power of two <= min(in_features, out_features), or None for the default.
+    backend : sandwich backend name.
+    tol, max_iter, decomposition : passed to the decomposition ("power" or "exact").
+    """
+
+    #: Standard deviation of the normal initialisation of the bivector coefficients.
+    bivector_init_std = 0.1
+
+    def __init__(
+        self,
+        in_features,
+        out_features,
+        bias=False,
+        double_rotor=True,
+        chunk_size=None,
+        alpha=True,
+        backend="auto",
+        device=None,
+        dtype=None,
+        *,
+        tol=None,
+        max_iter=100,
+        decomposition="power",
+    ):
+        super().__init__()
+        _check_positive("in_features", in_features)
+        _check_positive("out_features", out_features)
+        smallest = min(in_features, out_features)
+        if chunk_size is None:
+            chunk_size = 1 << (smallest.bit_length() - 1)
+        elif not _is_power_of_two(chunk_size):
+            raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...), got {chunk_size!r}")
+        elif chunk_size > smallest:
+            raise ValueError(
+                f"chunk_size={chunk_size} is larger than a dimension (in_features={in_features}, "
+                f"out_features={out_features}); use a power of two <= {smallest}"
+            )
+        if decomposition not in ("power", "exact"):
+            raise ValueError(f"decomposition must be 'power' or 'exact', got {decomposition!r}")
+        if not isinstance(backend, str):
+            raise TypeError(f"backend must be a string (a registered name or 'auto'), got {backend!r}")
+        factory = {"device": device, "dtype": dtype}
+        self.in_features, self.out_features = in_features, out_features
+        self.chunk_size = chunk_size
+        self.n = chunk_size.bit_length() - 1
+        self.planes = self.n // 2
+        self.bivector_size = self.n * (self.n - 1) // 2
+        self.input_chunks = -(-in_features // chunk_size)
+        self.output_chunks = -(-out_features // chunk_size)
+        self.pairs = self.input_chunks * self.output_chunks
+        self.double_rotor = bool(double_rotor)
+        self.backend = backend
+        self.tol, self.max_iter, self.decomposition = tol, max_iter, decomposition
+        self.check_finite = True
+
+        P, m, k, n = self.pairs, self.bivector_size, self.planes, self.n
+        self.left_bivectors = nn.Parameter(torch.empty(P, m, **factory))
+        if self.double_rotor:
+            self.right_bivectors = nn.Parameter(torch.empty(P, m, **factory))
+        else:
+            self.register_parameter("right_bivectors", None)
+        self.alpha = nn.Parameter(torch.empty(P, **factory)) if alpha else None
+        self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
+        self.register_buffer("left_warm_start", torch.empty(P, k, n, **factory))
+        if self.double_rotor:
+            self.register_buffer("right_warm_start", torch.empty(P, k, n, **factory))
+        else:
+            self.register_buffer("right_warm_start", None)
+
+        index_device = device
+        input_index = self._chunk_index(in_features, self.input_chunks, chunk_size, index_device)
+        output_index = self._chunk_index(out_features, self.output_chunks, chunk_size, index_device)
+        cover = torch.zeros(out_features, dtype=torch.float64, device=index_device)
+        cover.index_add_(0, output_index.reshape(-1), torch.ones(output_index.numel(), dtype=torch.float64, device=index_device))
+        self.register_buffer("input_index", input_index, persistent=False)
+        self.register_buffer("output_index", output_index.reshape(-1), persistent=False)
+        self.register_buffer(
+            "output_scale", (1.0 / (self.input_chunks * cover)).to(dtype or torch.get_default_dtype()), persistent=False
+        )
+        self._plain_input = self.input_chunks * chunk_size == in_features
+        self._plain_output = self.output_chunks * chunk_size == out_features
+        self.reset_parameters()
+
+    @staticmethod
+    def _chunk_index(size, chunks, width, device):
+        """(chunks, width) coordinates: chunk i reads (floor(i size / chunks) + t) mod size."""
+        start = torch.tensor([i * size // chunks for i in range(chunks)], dtype=torch.long, device=device)
+        return (start[:, None] + torch.arange(width, device=device)) % size
+
+    def reset_parameters(self):
+        """Bivectors ~ N(0, bivector_init_std**2), alpha = 1, bias = 0, random unit warm starts."""
+        with torch.no_grad():
+            nn.init.normal_(self.left_bivectors, 0.0, self.bivector_init_std)
+            if self.right_bivectors is not None:
+                nn.init.normal_(self.right_bivectors, 0.0, self.bivector_init_std)
+            if self.alpha is not None:
+                nn.init.ones_(self.alpha)
+            if self.bias is not None:
+                nn.init.zeros_(self.bias)
+            for warm in (self.left_warm_start, self.right_warm_start):
+                if warm is not None:
+                    warm.normal_()
+                    warm.div_(torch.linalg.vector_norm(warm, dim=-1, keepdim=True).clamp_min(1e-12))
+
+    def _decompose(self, bivectors, warm, update):
+        result = F.invariant_decomposition(
+            bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition
+        )
+        if update:
+            with torch.no_grad():
+                warm.copy_(result.warm_start.to(warm.dtype))
+        return result.V, result.W
+
+    def rotor_factors(self, update_warm_start: bool = False):
+        """Factor pairs (left, right) of the P rotors (right is None for single rotors)."""
+        left = self._decompose(self.left_bivectors, self.left_warm_start, update_warm_start)
+        right = None
+        if self.double_rotor:
+            right = self._decompose(self.right_bivectors, self.right_warm_start, update_warm_start)
+        return left, right
+
+    def _check_parameters(self):
+        named = [("left_bivectors", self.left_bivectors), ("right_bivectors", self.right_bivectors),
+                 ("alpha", self.alpha), ("bias", self.bias)]
+        owner = getattr(self, "_qualified_name", None) or (
+            f"RotorLinear(in_features={self.in_features}, out_features={self.out_features})"
+        )
+        _finite_or_raise(named, owner)
+
+    def _forward(self, x, update_warm_start):
+        _check_input(self, x)
+        if self.check_finite and not F._compiling():
+            self._check_parameters()
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, self.in_features)
+        batch = flat.shape[0]
+        c, I, J = self.chunk_size, self.input_chunks, self.output_chunks
+        if self._plain_input:
+            chunks = flat.view(batch, I, c)
+        else:
+            chunks = flat[:, self.input_index]
+        pairs = chunks.unsqueeze(1).expand(batch, J, I, c).reshape(batch, self.pairs, c)
+        left, right = self.rotor_factors(update_warm_start)
+        mapped = F.rotor_sandwich(pairs, left, right, backend=self.backend)
+        if self.alpha is not None:
+            mapped = mapped * self.alpha.unsqueeze(-1)
+        summed = mapped.view(batch, J, I, c).sum(2).reshape(batch, J * c)
+        if self._plain_output:
+            out = summed
+        else:
+            out = summed.new_zeros(batch, self.out_features).index_add(1, self.output_index, summed)
+        out = out * self.output_scale
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*lead, self.out_features)
+
+    def forward(self, x):
+        """y = gadget(x) for x (..., in_features); refreshes the warm starts in training mode."""
+        return self._forward(x, update_warm_start=self.training)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The equivalent (out_features, in_features) matrix (bias excluded); no state change."""
+        eye = torch.eye(self.in_features, dtype=self.left_bivectors.dtype, device=self.left_bivectors.device)
+        y = self._forward(eye, update_warm_start=False)
+        if self.bias is not None:
+            y = y - self.bias
+        return y.t()
+
+    def pair_matrices(self) -> torch.Tensor:
+        """(P, c, c) orthogonal matrices of the chunk maps x -> R x S~ (before alpha)."""
+        left, right = self.rotor_factors(False)
+        return F.sandwich_matrix(left, right)
+
+    def num_rotor_parameters(self) -> int:
+        """P * C(n, 2) * (2 if double_rotor else 1)."""
+        return self.pairs * self.bivector_size * (2 if self.double_rotor else 1)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def extra_repr(self):
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, chunk_size={self.chunk_size}, "
+            f"pairs={self.pairs}, double_rotor={self.double_rotor}, alpha={self.alpha is not None}, "
+            f"bias={self.bias is not None}, backend={self.backend!r}"
+        )
+
+
+class RotorNetwork(nn.Module):
+    r"""The paper's rotor replacement for one q, k or v projection (Section 5).
+
+    .. math::
+
+        h_0 &= \mathrm{PReLU}(\mathrm{LN}(\Pi_0 G_{in}(x))) \\
+        h_l &= \textstyle\sum_{b=1}^{breadth} a_{lb}\,
+               \mathrm{PReLU}(\mathrm{LN}(\Pi_{lb} G_{lb}(h_{l-1}))), \quad l = 1..hidden\_layers \\
+        y   &= G_{out}(h_L)
+
+    G are :class:`RotorLinear` gadgets, LN a LayerNorm without affine parameters, one PReLU
+    (one parameter) shared by the whole network, a learnable (init 1), Pi fixed random
+    permutations stored as buffers. Defaults are the paper's: hidden = in_features, 2 hidden
+    layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
+    1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
+    """
+
+    def __init__(
+        self,
+        in_features,
+        out_features,
+        hidden=None,
+        hidden_layers=2,
+        breadth=3,
+        double_rotor=True,
+        alpha=True,
+        bias=False,
+        chunk_size=None,
+        backend="auto",
+        device=None,
+        dtype=None,
+        *,
+        eps=1e-5,
+        tol=None,
+        max_iter=100,
+        decomposition="power",
+    ):
+        super().__init__()
+        _check_positive("in_features", in_features)
+        _check_positive("out_features", out_features)
+        hidden = in_features if hidden is None else hidden
+        _check_positive("hidden", hidden)
+        _check_positive("breadth", breadth)
+        if isinstance(hidden_layers, bool) or not isinstance(hidden_layers, int) or hidden_layers < 0:
+            raise ValueError(f"hidden_layers must be a non-negative integer, got {hidden_layers!r}")
+        self.in_features, self.out_features, self.hidden = in_features, out_features, hidden
+        self.hidden_layers, self.breadth, self.eps = hidden_layers, breadth, eps
+        gadget = dict(
+            double_rotor=double_rotor, alpha=alpha, bias=bias, backend=backend, device=device, dtype=dtype,
+            tol=tol, max_iter=max_iter, decomposition=decomposition,
+        )
+
+        def chunk(a, b):
+            return None if chunk_size is None else min(chunk_size, 1 << (min(a, b).bit_length() - 1))
+
+        self.input_gadget = RotorLinear(in_features, hidden, chunk_size=chunk(in_features, hidden), **gadget)
+        self.hidden_gadgets = nn.ModuleList(
+            nn.ModuleList(RotorLinear(hidden, hidden, chunk_size=chunk(hidden, hidden), **gadget) for _ in range(breadth))
+            for _ in range(hidden_layers)
+        )
+        self.output_gadget = RotorLinear(hidden, out_features, chunk_size=chunk(hidden, out_features), **gadget)
+        self.activation = nn.PReLU(1, device=device, dtype=dtype)
+        self.branch_weights = nn.Parameter(torch.ones(hidden_layers, breadth, device=device, dtype=dtype))
+        self.register_buffer("input_permutation", torch.randperm(hidden, device=device))
+        self.register_buffer(
+            "hidden_permutations",
+            torch.stack([torch.randperm(hidden, device=device) for _ in range(hidden_layers * breadth)]).reshape(
+                hidden_layers, breadth, hidden
+            )
+            if hidden_layers
+            else torch.zeros(0, breadth, hidden, dtype=torch.long, device=device),
+        )
+        for name, module in self.named_modules():
+            if isinstance(module, RotorLinear):
+                module._qualified_name = f"RotorNetwork.{name}"
+
+    @property
+    def backend(self) -> str:
+        return self.input_gadget.backend
+
+    @backend.setter
+    def backend(self, name: str):
+        for module in self.modules():
+            if isinstance(module, RotorLinear):
+                module.backend = name
+
+    def reset_parameters(self):
+        """Reset every gadget, the PReLU (0.25) and the branch weights (1); permutations are kept."""
+        for module in self.modules():
+            if isinstance(module, RotorLinear):
+                module.reset_parameters()
+        self.activation.reset_parameters()
+        with torch.no_grad():
+            self.branch_weights.fill_(1.0)
+
+    def _block(self, gadget, permutation, h):
+        z = gadget(h)[..., permutation]
+        return self.activation(nn.functional.layer_norm(z, (self.hidden,), eps=self.eps))
+
+    def forward(self, x):
+        _check_input(self, x)
+        if not F._compiling():
+            _finite_or_raise(
+                [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
+                "RotorNetwork",
+            )
+        h = self._block(self.input_gadget, self.input_permutation, x)
+        for layer, gadgets in enumerate(self.hidden_gadgets):
+            h = sum(
+                self.branch_weights[layer, b] * self._block(gadget, self.hidden_permutations[layer, b], h)
+                for b, gadget in enumerate(gadgets)
+            )
+        return self.output_gadget(h)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def extra_repr(self):
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, hidden={self.hidden}, "
+            f"hidden_layers={self.hidden_layers}, breadth={self.breadth}"
+        )
