@@ -317,7 +317,12 @@ class MultiVector:
         for c, blade_name in self._terms(latex=False):
             text = str(c)
             if blade_name:
-                text = f"({text})*{blade_name}" if isinstance(c, (sp.Add,)) or " " in text else f"{text}*{blade_name}"
+                if text in ("1", "-1"):
+                    text = blade_name if text == "1" else f"-{blade_name}"
+                elif isinstance(c, sp.Add):
+                    text = f"({text})*{blade_name}"
+                else:
+                    text = f"{text}*{blade_name}"
             parts.append(text)
         return " + ".join(parts) if parts else "0"
 
