@@ -1,0 +1,98 @@
+r"""Fast sandwich backends: the numba rotor-chain kernels wrapped as a torch autograd Function.
+
+Registers the backend ``"numba"`` (CPU, float32 and float64) in the registry of
+:mod:`galinear.nn.functional` (contract C3), with a priority above ``"factored"`` so that
+``backend="auto"`` picks it on the CPU.
+
+Forward applies the simple rotors factor by factor (:math:`O(n^2 2^n)` per token, see
+:mod:`galinear.kernels.rotor_chain`). Backward is reversible: only the output y is saved, the
+input of every factor is recomputed from its output by the inverse factor, so the extra memory
+of the backward pass is a few tiles per thread, whatever the number of factors.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from galinear.kernels import rotor_chain
+
+__all__ = ["numba_sandwich", "NumbaSandwich", "register"]
+
+#: Priority of "numba" in the registry ("factored" has 10, "dense" 0).
+NUMBA_PRIORITY = 20
+
+
+def _as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().contiguous().numpy()
+
+
+class NumbaSandwich(torch.autograd.Function):
+    """y = R x S~ for x (B, P, 2**n) and factors (P, k, n); VR = WR = None for S = R."""
+
+    @staticmethod
+    def forward(ctx, x, VL, WL, VR, WR, tile):
+        y = rotor_chain.sandwich_forward(
+            _as_numpy(x), _as_numpy(VL), _as_numpy(WL),
+            None if VR is None else _as_numpy(VR), None if WR is None else _as_numpy(WR),
+            tile=tile,
+        )
+        out = torch.from_numpy(y)
+        ctx.single = VR is None
+        ctx.tile = tile
+        if ctx.single:
+            ctx.save_for_backward(out, VL, WL)
+        else:
+            ctx.save_for_backward(out, VL, WL, VR, WR)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        saved = ctx.saved_tensors
+        y, VL, WL = saved[:3]
+        VR, WR = (None, None) if ctx.single else saved[3:]
+        grads = rotor_chain.sandwich_backward(
+            _as_numpy(y), _as_numpy(grad_y.to(y.dtype)), _as_numpy(VL), _as_numpy(WL),
+            None if VR is None else _as_numpy(VR), None if WR is None else _as_numpy(WR),
+            tile=ctx.tile,
+        )
+        out = [None if g is None else torch.from_numpy(g) for g in grads]
+        return out[0], out[1], out[2], out[3], out[4], None
+
+
+def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int = rotor_chain.DEFAULT_TILE):
+    """Backend function ``fn(x, VL, WL, VR, WR) -> y`` of contract C3 (x (..., P, 2**n), CPU).
+
+    Raises ValueError for tensors off the CPU and TypeError for dtypes other than float32/64.
+    """
+    tensors = [t for t in (x, VL, WL, VR, WR) if t is not None]
+    for t in tensors:
+        if t.device.type != "cpu":
+            raise ValueError(f"the numba backend runs on the CPU only, got a tensor on {t.device}; "
+                             "use backend='factored' (or 'auto') for other devices")
+    if x.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"the numba backend supports float32 and float64, got {x.dtype}; "
+                        "use backend='factored' or cast x")
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape (..., P, 2**n), got {tuple(x.shape)}")
+    dtype = x.dtype
+    VL, WL = VL.to(dtype), WL.to(dtype)
+    if VR is not None:
+        VR, WR = VR.to(dtype), WR.to(dtype)
+    lead = x.shape[:-2]
+    P, d = x.shape[-2:]
+    flat = x.reshape(-1, P, d)
+    y = NumbaSandwich.apply(flat, VL, WL, VR, WR, int(tile))
+    return y.reshape(*lead, P, d)
+
+
+def register() -> None:
+    """Register "numba" (CPU, float32/float64) in galinear.nn.functional's backend registry."""
+    from galinear.nn import functional
+
+    functional.register_sandwich_backend(
+        "numba", numba_sandwich, devices=("cpu",), dtypes=(torch.float32, torch.float64),
+        priority=NUMBA_PRIORITY,
+    )
+
+
+register()
