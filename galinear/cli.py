@@ -12,6 +12,8 @@ from galinear._version import __version__
 
 # subcommand name -> module under galinear.commands
 COMMANDS = {
+    "verify": "verify",
+    "codegen": "codegen",
     "train-mlp": "train_mlp",
 }
 

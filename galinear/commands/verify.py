@@ -1,0 +1,95 @@
+"""`galinear verify`: run the exact proof scripts in proofs/ and print a table."""
+import argparse
+
+HELP = "run the exact symbolic proofs in proofs/ and print a table (identity, n range, result, seconds)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n", type=int, default=None, help="largest n for every proof (default: each script's own bound)")
+    parser.add_argument("--only", action="append", default=None, metavar="NAME",
+                        help="run only this proof (script name without .py; repeatable)")
+    parser.add_argument("--proofs-dir", default=None, help="folder with the proof scripts (default: <repo>/proofs)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per proof (default 1800)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print each proof's log")
+
+
+def _constants(path):
+    import ast
+
+    values = {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in ("IDENTITY", "N_MIN", "N_DEFAULT"):
+                values[name] = ast.literal_eval(node.value)
+    return values
+
+
+def find_proofs(directory=None):
+    """Mapping name -> (path, IDENTITY, N_MIN, N_DEFAULT) for every proof script."""
+    from pathlib import Path
+
+    import galinear
+
+    folder = Path(directory) if directory else Path(galinear.__file__).resolve().parent.parent / "proofs"
+    if not folder.is_dir():
+        raise ValueError(
+            f"no proofs folder at {folder}; run from a source checkout of galinear or pass --proofs-dir"
+        )
+    out = {}
+    for path in sorted(folder.glob("*.py")):
+        constants = _constants(path)
+        if {"IDENTITY", "N_MIN", "N_DEFAULT"} <= constants.keys():
+            out[path.stem] = (path, constants["IDENTITY"], constants["N_MIN"], constants["N_DEFAULT"])
+    return out
+
+
+def run(args) -> int:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    try:
+        proofs = find_proofs(args.proofs_dir)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.only:
+        unknown = [name for name in args.only if name not in proofs]
+        if unknown:
+            print(f"error: unknown proof(s) {', '.join(unknown)}; available: {', '.join(proofs)}", file=sys.stderr)
+            return 2
+        proofs = {name: proofs[name] for name in args.only}
+    if args.n is not None and args.n < 1:
+        print("error: --n must be a positive integer", file=sys.stderr)
+        return 2
+    rows, failed = [], 0
+    env = dict(os.environ)
+    for name, (path, identity, n_min, n_default) in proofs.items():
+        n_max = n_default if args.n is None else max(args.n, n_min)
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, str(path), "--n", str(n_max)],
+                capture_output=True, text=True, timeout=args.timeout, env=env,
+            )
+            code, log = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired:
+            code, log = 124, f"timed out after {args.timeout:.0f} s"
+        seconds = time.perf_counter() - start
+        result = "proved" if code == 0 else ("timeout" if code == 124 else "FAILED")
+        failed += code != 0
+        rows.append((name, identity, f"{n_min}..{n_max}", result, f"{seconds:.1f}"))
+        if args.verbose or code != 0:
+            print(log.rstrip())
+    headers = ("proof", "identity", "n range", "result", "seconds")
+    widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(5)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    print(line(headers))
+    print(line(["-" * w for w in widths]))
+    for row in rows:
+        print(line(row))
+    print(f"{len(rows) - failed}/{len(rows)} proofs passed")
+    return 1 if failed else 0
