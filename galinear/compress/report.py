@@ -1,0 +1,158 @@
+"""Summaries of a study: JSON, a markdown table and a plot of ln PPL against parameter count."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from galinear.compress.models import PROJECTIONS
+
+DATASET_TITLES = {"wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
+
+
+def summarize(entries: dict, datasets) -> list:
+    """One row per (layer set, method tag): mean, std and seeds of ln PPL per dataset, params, test MSE."""
+    rows = {}
+    original = {}
+    for e in entries.values():
+        if e["method"] == "original":
+            original[e["dataset"]] = e
+            continue
+        key = (tuple(e["layers"]), e["tag"])
+        row = rows.setdefault(key, {"layers": list(e["layers"]), "method": e["method"], "tag": e["tag"],
+                                    "params_per_layer": e["params_per_layer"],
+                                    "dense_params_per_layer": e["dense_params_per_layer"],
+                                    "log_ppl": {}, "seeds": {}, "test_mse": {}, "test_rel_mse": {}})
+        row["log_ppl"].setdefault(e["dataset"], {})[e["seed"]] = e["log_ppl"]
+        row["seeds"][e["seed"]] = True
+        row["test_mse"][e["seed"]] = e["test_mse"]
+        row["test_rel_mse"][e["seed"]] = e.get("test_rel_mse", {})
+    out = []
+    if original:
+        out.append({"layers": [], "method": "original", "tag": "original", "params_per_layer": None,
+                    "log_ppl": {d: {"mean": original[d]["log_ppl"], "std": 0.0, "n": 1,
+                                    "values": [original[d]["log_ppl"]]} for d in original},
+                    "seeds": [], "test_mse": None, "tokens": {d: original[d]["tokens"] for d in original},
+                    "windows": {d: original[d]["windows"] for d in original}})
+    for key in sorted(rows, key=lambda k: (len(k[0]), k[0], _method_order(rows[k]["method"]))):
+        row = rows[key]
+        stats = {}
+        for d, per_seed in row["log_ppl"].items():
+            values = [per_seed[s] for s in sorted(per_seed)]
+            stats[d] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+                        "n": len(values), "values": values, "seeds": sorted(per_seed)}
+        mse = {p: float(np.mean([row["test_mse"][s][p] for s in row["test_mse"]])) for p in PROJECTIONS}
+        rel = {p: float(np.mean([row["test_rel_mse"][s].get(p, np.nan) for s in row["test_rel_mse"]]))
+               for p in PROJECTIONS}
+        out.append({"layers": row["layers"], "method": row["method"], "tag": row["tag"],
+                    "params_per_layer": row["params_per_layer"],
+                    "dense_params_per_layer": row["dense_params_per_layer"],
+                    "log_ppl": stats, "seeds": sorted(row["seeds"]), "test_mse": mse, "test_rel_mse": rel})
+    return out
+
+
+def _method_order(name: str) -> int:
+    order = ["dense", "lr1", "lr4", "bh1", "rotor"]
+    return order.index(name) if name in order else len(order)
+
+
+def markdown(rows: list, datasets) -> str:
+    """A markdown table: layers, method, params per layer (q+k+v) and % of dense, test MSE, ln PPL."""
+    head = ["layers", "method", "params/layer (q+k+v)", "% of dense", "test MSE q / k / v", "seeds"]
+    head += [f"ln PPL {DATASET_TITLES.get(d, d)}" for d in datasets]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if r["method"] == "original":
+            cells = ["-", "original", "-", "100", "-", "-"]
+        else:
+            frac = 100.0 * r["params_per_layer"] / r["dense_params_per_layer"]
+            mse = " / ".join(f"{r['test_mse'][p]:.3g}" for p in PROJECTIONS)
+            cells = [",".join(map(str, r["layers"])), r["method"], f"{r['params_per_layer']:,}", f"{frac:.3g}",
+                     mse, ",".join(map(str, r["seeds"]))]
+        for d in datasets:
+            s = r["log_ppl"].get(d)
+            if s is None:
+                cells.append("(missing)")
+            elif s["n"] > 1:
+                cells.append(f"{s['mean']:.4f} ± {s['std']:.4f}")
+            else:
+                cells.append(f"{s['mean']:.4f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list, datasets, path: str) -> str | None:
+    """ln PPL against parameters per layer (log x), one panel per text; None if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    colors = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray"}
+    markers = {1: "o", 2: "s", 3: "^"}
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)
+    for ax, d in zip(axes[0], datasets):
+        seen = set()
+        for r in rows:
+            s = r["log_ppl"].get(d)
+            if s is None:
+                continue
+            if r["method"] == "original":
+                ax.axhline(s["mean"], color="black", linestyle="--", linewidth=1, label="original")
+                continue
+            label = f"{r['method']} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
+            ax.errorbar(r["params_per_layer"], s["mean"], yerr=s["std"] if s["n"] > 1 else None,
+                        color=colors.get(r["method"], "k"), marker=markers.get(len(r["layers"]), "D"),
+                        linestyle="none", capsize=2, alpha=0.8, label=None if label in seen else label)
+            seen.add(label)
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters per replaced layer (q+k+v)")
+        ax.set_ylabel("ln PPL (held-out)")
+        ax.set_title(DATASET_TITLES.get(d, d))
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def write(study) -> dict:
+    """Write summary.json, results.md and logppl_vs_params.png into the study's output folder."""
+    from galinear.compress.study import PAPER_SETS_NOTE
+
+    config = study.config
+    datasets = list(config.datasets)
+    rows = summarize(study.results["entries"], datasets)
+    os.makedirs(config.out_dir, exist_ok=True)
+    info = {
+        "model": study.loaded.name,
+        "note": PAPER_SETS_NOTE,
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config).items()},
+        "windows": {d: {"train": len(w.train), "heldout": len(w.heldout), "tokens": int(len(w.tokens))}
+                    for d, w in study.windows.items()},
+        "rows": rows,
+    }
+    summary_path = os.path.join(config.out_dir, "summary.json")
+    tmp = summary_path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(info, handle, indent=1, default=str)
+    os.replace(tmp, summary_path)
+    table = markdown(rows, datasets)
+    windows_line = ", ".join(f"{d}: {len(w.train)} training / {len(w.heldout)} held-out windows"
+                             for d, w in study.windows.items())
+    text = (f"# Compression of {study.loaded.name}\n\n{PAPER_SETS_NOTE}\n\n"
+            f"Windows of {config.window} tokens, stride {config.stride}; {windows_line}. "
+            f"Epochs {config.epochs:g}; rotor hidden width {config.hidden}; o_proj refit "
+            f"{'on' if config.refit_o_proj else 'off'}. ln PPL is mean ± sample std over seeds where "
+            f"several seeds ran.\n\n{table}")
+    md_path = os.path.join(config.out_dir, "results.md")
+    with open(md_path + ".tmp", "w") as handle:
+        handle.write(text)
+    os.replace(md_path + ".tmp", md_path)
+    plot(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
+    return {"rows": rows, "table": table, "markdown": text}

@@ -1,0 +1,450 @@
+"""The layer-wise compression study: capture, fit, evaluate, report; resumable.
+
+Protocol (paper-notes section 6, with its leaks fixed):
+
+1. Every text is tokenised once and cut into windows (512 tokens, stride 256); held-out windows
+   are seeded random runs, and every training window sharing a token position with one of them
+   is dropped (:func:`galinear.compress.windows.split_windows`). The regression rows are all
+   tokens of the training windows of every text in the study (the same rows for every method).
+2. For one method, seed and layer set, the layers are replaced in increasing order. For layer L
+   the inputs are the attention inputs at L captured in the network whose earlier layers of the
+   set are already replaced BY THIS METHOD AND SEED; the targets are the ORIGINAL model's q/k/v
+   outputs (original weights applied to the original attention input). A capture is cached
+   under the exact network it came from (method tag, seed, replaced layers), so no method ever
+   trains on another method's activations; with nothing replaced yet that network is the
+   original model, whose capture is the same for every method.
+3. Each (layer, projection) is fitted with MSE, Adam, batches of 256, the method's rate and a
+   cosine schedule over all steps (:mod:`galinear.compress.fit`); optionally o_proj is refitted
+   (a dense o_proj started from the original one, AdamW 1e-4, weight decay 1e-2) to the original
+   o_proj outputs. Each unit is checkpointed atomically; a rerun skips finished units.
+4. ln PPL is measured on the held-out windows of every text, for the original model and every
+   compressed one, on the same windows; per-projection test MSE on held-out rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from galinear.compress import activations, evaluate, fit, methods, models, windows as win
+from galinear.compress.fit import atomic_save
+
+_DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
+
+PAPER_SETS_NOTE = ("The texts Wikipedia (lead paragraphs), Shakespeare (modern spelling) and the King "
+                   "James Bible replace the paper's Wikitext-2, C4 and PTB, which are not available offline.")
+
+
+@dataclass
+class StudyConfig:
+    """Settings of one study; every field that changes a result enters a cache key."""
+
+    model: str = models.DEFAULT_MODEL
+    gguf_file: str | None = None
+    datasets: tuple = ("wikipedia",)
+    layer_sets: tuple = ((15,),)
+    methods: tuple = ("rotor", "lr1", "lr4", "bh1")
+    seeds: tuple = (0,)
+    multi_seeds: tuple | None = None  # seeds for sets of 2+ layers (None: same as seeds)
+    train_windows: int = 24            # per text
+    eval_windows: int = 8              # per text (held-out, whole runs of `group`)
+    mse_windows: int = 2               # held-out windows per text used for test MSE
+    window: int = 512
+    stride: int = 256
+    heldout_fraction: float = 0.2
+    group: int = 4
+    split_seed: int = 0
+    epochs: float = 1.0
+    hidden: int = _DEFAULT_HIDDEN
+    bh_blocks: int | None = None
+    refit_o_proj: bool = False
+    o_epochs: float = 15.0
+    out_dir: str = os.path.join("runs", "compress")
+    threads: int | None = None
+    progress: bool = True
+    save_models: bool = True
+
+    def method_spec(self, name: str) -> methods.MethodSpec:
+        return methods.MethodSpec(name=name, epochs=self.epochs,
+                                  hidden=self.hidden if name == "rotor" else None,
+                                  blocks=self.bh_blocks if name == "bh1" else None)
+
+    def seeds_for(self, layer_set) -> tuple:
+        if len(layer_set) > 1 and self.multi_seeds is not None:
+            return tuple(self.multi_seeds)
+        return tuple(self.seeds)
+
+
+def _set_name(layer_set) -> str:
+    return "+".join(str(x) for x in layer_set)
+
+
+class Study:
+    """A resumable compression study. ``Study(config).run()`` does everything.
+
+    Parameters
+    ----------
+    config : StudyConfig
+    loaded : LoadedModel, optional
+        An already loaded model (tests pass a tiny random Llama); default: ``config.model``.
+    texts : dict, optional
+        ``{name: text}`` to use instead of the offline corpora (tests).
+    """
+
+    def __init__(self, config: StudyConfig, loaded: models.LoadedModel | None = None, texts: dict | None = None):
+        self.config = config
+        self._validate_cheap(texts)
+        if config.threads:
+            import torch
+
+            torch.set_num_threads(config.threads)
+        self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
+        self.model = self.loaded.model
+        all_layers = sorted({layer for s in config.layer_sets for layer in s})
+        models.check_model(self.model, all_layers)
+        for s in config.layer_sets:
+            models.check_model(self.model, list(s))
+        self.windows = {}
+        for name in config.datasets:
+            if texts is not None:
+                text = texts[name]
+            else:
+                from galinear.data.text import load_text
+
+                text = load_text(name)
+            budget = config.stride * (3 * config.train_windows + 4 * config.eval_windows + 4 * config.group + 8)
+            tokens = win.tokenize(self.loaded.tokenizer, text, max_tokens=budget + config.window)
+            if len(tokens) < config.window:
+                raise ValueError(f"the {name} text has {len(tokens)} tokens, fewer than one window of "
+                                 f"{config.window}; give a longer text")
+            self.windows[name] = win.split_windows(
+                tokens, config.window, config.stride, config.heldout_fraction, config.split_seed,
+                config.group, max_train=config.train_windows, max_heldout=config.eval_windows)
+        self.work = os.path.join(config.out_dir, "cache", self._fingerprint())
+        self.results_path = os.path.join(config.out_dir, "results.json")
+        self.results = self._load_results()
+        self._original_captures = {}
+        self._residuals = {}
+        first = next(iter(self.windows.values()))
+        self.skip_lower_layers = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0],
+                                                           max(1, min(all_layers)))
+
+    # ------------------------------------------------------------------ setup
+    def _validate_cheap(self, texts):
+        c = self.config
+        if not c.datasets:
+            raise ValueError("no text given: pass at least one of wikipedia, shakespeare, kjv")
+        if not c.layer_sets:
+            raise ValueError("no layer set given")
+        for s in c.layer_sets:
+            if len(s) == 0:
+                raise ValueError("an empty layer set was given")
+            if list(s) != sorted(set(s)):
+                raise ValueError(f"layer set {list(s)} must be strictly increasing (layers are replaced in order)")
+        for name in c.methods:
+            spec = c.method_spec(name)
+            if name != "dense":
+                methods.require_nn(name)
+            del spec
+        if not c.seeds:
+            raise ValueError("no seed given")
+        if texts is None:
+            from galinear.data.text import check_available
+
+            for name in c.datasets:
+                check_available(name)
+        else:
+            missing = [d for d in c.datasets if d not in texts]
+            if missing:
+                raise ValueError(f"no text given for {missing}")
+        if c.train_windows < 1 or c.eval_windows < 1:
+            raise ValueError("train_windows and eval_windows must be >= 1")
+
+    def _fingerprint(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.loaded.name.encode())
+        for p in self.model.parameters():  # cheap identity of the weights: a few sums
+            h.update(np.float64(p.detach().double().sum()).tobytes())
+            break
+        for name, w in self.windows.items():
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(w.tokens).tobytes())
+            h.update(w.train.tobytes())
+            h.update(w.heldout.tobytes())
+            h.update(f"{w.window},{w.stride}".encode())
+        h.update(str(self.config.mse_windows).encode())
+        return h.hexdigest()[:16]
+
+    def _load_results(self) -> dict:
+        if os.path.exists(self.results_path):
+            with open(self.results_path) as handle:
+                data = json.load(handle)
+            if data.get("fingerprint") == self._fingerprint():
+                return data
+        return {"fingerprint": self._fingerprint(), "entries": {}}
+
+    def _save_results(self) -> None:
+        os.makedirs(self.config.out_dir, exist_ok=True)
+        tmp = self.results_path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(self.results, handle, indent=1, sort_keys=True)
+        os.replace(tmp, self.results_path)
+
+    # ------------------------------------------------------------------ data
+    def _train_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.train) for w in self.windows.values()])
+
+    def _test_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.heldout[:self.config.mse_windows]) for w in self.windows.values()])
+
+    def _capture_pair(self, layer: int, where: str, replacements: dict, key: str):
+        """(train, test) captures at ``layer`` in the network with ``replacements``; cached on disk."""
+        path = os.path.join(self.work, "captures", f"{key}.pt")
+        cached = fit.load(path)
+        if cached is not None:
+            return cached["train"], cached["test"]
+        ids = np.concatenate([self._train_ids(), self._test_ids()])
+        label = f"capture {key}" if self.config.progress else None
+        with activations.swapped(self.model, replacements):
+            rows = activations.capture(self.model, layer, ids, where=where, progress=label)
+        n_train = len(self._train_ids()) * self.config.window
+        train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
+        atomic_save({"train": train, "test": test}, path)
+        return train, test
+
+    def original_capture(self, layer: int, where: str = "attn_in"):
+        key = (layer, where)
+        if key not in self._original_captures:
+            self._original_captures[key] = self._capture_pair(layer, where, {}, f"original-{where}-L{layer}")
+        return self._original_captures[key]
+
+    # ------------------------------------------------------------------ fitting
+    def _unit_path(self, spec, seed, prefix, layer, proj) -> str:
+        pre = "P" + (_set_name(prefix) if prefix else "none")
+        if self.config.refit_o_proj:
+            pre += f"-orefit{self.config.o_epochs:g}"
+        return os.path.join(self.work, "fits", spec.tag(), f"s{seed}", pre, f"L{layer}_{proj}.pt")
+
+    def _build(self, spec, layer, proj):
+        import torch
+
+        orig = models.projection(self.model, layer, proj)
+        if proj == "o_proj":
+            module = torch.nn.Linear(orig.in_features, orig.out_features, bias=orig.bias is not None)
+            module.load_state_dict(orig.state_dict())
+            return module
+        return methods.build_module(spec, orig.in_features, orig.out_features)
+
+    def fit_layer_set(self, spec, seed: int, layer_set) -> dict:
+        """Fit (or load) every unit of ``layer_set`` for one method and seed; returns the replacements."""
+        import torch
+
+        replacements = {}
+        info = {}
+        for i, layer in enumerate(layer_set):
+            prefix = tuple(layer_set[:i])
+            x_orig, x_orig_test = self.original_capture(layer)
+            need = [p for p in models.PROJECTIONS
+                    if not os.path.exists(self._unit_path(spec, seed, prefix, layer, p))]
+            if need:
+                if prefix:
+                    key = f"{spec.tag()}-s{seed}-P{_set_name(prefix)}" + \
+                          (f"-orefit{self.config.o_epochs:g}" if self.config.refit_o_proj else "") + f"-attn_in-L{layer}"
+                    x_in, x_in_test = self._capture_pair(layer, "attn_in", replacements, key)
+                else:
+                    x_in, x_in_test = x_orig, x_orig_test
+            for j, proj in enumerate(models.PROJECTIONS):
+                path = self._unit_path(spec, seed, prefix, layer, proj)
+                ckpt = fit.load(path)
+                module = self._build(spec, layer, proj)
+                if ckpt is None:
+                    orig = models.projection(self.model, layer, proj)
+                    torch.manual_seed(1_000_003 * seed + 131 * layer + j)
+                    module = self._build(spec, layer, proj)
+                    label = f"fit {spec.name} s{seed} L{layer} {proj}" if self.config.progress else None
+                    t0 = time.perf_counter()
+                    stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
+                                               epochs=spec.epochs, batch_size=spec.batch_size,
+                                               seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
+                                               progress=label)
+                    stats["seconds"] = time.perf_counter() - t0
+                    target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
+                    stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
+                    stats["target_mean_square"] = float(target_test.double().pow(2).mean())
+                    stats["params"] = methods.count_parameters(module)
+                    stats["dense_params"] = methods.count_parameters(orig)
+                    ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
+                            "layer": layer, "projection": proj, "seed": seed}
+                    atomic_save(ckpt, path)
+                else:
+                    module.load_state_dict(ckpt["state"])
+                module.eval()
+                for p in module.parameters():
+                    p.requires_grad_(False)
+                replacements[(layer, proj)] = module
+                info[(layer, proj)] = ckpt["stats"]
+            if self.config.refit_o_proj:
+                self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
+        return {"replacements": replacements, "stats": info}
+
+    def _refit_o_proj(self, spec, seed, layer_set, i, replacements, info):
+        import torch
+
+        layer, prefix = layer_set[i], tuple(layer_set[:i])
+        path = self._unit_path(spec, seed, prefix, layer, "o_proj")
+        ckpt = fit.load(path)
+        module = self._build(spec, layer, "o_proj")
+        if ckpt is None:
+            orig = models.projection(self.model, layer, "o_proj")
+            x_orig, x_orig_test = self.original_capture(layer, "o_in")
+            key = f"{spec.tag()}-s{seed}-P{_set_name(layer_set[:i + 1])}-orefit{self.config.o_epochs:g}-o_in-L{layer}"
+            x_in, x_in_test = self._capture_pair(layer, "o_in", replacements, key)
+            label = f"refit o_proj {spec.name} s{seed} L{layer}" if self.config.progress else None
+            torch.manual_seed(seed)
+            stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=1e-4, epochs=self.config.o_epochs,
+                                       batch_size=256, seed=1_000_003 * seed + 131 * layer + 7, bias=orig.bias,
+                                       weight_decay=1e-2, optimizer="adamw", progress=label)
+            target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
+            stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
+            stats["params"] = methods.count_parameters(module)
+            stats["dense_params"] = stats["params"]
+            ckpt = {"state": module.state_dict(), "stats": stats, "layer": layer, "projection": "o_proj"}
+            atomic_save(ckpt, path)
+        else:
+            module.load_state_dict(ckpt["state"])
+        module.eval()
+        for p in module.parameters():
+            p.requires_grad_(False)
+        replacements[(layer, "o_proj")] = module
+        info[(layer, "o_proj")] = ckpt["stats"]
+
+    # ------------------------------------------------------------------ evaluation
+    def _start(self, dataset: str, layer: int):
+        """(layer, residual inputs of the held-out windows) to skip the untouched lower layers."""
+        if not self.skip_lower_layers or layer == 0:
+            return None
+        key = (dataset, layer)
+        if key not in self._residuals:
+            path = os.path.join(self.work, "captures", f"residual-{dataset}-L{layer}.pt")
+            cached = fit.load(path)
+            if cached is None:
+                w = self.windows[dataset]
+                cached = activations.residual_inputs(self.model, layer, w.batch(w.heldout))
+                atomic_save(cached, path)
+            self._residuals[key] = cached
+        return layer, self._residuals[key]
+
+    def evaluate_original(self) -> None:
+        for name, w in self.windows.items():
+            key = f"original|{name}"
+            if key in self.results["entries"]:
+                continue
+            label = f"eval original {name}" if self.config.progress else None
+            res = evaluate.log_perplexity(self.model, w, progress=label)
+            self.results["entries"][key] = {"method": "original", "dataset": name, **res}
+            self._save_results()
+
+    def run_one(self, name: str, seed: int, layer_set) -> None:
+        spec = self.config.method_spec(name)
+        keys = {d: f"{spec.tag()}|s{seed}|{_set_name(layer_set)}|{d}" for d in self.windows}
+        if all(k in self.results["entries"] for k in keys.values()):
+            return
+        fitted = self.fit_layer_set(spec, seed, tuple(layer_set))
+        stats = fitted["stats"]
+        per_layer_params = sum(stats[(layer_set[0], p)]["params"] for p in models.PROJECTIONS)
+        dense_params = sum(stats[(layer_set[0], p)]["dense_params"] for p in models.PROJECTIONS)
+        mse = {p: float(np.mean([stats[(layer, p)]["test_mse"] for layer in layer_set])) for p in models.PROJECTIONS}
+        rel = {p: float(np.mean([stats[(layer, p)]["test_mse"] / max(stats[(layer, p)]["target_mean_square"], 1e-30)
+                                 for layer in layer_set])) for p in models.PROJECTIONS}
+        fit_seconds = float(sum(s.get("seconds", 0.0) for s in stats.values()))
+        if self.config.save_models:
+            save_compressed(os.path.join(self.config.out_dir, "models",
+                                         f"{spec.tag()}-s{seed}-L{_set_name(layer_set)}.pt"),
+                            fitted["replacements"], spec, self.loaded.name)
+        with activations.swapped(self.model, fitted["replacements"]):
+            for d, w in self.windows.items():
+                if keys[d] in self.results["entries"]:
+                    continue
+                label = f"eval {spec.name} s{seed} L{_set_name(layer_set)} {d}" if self.config.progress else None
+                res = evaluate.log_perplexity(self.model, w, progress=label, start=self._start(d, layer_set[0]))
+                self.results["entries"][keys[d]] = {
+                    "method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set), "dataset": d,
+                    "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
+                    "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, **res}
+                self._save_results()
+
+    def plan(self) -> list:
+        """The (method, seed, layer set) runs in execution order: first seed of every set first."""
+        runs, later = [], []
+        for layer_set in self.config.layer_sets:
+            seeds = self.config.seeds_for(layer_set)
+            for k, seed in enumerate(seeds):
+                for name in self.config.methods:
+                    (runs if k == 0 else later).append((name, seed, tuple(layer_set)))
+        return runs + later
+
+    def run(self, report: bool = True) -> dict:
+        """Evaluate the original model, then every planned run; write the report after each run."""
+        from tqdm.auto import tqdm
+
+        self.evaluate_original()
+        plan = self.plan()
+        for name, seed, layer_set in tqdm(plan, desc="study", disable=not self.config.progress):
+            self.run_one(name, seed, layer_set)
+            if report:
+                self.write_report()
+        if report:
+            self.write_report()
+        return self.results
+
+    def write_report(self) -> dict:
+        from galinear.compress import report
+
+        return report.write(self)
+
+
+def save_compressed(path: str, replacements: dict, spec, model_name: str) -> None:
+    """Save the replacement modules of a compressed model (state dicts + how to rebuild them)."""
+    payload = {"format": "galinear-compressed-v1", "model": model_name, "spec": spec.to_dict(),
+               "modules": {f"{layer}.{proj}": {"state": m.state_dict(), "in": _in_out(m)[0], "out": _in_out(m)[1]}
+                           for (layer, proj), m in replacements.items()}}
+    atomic_save(payload, path)
+
+
+def _in_out(module):
+    for a, b in (("in_features", "out_features"),):
+        if hasattr(module, a) and hasattr(module, b):
+            return int(getattr(module, a)), int(getattr(module, b))
+    raise ValueError(f"{type(module).__name__} does not expose in_features/out_features")
+
+
+def load_compressed(model, path: str) -> dict:
+    """Put the modules saved by :func:`save_compressed` into ``model`` (in place); returns them."""
+    import torch
+
+    payload = fit.load(path)
+    if payload is None or payload.get("format") != "galinear-compressed-v1":
+        raise ValueError(f"{path} is not a compressed model written by galinear")
+    spec = methods.MethodSpec(**payload["spec"])
+    out = {}
+    for key, entry in payload["modules"].items():
+        layer, proj = key.split(".")
+        layer = int(layer)
+        if proj == "o_proj":
+            module = torch.nn.Linear(entry["in"], entry["out"], bias="bias" in entry["state"])
+        else:
+            module = methods.build_module(spec, entry["in"], entry["out"])
+        module.load_state_dict(entry["state"])
+        module.eval()
+        for p in module.parameters():
+            p.requires_grad_(False)
+        models.set_projection(model, layer, proj, module)
+        out[(layer, proj)] = module
+    return out
+
+
+__all__ = ["StudyConfig", "Study", "save_compressed", "load_compressed", "PAPER_SETS_NOTE"]

