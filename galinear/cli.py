@@ -15,6 +15,8 @@ COMMANDS = {
     "verify": "verify",
     "codegen": "codegen",
     "train-mlp": "train_mlp",
+    "compress": "compress",
+    "demo": "demo",
 }
 
 

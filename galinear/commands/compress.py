@@ -1,0 +1,108 @@
+"""``galinear compress``: replace q/k/v projections of a causal LM by rotor networks and baselines."""
+import os
+
+HELP = "Compress attention q/k/v projections of a causal LM layer by layer (rotor, LR1, LR4, BH1) and report ln PPL"
+
+PRESETS = {
+    # the quick default of `galinear demo`: one middle layer, Wikipedia only
+    "demo": dict(datasets="wikipedia", layer_sets="15", methods="rotor,lr1,lr4,bh1", seeds="0",
+                 multi_seeds=None, train_windows=8, eval_windows=8, mse_windows=2, epochs=1.0),
+    # the study of docs/results.md: three single layers (3 seeds), one pair and one triple (1 seed)
+    "full": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="4;15;26;15,16;15,16,17",
+                 methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=6,
+                 eval_windows=8, mse_windows=1, epochs=1.0),
+}
+
+
+def _ints(text, what):
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip() != "")
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def parse_layer_sets(text):
+    """'4;15;15,16' -> ((4,), (15,), (15, 16)): sets separated by ';', layers inside by ','."""
+    sets = tuple(_ints(part, "a layer set") for part in text.split(";") if part.strip())
+    if not sets:
+        raise ValueError(f"no layer set in {text!r}; example: --layers '4;15;15,16'")
+    return sets
+
+
+def add_arguments(parser):
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="demo",
+                        help="starting point for every setting not given (default: demo)")
+    parser.add_argument("--model", default="smollm2-135m",
+                        help="'smollm2-135m' (embedded default), a save_pretrained folder, a folder with "
+                             "--gguf-file, or a .gguf path")
+    parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
+    parser.add_argument("--texts", dest="datasets", default=None,
+                        help="comma-separated: wikipedia,shakespeare,kjv (they stand in for Wikitext-2/C4/PTB)")
+    parser.add_argument("--layers", dest="layer_sets", default=None,
+                        help="layer sets, ';' between sets, ',' inside a set, e.g. '4;15;15,16' (0-based)")
+    parser.add_argument("--methods", default=None, help="comma-separated from rotor,lr1,lr4,bh1,dense")
+    parser.add_argument("--seeds", default=None, help="comma-separated seeds for single-layer sets")
+    parser.add_argument("--multi-seeds", default=None, help="seeds for sets of 2+ layers (default: --seeds)")
+    parser.add_argument("--train-windows", type=int, default=None, help="training windows per text")
+    parser.add_argument("--eval-windows", type=int, default=None, help="held-out windows per text")
+    parser.add_argument("--mse-windows", type=int, default=None, help="held-out windows per text for test MSE")
+    parser.add_argument("--epochs", type=float, default=None, help="passes over the regression rows")
+    parser.add_argument("--hidden", type=int, default=512, help="rotor network hidden width (default 512)")
+    parser.add_argument("--bh-blocks", type=int, default=None, help="BH1 block count (default: 48 for 576-wide)")
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--stride", type=int, default=256)
+    parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--refit-o-proj", action="store_true", help="refit o_proj after each replaced layer")
+    parser.add_argument("--o-epochs", type=float, default=15.0, help="epochs of the o_proj refit (paper: 15)")
+    parser.add_argument("--out", default=None, help="output folder (default runs/compress-<preset>)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def config_from_args(args):
+    """Build a StudyConfig from parsed arguments (preset values fill what is not given)."""
+    from galinear.compress import StudyConfig
+
+    preset = dict(PRESETS[args.preset])
+    pick = lambda name: getattr(args, name) if getattr(args, name, None) is not None else preset.get(name)  # noqa: E731
+    datasets = tuple(x.strip() for x in pick("datasets").split(",") if x.strip())
+    methods = tuple(x.strip() for x in pick("methods").split(",") if x.strip())
+    multi = pick("multi_seeds")
+    return StudyConfig(
+        model=args.model, gguf_file=args.gguf_file, datasets=datasets,
+        layer_sets=parse_layer_sets(pick("layer_sets")), methods=methods,
+        seeds=_ints(pick("seeds"), "--seeds"), multi_seeds=None if multi is None else _ints(multi, "--multi-seeds"),
+        train_windows=pick("train_windows"), eval_windows=pick("eval_windows"), mse_windows=pick("mse_windows"),
+        window=args.window, stride=args.stride, split_seed=args.split_seed, epochs=pick("epochs"),
+        hidden=args.hidden, bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj, o_epochs=args.o_epochs,
+        out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
+        progress=not args.no_progress)
+
+
+def run(args):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import time
+
+    from galinear.compress import PAPER_SETS_NOTE, Study
+
+    try:
+        config = config_from_args(args)
+        t0 = time.perf_counter()
+        study = Study(config)
+    except (ValueError, TypeError) as exc:
+        print(f"galinear compress: error: {exc}")
+        return 2
+    print(f"model {study.loaded.name}; texts {', '.join(config.datasets)}; layer sets "
+          f"{'; '.join(','.join(map(str, s)) for s in config.layer_sets)}; methods {', '.join(config.methods)}")
+    for name, w in study.windows.items():
+        print(f"  {name}: {len(w.train)} training windows, {len(w.heldout)} held-out windows "
+              f"({config.window} tokens, stride {config.stride})")
+    study.run()
+    out = study.write_report()
+    print()
+    print(out["table"])
+    print(PAPER_SETS_NOTE)
+    print(f"results in {config.out_dir}/ (results.md, summary.json, results.json, logppl_vs_params.png, "
+          f"models/); {time.perf_counter() - t0:.0f} s")
+    return 0
