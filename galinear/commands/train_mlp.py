@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=_positive_int, default=4, help="rank of the low-rank maps (default 4)")
     parser.add_argument("--chunk-size", type=_positive_int, default=None, help="rotor chunk size (power of two)")
     parser.add_argument("--backend", default="auto", help="rotor sandwich backend (default auto)")
+    parser.add_argument("--rotor-init-std", type=float, default=1.0,
+                        help="std of the normal initialisation of rotor bivector coefficients (default 1.0: "
+                             "rotations far from the identity)")
     parser.add_argument("--epochs", type=_positive_int, default=15)
     parser.add_argument("--batch-size", type=_positive_int, default=128)
     parser.add_argument("--lr", type=float, default=1e-3, help="peak Adam learning rate (same for every model)")
@@ -74,6 +77,7 @@ def run(args) -> int:
                     hidden=args.hidden, depth=args.depth, layer_norm=args.layer_norm,
                     activation=args.activation, bias=args.bias, head=args.head, rank=args.rank,
                     chunk_size=args.chunk_size, backend=args.backend,
+                    rotor_init_std=args.rotor_init_std if kind == "rotor" else None,
                 )
                 train_config = TrainConfig(
                     epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,

@@ -17,7 +17,7 @@ parameter is counted, the head and biases included.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -57,6 +57,10 @@ class MLPConfig:
         Rotor chunk size (None: the gadget's default, the largest power of two <= both widths).
     backend : str
         Rotor sandwich backend passed to RotorLinear ("auto" picks the fastest registered).
+    rotor_init_std : float or None
+        Standard deviation of the normal initialisation of every bivector coefficient of the
+        rotor maps (None keeps RotorLinear's default). A larger value starts from rotations far
+        from the identity, so that every hidden unit mixes many inputs from the first step.
     """
 
     kind: str = "dense"
@@ -71,7 +75,7 @@ class MLPConfig:
     rank: int = 4
     chunk_size: int | None = None
     backend: str = "auto"
-    extra: dict = field(default_factory=dict)
+    rotor_init_std: float | None = None
 
     def validate(self) -> None:
         if self.kind not in MODEL_KINDS:
@@ -95,28 +99,19 @@ def _linear(config: MLPConfig, d_in: int, d_out: int, kind: str) -> nn.Module:
     if kind == "rotor":
         from galinear.nn import RotorLinear
 
-        return RotorLinear(
+        layer = RotorLinear(
             d_in, d_out, bias=config.bias, double_rotor=True, chunk_size=config.chunk_size,
             alpha=True, backend=config.backend,
         )
+        if config.rotor_init_std is not None:
+            with torch.no_grad():
+                for bivectors in (layer.left_bivectors, layer.right_bivectors):
+                    if bivectors is not None:
+                        bivectors.normal_(0.0, config.rotor_init_std)
+        return layer
     from galinear.nn import LowRankLinear
 
-    layer = LowRankLinear(d_in, d_out, config.rank)
-    if config.bias:
-        return _WithBias(layer, d_out)
-    return layer
-
-
-class _WithBias(nn.Module):
-    """A bias added after a map that has none (LowRankLinear): y = f(x) + b."""
-
-    def __init__(self, inner: nn.Module, features: int):
-        super().__init__()
-        self.inner = inner
-        self.bias = nn.Parameter(torch.zeros(features))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.inner(x) + self.bias
+    return LowRankLinear(d_in, d_out, config.rank, bias=config.bias)
 
 
 class SharedPReLU(nn.Module):

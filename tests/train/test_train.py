@@ -133,3 +133,32 @@ def test_cli_runs_end_to_end_on_small_idx_files(rng, tmp_path, capsys):
     history = load_history(tmp_path / "out" / "fashion-mnist" / "dense-seed0")
     assert len(history["epochs"]) == 2
     assert "final test acc." in capsys.readouterr().out
+
+
+def test_rotor_and_lowrank_parameter_counts_by_formula():
+    # 16 -> 8: chunk 8 (n = 3, C(3,2) = 3), 2 input chunks x 1 output chunk = 2 pairs, double rotors
+    rotor = build_mlp(_tiny("rotor"))
+    first = 2 * 3 * 2 + 2 + 8          # bivectors + alpha + bias
+    second = 1 * 3 * 2 + 1 + 8         # 8 -> 8: one pair
+    head = 8 * 3 + 3
+    assert count_parameters(rotor) == first + second + head
+    lowrank = build_mlp(_tiny("lowrank", rank=2))
+    assert count_parameters(lowrank) == (2 * (16 + 8) + 8) + (2 * (8 + 8) + 8) + head
+
+
+@pytest.mark.parametrize("kind", ["rotor", "lowrank"])
+def test_structured_models_learn(rng, kind):
+    data = _synthetic(rng)
+    config = _tiny(kind, rank=2, backend="auto", rotor_init_std=0.5 if kind == "rotor" else None)
+    history = train_classifier(config, TrainConfig(epochs=6, batch_size=32, lr=1e-2, warmup_steps=0),
+                               data, None, progress=False, log=lambda *_: None)
+    losses = [e["train_loss"] for e in history["epochs"]]
+    assert losses[-1] < 0.7 * losses[0]
+    assert history["epochs"][-1]["test_accuracy"] > 0.6
+
+
+def test_rotor_init_std_sets_bivector_spread():
+    model = build_mlp(kind="rotor", in_features=784, hidden=256, depth=1, rotor_init_std=2.0)
+    layer = model.body[0]
+    values = torch.cat([layer.left_bivectors.flatten(), layer.right_bivectors.flatten()])
+    assert 1.6 < values.std().item() < 2.4  # 3 x 2 x 28 = 168 draws of N(0, 4)
