@@ -324,7 +324,12 @@ class MultiVector:
                 else:
                     text = f"{text}*{blade_name}"
             parts.append(text)
-        return " + ".join(parts) if parts else "0"
+        if not parts:
+            return "0"
+        out = parts[0]
+        for part in parts[1:]:
+            out += f" - {part[1:]}" if part.startswith("-") else f" + {part}"
+        return out
 
     def __repr__(self):
         return f"MultiVector(Cl{self.metric if any(m != 1 for m in self.metric) else '(' + str(self.n) + ')'}: {self})"
