@@ -201,6 +201,7 @@ def invariant_decomposition(
     tol: float | None = None,
     max_iter: int = 100,
     method: str = "power",
+    refresh: bool = True,
 ) -> Decomposition:
     r"""Split bivectors into k = floor(n/2) exactly simple factors v_j ^ w_j.
 
@@ -211,11 +212,16 @@ def invariant_decomposition(
     As in the paper the iteration runs twice: once without gradients to refresh the start
     vectors, then once with gradients from the refreshed vectors (usually a single step).
 
-    Deviation from the paper: the last plane is also found by the power iteration instead of
-    being the remainder, because for n >= 5 the remainder is generically *not* simple before
-    convergence (it lies in the bivectors of the (n-1)-dimensional complement of v). So every
-    factor is exactly simple and the rotor is always exactly unit; the price is that the factors
-    sum to B only at convergence (then sum_j b_j = B and prod_j exp(b_j) = exp(B)).
+    The last plane is also taken by a power step rather than as the remainder (contract C3
+    wants factor pairs). This changes nothing mathematically: every v is a power step of the
+    current remainder R, hence lies in its range, so deflation keeps R's kernel and adds v to
+    it; skew matrices have even rank, so each plane lowers the rank by 2 and the remainder after
+    k-1 planes has rank <= 2: it *is* simple, one power step recovers it exactly, and the pieces
+    sum to B exactly even before convergence (tested for n = 5..8). Before convergence the planes
+    are not orthogonal, so prod_j exp(b_j) is a unit rotor but not exp(B); at convergence it is.
+    At B = 0 exactly (no direction to iterate) the start vectors are kept: values are finite
+    (the identity rotor) and gradients finite, but only the components of the gradient that touch
+    the start vectors survive (the decomposition is not differentiable at a zero plane).
 
     ``method="exact"``: eigen-decompositions of :math:`-R^2` (torch.linalg.eigh) with deflation;
     same factors at convergence. Its gradient is undefined (infinite) at equal angles, where the
@@ -229,6 +235,11 @@ def invariant_decomposition(
     tol : stop tolerance; default :func:`default_tolerance` of the dtype.
     max_iter : most power steps per plane and pass (>= 1).
     method : ``"power"`` or ``"exact"``.
+    refresh : power method only. True (the paper): the no-gradient refresh pass, then the pass
+        with gradients from the refreshed vectors; the gradient treats the refreshed vectors as
+        constants (a one-step approximation of the derivative of the converged planes). False:
+        a single pass with gradients from ``warm_start``, whose gradient is the exact derivative
+        of that finite iteration.
 
     Returns
     -------
@@ -267,9 +278,13 @@ def invariant_decomposition(
         refreshed, steps = V.detach(), 0
     else:
         unroll = _compiling()
-        with torch.no_grad():
-            refreshed, _, steps = _power_factors(matrix.detach(), warm_start, tol, max_iter, unroll)
-        V, W, _ = _power_factors(matrix, refreshed, tol, max_iter, unroll)
+        if refresh:
+            with torch.no_grad():
+                refreshed, _, steps = _power_factors(matrix.detach(), warm_start, tol, max_iter, unroll)
+            V, W, _ = _power_factors(matrix, refreshed, tol, max_iter, unroll)
+        else:
+            V, W, steps = _power_factors(matrix, warm_start, tol, max_iter, unroll)
+            refreshed = V
     if dtype in _HALF_TYPES:
         V, W = V.to(dtype), W.to(dtype)
     return Decomposition(V, W, refreshed.detach(), steps)
