@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", nargs="+", choices=("rotor", "dense", "lowrank"), default=["rotor", "dense"],
                         help="one or more model kinds, trained one after another (default: rotor dense)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--hidden", type=_positive_int, default=1024, help="hidden width (default 1024)")
+    parser.add_argument("--hidden", type=_positive_int, default=512, help="hidden width (default 512)")
     parser.add_argument("--depth", type=_positive_int, default=2, help="hidden layers (default 2)")
     parser.add_argument("--activation", choices=("relu", "gelu", "prelu", "tanh"), default="relu")
     parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false",
@@ -29,15 +29,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", choices=("dense", "rotor"), default="dense", help="last map hidden -> 10")
     parser.add_argument("--rank", type=_positive_int, default=4, help="rank of the low-rank maps (default 4)")
     parser.add_argument("--chunk-size", type=_positive_int, default=None, help="rotor chunk size (power of two)")
-    parser.add_argument("--backend", default="auto", help="rotor sandwich backend (default auto)")
+    parser.add_argument("--backend", default="dense",
+                        help="rotor sandwich backend (default dense: for n <= 10 and batches of hundreds, building "
+                             "the chunk matrices once per step costs less CPU than the factored kernels; see "
+                             "docs/fashion-mnist.md)")
     parser.add_argument("--rotor-init-std", type=float, default=1.0,
                         help="std of the normal initialisation of rotor bivector coefficients (default 1.0: "
                              "rotations far from the identity)")
-    parser.add_argument("--epochs", type=_positive_int, default=15)
-    parser.add_argument("--batch-size", type=_positive_int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-3, help="peak Adam learning rate (same for every model)")
+    parser.add_argument("--epochs", type=_positive_int, default=10)
+    parser.add_argument("--batch-size", type=_positive_int, default=512)
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak Adam learning rate (same for every model)")
     parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument("--warmup-steps", type=int, default=50)
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
     parser.add_argument("--tag", default="", help="suffix of the run names, to keep variants apart")
     parser.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")

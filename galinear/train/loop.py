@@ -92,6 +92,12 @@ def load_history(run_dir) -> dict | None:
         return json.load(handle)
 
 
+def _without_backend(config: dict) -> dict:
+    """The run configuration minus the sandwich backend, which changes speed, not results."""
+    model = {key: value for key, value in config.get("model", {}).items() if key != "backend"}
+    return {**config, "model": model}
+
+
 def _lr_factor(step: int, total: int, warmup: int) -> float:
     """Linear warm-up to 1 over ``warmup`` steps, then cosine to 0 at ``total``."""
     if warmup and step < warmup:
@@ -178,7 +184,7 @@ def train_classifier(
         if config_path.is_file():
             with open(config_path) as handle:
                 saved = json.load(handle)
-            if saved != json.loads(json.dumps(config)):
+            if _without_backend(saved) != _without_backend(json.loads(json.dumps(config))):
                 raise ValueError(
                     f"{run_dir} holds a run with another configuration; choose another --out "
                     "folder or delete that run folder to start again"
