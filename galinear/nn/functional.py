@@ -194,6 +194,7 @@ def _exact_factors(matrix, k):
     return torch.stack(vs, dim=-2), torch.stack(ws, dim=-2)
 
 
+@torch.compiler.disable
 def invariant_decomposition(
     bivector: torch.Tensor,
     warm_start: torch.Tensor | None = None,
@@ -223,9 +224,10 @@ def invariant_decomposition(
     (the identity rotor) and gradients finite, but only the components of the gradient that touch
     the start vectors survive (the decomposition is not differentiable at a zero plane).
 
-    ``method="exact"``: eigen-decompositions of :math:`-R^2` (torch.linalg.eigh) with deflation;
-    same factors at convergence. Its gradient is undefined (infinite) at equal angles, where the
-    power iteration's gradient stays finite.
+    ``method="exact"``: eigen-decompositions of :math:`-R^2` (torch.linalg.eigh) with deflation
+    find the planes (no gradient: eigh's is infinite inside each doubly degenerate eigenvalue
+    pair), then one power step with gradients, as in the power method; same factors at
+    convergence.
 
     Parameters
     ----------
@@ -253,6 +255,10 @@ def invariant_decomposition(
         raise ValueError(f"method must be 'power' or 'exact', got {method!r}")
     if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1 (at least one power step), got {max_iter!r}")
+    if bivector.shape[-1] == 0:  # Cl(0) or Cl(1): no planes, the rotor is 1
+        n = warm_start.shape[-1] if warm_start is not None else 1
+        empty = bivector.new_zeros(*bivector.shape[:-1], 0, n)
+        return Decomposition(empty, empty, empty, 0)
     n = _dimension_from_bivectors(bivector.shape[-1])
     k = n // 2
     dtype = bivector.dtype
@@ -274,8 +280,13 @@ def invariant_decomposition(
     if tol is None:
         tol = default_tolerance(work.dtype)
     if method == "exact":
-        V, W = _exact_factors(matrix, k)
-        refreshed, steps = V.detach(), 0
+        # eigh's gradient is infinite within every (always doubly degenerate) pair of
+        # eigenvalues of -A^2, so the planes are found without gradients and the gradient
+        # flows through one power step from them, as in the power method.
+        with torch.no_grad():
+            refreshed, _ = _exact_factors(matrix.detach(), k)
+        V, W, _ = _power_factors(matrix, refreshed, 0.0, 1, True)
+        steps = 0
     else:
         unroll = _compiling()
         if refresh:

@@ -67,7 +67,10 @@ class RotorLinear(nn.Module):
     bias, double_rotor, alpha : as above (defaults: no bias, two rotors, learnable alpha).
     chunk_size : power of two <= min(in_features, out_features), or None for the default.
     backend : sandwich backend name.
-    tol, max_iter, decomposition : passed to the decomposition ("power" or "exact").
+    tol, max_iter, decomposition, refresh : passed to
+        :func:`~galinear.nn.functional.invariant_decomposition` (``decomposition`` is its
+        ``method``: "power" or "exact"; ``refresh=False`` gives the exact gradient of a finite
+        iteration from the stored warm starts, e.g. for gradcheck with ``tol=0``).
     """
 
     #: Standard deviation of the normal initialisation of the bivector coefficients.
@@ -88,6 +91,7 @@ class RotorLinear(nn.Module):
         tol=None,
         max_iter=100,
         decomposition="power",
+        refresh=True,
     ):
         super().__init__()
         _check_positive("in_features", in_features)
@@ -117,7 +121,7 @@ class RotorLinear(nn.Module):
         self.pairs = self.input_chunks * self.output_chunks
         self.double_rotor = bool(double_rotor)
         self.backend = backend
-        self.tol, self.max_iter, self.decomposition = tol, max_iter, decomposition
+        self.tol, self.max_iter, self.decomposition, self.refresh = tol, max_iter, decomposition, refresh
         self.check_finite = True
 
         P, m, k, n = self.pairs, self.bivector_size, self.planes, self.n
@@ -169,9 +173,13 @@ class RotorLinear(nn.Module):
                     warm.normal_()
                     warm.div_(torch.linalg.vector_norm(warm, dim=-1, keepdim=True).clamp_min(1e-12))
 
+    @torch.compiler.disable
     def _decompose(self, bivectors, warm, update):
+        # Runs eagerly under torch.compile: a few (n x n) products in a data-dependent loop
+        # (per-row stop test) that would otherwise be unrolled max_iter times.
         result = F.invariant_decomposition(
-            bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition
+            bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition,
+            refresh=self.refresh,
         )
         if update:
             with torch.no_grad():
