@@ -170,11 +170,18 @@ def assert_orthogonal(M, atol=None) -> None:
         raise AssertionError(f"matrix not orthogonal: |M M^T - I| = {err:.3g} > {atol:.3g}")
 
 
-def assert_simple(alg, b, rtol=None) -> None:
-    r"""Assert each bivector b (full multivectors) is simple: :math:`|b \wedge b| \le` rtol :math:`|b|^2`."""
+def assert_simple(alg, b, rtol=None, scale=None) -> None:
+    r"""Assert each bivector b (full multivectors) is simple: :math:`|b \wedge b| \le` rtol :math:`s^2`.
+
+    :math:`s = \max(|b|, \text{scale})`; pass the size of the bivector that b was split from as
+    ``scale`` so that parts at rounding level are judged against it.
+    """
     b = np.asarray(b)
     rtol = 1e3 * np.finfo(b.dtype).eps if rtol is None else rtol
     bb = np.linalg.norm(alg.op(b, b), axis=-1)
-    scale = np.linalg.norm(b, axis=-1) ** 2
-    if not np.all(bb <= rtol * np.maximum(scale, np.finfo(b.dtype).tiny)):
-        raise AssertionError(f"bivector not simple: |b ^ b| / |b|^2 up to {float(np.max(bb / np.maximum(scale, 1e-300))):.3g}")
+    size = np.linalg.norm(b, axis=-1)
+    if scale is not None:
+        size = np.maximum(size, scale)
+    bound = rtol * np.maximum(size**2, np.finfo(b.dtype).tiny)
+    if not np.all(bb <= bound):
+        raise AssertionError(f"bivector not simple: |b ^ b| / s^2 up to {float(np.max(bb / bound * rtol)):.3g} > {rtol:.3g}")

@@ -78,10 +78,10 @@ class Decomposition:
     angles : ndarray (..., k)
         :math:`\theta_j = |b_j| \ge 0`.
     planes : ndarray (..., k, 2, n)
-        Orthonormal :math:`(u_j, w_j)` spanning each plane (unspecified where the angle is 0).
+        Orthonormal :math:`(u_j, w_j)` spanning each plane (unspecified where the angle is 0;
+        for the power method the last plane comes from one power step on the remainder).
     residual : ndarray (..., C(n,2))
-        :math:`B - \sum_j b_j` (zero up to rounding for the exact method; for the power method
-        with n >= 5 it is what the iterations have not yet captured, and it vanishes at convergence).
+        :math:`B - \sum_j b_j`, zero up to rounding for both methods.
     start, iterations, converged : ndarray or None
         Power method only: final vectors (..., k, n), to pass back as ``start`` (warm start);
         the number of power steps per plane (..., k); whether the stop test was met (..., k).
@@ -156,33 +156,42 @@ _DEFAULT_TOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-5}
 def decompose_power(n: int, b: np.ndarray, start=None, tol=None, max_iter: int = 200) -> Decomposition:
     r"""Invariant decomposition by power iteration with deflation (Pence et al. 2025, Alg. 1-2).
 
-    For each plane: repeat (at least once, at most ``max_iter`` times, with a stop test per row)
-    :math:`v \leftarrow \mathrm{normalize}((v \rfloor R) \rfloor R) = \mathrm{normalize}(A_R^2 v)`,
-    stopping when :math:`|v_{new} + v| <` ``tol`` (:math:`A^2` is negative semi-definite, so a
-    converged vector flips sign at every step); then :math:`w = v \rfloor R`,
-    :math:`b = v \wedge w` and :math:`R \leftarrow R - b`.
+    For each of the first k - 1 planes: repeat (at least once, at most ``max_iter`` times, with
+    the stop test per row) :math:`v \leftarrow \mathrm{normalize}((v \rfloor R) \rfloor R)
+    = \mathrm{normalize}(A_R^2 v)`, stopping when :math:`|v_{new} + v| <` ``tol`` (:math:`A^2`
+    is negative semi-definite, so a converged vector flips sign at every step); then
+    :math:`w = v \rfloor R = -A_R v`, :math:`b = v \wedge w` and :math:`R \leftarrow R - b`.
+    The remainder is the last part.
 
-    Which remainder is simple: deflating by :math:`v \wedge w` with :math:`w = -A v` leaves
-    :math:`A' = A - A v v^T - v v^T A`, which annihilates v. After k - 1 deflations the remainder
-    lives in the bivectors of an (n - k + 1)-dimensional subspace: simple for n <= 4 whether or
-    not the iteration converged, generically NOT simple for n >= 5 before convergence. Hence:
+    Why the remainder is simple even before convergence (any n): the deflated skew matrix
+    :math:`A' = A - A v v^T - v v^T A` annihilates v and everything A annihilates, and its range
+    lies in that of A; after one step v lies in the range of A, so the null space grows by one
+    and, a skew matrix having even rank, the rank drops by two. After k - 1 deflations the rank
+    is at most 2k - 2(k - 1) = 2: the remainder is simple. (Its support alone, an
+    (n-k+1)-dimensional subspace, would not prove it for n >= 5; the rank parity does.) So the
+    parts are always simple and sum to B; the product of their exponentials is a unit rotor;
+    only at convergence do the parts commute and give exp(B).
 
-    * n <= 4: the paper's rule, k - 1 planes by iteration and the remainder as the last part
-      (``residual`` is zero);
-    * n >= 5: all k planes by iteration, every part an exact wedge, and whatever is left is
-      reported as ``residual`` (it tends to zero as the iterations converge).
+    If :math:`A_R^2 v` vanishes while R does not (a start vector orthogonal to the range of R),
+    the iteration restarts from the largest column of :math:`A_R`, which lies in its range.
 
     Parameters
     ----------
     n : int
     b : ndarray (..., C(n,2))
     start : array_like (..., k, n), optional
-        Warm-start vectors (e.g. ``previous.start``); default :func:`default_start`. Rows for
-        planes that are not iterated are passed through unchanged.
+        Warm-start vectors (e.g. ``previous.start``); default :func:`default_start`. The last
+        row is used only for the single step that gives the plane vectors of the remainder.
     tol : float, optional
         Stop tolerance; default 1e-10 (float64) or 1e-5 (float32).
     max_iter : int
         Most power steps per plane (>= 1).
+
+    Returns
+    -------
+    Decomposition
+        ``residual`` is :math:`B - \sum_j b_j` (zero up to rounding); ``iterations`` and
+        ``converged`` per plane (the last plane takes no iteration and counts as converged).
     """
     if max_iter < 1:
         raise ValueError(f"max_iter must be at least 1 (the method takes at least one step), got {max_iter}")
@@ -198,6 +207,8 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None, max_iter: int =
         raise ValueError(f"start must have shape (..., k, n) = (..., {k}, {n}), got {start.shape}")
     if not np.isfinite(start).all():
         raise ValueError("start contains NaN or infinity")
+    if np.any(np.linalg.norm(start, axis=-1) == 0):
+        raise ValueError("start vectors must be non-zero")
     start = np.broadcast_to(start, shape + (k, n))
     if k == 0:
         dec = decompose_exact(n, b)
@@ -209,22 +220,17 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None, max_iter: int =
     scale = _scale(flat_b)
     R = skew_matrix(n, flat_b / scale)
     V = np.array(start.reshape(rows, k, n), dtype=dtype)
-    iterated = k if n >= 5 else k - 1
     parts = np.zeros((rows, k, flat_b.shape[-1]), dtype)
-    angles = np.zeros((rows, k), dtype)
     planes = np.zeros((rows, k, 2, n), dtype)
     iterations = np.zeros((rows, k), np.int64)
-    converged = np.zeros((rows, k), bool)
+    converged = np.ones((rows, k), bool)
     tiny = (64 * np.finfo(dtype).eps) ** 2
-    for level in range(iterated):
-        v = V[:, level, :]
-        norm0 = np.linalg.norm(v, axis=-1, keepdims=True)
-        if np.any(norm0 == 0):
-            raise ValueError("start vectors must be non-zero")
-        v = v / norm0
+    for level in range(k):
+        last = level == k - 1
+        v = V[:, level, :] / np.linalg.norm(V[:, level, :], axis=-1, keepdims=True)
         active = np.ones(rows, bool)
-        empty = np.zeros(rows, bool)
-        for _ in range(max_iter):
+        restarted = np.zeros(rows, bool)
+        for _ in range(1 if last else max_iter):
             idx = np.nonzero(active)[0]
             if idx.size == 0:
                 break
@@ -232,35 +238,48 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None, max_iter: int =
             y = np.einsum("rij,rj->ri", Ra, np.einsum("rij,rj->ri", Ra, v[idx]))
             ny = np.linalg.norm(y, axis=-1)
             vanished = ny <= tiny
-            safe = np.where(vanished, 1, ny)[:, None]
-            v_new = np.where(vanished[:, None], v[idx], y / safe)
-            done = (np.linalg.norm(v_new + v[idx], axis=-1) < tol) | vanished
+            if np.any(vanished):  # restart from the largest column of R (in its range) once
+                columns = np.linalg.norm(Ra, axis=-2)
+                retry = vanished & (columns.max(axis=-1) > 64 * np.finfo(dtype).eps) & ~restarted[idx]
+                if np.any(retry):
+                    rr = idx[retry]
+                    col = Ra[retry, :, np.argmax(columns[retry], axis=-1)]
+                    v[rr] = col / np.linalg.norm(col, axis=-1, keepdims=True)
+                    restarted[rr] = True
+                    iterations[rr, level] += 1
+                    vanished_rows = idx[vanished & ~retry]
+                    active[vanished_rows] = False
+                    keep = ~vanished
+                    idx, y, ny = idx[keep], y[keep], ny[keep]
+                    if idx.size == 0:
+                        continue
+                else:
+                    active[idx[vanished]] = False
+                    keep = ~vanished
+                    idx, y, ny = idx[keep], y[keep], ny[keep]
+                    if idx.size == 0:
+                        continue
+            v_new = y / ny[:, None]
+            done = np.linalg.norm(v_new + v[idx], axis=-1) < tol
             v[idx] = v_new
             iterations[idx, level] += 1
-            empty[idx] |= vanished
             active[idx[done]] = False
-        converged[:, level] = ~active
+        if not last:
+            converged[:, level] = ~active
         w = -np.einsum("rij,rj->ri", R, v)  # v _| R
-        w[empty] = 0
-        part = wedge(n, v, w)
-        R = R - skew_matrix(n, part)
         theta = np.linalg.norm(w, axis=-1)
-        parts[:, level] = part
-        angles[:, level] = theta
         planes[:, level, 0] = v
         planes[:, level, 1] = w / np.where(theta > 0, theta, 1)[:, None]
+        if last:  # the remainder (rank <= 2, see the notes) is the last part
+            parts[:, level] = bivector_from_skew(n, R)
+        else:
+            part = wedge(n, v, w)
+            parts[:, level] = part
+            R = R - skew_matrix(n, part)
         V[:, level, :] = v
-    remainder = bivector_from_skew(n, R)
-    if iterated < k:  # n <= 4: the remainder is simple; it is the last part
-        last = decompose_exact(n, remainder)
-        parts[:, k - 1] = remainder
-        angles[:, k - 1] = np.linalg.norm(remainder, axis=-1)
-        planes[:, k - 1] = last.planes[:, 0]
-        converged[:, k - 1] = True
-        remainder = np.zeros_like(remainder)
     parts *= scale[:, None, :]
-    angles *= scale
-    residual = remainder * scale
+    angles = np.linalg.norm(parts, axis=-1)
+    residual = flat_b - parts.sum(axis=-2)
     return Decomposition(
         n,
         parts.reshape(shape + parts.shape[1:]),
@@ -444,6 +463,8 @@ def rotor_log(alg, R: np.ndarray) -> np.ndarray:
     rows = flat.shape[0]
     npairs = comb(n, 2)
     out = np.zeros((rows, npairs), dtype=np.float64)
+    k = n // 2
+    plane_parts = np.zeros((rows, k, npairs))
     if n < 2:
         bad = flat[:, 0] < 0
         if np.any(bad):
@@ -489,20 +510,19 @@ def rotor_log(alg, R: np.ndarray) -> np.ndarray:
                 rest_basis = U[:, sv > 0.5]
                 for m in range(0, rest_basis.shape[1] - 1, 2):
                     planes.append((rest_basis[:, m], rest_basis[:, m + 1], float(np.pi)))
-        b = np.zeros(npairs)
-        for u_c, w_c, phi in planes:
-            b += (phi / 2) * wedge(n, w_c, u_c)
-        out[r] = b
-    R0 = rotor_from_parts(n, out[:, None, :].astype(R.dtype))
-    R0 = alg._from_bitmask(R0)
+        for j, (u_c, w_c, phi) in enumerate(planes[:k]):
+            plane_parts[r, j] = (phi / 2) * wedge(n, w_c, u_c)
+    R0 = alg._from_bitmask(rotor_from_parts(n, plane_parts.astype(R.dtype)))
     flip = alg.scalar_product(R0, alg.reverse(flat)) < 0
     for r in np.nonzero(flip)[0]:
-        dec = decompose_exact(n, out[r])
-        if dec.angles[0] > 0:
-            unit = dec.bivectors[0] / dec.angles[0]
+        sizes = np.linalg.norm(plane_parts[r], axis=-1)
+        j = int(np.argmax(sizes))
+        if sizes[j] > 0:
+            unit = plane_parts[r, j] / sizes[j]
         else:  # R = -1: any plane, e.g. e12
             unit = np.zeros(npairs)
             unit[0] = 1.0
-        # the largest plane's angle theta becomes theta - pi (magnitude pi - theta <= pi)
-        out[r] = out[r] - np.pi * unit
+        # this plane's angle theta becomes theta - pi (magnitude pi - theta <= pi)
+        plane_parts[r, j] = plane_parts[r, j] - np.pi * unit
+    out = plane_parts.sum(axis=1)
     return out.astype(R.dtype).reshape(shape + (npairs,))
