@@ -53,6 +53,8 @@ def _normalise_metric(metric) -> tuple[int, ...]:
         if n < 0:
             raise ValueError(f"dimension n must be >= 0, got {n}")
         return (1,) * n
+    if isinstance(metric, (str, bytes)):
+        raise TypeError(f"metric must be a tuple of +1/-1/0 or an int n, got {metric!r}")
     try:
         out = tuple(int(m) for m in metric)
     except TypeError:

@@ -1,0 +1,201 @@
+"""Generated kernels against numpy (blades.cayley_tables), the symbolic layer and the core."""
+import numpy as np
+import pytest
+import sympy as sp
+
+from galinear import _generated
+from galinear._generated import available, find_kernel, find_torch_kernel, metric_code, module_name
+from galinear.symbolic import MultiVector
+from galinear.symbolic.closed_forms import sandwich as symbolic_sandwich
+
+from .conftest import assert_close, numpy_gp, numpy_reverse, rotor_rows
+
+BATCH = 33
+
+
+def _inputs(rng, dtype, *widths):
+    """Read-only C-contiguous inputs: the array type galinear.Algebra hands to the kernels, so
+    the tests and the core share one compiled specialisation per dtype."""
+    out = []
+    for w in widths:
+        x = np.ascontiguousarray(rng.standard_normal((BATCH, w)).astype(dtype))
+        x.flags.writeable = False
+        out.append(x)
+    return out
+
+
+def _fast_then_slow(fast, slow):
+    return list(fast) + [pytest.param(n, marks=pytest.mark.slow) for n in slow]
+
+
+@pytest.mark.parametrize("n", _fast_then_slow([1, 2, 3, 4, 5], [6]))
+def test_gp_matches_cayley_reference(n, dtype, rng):
+    kernel = find_kernel("gp", (1,) * n)
+    assert kernel is not None
+    a, b = _inputs(rng, dtype, 1 << n, 1 << n)
+    out = np.empty_like(a)
+    kernel(a, b, out)
+    assert out.dtype == dtype
+    assert_close(out, numpy_gp(a.astype(np.float64), b.astype(np.float64), n), dtype)
+
+
+def _rotor_width(n):
+    return 1 + n * (n - 1) // 2
+
+
+def test_gp_n6_float64(rng):
+    """n = 6 in float64 only in the fast tier (compiling the 4,096-term body takes ~15 s)."""
+    test_gp_matches_cayley_reference(6, np.float64, rng)
+
+
+@pytest.mark.parametrize("n", _fast_then_slow([1, 2, 3, 4], [5, 6]))
+def test_sandwich_matches_reference(n, dtype, rng):
+    kernel = find_kernel("sandwich", n)
+    r, x = _inputs(rng, dtype, _rotor_width(n), 1 << n)
+    out = np.empty_like(x)
+    kernel(r, x, out)
+    R = rotor_rows(r.astype(np.float64), n)
+    expected = numpy_gp(numpy_gp(R, x.astype(np.float64), n), numpy_reverse(R, n), n)
+    assert_close(out, expected, dtype)
+
+
+@pytest.mark.parametrize("n", _fast_then_slow([1, 2, 3, 4], [5, 6]))
+def test_double_sandwich_matches_reference(n, dtype, rng):
+    kernel = find_kernel("sandwich2", n)
+    r, s, x = _inputs(rng, dtype, _rotor_width(n), _rotor_width(n), 1 << n)
+    out = np.empty_like(x)
+    kernel(r, s, x, out)
+    R, S = rotor_rows(r.astype(np.float64), n), rotor_rows(s.astype(np.float64), n)
+    expected = numpy_gp(numpy_gp(R, x.astype(np.float64), n), numpy_reverse(S, n), n)
+    assert_close(out, expected, dtype)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_kernels_match_symbolic_layer(n, rng):
+    """Evaluate the symbolic product exactly at the (float64) inputs and compare."""
+    a, b = _inputs(rng, np.float64, 1 << n, 1 << n)
+    out = np.empty_like(a)
+    find_kernel("gp", n)(a, b, out)
+    r, x = _inputs(rng, np.float64, _rotor_width(n), 1 << n)
+    out_s = np.empty_like(x)
+    find_kernel("sandwich", n)(r, x, out_s)
+    for row in range(3):
+        A = MultiVector(n, [sp.Float(v, 30) for v in a[row]])
+        B = MultiVector(n, [sp.Float(v, 30) for v in b[row]])
+        np.testing.assert_allclose(out[row], [float(c) for c in (A * B).coefficients], rtol=1e-13, atol=1e-13)
+        R = MultiVector(n, [sp.Float(v, 30) for v in rotor_rows(r[row], n)])
+        X = MultiVector(n, [sp.Float(v, 30) for v in x[row]])
+        got = [float(c) for c in symbolic_sandwich(R, X).coefficients]
+        np.testing.assert_allclose(out_s[row], got, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", _fast_then_slow([2, 4], [5, 6]))
+def test_gp_matches_core_table_kernel(n, dtype, rng):
+    galinear = pytest.importorskip("galinear.core")
+    algebra = galinear.Algebra(n)
+    a, b = _inputs(rng, dtype, 1 << n, 1 << n)
+    table = algebra.gp(a, b, method="table")
+    generated = algebra.gp(a, b, method="generated")
+    assert generated.dtype == dtype
+    assert_close(generated, table.astype(np.float64), dtype)
+
+
+@pytest.mark.nojit
+@pytest.mark.parametrize("n", [2, 3])
+def test_gp_and_sandwich_small_nojit(n, rng):
+    """Representative subset that also runs with NUMBA_DISABLE_JIT=1 (pure Python semantics)."""
+    for dtype in (np.float32, np.float64):
+        a, b = _inputs(rng, dtype, 1 << n, 1 << n)
+        out = np.empty_like(a)
+        find_kernel("gp", n)(a, b, out)
+        assert_close(out, numpy_gp(a.astype(np.float64), b.astype(np.float64), n), dtype)
+        r, x = _inputs(rng, dtype, _rotor_width(n), 1 << n)
+        out = np.empty_like(x)
+        find_kernel("sandwich", n)(r, x, out)
+        R = rotor_rows(r.astype(np.float64), n)
+        assert_close(out, numpy_gp(numpy_gp(R, x.astype(np.float64), n), numpy_reverse(R, n), n), dtype)
+
+
+@pytest.mark.nojit
+def test_kernel_rejects_wrong_widths_and_batches():
+    kernel = find_kernel("gp", 2)
+    a = np.zeros((3, 4))
+    a.flags.writeable = False
+    with pytest.raises(ValueError, match="wrong row widths"):
+        kernel(a, np.zeros((3, 8)), np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="same batch size"):
+        kernel(a, np.zeros((2, 4)), np.zeros((3, 4)))
+
+
+def test_unit_rotor_sandwich_is_orthogonal_and_keeps_grades(rng):
+    """Exact maths, numerically: for a unit simple rotor the map preserves grade and norm."""
+    n = 4
+    v, w = rng.standard_normal((2, n))
+    from galinear import blades
+
+    b = np.array([v[i] * w[j] - v[j] * w[i] for i, j in blades.bivector_pairs(n).tolist()])
+    theta = np.linalg.norm(b)
+    r = np.concatenate([[np.cos(theta)], np.sin(theta) / theta * b])[None, :]
+    grades = blades.blade_grades(n)
+    for g in range(n + 1):
+        x = np.where(grades == g, rng.standard_normal(1 << n), 0.0)[None, :]
+        out = np.empty_like(x)
+        find_kernel("sandwich", n)(r, x, out)
+        np.testing.assert_allclose(out[0, grades != g], 0.0, atol=1e-12)
+        np.testing.assert_allclose(np.linalg.norm(out), np.linalg.norm(x), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op,n", [("gp", 3), ("gp", 5), ("sandwich", 4), ("sandwich2", 3)])
+def test_torch_kernels_match_reference_and_differentiate(op, n, rng):
+    torch = pytest.importorskip("torch")
+    kernel = find_torch_kernel(op, n)
+    for dtype, np_dtype in ((torch.float32, np.float32), (torch.float64, np.float64)):
+        if op == "gp":
+            a, b = _inputs(rng, np_dtype, 1 << n, 1 << n)
+            got = kernel(torch.from_numpy(a), torch.from_numpy(b))
+            expected = numpy_gp(a.astype(np.float64), b.astype(np.float64), n)
+        else:
+            widths = [_rotor_width(n)] * (2 if op == "sandwich2" else 1) + [1 << n]
+            args = _inputs(rng, np_dtype, *widths)
+            got = kernel(*[torch.from_numpy(t) for t in args])
+            R = rotor_rows(args[0].astype(np.float64), n)
+            S = rotor_rows(args[1].astype(np.float64), n) if op == "sandwich2" else R
+            expected = numpy_gp(numpy_gp(R, args[-1].astype(np.float64), n), numpy_reverse(S, n), n)
+        assert got.dtype == dtype
+        assert_close(got.numpy(), expected, np_dtype)
+    a = torch.randn(4, 1 << n, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(1, 1 << n, dtype=torch.float64)  # broadcasts over the leading axis
+    if op == "gp" and n <= 3:
+        assert torch.autograd.gradcheck(lambda t: kernel(t, b), (a,))
+    with pytest.raises(ValueError, match="last axis"):
+        kernel(torch.zeros(2, 3, dtype=torch.float64), *([torch.zeros(2, 1 << n)] if op != "sandwich2" else [torch.zeros(2, 1), torch.zeros(2, 1 << n)]))
+
+
+def test_find_kernel_contract():
+    assert find_kernel("gp", (1, 1, 1)) is find_kernel("gp", 3)
+    assert find_kernel("gp", (1,) * 7) is None  # not shipped
+    assert find_kernel("gp", (1, 1, -1)) is None
+    assert find_kernel("nope", 3) is None
+    assert find_kernel("gp", ()) is None
+    assert metric_code((0, 1, -1)) == "zpm"
+    assert module_name("sandwich", 2) == "sandwich_pp"
+    assert "gp_pppppp" in available("numba") and "gp_pppppp" in available("torch")
+    with pytest.raises(ValueError, match="\\+1, -1 or 0"):
+        find_kernel("gp", (1, 2))
+    with pytest.raises(TypeError):
+        find_kernel("gp", "ppp")
+    with pytest.raises(ValueError, match="target"):
+        available("cuda")
+
+
+def test_generated_package_imports_nothing_heavy():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import galinear._generated as g; k = g.find_kernel('gp', 2); "
+        "print('torch' in sys.modules, 'sympy' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+    assert _generated.__doc__ and "sandwich" in _generated.__doc__
