@@ -1,6 +1,7 @@
 """Numba kernels for rotor layers (numpy + numba only; the torch wrappers live in galinear.nn.fast)."""
 from galinear.kernels.rotor_chain import (
-    DEFAULT_TILE,
+    DEFAULT_TILE_BYTES,
+    default_tile,
     factor_coefficient_grads,
     factor_coefficients,
     sandwich_backward,
@@ -8,7 +9,8 @@ from galinear.kernels.rotor_chain import (
 )
 
 __all__ = [
-    "DEFAULT_TILE",
+    "DEFAULT_TILE_BYTES",
+    "default_tile",
     "factor_coefficients",
     "factor_coefficient_grads",
     "sandwich_forward",

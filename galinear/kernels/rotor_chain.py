@@ -32,15 +32,17 @@ from galinear._numba import jit, prange
 from galinear.blades import check_dimension, shortlex_bitmasks
 
 __all__ = [
-    "DEFAULT_TILE",
+    "DEFAULT_TILE_BYTES",
+    "default_tile",
     "factor_coefficients",
     "factor_coefficient_grads",
     "sandwich_forward",
     "sandwich_backward",
 ]
 
-#: Tokens per tile (rows of the transposed buffer are ``tile`` contiguous numbers).
-DEFAULT_TILE = 32
+#: Bytes per buffer row: the default tile is 128 float32 or 64 float64 tokens (fastest on the
+#: benchmark machine: longer rows amortise the per-row work, shorter ones leave the SIMD idle).
+DEFAULT_TILE_BYTES = 512
 #: Tiles are multiples of this many tokens: inner loops of this fixed length become SIMD code.
 LANES = 16
 
@@ -155,8 +157,6 @@ def _vec_mul(dst, src, vec, scale, base, a, right, T):
         _row_coefficients(row, vec, scale, right, coefs, signs, cols)
         d = dst[row]
         b = base[row]
-        for t in range(T):
-            d[t] = a * b[t]
         for q in range(0, n, 4):
             s0 = src[cols[q]]
             s1 = src[cols[q + 1]]
@@ -166,8 +166,52 @@ def _vec_mul(dst, src, vec, scale, base, a, right, T):
             c1 = coefs[q + 1]
             c2 = coefs[q + 2]
             c3 = coefs[q + 3]
+            if q == 0:
+                for t in range(T):
+                    d[t] = a * b[t] + ((c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t]))
+            else:
+                for t in range(T):
+                    d[t] += (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
+        if n == 0:
             for t in range(T):
-                d[t] += (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
+                d[t] = a * b[t]
+
+
+@jit(fastmath=_FASTMATH)
+def _vec_mul_pair(dst1, dst2, src, vec1, vec2, right, T, one):
+    """dst1 = vec1 src and dst2 = vec2 src (or src vec1, src vec2): one pass over the sources."""
+    D = dst1.shape[0]
+    n = vec1.shape[0]
+    n_pad = (n + 3) // 4 * 4
+    coefs1 = np.empty(n_pad, dtype=dst1.dtype)
+    coefs2 = np.empty(n_pad, dtype=dst1.dtype)
+    signs = np.empty(n_pad, dtype=dst1.dtype)
+    cols = np.empty(n_pad, dtype=np.int64)
+    for row in range(D):
+        _row_coefficients(row, vec1, one, right, coefs1, signs, cols)
+        for i in range(n_pad):
+            coefs2[i] = signs[i] * vec2[i] if i < n else 0
+        d1 = dst1[row]
+        d2 = dst2[row]
+        for t in range(T):
+            d1[t] = 0
+            d2[t] = 0
+        for q in range(0, n, 4):  # (n >= 2 whenever this runs: k = n // 2 factors)
+            s0 = src[cols[q]]
+            s1 = src[cols[q + 1]]
+            s2 = src[cols[q + 2]]
+            s3 = src[cols[q + 3]]
+            c0 = coefs1[q]
+            c1 = coefs1[q + 1]
+            c2 = coefs1[q + 2]
+            c3 = coefs1[q + 3]
+            e0 = coefs2[q]
+            e1 = coefs2[q + 1]
+            e2 = coefs2[q + 2]
+            e3 = coefs2[q + 3]
+            for t in range(T):
+                d1[t] += (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
+                d2[t] += (e0 * s0[t] + e1 * s1[t]) + (e2 * s2[t] + e3 * s3[t])
 
 
 @jit(fastmath={"contract", "reassoc"})
@@ -287,9 +331,19 @@ def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, right, tile, acc_v, a
     The inverse and the transpose are both a + s w(v .) (left) / a + s (. v) w (right).
     """
     n = v.shape[0]
-    _vec_mul(tmp, z, v, one, z, zero, right, tile)             # v z
+    _vec_mul_pair(tmp, h, z, v, w, right, tile, one)              # v z and w z in one pass
     _vec_mul(z_in, tmp, w, s, z, a, right, tile)               # z_in = a z + s w (v z)
-    _vec_mul(tmp, z_in, w, one, z_in, zero, right, tile)       # u = w z_in
+    # u = w z_in = a (w z) + s (w w)(v z),  w w = |w|^2
+    ww = zero
+    for i in range(n):
+        ww += w[i] * w[i]
+    sww = s * ww
+    D = z.shape[0]
+    for row in range(D):
+        tr = tmp[row]
+        hr = h[row]
+        for t in range(tile):
+            tr[t] = a * hr[t] + sww * tr[t]
     acc_v[:] = 0.0
     acc_w[:] = 0.0
     # h = v g;  acc_v[i] = <u, e_i g>;  d s = <h, u>
@@ -344,6 +398,14 @@ def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, consts, tile, 
 # ----------------------------------------------------------------------------------------------
 # public entry points (numpy in, numpy out)
 # ----------------------------------------------------------------------------------------------
+def default_tile(dtype, tokens: int) -> int:
+    """Tokens per tile: DEFAULT_TILE_BYTES per row, but no more than ``tokens`` rounded up to
+    a multiple of LANES (a batch of one token is not padded to a whole tile)."""
+    tile = DEFAULT_TILE_BYTES // np.dtype(dtype).itemsize
+    needed = max(LANES, (int(tokens) + LANES - 1) // LANES * LANES)
+    return int(min(tile, needed))
+
+
 def _check(x, VL, WL, VR, WR, tile, name="x"):
     if not isinstance(x, np.ndarray) or x.ndim != 3:
         raise ValueError(f"{name} must be a numpy array of shape (B, P, 2**n), got "
@@ -364,10 +426,12 @@ def _check(x, VL, WL, VR, WR, tile, name="x"):
             if np.shape(arr) != (P, k, n):
                 raise ValueError(f"{side} {label} must have shape (P, k, n) = {(P, k, n)} for "
                                  f"{name} of shape {x.shape}, got {np.shape(arr)}")
+    if tile is None:
+        tile = default_tile(x.dtype, B)
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1 \
             or tile % LANES:
         raise ValueError(f"tile must be a positive multiple of {LANES} tokens, got {tile!r}")
-    return B, P, n
+    return B, P, n, int(tile)
 
 
 def _prepare(dtype, VL, WL, VR, WR):
@@ -379,7 +443,7 @@ def _prepare(dtype, VL, WL, VR, WR):
     return cast
 
 
-def sandwich_forward(x, VL, WL, VR=None, WR=None, *, tile=DEFAULT_TILE):
+def sandwich_forward(x, VL, WL, VR=None, WR=None, *, tile=None):
     r"""y[b, p] = R_p x[b, p] S_p~ for a whole batch and every chunk pair, O(n^2 2^n) per token.
 
     Parameters
@@ -389,25 +453,25 @@ def sandwich_forward(x, VL, WL, VR=None, WR=None, *, tile=DEFAULT_TILE):
         Factors of the left rotors R_p (contract C3).
     VR, WR : ndarray (P, k, n) or None
         Factors of the right rotors S_p; None means S = R (single-rotor map R x R~).
-    tile : int
-        Tokens per tile; changes speed only.
+    tile : int or None
+        Tokens per tile, a multiple of LANES (16); changes speed only. None: :func:`default_tile`.
 
     Returns
     -------
     ndarray (B, P, 2**n) of x's dtype.
     """
-    B, P, n = _check(x, VL, WL, VR, WR, tile)
+    B, P, n, tile = _check(x, VL, WL, VR, WR, tile)
     x = np.ascontiguousarray(x)
     args = _prepare(x.dtype, VL, WL, VR, WR)
     out = np.empty_like(x)
     if B == 0 or P == 0:
         return out
     perm = np.ascontiguousarray(shortlex_bitmasks(n))
-    _forward_kernel(x, *args, perm, np.array([0, 1], dtype=x.dtype), int(tile), out)
+    _forward_kernel(x, *args, perm, np.array([0, 1], dtype=x.dtype), tile, out)
     return out
 
 
-def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=DEFAULT_TILE):
+def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=None):
     """Gradients of a loss through ``y = sandwich_forward(x, VL, WL, VR, WR)``, from y alone.
 
     The input x is not needed: it is recomputed from y by the inverse factors (the map is
@@ -415,7 +479,7 @@ def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=DEFAULT_TILE)
     (single rotor) the left and right contributions are summed into grad_VL, grad_WL and
     grad_VR = grad_WR = None.
     """
-    B, P, n = _check(y, VL, WL, VR, WR, tile, name="y")
+    B, P, n, tile = _check(y, VL, WL, VR, WR, tile, name="y")
     if not isinstance(grad_y, np.ndarray) or grad_y.shape != y.shape:
         raise ValueError(f"grad_y must be an array of y's shape {y.shape}, "
                          f"got {getattr(grad_y, 'shape', type(grad_y))}")
@@ -424,7 +488,6 @@ def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=DEFAULT_TILE)
     grad_y = np.ascontiguousarray(grad_y, dtype=y.dtype)
     args = _prepare(y.dtype, VL, WL, VR, WR)
     k = n // 2
-    tile = int(tile)
     n_bt = (B + tile - 1) // tile
     gx = np.empty_like(y)
     parts = np.zeros((P * n_bt, 2, k, 2 + 2 * n), dtype=np.float64)

@@ -59,7 +59,7 @@ class NumbaSandwich(torch.autograd.Function):
         return out[0], out[1], out[2], out[3], out[4], None
 
 
-def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int = rotor_chain.DEFAULT_TILE):
+def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None):
     """Backend function ``fn(x, VL, WL, VR, WR) -> y`` of contract C3 (x (..., P, 2**n), CPU).
 
     Raises ValueError for tensors off the CPU and TypeError for dtypes other than float32/64.
@@ -81,7 +81,7 @@ def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int = rotor_chain.DEFAU
     lead = x.shape[:-2]
     P, d = x.shape[-2:]
     flat = x.reshape(-1, P, d)
-    y = NumbaSandwich.apply(flat, VL, WL, VR, WR, int(tile))
+    y = NumbaSandwich.apply(flat, VL, WL, VR, WR, tile)
     return y.reshape(*lead, P, d)
 
 

@@ -1,0 +1,354 @@
+"""Rotor-chain kernels against dense layers, side by side in one run (``make bench-kernels``).
+
+Measures (float32, torch threads = numba threads = --threads):
+  1. forward of one single-chunk double-rotor map (d -> d) vs ``torch.nn.functional.linear``
+     with a dense (d, d) weight, 2048 tokens, d = 512 ... 4096; also the pure-torch "factored"
+     backend of galinear.nn.functional and a whole ``RotorLinear(d, d)`` forward;
+  2. forward + backward (gradients for x and for the weights / rotor factors);
+  3. one training step (Adam, MSE, batch 256) of the paper's q-network
+     ``RotorNetwork(2048, 2048)`` (hidden 2048) with the numba backend vs the dense backend,
+     which rebuilds every 2048 x 2048 matrix at every step as the paper's code does;
+  4. peak memory of forward + backward above the memory held before it, in a fresh process
+     (peak resident set size, /proc/self/status VmHWM after /proc/self/clear_refs; glibc's
+     mmap threshold fixed so freed blocks go back to the system), in units of one activation.
+
+Timings: median of --repeats runs, ours and dense interleaved in every repeat, after a warm-up.
+Writes benchmarks/results/bench_kernels.{md,json} and docs/bench_kernels_time_vs_d.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PLOT = ROOT / "docs" / "bench_kernels_time_vs_d.png"
+
+
+def machine_description() -> dict:
+    model = platform.processor() or "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {"cpu": model, "logical_cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def median_times(functions: dict, repeats: int) -> dict:
+    """Run every function once (warm-up), then ``repeats`` rounds, interleaved; medians (s)."""
+    import numpy as np
+
+    for fn in functions.values():
+        fn()
+    samples = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: float(np.median(values)) for name, values in samples.items()}
+
+
+def random_factors(P, n, dtype, requires_grad=False, seed=0):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    k = n // 2
+    out = []
+    for _ in range(4):
+        t = (torch.randn(P, k, n, generator=gen) / n**0.5).to(dtype)
+        out.append(t.requires_grad_(requires_grad))
+    return out
+
+
+def bench_forward(sizes, tokens, repeats):
+    import torch
+
+    from galinear.nn import RotorLinear
+    from galinear.nn import functional as F
+
+    rows = []
+    for d in sizes:
+        n = d.bit_length() - 1
+        x = torch.randn(tokens, d)
+        weight = torch.randn(d, d) / d**0.5
+        VL, WL, VR, WR = random_factors(1, n, torch.float32)
+        x3 = x.view(tokens, 1, d)
+        layer = RotorLinear(d, d, backend="numba").eval()
+
+        def dense():
+            torch.nn.functional.linear(x, weight)
+
+        def numba():
+            F.rotor_sandwich(x3, (VL, WL), (VR, WR), backend="numba")
+
+        def factored():
+            F.rotor_sandwich(x3, (VL, WL), (VR, WR), backend="factored")
+
+        def rotor_linear():
+            layer(x)
+
+        with torch.no_grad():
+            fns = {"dense": dense, "numba": numba, "rotor_linear_numba": rotor_linear}
+            if d <= 2048:
+                fns["factored"] = factored
+            t = median_times(fns, repeats)
+        row = {"d": d, "n": n, **{f"{k}_s": v for k, v in t.items()}}
+        row["speedup_numba"] = t["dense"] / t["numba"]
+        row["speedup_rotor_linear"] = t["dense"] / t["rotor_linear_numba"]
+        if "factored" in t:
+            row["speedup_factored"] = t["dense"] / t["factored"]
+        rows.append(row)
+        print(f"forward d={d}: dense {t['dense']*1e3:.1f} ms, numba {t['numba']*1e3:.1f} ms "
+              f"({row['speedup_numba']:.2f}x), RotorLinear {t['rotor_linear_numba']*1e3:.1f} ms "
+              f"({row['speedup_rotor_linear']:.2f}x)"
+              + (f", factored {t['factored']*1e3:.1f} ms" if "factored" in t else ""), flush=True)
+    return rows
+
+
+def bench_forward_backward(sizes, tokens, repeats):
+    import torch
+
+    from galinear.nn import functional as F
+
+    rows = []
+    for d in sizes:
+        n = d.bit_length() - 1
+        x = torch.randn(tokens, d, requires_grad=True)
+        weight = (torch.randn(d, d) / d**0.5).requires_grad_(True)
+        grad = torch.randn(tokens, d)
+        VL, WL, VR, WR = random_factors(1, n, torch.float32, requires_grad=True)
+        x3 = x.detach().view(tokens, 1, d).requires_grad_(True)
+        grad3 = grad.view(tokens, 1, d)
+
+        def dense():
+            torch.autograd.grad(torch.nn.functional.linear(x, weight), (x, weight), grad)
+
+        def numba():
+            y = F.rotor_sandwich(x3, (VL, WL), (VR, WR), backend="numba")
+            torch.autograd.grad(y, (x3, VL, WL, VR, WR), grad3)
+
+        t = median_times({"dense": dense, "numba": numba}, repeats)
+        row = {"d": d, "n": n, "dense_s": t["dense"], "numba_s": t["numba"],
+               "speedup_numba": t["dense"] / t["numba"]}
+        rows.append(row)
+        print(f"forward+backward d={d}: dense {t['dense']*1e3:.1f} ms, numba {t['numba']*1e3:.1f} ms "
+              f"({row['speedup_numba']:.2f}x)", flush=True)
+    return rows
+
+
+def bench_training_step(batch, repeats):
+    import torch
+
+    from galinear.nn import RotorNetwork
+
+    torch.manual_seed(0)
+    x = torch.randn(batch, 2048)
+    target = torch.randn(batch, 2048)
+    nets = {}
+    for backend in ("numba", "dense"):
+        torch.manual_seed(1)
+        net = RotorNetwork(2048, 2048, hidden=2048, backend=backend)
+        nets[backend] = (net, torch.optim.Adam(net.parameters(), lr=0.05))
+
+    def step(backend):
+        net, opt = nets[backend]
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(net(x), target)
+        loss.backward()
+        opt.step()
+
+    t = median_times({"dense": lambda: step("dense"), "numba": lambda: step("numba")}, repeats)
+    params = sum(p.numel() for p in nets["numba"][0].parameters())
+    row = {"batch": batch, "parameters": params, "dense_s": t["dense"], "numba_s": t["numba"],
+           "speedup_numba": t["dense"] / t["numba"]}
+    print(f"q-network training step (batch {batch}, {params} parameters): dense {t['dense']*1e3:.0f} ms, "
+          f"numba {t['numba']*1e3:.0f} ms ({row['speedup_numba']:.2f}x)", flush=True)
+    return row
+
+
+_MEMORY_CHILD = r"""
+import gc, json, sys
+import torch
+from galinear.nn import functional as F
+backend, d, tokens, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.set_num_threads(threads)
+try:
+    import numba
+    numba.set_num_threads(threads)
+except ImportError:
+    pass
+n = d.bit_length() - 1
+k = n // 2
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+def run(x, grad, weights):
+    if backend == "linear":
+        y = torch.nn.functional.linear(x.view(x.shape[0], d), weights[0])
+        return torch.autograd.grad(y, [x, *weights], grad.view(x.shape[0], d))
+    y = F.rotor_sandwich(x, (weights[0], weights[1]), (weights[2], weights[3]), backend=backend)
+    return torch.autograd.grad(y, [x, *weights], grad)
+
+def make(tokens):
+    x = torch.randn(tokens, 1, d, requires_grad=True)
+    grad = torch.randn(tokens, 1, d)
+    if backend == "linear":
+        weights = [(torch.randn(d, d) / d**0.5).requires_grad_(True)]
+    else:
+        weights = [(torch.randn(1, k, n) / n**0.5).requires_grad_(True) for _ in range(4)]
+    return x, grad, weights
+
+run(*make(32))  # compile / warm up on a small batch
+x, grad, weights = make(tokens)
+gc.collect()
+before = status("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")
+grads = run(x, grad, weights)
+peak = status("VmHWM")
+print(json.dumps({"before": before, "peak": peak, "extra": peak - before, "activation": x.numel() * 4}))
+"""
+
+
+def bench_memory(d, tokens, threads):
+    rows = []
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for backend in ("numba", "linear", "factored"):
+        proc = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, backend, str(d), str(tokens), str(threads)],
+                              capture_output=True, text=True, env=env, cwd=ROOT)
+        if proc.returncode != 0:
+            print(f"memory run for {backend} failed:\n{proc.stderr[-2000:]}", flush=True)
+            continue
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["backend"] = backend
+        result["extra_over_activation"] = result["extra"] / result["activation"]
+        rows.append(result)
+        print(f"memory d={d}, {tokens} tokens, {backend}: peak extra {result['extra'] / 2**20:.1f} MiB = "
+              f"{result['extra_over_activation']:.2f} activations ({result['activation'] / 2**20:.1f} MiB each)",
+              flush=True)
+    return rows
+
+
+def plot(forward_rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    d = np.array([r["d"] for r in forward_rows], dtype=float)
+    n = np.log2(d)
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    ax.loglog(d, [r["dense_s"] * 1e3 for r in forward_rows], "o-", label="dense F.linear")
+    ax.loglog(d, [r["numba_s"] * 1e3 for r in forward_rows], "s-", label="rotor map, numba")
+    fact = [(r["d"], r["factored_s"] * 1e3) for r in forward_rows if "factored_s" in r]
+    if fact:
+        ax.loglog(*zip(*fact), "^-", label="rotor map, factored (torch)")
+    anchor_dense = forward_rows[0]["dense_s"] * 1e3
+    anchor_rotor = forward_rows[0]["numba_s"] * 1e3
+    ax.loglog(d, anchor_dense * (d / d[0]) ** 2, "k--", lw=0.8, label=r"slope $4^n = d^2$")
+    ax.loglog(d, anchor_rotor * (n**2 * d) / (n[0] ** 2 * d[0]), "k:", lw=0.8, label=r"slope $n^2 2^n$")
+    ax.set_xlabel("d = 2^n (features)")
+    ax.set_ylabel("forward time, 2048 tokens (ms)")
+    ax.set_title("Double-rotor map vs dense layer (float32)")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_markdown(results, path):
+    lines = ["# Rotor-chain kernels vs dense layers", ""]
+    m = results["machine"]
+    lines += [f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; threads: torch {results['threads']}, "
+              f"numba {results['threads']}; float32; {results['tokens']} tokens; median of "
+              f"{results['repeats']} interleaved repeats.", "",
+              f"Command: `{results['command']}`", "", "## Forward (speed-up = dense time / our time)", "",
+              "| d | dense F.linear (ms) | numba map (ms) | speed-up | RotorLinear numba (ms) | speed-up | "
+              "factored torch (ms) | speed-up |", "|---|---|---|---|---|---|---|---|"]
+    for r in results["forward"]:
+        fact = (f"{r['factored_s']*1e3:.1f} | {r['speedup_factored']:.2f}x" if "factored_s" in r else "- | -")
+        lines.append(f"| {r['d']} | {r['dense_s']*1e3:.1f} | {r['numba_s']*1e3:.1f} | {r['speedup_numba']:.2f}x | "
+                     f"{r['rotor_linear_numba_s']*1e3:.1f} | {r['speedup_rotor_linear']:.2f}x | {fact} |")
+    lines += ["", "## Forward + backward", "", "| d | dense (ms) | numba (ms) | speed-up |", "|---|---|---|---|"]
+    for r in results["forward_backward"]:
+        lines.append(f"| {r['d']} | {r['dense_s']*1e3:.1f} | {r['numba_s']*1e3:.1f} | {r['speedup_numba']:.2f}x |")
+    if results.get("training_step"):
+        r = results["training_step"]
+        lines += ["", "## Training step of the q-network RotorNetwork(2048, 2048), hidden 2048", "",
+                  "| batch | parameters | dense backend (ms) | numba backend (ms) | speed-up |",
+                  "|---|---|---|---|---|",
+                  f"| {r['batch']} | {r['parameters']} | {r['dense_s']*1e3:.0f} | {r['numba_s']*1e3:.0f} | "
+                  f"{r['speedup_numba']:.2f}x |"]
+    if results.get("memory"):
+        lines += ["", "## Peak memory of forward + backward (peak RSS above the state before it)", "",
+                  "| backend | d | tokens | peak extra (MiB) | in activations |", "|---|---|---|---|---|"]
+        for r in results["memory"]:
+            lines.append(f"| {r['backend']} | {results['memory_d']} | {results['tokens']} | "
+                         f"{r['extra'] / 2**20:.1f} | {r['extra_over_activation']:.2f} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--fb-sizes", type=int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument("--train-batch", type=int, default=256)
+    parser.add_argument("--train-repeats", type=int, default=3)
+    parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--memory-d", type=int, default=2048)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
+    sys.path.insert(0, str(ROOT))
+    import numba
+    import torch
+
+    torch.set_num_threads(args.threads)
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    results = {
+        "machine": machine_description(),
+        "threads": args.threads,
+        "tokens": args.tokens,
+        "repeats": args.repeats,
+        "command": "python benchmarks/bench_kernels.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "torch": torch.__version__,
+        "numba": numba.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    results["forward"] = bench_forward(args.sizes, args.tokens, args.repeats)
+    results["forward_backward"] = bench_forward_backward(args.fb_sizes, args.tokens, args.repeats)
+    results["training_step"] = None if args.skip_train else bench_training_step(args.train_batch, args.train_repeats)
+    results["memory_d"] = args.memory_d
+    results["memory"] = bench_memory(args.memory_d, args.tokens, args.threads)
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "bench_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_markdown(results, RESULTS / "bench_kernels.md")
+        plot(results["forward"], PLOT)
+        print(f"wrote {RESULTS / 'bench_kernels.md'}, {RESULTS / 'bench_kernels.json'}, {PLOT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
