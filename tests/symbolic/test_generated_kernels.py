@@ -30,6 +30,8 @@ def _fast_then_slow(fast, slow):
 
 @pytest.mark.parametrize("n", _fast_then_slow([1, 2, 3, 4, 5], [6]))
 def test_gp_matches_cayley_reference(n, dtype, rng):
+    """n = 6 is in the slow tier: compiling its 4,096-term body takes 15-30 s per dtype (its
+    source is also proved equal to the symbolic product by proofs/generated_kernels.py)."""
     kernel = find_kernel("gp", (1,) * n)
     assert kernel is not None
     a, b = _inputs(rng, dtype, 1 << n, 1 << n)
@@ -41,11 +43,6 @@ def test_gp_matches_cayley_reference(n, dtype, rng):
 
 def _rotor_width(n):
     return 1 + n * (n - 1) // 2
-
-
-def test_gp_n6_float64(rng):
-    """n = 6 in float64 only in the fast tier (compiling the 4,096-term body takes ~15 s)."""
-    test_gp_matches_cayley_reference(6, np.float64, rng)
 
 
 @pytest.mark.parametrize("n", _fast_then_slow([1, 2, 3, 4], [5, 6]))
@@ -152,12 +149,12 @@ def test_torch_kernels_match_reference_and_differentiate(op, n, rng):
     for dtype, np_dtype in ((torch.float32, np.float32), (torch.float64, np.float64)):
         if op == "gp":
             a, b = _inputs(rng, np_dtype, 1 << n, 1 << n)
-            got = kernel(torch.from_numpy(a), torch.from_numpy(b))
+            got = kernel(torch.tensor(a), torch.tensor(b))
             expected = numpy_gp(a.astype(np.float64), b.astype(np.float64), n)
         else:
             widths = [_rotor_width(n)] * (2 if op == "sandwich2" else 1) + [1 << n]
             args = _inputs(rng, np_dtype, *widths)
-            got = kernel(*[torch.from_numpy(t) for t in args])
+            got = kernel(*[torch.tensor(t) for t in args])
             R = rotor_rows(args[0].astype(np.float64), n)
             S = rotor_rows(args[1].astype(np.float64), n) if op == "sandwich2" else R
             expected = numpy_gp(numpy_gp(R, args[-1].astype(np.float64), n), numpy_reverse(S, n), n)

@@ -1,0 +1,185 @@
+"""Generated straight-line kernels vs table-driven kernels, side by side (``make bench-codegen``).
+
+For Euclidean Cl(n), n = 1..6, batched geometric products ``out[i] = a[i] b[i]`` timed in one
+run, interleaved (every repeat times every method once, best of the repeats is kept):
+
+- ``generated``: ``Algebra(n).gp(a, b, method="generated")`` (the galinear/_generated kernel
+  behind the core's input checks);
+- ``table``: ``Algebra(n).gp(a, b, method="table")`` (the core's table-driven numba kernel);
+- ``kernel``: the generated kernel called directly (no checks, preallocated output);
+- ``einsum``: numpy ``einsum("bi,bj,ijk->bk")`` over the dense Cayley tensor from
+  ``galinear.blades.cayley_tables``.
+
+Also the simple-rotor sandwich ``R x ~R``: the generated ``sandwich`` kernel vs two table
+products. Speed is reported as ratios (> 1: the generated kernel is faster). Results go to
+benchmarks/results/bench_codegen.{md,json}. Compilation is excluded (every kernel is called
+once before timing); the first-call compile cost is reported separately.
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def dense_cayley(n):
+    from galinear import blades
+
+    index, sign = blades.cayley_tables(n)
+    dim = 1 << n
+    tensor = np.zeros((dim, dim, dim))
+    i, j = np.meshgrid(np.arange(dim), np.arange(dim), indexing="ij")
+    tensor[i, j, index] = sign
+    return tensor
+
+
+def interleaved_best(methods, repeats):
+    best = {name: float("inf") for name in methods}
+    for _ in range(repeats):
+        for name, fn in methods.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=4096, help="rows per product (default 4096)")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved repeats, best kept (default 7)")
+    parser.add_argument("--max-n", type=int, default=6)
+    parser.add_argument("--dtypes", default="float64,float32")
+    parser.add_argument("--out", default=str(RESULTS), help="folder for bench_codegen.{md,json}")
+    args = parser.parse_args(argv)
+
+    import numba
+
+    from galinear import Algebra
+    from galinear._generated import find_kernel
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        dtype = np.dtype(dtype_name)
+        for n in range(1, args.max_n + 1):
+            algebra = Algebra(n)
+            dim = 1 << n
+            a = rng.standard_normal((args.batch, dim)).astype(dtype)
+            b = rng.standard_normal((args.batch, dim)).astype(dtype)
+            out = np.empty_like(a)
+            kernel = find_kernel("gp", n)
+            cayley = dense_cayley(n).astype(dtype)
+            start = time.perf_counter()
+            algebra.gp(a, b, method="generated")
+            compile_generated = time.perf_counter() - start
+            start = time.perf_counter()
+            algebra.gp(a, b, method="table")
+            compile_table = time.perf_counter() - start
+            kernel(a, b, out)
+            ref = np.einsum("bi,bj,ijk->bk", a, b, cayley, optimize=True)
+            tol = 1e-4 if dtype == np.float32 else 1e-10
+            np.testing.assert_allclose(algebra.gp(a, b, method="generated"), algebra.gp(a, b, method="table"), rtol=tol, atol=tol)
+            np.testing.assert_allclose(out, ref, rtol=tol * 10, atol=tol * 10)
+            best = interleaved_best(
+                {
+                    "generated": lambda: algebra.gp(a, b, method="generated"),
+                    "table": lambda: algebra.gp(a, b, method="table"),
+                    "kernel": lambda: kernel(a, b, out),
+                    "einsum": lambda: np.einsum("bi,bj,ijk->bk", a, b, cayley, optimize=True),
+                },
+                args.repeats,
+            )
+            # simple-rotor sandwich: generated kernel vs two table products
+            width = 1 + n * (n - 1) // 2
+            r = rng.standard_normal((args.batch, width)).astype(dtype)
+            full = np.zeros((args.batch, dim), dtype=dtype)
+            full[:, 0] = r[:, 0]
+            full[:, 1 + n : 1 + n + width - 1] = r[:, 1:]  # bivectors follow the n vectors in shortlex
+            full_rev = algebra.reverse(full)
+            sandwich = find_kernel("sandwich", n)
+            sandwich(r, a, out)
+            two = algebra.gp(algebra.gp(full, a, method="table"), full_rev, method="table")
+            np.testing.assert_allclose(out, two, rtol=tol * 10, atol=tol * 10)
+            sbest = interleaved_best(
+                {
+                    "sandwich_generated": lambda: sandwich(r, a, out),
+                    "sandwich_two_table_gps": lambda: algebra.gp(
+                        algebra.gp(full, a, method="table"), full_rev, method="table"
+                    ),
+                },
+                args.repeats,
+            )
+            row = {
+                "dtype": dtype_name,
+                "n": n,
+                "batch": args.batch,
+                **{f"{k}_ms": v * 1e3 for k, v in best.items()},
+                **{f"{k}_ms": v * 1e3 for k, v in sbest.items()},
+                "first_call_generated_s": compile_generated,
+                "first_call_table_s": compile_table,
+                "table_over_generated": best["table"] / best["generated"],
+                "einsum_over_generated": best["einsum"] / best["generated"],
+                "table_over_kernel": best["table"] / best["kernel"],
+                "sandwich_table_over_generated": sbest["sandwich_two_table_gps"] / sbest["sandwich_generated"],
+            }
+            rows.append(row)
+            print(
+                f"{dtype_name:8s} n={n}  generated {row['generated_ms']:8.3f} ms  table {row['table_ms']:8.3f} ms  "
+                f"einsum {row['einsum_ms']:9.3f} ms  table/gen {row['table_over_generated']:6.2f}  "
+                f"einsum/gen {row['einsum_over_generated']:7.2f}  sandwich table/gen {row['sandwich_table_over_generated']:6.2f}",
+                flush=True,
+            )
+    wins = sorted({r["n"] for r in rows if all(x["table_over_generated"] > 1 for x in rows if x["n"] == r["n"])})
+    meta = {
+        "command": "make bench-codegen  (= .venv/bin/python benchmarks/bench_codegen.py"
+        + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:] if argv is None else argv))
+        + ")",
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "numba_threads": numba.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "note": "one run, methods interleaved, best of repeats; shared machine, so compare ratios, not absolute times",
+        "generated_wins_at_n": wins,
+    }
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / "bench_codegen.json.tmp"
+    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    os.replace(tmp, out_dir / "bench_codegen.json")
+    lines = [
+        "# Generated vs table-driven kernels (geometric product, Euclidean Cl(n))",
+        "",
+        f"Command: `{meta['command']}`. Batch {args.batch} rows, best of {args.repeats} interleaved repeats, "
+        f"numba {meta['numba']} with {meta['numba_threads']} threads, {meta['cpu_count']} CPUs (shared: read the ratios).",
+        "",
+        "`generated` / `table`: `Algebra(n).gp(..., method=...)`; `kernel`: the generated kernel called directly; "
+        "`einsum`: numpy over the dense Cayley tensor. Ratios > 1 mean the generated kernel is faster. "
+        "Sandwich: generated simple-rotor kernel vs two table products.",
+        "",
+        "| dtype | n | generated ms | table ms | kernel ms | einsum ms | table / generated | einsum / generated | sandwich: 2 table gps / generated | first call generated s | first call table s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['dtype']} | {r['n']} | {r['generated_ms']:.3f} | {r['table_ms']:.3f} | {r['kernel_ms']:.3f} | "
+            f"{r['einsum_ms']:.3f} | {r['table_over_generated']:.2f} | {r['einsum_over_generated']:.1f} | "
+            f"{r['sandwich_table_over_generated']:.2f} | {r['first_call_generated_s']:.2f} | {r['first_call_table_s']:.2f} |"
+        )
+    lines += ["", f"Generated gp faster than the table kernel (both dtypes) at n = {wins}.", ""]
+    tmp = out_dir / "bench_codegen.md.tmp"
+    tmp.write_text("\n".join(lines))
+    os.replace(tmp, out_dir / "bench_codegen.md")
+    print("\n".join(lines[-2:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
