@@ -13,6 +13,14 @@ from __future__ import annotations
 import math
 
 
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
 def window_nll(model, ids, score_from: int, start=None):
     """Sum of -ln p over labels ``score_from..L-1`` of one window, and their count.
 
@@ -23,16 +31,21 @@ def window_nll(model, ids, score_from: int, start=None):
 
     from galinear.compress.activations import starting_at
 
+    keep = len(ids) - score_from + 1  # logits of positions score_from-1 .. L-1 (the last is unused)
     with torch.no_grad():
         if start is None:
-            logits = model(input_ids=torch.as_tensor(ids).reshape(1, -1), use_cache=False).logits[0]
+            inputs = {"input_ids": torch.as_tensor(ids).reshape(1, -1)}
         else:
-            with starting_at(model, start[0]):
-                logits = model(inputs_embeds=start[1], use_cache=False).logits[0]
-        logp = torch.log_softmax(logits[:-1].double(), dim=-1)
-        labels = torch.as_tensor(ids[1:]).long()
-        nll = -logp.gather(1, labels[:, None])[:, 0]
-        scored = nll[score_from - 1:]
+            inputs = {"inputs_embeds": start[1]}
+        with starting_at(model, start[0]) if start is not None else _nothing():
+            try:
+                logits = model(**inputs, use_cache=False, logits_to_keep=keep).logits[0]
+            except TypeError:  # a family without logits_to_keep
+                logits = model(**inputs, use_cache=False).logits[0]
+        logits = logits[-keep:-1]
+        labels = torch.as_tensor(ids[score_from:]).long()
+        # -ln p = logsumexp(logits) - logit of the label, per scored position
+        scored = (torch.logsumexp(logits, dim=-1) - logits.gather(1, labels[:, None])[:, 0]).double()
     return float(scored.sum()), int(scored.numel())
 
 

@@ -110,22 +110,23 @@ def available_methods() -> list[str]:
     return out
 
 
-def build_module(spec: MethodSpec, d_in: int, d_out: int):
+def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
     """A freshly initialised replacement for a ``d_in -> d_out`` projection (float32, CPU).
 
-    Seed torch's generator before calling for a reproducible initialisation.
+    ``bias`` follows the original projection (Qwen2-style q/k/v carry one). Seed torch's
+    generator before calling for a reproducible initialisation.
     """
     import torch
 
     if spec.name == "dense":
-        return torch.nn.Linear(d_in, d_out, bias=False)
+        return torch.nn.Linear(d_in, d_out, bias=bias)
     cls = require_nn(spec.name)
     if spec.name == "rotor":
-        return cls(d_in, d_out, hidden=spec.hidden)
+        return cls(d_in, d_out, hidden=spec.hidden, bias=bias)
     if spec.name in ("lr1", "lr4"):
-        return cls(d_in, d_out, rank=1 if spec.name == "lr1" else 4)
+        return cls(d_in, d_out, rank=1 if spec.name == "lr1" else 4, bias=bias)
     blocks = block_count(d_in, d_out, spec.blocks)
-    return cls(d_in, d_out, blocks=blocks, depth=1)
+    return cls(d_in, d_out, blocks=blocks, depth=1, bias=bias)
 
 
 def count_parameters(module) -> int:

@@ -65,7 +65,8 @@ class StudyConfig:
     o_epochs: float = 15.0
     out_dir: str = os.path.join("runs", "compress")
     threads: int | None = None
-    progress: bool = True
+    progress: bool = True              # tqdm bars
+    verbose: bool = True               # one timed line per stage on stderr
     save_models: bool = True
 
     def method_spec(self, name: str) -> methods.MethodSpec:
@@ -97,12 +98,14 @@ class Study:
 
     def __init__(self, config: StudyConfig, loaded: models.LoadedModel | None = None, texts: dict | None = None):
         self.config = config
+        self._t0 = time.perf_counter()
         self._validate_cheap(texts)
         if config.threads:
             import torch
 
             torch.set_num_threads(config.threads)
         self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
+        self.log(f"model {self.loaded.name} loaded")
         self.model = self.loaded.model
         all_layers = sorted({layer for s in config.layer_sets for layer in s})
         models.check_model(self.model, all_layers)
@@ -124,6 +127,7 @@ class Study:
             self.windows[name] = win.split_windows(
                 tokens, config.window, config.stride, config.heldout_fraction, config.split_seed,
                 config.group, max_train=config.train_windows, max_heldout=config.eval_windows)
+        self.log("texts tokenised and split")
         self.work = os.path.join(config.out_dir, "cache", self._fingerprint())
         self.results_path = os.path.join(config.out_dir, "results.json")
         self.results = self._load_results()
@@ -134,6 +138,13 @@ class Study:
                                                            max(1, min(all_layers)))
 
     # ------------------------------------------------------------------ setup
+    def log(self, message: str) -> None:
+        """One line on stderr with the elapsed time (when ``verbose``)."""
+        if self.config.verbose:
+            import sys
+
+            print(f"[{time.perf_counter() - self._t0:7.1f} s] {message}", file=sys.stderr, flush=True)
+
     def _validate_cheap(self, texts):
         c = self.config
         if not c.datasets:
@@ -214,6 +225,7 @@ class Study:
         n_train = len(self._train_ids()) * self.config.window
         train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
         atomic_save({"train": train, "test": test}, path)
+        self.log(f"captured {key}: {tuple(train.shape)} training rows")
         return train, test
 
     def original_capture(self, layer: int, where: str = "attn_in"):
@@ -237,7 +249,7 @@ class Study:
             module = torch.nn.Linear(orig.in_features, orig.out_features, bias=orig.bias is not None)
             module.load_state_dict(orig.state_dict())
             return module
-        return methods.build_module(spec, orig.in_features, orig.out_features)
+        return methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
 
     def fit_layer_set(self, spec, seed: int, layer_set) -> dict:
         """Fit (or load) every unit of ``layer_set`` for one method and seed; returns the replacements."""
@@ -272,6 +284,8 @@ class Study:
                                                seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
                                                progress=label)
                     stats["seconds"] = time.perf_counter() - t0
+                    self.log(f"fitted {spec.tag()} s{seed} L{layer} {proj}: {stats['steps']} steps, "
+                             f"{stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
                     target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
                     stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
                     stats["target_mean_square"] = float(target_test.double().pow(2).mean())
@@ -345,6 +359,7 @@ class Study:
                 continue
             label = f"eval original {name}" if self.config.progress else None
             res = evaluate.log_perplexity(self.model, w, progress=label)
+            self.log(f"evaluated original on {name}: ln PPL {res['log_ppl']:.4f}")
             self.results["entries"][key] = {"method": "original", "dataset": name, **res}
             self._save_results()
 
@@ -371,6 +386,7 @@ class Study:
                     continue
                 label = f"eval {spec.name} s{seed} L{_set_name(layer_set)} {d}" if self.config.progress else None
                 res = evaluate.log_perplexity(self.model, w, progress=label, start=self._start(d, layer_set[0]))
+                self.log(f"evaluated {spec.tag()} s{seed} L{_set_name(layer_set)} on {d}: ln PPL {res['log_ppl']:.4f}")
                 self.results["entries"][keys[d]] = {
                     "method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set), "dataset": d,
                     "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
@@ -434,10 +450,11 @@ def load_compressed(model, path: str) -> dict:
     for key, entry in payload["modules"].items():
         layer, proj = key.split(".")
         layer = int(layer)
+        has_bias = any(k == "bias" or k.endswith(".bias") for k in entry["state"])
         if proj == "o_proj":
-            module = torch.nn.Linear(entry["in"], entry["out"], bias="bias" in entry["state"])
+            module = torch.nn.Linear(entry["in"], entry["out"], bias=has_bias)
         else:
-            module = methods.build_module(spec, entry["in"], entry["out"])
+            module = methods.build_module(spec, entry["in"], entry["out"], bias=has_bias)
         module.load_state_dict(entry["state"])
         module.eval()
         for p in module.parameters():

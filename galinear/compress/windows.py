@@ -31,7 +31,8 @@ class Windows:
     train, heldout : np.ndarray
         Start positions of the training and held-out windows.
     heldout_first : np.ndarray
-        Bool per held-out window: True when it opens a run (it scores all its labels).
+        Bool per held-out window: True when it opens a run, i.e. shares no position with the
+        previous held-out window (it scores all its labels).
     """
 
     tokens: np.ndarray
@@ -46,8 +47,15 @@ class Windows:
         return np.stack([self.tokens[s:s + self.window] for s in starts]).astype(np.int64)
 
     def score_from(self, index: int) -> int:
-        """First label index scored in held-out window ``index`` (labels are positions 1..window-1)."""
-        return 1 if self.heldout_first[index] else self.window - self.stride
+        """First label index scored in held-out window ``index`` (labels are positions 1..window-1).
+
+        1 for a window that opens a run; otherwise the first label past the previous held-out
+        window's end (``window - stride`` for consecutive windows), so no token is scored twice.
+        """
+        if self.heldout_first[index]:
+            return 1
+        overlap = int(self.heldout[index - 1]) + self.window - int(self.heldout[index])
+        return max(1, overlap)
 
     def positions(self, starts) -> set:
         """All token positions covered by the windows starting at ``starts``."""
@@ -119,7 +127,7 @@ def split_windows(tokens, window: int = 512, stride: int = 256, heldout_fraction
         raise ValueError("no training window is left after removing those that overlap held-out "
                          "windows; give a longer text")
     first = np.ones(len(heldout), dtype=bool)
-    first[1:] = np.diff(heldout) != stride
+    first[1:] = np.diff(heldout) >= window  # a window overlapping its predecessor continues a run
     return Windows(tokens, window, stride, train, heldout, first)
 
 

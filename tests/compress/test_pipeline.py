@@ -1,0 +1,143 @@
+"""The compression pipeline end to end on a tiny random Llama (no download)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from galinear.compress import (  # noqa: E402
+    Study, load_compressed, log_perplexity, log_perplexity_direct, split_windows,
+)
+from galinear.compress import activations, fit, models  # noqa: E402
+from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-11)])
+def test_log_ppl_two_ways(dtype, tol):
+    """Windowed strided loss == direct sum of -ln p(token | its own prefix), token by token."""
+    model = tiny_llama(layers=2, seed=3, dtype=dtype)
+    tokens = np.asarray(CharTokenizer()(TEXTS["a"])["input_ids"])
+    w = split_windows(tokens, 24, 8, 0.3, seed=1, group=3, max_heldout=5)
+    assert not w.heldout_first.all()  # both scoring rules are exercised
+    windowed = log_perplexity(model, w)
+    direct = log_perplexity_direct(model, w)
+    assert windowed["tokens"] == sum(24 - w.score_from(i) for i in range(len(w.heldout)))
+    assert abs(windowed["log_ppl"] - direct) <= tol * max(1.0, abs(direct))
+    # an untrained 64-token model is close to uniform: ln PPL near ln 64
+    assert abs(direct - np.log(64)) < 0.5
+
+
+def test_skipping_untouched_layers_is_exact():
+    model = tiny_llama(layers=3, seed=1)
+    tokens = np.asarray(CharTokenizer()(TEXTS["b"])["input_ids"])
+    w = split_windows(tokens, 32, 16, 0.3, seed=0, group=2, max_heldout=4)
+    assert activations.skip_is_exact(model, w.batch(w.heldout[:1])[0], 2)
+    residual = activations.residual_inputs(model, 2, w.batch(w.heldout))
+    full = log_perplexity(model, w)["log_ppl"]
+    skipped = log_perplexity(model, w, start=(2, residual))["log_ppl"]
+    assert abs(full - skipped) < 1e-5
+
+
+def test_cosine_schedule_anneals_once():
+    lrs = [fit.cosine_lr(t, 10, 0.05) for t in range(10)]
+    assert lrs[0] == 0.05 and all(a > b for a, b in zip(lrs, lrs[1:])) and lrs[-1] < 0.05 * 0.03
+    module = torch.nn.Linear(4, 3, bias=False)
+    x = torch.randn(300, 4)
+    stats = fit.fit_projection(module, x, x, torch.randn(3, 4), lr=0.05, epochs=2, batch_size=64)
+    assert stats["steps"] == 10 and abs(stats["lr_last"] - fit.cosine_lr(9, 10, 0.05)) < 1e-12
+
+
+def test_end_to_end_study(tmp_path, tiny):
+    config = tiny_config(tmp_path / "run", methods=("dense", "lr1", "lr4", "bh1", "rotor"), hidden=16,
+                         layer_sets=((1,), (0, 2)), epochs=4.0)
+    study = Study(config, tiny, texts=TEXTS)
+    results = study.run()
+    entries = results["entries"]
+    # original + 5 methods x 2 layer sets, on both texts
+    assert len(entries) == 2 + 5 * 2 * 2
+    for e in entries.values():
+        assert np.isfinite(e["log_ppl"]) and e["tokens"] > 0
+    original = {d: entries[f"original|{d}"]["log_ppl"] for d in ("a", "b")}
+    same_windows = {e["tokens"] for e in entries.values() if e["dataset"] == "a"}
+    assert len(same_windows) == 1  # every model is scored on the same held-out tokens
+    dense = [e for e in entries.values() if e["method"] == "dense"]
+    lr1 = [e for e in entries.values() if e["method"] == "lr1"]
+    for e in dense:  # the full-matrix sanity baseline stays near the original
+        assert abs(e["log_ppl"] - original[e["dataset"]]) < 0.05
+        assert e["params_per_layer"] == e["dense_params_per_layer"] == 32 * 32 + 2 * 32 * 16
+    assert lr1[0]["params_per_layer"] == (32 + 32) + 2 * (32 + 16)
+    # reports
+    for name in ("results.json", "summary.json", "results.md", "logppl_vs_params.png"):
+        assert os.path.exists(tmp_path / "run" / name), name
+    table = (tmp_path / "run" / "results.md").read_text()
+    assert "Wikitext-2" in table and "| 0,2 | rotor |" in table
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert {r["method"] for r in summary["rows"]} == {"original", "dense", "lr1", "lr4", "bh1", "rotor"}
+    # captures are keyed by the network they came from: the pair's layer 2 has one capture per method
+    captures = os.listdir(os.path.join(study.work, "captures"))
+    for tag in ("dense", "lr1", "lr4", "bh1", "rotor"):
+        assert sum(c.startswith(tag) and c.endswith("attn_in-L2.pt") for c in captures) == 1, (tag, captures)
+    # a saved compressed model reloads into a fresh copy with the same perplexity
+    saved = tmp_path / "run" / "models"
+    rotor_file = [f for f in os.listdir(saved) if f.startswith("rotor") and f.endswith("L0+2.pt")][0]
+    fresh = tiny_llama()
+    load_compressed(fresh, str(saved / rotor_file))
+    assert type(models.projection(fresh, 2, "k_proj")).__name__ == "RotorNetwork"
+    reloaded = log_perplexity(fresh, study.windows["a"])["log_ppl"]
+    key = [k for k, e in entries.items() if e["method"] == "rotor" and e["layers"] == [0, 2] and e["dataset"] == "a"][0]
+    assert reloaded == pytest.approx(entries[key]["log_ppl"], abs=1e-6)
+
+
+def test_inputs_come_from_the_partly_compressed_network(tmp_path, tiny):
+    """Layer 2's training inputs are captured with layer 0 already replaced; targets stay original."""
+    study = Study(tiny_config(tmp_path, methods=("lr1",), layer_sets=((0, 2),)), tiny, texts=TEXTS)
+    spec = study.config.method_spec("lr1")
+    fitted = study.fit_layer_set(spec, 0, (0, 2))
+    original_inputs, _ = study.original_capture(2)
+    layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
+    with activations.swapped(study.model, layer0):
+        expected = activations.capture(study.model, 2, study._train_ids())
+    cached = [f for f in os.listdir(os.path.join(study.work, "captures")) if f.endswith("attn_in-L2.pt") and f.startswith("lr1")]
+    captured = fit.load(os.path.join(study.work, "captures", cached[0]))["train"]
+    assert torch.allclose(captured, expected)
+    assert not torch.allclose(captured, original_inputs, atol=1e-3)
+    # the model is restored after surgery
+    assert isinstance(models.projection(study.model, 0, "q_proj"), torch.nn.Linear)
+
+
+def test_resume_after_interruption_reproduces_result(tmp_path, monkeypatch, tiny):
+    reference = Study(tiny_config(tmp_path / "ref"), tiny, texts=TEXTS).run()
+    calls = {"n": 0}
+    real_fit = fit.fit_projection
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "fit_projection", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Study(tiny_config(tmp_path / "resumed"), tiny, texts=TEXTS).run()
+    monkeypatch.setattr(fit, "fit_projection", real_fit)
+    # four finished units are on disk and are not refitted
+    counted = {"n": 0}
+
+    def counting(*args, **kwargs):
+        counted["n"] += 1
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "fit_projection", counting)
+    resumed = Study(tiny_config(tmp_path / "resumed"), tiny, texts=TEXTS).run()
+    total_units = 2 * (3 + 6)  # 2 methods x (layer 1; layers 0 and 2) x q/k/v, minus reuse below
+    # layer 0 of the pair has an empty prefix like the single layer 1? no: different layers, no reuse
+    assert counted["n"] == total_units - 4
+    for key, entry in reference["entries"].items():
+        assert resumed["entries"][key]["log_ppl"] == entry["log_ppl"], key
+    # a third run does nothing at all
+    counted["n"] = 0
+    Study(tiny_config(tmp_path / "resumed"), tiny, texts=TEXTS).run()
+    assert counted["n"] == 0
