@@ -53,6 +53,8 @@ def summarise(groups: dict[str, dict[int, dict]]) -> list[dict]:
             "seeds": sorted(runs),
             "epochs": [len(h["epochs"]) for h in histories],
             "planned_epochs": histories[0]["config"]["train"]["epochs"],
+            "lr": histories[0]["config"]["train"]["lr"],
+            "batch_size": histories[0]["config"]["train"]["batch_size"],
             "final_accuracy_mean": final_mean,
             "final_accuracy_std": final_std,
             "final_accuracy_min": min(final),
@@ -70,8 +72,8 @@ def summarise(groups: dict[str, dict[int, dict]]) -> list[dict]:
 def markdown_table(rows: list[dict]) -> str:
     """The summary as a markdown table (accuracies in %)."""
     lines = [
-        "| model | hidden x depth | parameters | dense / model | seeds | epochs | final test acc. (mean ± std) | min - max | best-epoch acc. (mean) | final train loss | s / epoch (median) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | hidden x depth | parameters | dense / model | lr | seeds | epochs | final test acc. (mean ± std) | min - max | best-epoch acc. (mean) | final train loss | s / epoch (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = f"{r['parameter_ratio_vs_dense']:.0f}x" if r["parameter_ratio_vs_dense"] else "-"
@@ -79,7 +81,7 @@ def markdown_table(rows: list[dict]) -> str:
         if any(e < r["planned_epochs"] for e in r["epochs"]):
             epochs += f" (of {r['planned_epochs']})"
         lines.append(
-            f"| {r['name']} | {r['hidden']} x {r['depth']} | {r['parameters']:,} | {ratio} | "
+            f"| {r['name']} | {r['hidden']} x {r['depth']} | {r['parameters']:,} | {ratio} | {r['lr']:g} | "
             f"{', '.join(map(str, r['seeds']))} | {epochs} | "
             f"{100 * r['final_accuracy_mean']:.2f} ± {100 * r['final_accuracy_std']:.2f} | "
             f"{100 * r['final_accuracy_min']:.2f} - {100 * r['final_accuracy_max']:.2f} | "

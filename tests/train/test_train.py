@@ -149,7 +149,7 @@ def test_rotor_and_lowrank_parameter_counts_by_formula():
 @pytest.mark.parametrize("kind", ["rotor", "lowrank"])
 def test_structured_models_learn(rng, kind):
     data = _synthetic(rng)
-    config = _tiny(kind, rank=2, backend="auto", rotor_init_std=0.5 if kind == "rotor" else None)
+    config = _tiny(kind, rank=2, backend="dense", rotor_init_std=0.5 if kind == "rotor" else None)
     history = train_classifier(config, TrainConfig(epochs=6, batch_size=32, lr=1e-2, warmup_steps=0),
                                data, None, progress=False, log=lambda *_: None)
     losses = [e["train_loss"] for e in history["epochs"]]
