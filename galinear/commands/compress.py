@@ -6,11 +6,12 @@ HELP = "Compress attention q/k/v projections of a causal LM layer by layer (roto
 PRESETS = {
     # the quick default of `galinear demo`: one middle layer, Wikipedia only
     "demo": dict(datasets="wikipedia", layer_sets="15", methods="rotor,lr1,lr4,bh1", seeds="0",
-                 multi_seeds=None, train_windows=8, eval_windows=8, mse_windows=2, epochs=1.0),
+                 multi_seeds=None, train_windows=16, eval_windows=8, mse_windows=2, epochs=1.0),
     # the study of docs/results.md: three single layers (3 seeds), one pair and one triple (1 seed)
-    "full": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="4;15;26;15,16;15,16,17",
-                 methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=6,
-                 eval_windows=8, mse_windows=1, epochs=1.0),
+    # (sized for 2 shared CPU cores: see docs/results.md)
+    "full": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="8;16;24;16,17;16,17,18",
+                 methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=2,
+                 eval_windows=4, mse_windows=1, epochs=1.0),
 }
 
 

@@ -5,7 +5,7 @@ HELP = ("Replace one middle layer's q/k/v of SmolLM2-135M-Instruct by rotor / LR
 
 def add_arguments(parser):
     parser.add_argument("--full", action="store_true",
-                        help="run the larger study: layers 4, 15, 26 (3 seeds), pair 15,16 and triple 15,16,17 "
+                        help="run the larger study: layers 8, 16, 24 (3 seeds), pair 16,17 and triple 16,17,18 "
                              "(1 seed), on Wikipedia, Shakespeare and KJV")
     parser.add_argument("--out", default=None, help="output folder (default runs/demo or runs/demo-full)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
