@@ -450,7 +450,7 @@ def _permutation_sum(x, v, gather, sign):
     coefficient = v.t().unsqueeze(1) * sign.unsqueeze(-1)  # (n, d, P)
     out = x.index_select(0, gather[0]) * coefficient[0].unsqueeze(-1)
     for i in range(1, n):
-        out = out + x.index_select(0, gather[i]) * coefficient[i].unsqueeze(-1)
+        out.addcmul_(x.index_select(0, gather[i]), coefficient[i].unsqueeze(-1))
     return out
 
 
