@@ -17,6 +17,7 @@ COMMANDS = {
     "train-mlp": "train_mlp",
     "compress": "compress",
     "demo": "demo",
+    "tour": "tour",
 }
 
 

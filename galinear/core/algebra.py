@@ -169,7 +169,10 @@ class Algebra:
             return out.reshape(shape)
         if self.n <= products.TABLE_MAX_N:
             ti, tj, tk, ts = products.product_triples(self.metric, kind, dtype)
-            finite = products.table_product(a2, b2, out, ti, tj, tk, ts, products.chunk_rows(self.dim))
+            kernel = products.table_product
+            if a2.shape[0] * ti.shape[0] >= products.PARALLEL_MIN_WORK and _threads() > 1:
+                kernel = products.table_product_parallel
+            finite = kernel(a2, b2, out, ti, tj, tk, ts, products.chunk_rows(self.dim))
         else:
             perm = self.bitmasks
             a_bits = np.empty_like(a2)
@@ -538,6 +541,12 @@ class Algebra:
 #: "auto" uses a generated kernel (when one exists) for n up to this value; set from
 #: benchmarks/results/bench_products.md.
 AUTO_GENERATED_MAX_N = 6
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
 
 
 def _generated_kernel(kind: str, metric):

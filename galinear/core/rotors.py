@@ -18,7 +18,7 @@ from math import comb
 import numpy as np
 
 from galinear import blades
-from galinear._numba import jit, prange
+from galinear._numba import jit
 from galinear.core.products import reorder_sign
 
 __all__ = [
@@ -314,12 +314,12 @@ def check_simple(n: int, b: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------- numba kernels
-@jit(parallel=True)
+@jit
 def _rotor_chain(parts, pi, pj, out):  # pragma: no cover - compiled
     """out[r] = prod_j exp(parts[r, j]) (j = 0 leftmost), in bitmask order; parts (rows, k, P)."""
     rows, k, npairs = parts.shape
     dim = out.shape[1]
-    for r in prange(rows):
+    for r in range(rows):
         x = np.zeros(dim, dtype=out.dtype)
         y = np.zeros(dim, dtype=out.dtype)
         x[0] = 1.0
@@ -351,11 +351,11 @@ def _rotor_chain(parts, pi, pj, out):  # pragma: no cover - compiled
             out[r, m] = x[m]
 
 
-@jit(parallel=True)
+@jit
 def _vector_action(R, Rrev, n, out):  # pragma: no cover - compiled
     """out[r, k, i] = e_k coefficient of R e_i R~ (bitmask order inputs, Euclidean)."""
     rows, dim = R.shape
-    for r in prange(rows):
+    for r in range(rows):
         x = np.empty(dim, dtype=R.dtype)
         for i in range(n):
             bi = 1 << i
@@ -371,11 +371,11 @@ def _vector_action(R, Rrev, n, out):  # pragma: no cover - compiled
                 out[r, kk, i] = acc
 
 
-@jit(parallel=True)
+@jit
 def _multiplication_matrices(X, Y, left, right):  # pragma: no cover - compiled
     """left[r] @ v = X[r] v and right[r] @ v = v Y[r], all in bitmask order (Euclidean)."""
     rows, dim = X.shape
-    for r in prange(rows):
+    for r in range(rows):
         for a in range(dim):
             for c in range(dim):
                 left[r, a, c] = 0.0
