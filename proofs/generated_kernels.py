@@ -17,7 +17,7 @@ import sympy as sp
 import galinear._generated as generated
 from galinear.symbolic import MultiVector, bivector, scalar
 from galinear.symbolic.closed_forms import sandwich
-from galinear.symbolic.codegen import generate
+from galinear.symbolic.codegen import BODY_END, BODY_START, generate
 from galinear.symbolic.spec import KernelSpec, shipped_specs
 from galinear.symbolic.proving import run_proof
 
@@ -25,9 +25,9 @@ IDENTITY = "generated kernels = symbolic products (gp, sandwich, sandwich2)"
 N_MIN = 1
 N_DEFAULT = 6
 
-_LOAD = re.compile(r"^\s*(\w+) = (\w+)\[i, (\d+)\]$")
+_LOAD = re.compile(r"^\s*(\w+) = (\w+)_t\[(\d+), row\]$")
 _ASSIGN = re.compile(r"^\s*(\w+) = (.+)$")
-_OUT = re.compile(r"^\s*out\[i, (\d+)\] = (.+)$")
+_OUT = re.compile(r"^\s*out_t\[(\d+), row\] = (.+)$")
 
 
 def _sym(name, env):
@@ -37,7 +37,10 @@ def _sym(name, env):
 def _parse(text, target):
     """Outputs of a generated kernel as sympy expressions in its input symbols."""
     env, values, outputs = {}, {}, {}
-    body = text.split("def kernel", 1)[1].splitlines()[1:]
+    body = text.split("def kernel", 1)[1]
+    if target == "numba":  # the straight-line block between the generator's markers
+        body = body.split(BODY_START, 1)[1].split(BODY_END, 1)[0]
+    body = body.splitlines()[1:]
     for line in body:
         stripped = line.strip()
         if not stripped or stripped.startswith(("if ", "raise", "for ", '"""', "return", "(")):

@@ -3,10 +3,12 @@ r"""Kernel generator: prints a :class:`~galinear.symbolic.spec.Program` as Pytho
 Targets
 -------
 ``numba``
-    One ``@jit`` function (``galinear._numba.jit``, ``cache=True``) looping over the batch
-    axis; each row is loaded into locals, common subexpressions (``sympy.cse``) are assigned
-    once, and every output coefficient is one straight-line sum. The file imports only
-    ``galinear._numba``, so numba can cache it on disk.
+    One ``@jit`` function (``galinear._numba.jit``, ``cache=True``) looping over the batch axis
+    in blocks of :data:`ROWS_PER_BLOCK` rows: a block is transposed into (width, rows) buffers,
+    then the straight-line body (inputs loaded into locals, common subexpressions from
+    ``sympy.cse`` assigned once, one sum per output coefficient) runs over contiguous rows, which
+    LLVM vectorises across the batch, and the result is transposed back. The file imports only
+    numpy and ``galinear._numba``, so numba can cache it on disk.
 ``torch``
     A function on tensors with any leading shape (``unbind`` the last axis, straight-line
     arithmetic, ``stack``); differentiable by autograd.
@@ -116,45 +118,59 @@ def _used_symbols(program: Program) -> set:
     return used
 
 
+#: Rows per block in the numba kernels: each block is transposed into (width, ROWS) buffers so
+#: that the straight-line body runs over contiguous rows and LLVM vectorises it across the batch.
+ROWS_PER_BLOCK = 64
+BODY_START = "# --- straight-line body ---"
+BODY_END = "# --- end of body ---"
+
+
 def _numba_source(spec: KernelSpec, program: Program) -> str:
     lets, outputs = _lower(program)
     used = _used_symbols(program)
     args = [name for name, _ in program.inputs]
     widths = {name: len(syms) for name, syms in program.inputs}
     width_out = len(program.outputs)
-    zero_lets = {name for name, code in lets if code is None}
-    lines = [_header(spec, "numba"), "from galinear._numba import jit", "", "",
-             f"@jit", f"def kernel({', '.join(args)}, out):"]
+    block = ROWS_PER_BLOCK
+    lines = [_header(spec, "numba"), "import numpy as np", "", "from galinear._numba import jit", "", "",
+             "@jit", f"def kernel({', '.join(args)}, out):"]
     lines.append(f'    """{spec.describe()}; see galinear._generated for the signature."""')
-    checks = []
-    for name in args:
-        checks.append(f"{name}.shape[1] != {widths[name]}")
-    checks.append(f"out.shape[1] != {width_out}")
+    checks = [f"{name}.shape[1] != {widths[name]}" for name in args] + [f"out.shape[1] != {width_out}"]
     lines.append(f"    if {' or '.join(checks)}:")
     lines.append(
-        f"        raise ValueError(\"wrong row widths: expected "
+        "        raise ValueError(\"wrong row widths: expected "
         + ", ".join(f"{n}: {widths[n]}" for n in args)
         + f", out: {width_out}\")"
     )
     batch = [f"{name}.shape[0] != out.shape[0]" for name in args]
     lines.append(f"    if {' or '.join(batch)}:")
     lines.append("        raise ValueError(\"all arguments need the same batch size (axis 0)\")")
-    lines.append(f"    for i in range({args[0]}.shape[0]):")
+    lines.append("    nrows = out.shape[0]")
+    for name in args:
+        lines.append(f"    {name}_t = np.empty(({widths[name]}, {block}), dtype={name}.dtype)")
+    lines.append(f"    out_t = np.empty(({width_out}, {block}), dtype=out.dtype)")
+    lines.append(f"    for start in range(0, nrows, {block}):")
+    lines.append(f"        count = min({block}, nrows - start)")
+    lines.append("        for row in range(count):")
+    for name in args:
+        lines.append(f"            for col in range({widths[name]}):")
+        lines.append(f"                {name}_t[col, row] = {name}[start + row, col]")
+    lines.append("        for row in range(count):")
+    lines.append(f"            {BODY_START}")
     for name, syms in program.inputs:
         for col, sym in enumerate(syms):
             if str(sym) in used:
-                lines.append(f"        {sym} = {name}[i, {col}]")
+                lines.append(f"            {sym} = {name}_t[{col}, row]")
     for name, code in lets:
         if code is None:
             continue
-        code = _substitute_zero(code, zero_lets)
-        lines.append(f"        {name} = {code}")
+        lines.append(f"            {name} = {code}")
     for col, code in enumerate(outputs):
-        code = "0.0" if code is None else code
-        if code == "0.0":
-            lines.append(f"        out[i, {col}] = 0")
-        else:
-            lines.append(f"        out[i, {col}] = {code}")
+        lines.append(f"            out_t[{col}, row] = {0 if code is None else code}")
+    lines.append(f"            {BODY_END}")
+    lines.append("        for row in range(count):")
+    lines.append(f"            for col in range({width_out}):")
+    lines.append("                out[start + row, col] = out_t[col, row]")
     lines.append("")
     return "\n".join(lines)
 

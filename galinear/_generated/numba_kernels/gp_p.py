@@ -9,6 +9,8 @@ regenerate: galinear codegen --op gp --n 1 --target numba --out galinear/_genera
 Do not edit by hand.
 """
 
+import numpy as np
+
 from galinear._numba import jit
 
 
@@ -19,10 +21,26 @@ def kernel(a, b, out):
         raise ValueError("wrong row widths: expected a: 2, b: 2, out: 2")
     if a.shape[0] != out.shape[0] or b.shape[0] != out.shape[0]:
         raise ValueError("all arguments need the same batch size (axis 0)")
-    for i in range(a.shape[0]):
-        a0 = a[i, 0]
-        a1 = a[i, 1]
-        b0 = b[i, 0]
-        b1 = b[i, 1]
-        out[i, 0] = a0*b0 + a1*b1
-        out[i, 1] = a0*b1 + a1*b0
+    nrows = out.shape[0]
+    a_t = np.empty((2, 64), dtype=a.dtype)
+    b_t = np.empty((2, 64), dtype=b.dtype)
+    out_t = np.empty((2, 64), dtype=out.dtype)
+    for start in range(0, nrows, 64):
+        count = min(64, nrows - start)
+        for row in range(count):
+            for col in range(2):
+                a_t[col, row] = a[start + row, col]
+            for col in range(2):
+                b_t[col, row] = b[start + row, col]
+        for row in range(count):
+            # --- straight-line body ---
+            a0 = a_t[0, row]
+            a1 = a_t[1, row]
+            b0 = b_t[0, row]
+            b1 = b_t[1, row]
+            out_t[0, row] = a0*b0 + a1*b1
+            out_t[1, row] = a0*b1 + a1*b0
+            # --- end of body ---
+        for row in range(count):
+            for col in range(2):
+                out[start + row, col] = out_t[col, row]

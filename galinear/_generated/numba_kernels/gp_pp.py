@@ -9,6 +9,8 @@ regenerate: galinear codegen --op gp --n 2 --target numba --out galinear/_genera
 Do not edit by hand.
 """
 
+import numpy as np
+
 from galinear._numba import jit
 
 
@@ -19,16 +21,32 @@ def kernel(a, b, out):
         raise ValueError("wrong row widths: expected a: 4, b: 4, out: 4")
     if a.shape[0] != out.shape[0] or b.shape[0] != out.shape[0]:
         raise ValueError("all arguments need the same batch size (axis 0)")
-    for i in range(a.shape[0]):
-        a0 = a[i, 0]
-        a1 = a[i, 1]
-        a2 = a[i, 2]
-        a3 = a[i, 3]
-        b0 = b[i, 0]
-        b1 = b[i, 1]
-        b2 = b[i, 2]
-        b3 = b[i, 3]
-        out[i, 0] = a0*b0 + a1*b1 + a2*b2 - a3*b3
-        out[i, 1] = a0*b1 + a1*b0 - a2*b3 + a3*b2
-        out[i, 2] = a0*b2 + a1*b3 + a2*b0 - a3*b1
-        out[i, 3] = a0*b3 + a1*b2 - a2*b1 + a3*b0
+    nrows = out.shape[0]
+    a_t = np.empty((4, 64), dtype=a.dtype)
+    b_t = np.empty((4, 64), dtype=b.dtype)
+    out_t = np.empty((4, 64), dtype=out.dtype)
+    for start in range(0, nrows, 64):
+        count = min(64, nrows - start)
+        for row in range(count):
+            for col in range(4):
+                a_t[col, row] = a[start + row, col]
+            for col in range(4):
+                b_t[col, row] = b[start + row, col]
+        for row in range(count):
+            # --- straight-line body ---
+            a0 = a_t[0, row]
+            a1 = a_t[1, row]
+            a2 = a_t[2, row]
+            a3 = a_t[3, row]
+            b0 = b_t[0, row]
+            b1 = b_t[1, row]
+            b2 = b_t[2, row]
+            b3 = b_t[3, row]
+            out_t[0, row] = a0*b0 + a1*b1 + a2*b2 - a3*b3
+            out_t[1, row] = a0*b1 + a1*b0 - a2*b3 + a3*b2
+            out_t[2, row] = a0*b2 + a1*b3 + a2*b0 - a3*b1
+            out_t[3, row] = a0*b3 + a1*b2 - a2*b1 + a3*b0
+            # --- end of body ---
+        for row in range(count):
+            for col in range(4):
+                out[start + row, col] = out_t[col, row]

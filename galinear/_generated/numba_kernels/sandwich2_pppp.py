@@ -9,6 +9,8 @@ regenerate: galinear codegen --op sandwich2 --n 4 --target numba --out galinear/
 Do not edit by hand.
 """
 
+import numpy as np
+
 from galinear._numba import jit
 
 
@@ -19,66 +21,85 @@ def kernel(r, s, x, out):
         raise ValueError("wrong row widths: expected r: 7, s: 7, x: 16, out: 16")
     if r.shape[0] != out.shape[0] or s.shape[0] != out.shape[0] or x.shape[0] != out.shape[0]:
         raise ValueError("all arguments need the same batch size (axis 0)")
-    for i in range(r.shape[0]):
-        r0 = r[i, 0]
-        r1 = r[i, 1]
-        r2 = r[i, 2]
-        r3 = r[i, 3]
-        r4 = r[i, 4]
-        r5 = r[i, 5]
-        r6 = r[i, 6]
-        s0 = s[i, 0]
-        s1 = s[i, 1]
-        s2 = s[i, 2]
-        s3 = s[i, 3]
-        s4 = s[i, 4]
-        s5 = s[i, 5]
-        s6 = s[i, 6]
-        x0 = x[i, 0]
-        x1 = x[i, 1]
-        x2 = x[i, 2]
-        x3 = x[i, 3]
-        x4 = x[i, 4]
-        x5 = x[i, 5]
-        x6 = x[i, 6]
-        x7 = x[i, 7]
-        x8 = x[i, 8]
-        x9 = x[i, 9]
-        x10 = x[i, 10]
-        x11 = x[i, 11]
-        x12 = x[i, 12]
-        x13 = x[i, 13]
-        x14 = x[i, 14]
-        x15 = x[i, 15]
-        t0 = r0*x0 - r1*x5 - r2*x6 - r3*x7 - r4*x8 - r5*x9 - r6*x10
-        t1 = r0*x1 + r1*x2 + r2*x3 + r3*x4 - r4*x11 - r5*x12 - r6*x13
-        t2 = r0*x2 - r1*x1 + r2*x11 + r3*x12 + r4*x3 + r5*x4 - r6*x14
-        t3 = r0*x3 - r1*x11 - r2*x1 + r3*x13 - r4*x2 + r5*x14 + r6*x4
-        t4 = r0*x4 - r1*x12 - r2*x13 - r3*x1 - r4*x14 - r5*x2 - r6*x3
-        t5 = r0*x5 + r1*x0 - r2*x8 - r3*x9 + r4*x6 + r5*x7 - r6*x15
-        t6 = r0*x6 + r1*x8 + r2*x0 - r3*x10 - r4*x5 + r5*x15 + r6*x7
-        t7 = r0*x7 + r1*x9 + r2*x10 + r3*x0 - r4*x15 - r5*x5 - r6*x6
-        t8 = r0*x8 - r1*x6 + r2*x5 - r3*x15 + r4*x0 - r5*x10 + r6*x9
-        t9 = r0*x9 - r1*x7 + r2*x15 + r3*x5 + r4*x10 + r5*x0 - r6*x8
-        t10 = r0*x10 - r1*x15 - r2*x7 + r3*x6 - r4*x9 + r5*x8 + r6*x0
-        t11 = r0*x11 + r1*x3 - r2*x2 + r3*x14 + r4*x1 - r5*x13 + r6*x12
-        t12 = r0*x12 + r1*x4 - r2*x14 - r3*x2 + r4*x13 + r5*x1 - r6*x11
-        t13 = r0*x13 + r1*x14 + r2*x4 - r3*x3 - r4*x12 + r5*x11 + r6*x1
-        t14 = r0*x14 - r1*x13 + r2*x12 - r3*x11 + r4*x4 - r5*x3 + r6*x2
-        t15 = r0*x15 + r1*x10 - r2*x9 + r3*x8 + r4*x7 - r5*x6 + r6*x5
-        out[i, 0] = s0*t0 + s1*t5 + s2*t6 + s3*t7 + s4*t8 + s5*t9 + s6*t10
-        out[i, 1] = s0*t1 + s1*t2 + s2*t3 + s3*t4 + s4*t11 + s5*t12 + s6*t13
-        out[i, 2] = s0*t2 - s1*t1 - s2*t11 - s3*t12 + s4*t3 + s5*t4 + s6*t14
-        out[i, 3] = s0*t3 + s1*t11 - s2*t1 - s3*t13 - s4*t2 - s5*t14 + s6*t4
-        out[i, 4] = s0*t4 + s1*t12 + s2*t13 - s3*t1 + s4*t14 - s5*t2 - s6*t3
-        out[i, 5] = s0*t5 - s1*t0 - s2*t8 - s3*t9 + s4*t6 + s5*t7 + s6*t15
-        out[i, 6] = s0*t6 + s1*t8 - s2*t0 - s3*t10 - s4*t5 - s5*t15 + s6*t7
-        out[i, 7] = s0*t7 + s1*t9 + s2*t10 - s3*t0 + s4*t15 - s5*t5 - s6*t6
-        out[i, 8] = s0*t8 - s1*t6 + s2*t5 + s3*t15 - s4*t0 - s5*t10 + s6*t9
-        out[i, 9] = s0*t9 - s1*t7 - s2*t15 + s3*t5 + s4*t10 - s5*t0 - s6*t8
-        out[i, 10] = s0*t10 + s1*t15 - s2*t7 + s3*t6 - s4*t9 + s5*t8 - s6*t0
-        out[i, 11] = s0*t11 - s1*t3 + s2*t2 + s3*t14 - s4*t1 - s5*t13 + s6*t12
-        out[i, 12] = s0*t12 - s1*t4 - s2*t14 + s3*t2 + s4*t13 - s5*t1 - s6*t11
-        out[i, 13] = s0*t13 + s1*t14 - s2*t4 + s3*t3 - s4*t12 + s5*t11 - s6*t1
-        out[i, 14] = s0*t14 - s1*t13 + s2*t12 - s3*t11 - s4*t4 + s5*t3 - s6*t2
-        out[i, 15] = s0*t15 - s1*t10 + s2*t9 - s3*t8 - s4*t7 + s5*t6 - s6*t5
+    nrows = out.shape[0]
+    r_t = np.empty((7, 64), dtype=r.dtype)
+    s_t = np.empty((7, 64), dtype=s.dtype)
+    x_t = np.empty((16, 64), dtype=x.dtype)
+    out_t = np.empty((16, 64), dtype=out.dtype)
+    for start in range(0, nrows, 64):
+        count = min(64, nrows - start)
+        for row in range(count):
+            for col in range(7):
+                r_t[col, row] = r[start + row, col]
+            for col in range(7):
+                s_t[col, row] = s[start + row, col]
+            for col in range(16):
+                x_t[col, row] = x[start + row, col]
+        for row in range(count):
+            # --- straight-line body ---
+            r0 = r_t[0, row]
+            r1 = r_t[1, row]
+            r2 = r_t[2, row]
+            r3 = r_t[3, row]
+            r4 = r_t[4, row]
+            r5 = r_t[5, row]
+            r6 = r_t[6, row]
+            s0 = s_t[0, row]
+            s1 = s_t[1, row]
+            s2 = s_t[2, row]
+            s3 = s_t[3, row]
+            s4 = s_t[4, row]
+            s5 = s_t[5, row]
+            s6 = s_t[6, row]
+            x0 = x_t[0, row]
+            x1 = x_t[1, row]
+            x2 = x_t[2, row]
+            x3 = x_t[3, row]
+            x4 = x_t[4, row]
+            x5 = x_t[5, row]
+            x6 = x_t[6, row]
+            x7 = x_t[7, row]
+            x8 = x_t[8, row]
+            x9 = x_t[9, row]
+            x10 = x_t[10, row]
+            x11 = x_t[11, row]
+            x12 = x_t[12, row]
+            x13 = x_t[13, row]
+            x14 = x_t[14, row]
+            x15 = x_t[15, row]
+            t0 = r0*x0 - r1*x5 - r2*x6 - r3*x7 - r4*x8 - r5*x9 - r6*x10
+            t1 = r0*x1 + r1*x2 + r2*x3 + r3*x4 - r4*x11 - r5*x12 - r6*x13
+            t2 = r0*x2 - r1*x1 + r2*x11 + r3*x12 + r4*x3 + r5*x4 - r6*x14
+            t3 = r0*x3 - r1*x11 - r2*x1 + r3*x13 - r4*x2 + r5*x14 + r6*x4
+            t4 = r0*x4 - r1*x12 - r2*x13 - r3*x1 - r4*x14 - r5*x2 - r6*x3
+            t5 = r0*x5 + r1*x0 - r2*x8 - r3*x9 + r4*x6 + r5*x7 - r6*x15
+            t6 = r0*x6 + r1*x8 + r2*x0 - r3*x10 - r4*x5 + r5*x15 + r6*x7
+            t7 = r0*x7 + r1*x9 + r2*x10 + r3*x0 - r4*x15 - r5*x5 - r6*x6
+            t8 = r0*x8 - r1*x6 + r2*x5 - r3*x15 + r4*x0 - r5*x10 + r6*x9
+            t9 = r0*x9 - r1*x7 + r2*x15 + r3*x5 + r4*x10 + r5*x0 - r6*x8
+            t10 = r0*x10 - r1*x15 - r2*x7 + r3*x6 - r4*x9 + r5*x8 + r6*x0
+            t11 = r0*x11 + r1*x3 - r2*x2 + r3*x14 + r4*x1 - r5*x13 + r6*x12
+            t12 = r0*x12 + r1*x4 - r2*x14 - r3*x2 + r4*x13 + r5*x1 - r6*x11
+            t13 = r0*x13 + r1*x14 + r2*x4 - r3*x3 - r4*x12 + r5*x11 + r6*x1
+            t14 = r0*x14 - r1*x13 + r2*x12 - r3*x11 + r4*x4 - r5*x3 + r6*x2
+            t15 = r0*x15 + r1*x10 - r2*x9 + r3*x8 + r4*x7 - r5*x6 + r6*x5
+            out_t[0, row] = s0*t0 + s1*t5 + s2*t6 + s3*t7 + s4*t8 + s5*t9 + s6*t10
+            out_t[1, row] = s0*t1 + s1*t2 + s2*t3 + s3*t4 + s4*t11 + s5*t12 + s6*t13
+            out_t[2, row] = s0*t2 - s1*t1 - s2*t11 - s3*t12 + s4*t3 + s5*t4 + s6*t14
+            out_t[3, row] = s0*t3 + s1*t11 - s2*t1 - s3*t13 - s4*t2 - s5*t14 + s6*t4
+            out_t[4, row] = s0*t4 + s1*t12 + s2*t13 - s3*t1 + s4*t14 - s5*t2 - s6*t3
+            out_t[5, row] = s0*t5 - s1*t0 - s2*t8 - s3*t9 + s4*t6 + s5*t7 + s6*t15
+            out_t[6, row] = s0*t6 + s1*t8 - s2*t0 - s3*t10 - s4*t5 - s5*t15 + s6*t7
+            out_t[7, row] = s0*t7 + s1*t9 + s2*t10 - s3*t0 + s4*t15 - s5*t5 - s6*t6
+            out_t[8, row] = s0*t8 - s1*t6 + s2*t5 + s3*t15 - s4*t0 - s5*t10 + s6*t9
+            out_t[9, row] = s0*t9 - s1*t7 - s2*t15 + s3*t5 + s4*t10 - s5*t0 - s6*t8
+            out_t[10, row] = s0*t10 + s1*t15 - s2*t7 + s3*t6 - s4*t9 + s5*t8 - s6*t0
+            out_t[11, row] = s0*t11 - s1*t3 + s2*t2 + s3*t14 - s4*t1 - s5*t13 + s6*t12
+            out_t[12, row] = s0*t12 - s1*t4 - s2*t14 + s3*t2 + s4*t13 - s5*t1 - s6*t11
+            out_t[13, row] = s0*t13 + s1*t14 - s2*t4 + s3*t3 - s4*t12 + s5*t11 - s6*t1
+            out_t[14, row] = s0*t14 - s1*t13 + s2*t12 - s3*t11 - s4*t4 + s5*t3 - s6*t2
+            out_t[15, row] = s0*t15 - s1*t10 + s2*t9 - s3*t8 - s4*t7 + s5*t6 - s6*t5
+            # --- end of body ---
+        for row in range(count):
+            for col in range(16):
+                out[start + row, col] = out_t[col, row]

@@ -9,6 +9,8 @@ regenerate: galinear codegen --op sandwich --n 1 --target numba --out galinear/_
 Do not edit by hand.
 """
 
+import numpy as np
+
 from galinear._numba import jit
 
 
@@ -19,11 +21,27 @@ def kernel(r, x, out):
         raise ValueError("wrong row widths: expected r: 1, x: 2, out: 2")
     if r.shape[0] != out.shape[0] or x.shape[0] != out.shape[0]:
         raise ValueError("all arguments need the same batch size (axis 0)")
-    for i in range(r.shape[0]):
-        r0 = r[i, 0]
-        x0 = x[i, 0]
-        x1 = x[i, 1]
-        t0 = r0*x0
-        t1 = r0*x1
-        out[i, 0] = r0*t0
-        out[i, 1] = r0*t1
+    nrows = out.shape[0]
+    r_t = np.empty((1, 64), dtype=r.dtype)
+    x_t = np.empty((2, 64), dtype=x.dtype)
+    out_t = np.empty((2, 64), dtype=out.dtype)
+    for start in range(0, nrows, 64):
+        count = min(64, nrows - start)
+        for row in range(count):
+            for col in range(1):
+                r_t[col, row] = r[start + row, col]
+            for col in range(2):
+                x_t[col, row] = x[start + row, col]
+        for row in range(count):
+            # --- straight-line body ---
+            r0 = r_t[0, row]
+            x0 = x_t[0, row]
+            x1 = x_t[1, row]
+            t0 = r0*x0
+            t1 = r0*x1
+            out_t[0, row] = r0*t0
+            out_t[1, row] = r0*t1
+            # --- end of body ---
+        for row in range(count):
+            for col in range(2):
+                out[start + row, col] = out_t[col, row]

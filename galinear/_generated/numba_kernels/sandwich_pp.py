@@ -9,6 +9,8 @@ regenerate: galinear codegen --op sandwich --n 2 --target numba --out galinear/_
 Do not edit by hand.
 """
 
+import numpy as np
+
 from galinear._numba import jit
 
 
@@ -19,18 +21,34 @@ def kernel(r, x, out):
         raise ValueError("wrong row widths: expected r: 2, x: 4, out: 4")
     if r.shape[0] != out.shape[0] or x.shape[0] != out.shape[0]:
         raise ValueError("all arguments need the same batch size (axis 0)")
-    for i in range(r.shape[0]):
-        r0 = r[i, 0]
-        r1 = r[i, 1]
-        x0 = x[i, 0]
-        x1 = x[i, 1]
-        x2 = x[i, 2]
-        x3 = x[i, 3]
-        t0 = r0*x0 - r1*x3
-        t1 = r0*x1 + r1*x2
-        t2 = r0*x2 - r1*x1
-        t3 = r0*x3 + r1*x0
-        out[i, 0] = r0*t0 + r1*t3
-        out[i, 1] = r0*t1 + r1*t2
-        out[i, 2] = r0*t2 - r1*t1
-        out[i, 3] = r0*t3 - r1*t0
+    nrows = out.shape[0]
+    r_t = np.empty((2, 64), dtype=r.dtype)
+    x_t = np.empty((4, 64), dtype=x.dtype)
+    out_t = np.empty((4, 64), dtype=out.dtype)
+    for start in range(0, nrows, 64):
+        count = min(64, nrows - start)
+        for row in range(count):
+            for col in range(2):
+                r_t[col, row] = r[start + row, col]
+            for col in range(4):
+                x_t[col, row] = x[start + row, col]
+        for row in range(count):
+            # --- straight-line body ---
+            r0 = r_t[0, row]
+            r1 = r_t[1, row]
+            x0 = x_t[0, row]
+            x1 = x_t[1, row]
+            x2 = x_t[2, row]
+            x3 = x_t[3, row]
+            t0 = r0*x0 - r1*x3
+            t1 = r0*x1 + r1*x2
+            t2 = r0*x2 - r1*x1
+            t3 = r0*x3 + r1*x0
+            out_t[0, row] = r0*t0 + r1*t3
+            out_t[1, row] = r0*t1 + r1*t2
+            out_t[2, row] = r0*t2 - r1*t1
+            out_t[3, row] = r0*t3 - r1*t0
+            # --- end of body ---
+        for row in range(count):
+            for col in range(4):
+                out[start + row, col] = out_t[col, row]
