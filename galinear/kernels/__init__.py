@@ -1,6 +1,6 @@
 """Numba kernels for rotor layers (numpy + numba only; the torch wrappers live in galinear.nn.fast)."""
 from galinear.kernels.rotor_chain import (
-    DEFAULT_TILE_BYTES,
+    DEFAULT_TILE,
     default_tile,
     factor_coefficient_grads,
     factor_coefficients,
@@ -9,7 +9,7 @@ from galinear.kernels.rotor_chain import (
 )
 
 __all__ = [
-    "DEFAULT_TILE_BYTES",
+    "DEFAULT_TILE",
     "default_tile",
     "factor_coefficients",
     "factor_coefficient_grads",

@@ -32,7 +32,7 @@ from galinear._numba import jit, prange
 from galinear.blades import check_dimension, shortlex_bitmasks
 
 __all__ = [
-    "DEFAULT_TILE_BYTES",
+    "DEFAULT_TILE",
     "default_tile",
     "factor_coefficients",
     "factor_coefficient_grads",
@@ -40,9 +40,9 @@ __all__ = [
     "sandwich_backward",
 ]
 
-#: Bytes per buffer row: the default tile is 128 float32 or 64 float64 tokens (fastest on the
-#: benchmark machine: longer rows amortise the per-row work, shorter ones leave the SIMD idle).
-DEFAULT_TILE_BYTES = 512
+#: Default tokens per tile (fastest on the benchmark machine for float32 and float64: longer
+#: rows amortise the per-row work, but the (2**n, tile) buffers must stay near the L2 cache).
+DEFAULT_TILE = 64
 #: Tiles are multiples of this many tokens: inner loops of this fixed length become SIMD code.
 LANES = 16
 
@@ -112,139 +112,149 @@ def factor_coefficient_grads(V, W, grad_a, grad_s, grad_v, grad_w):
 # ----------------------------------------------------------------------------------------------
 # building blocks on (2**n, T) tiles in bitmask order
 # ----------------------------------------------------------------------------------------------
-# Sign of e_i e_A (left) is (-1)^{#bits of A below i}; of e_A e_i (right) (-1)^{#bits of A above i}.
-# Both are unchanged by flipping bit i, so they can be read off the output row index.
+# e_i e_A = (-1)^{#bits of A below i} e_{A xor 2^i} (left) and e_A e_i = (-1)^{#bits of A above i}
+# e_{A xor 2^i} (right). Both signs are unchanged by flipping bit i, so they can be indexed by the
+# output row; they are tabulated once per (n, side) as signs[side, row, i] (0 in padding columns).
+
+
+def _parity(values: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(values)
+    v = values.copy()
+    while np.any(v):
+        out ^= v & 1
+        v >>= 1
+    return out
+
+
+_SIGN_CACHE: dict = {}
+
+
+def sign_tables(n: int, dtype) -> np.ndarray:
+    """(2, 2**n, n_pad) signs of the products with e_i, side 0 = left (e_i z), 1 = right (z e_i).
+
+    ``(e_i z)[row] = signs[0, row, i] * z[row ^ 2**i]`` in bitmask order; n_pad = n rounded up
+    to a multiple of 4, padding columns are 0.
+    """
+    key = (n, np.dtype(dtype).str)
+    table = _SIGN_CACHE.get(key)
+    if table is None:
+        D = 1 << n
+        n_pad = (n + 3) // 4 * 4
+        rows = np.arange(D, dtype=np.int64)
+        table = np.zeros((2, D, n_pad), dtype=dtype)
+        for i in range(n):
+            table[0, :, i] = 1 - 2 * _parity(rows & ((1 << i) - 1))
+            table[1, :, i] = 1 - 2 * _parity(rows >> (i + 1))
+        table.setflags(write=False)
+        _SIGN_CACHE[key] = table
+    return table
 
 
 @jit
-def _row_coefficients(row, vec, scale, right, coefs, signs, cols):
-    """coefs[i] = signs[i] * scale * vec[i], signs[i] = +-1 and cols[i] = row ^ 2**i: output row
-    ``row`` of a product with the vector ``vec`` is sum_i coefs[i] * src[cols[i]].
-    Entries past n are zero padding."""
+def _scaled(vec, scale, out):
+    """out[i] = scale * vec[i] for i < n, 0 in the padding."""
     n = vec.shape[0]
-    parity_total = 0
-    for i in range(n):
-        parity_total ^= (row >> i) & 1
-    below = 0
-    for i in range(n):
-        bit = (row >> i) & 1
-        neg = (parity_total ^ below ^ bit) if right else below
-        c = scale * vec[i]
-        coefs[i] = -c if neg else c
-        signs[i] = -1 if neg else 1
-        cols[i] = row ^ (1 << i)
-        below ^= bit
-    for i in range(n, coefs.shape[0]):
-        coefs[i] = 0
-        signs[i] = 0
-        cols[i] = row
+    for i in range(out.shape[0]):
+        out[i] = scale * vec[i] if i < n else 0
 
 
 @jit(fastmath=_FASTMATH)
-def _vec_mul(dst, src, vec, scale, base, a, right, T):
-    """dst = a * base + scale * (vec src)   (right=False)  or   (src vec)   (right=True).
+def _vec_mul(dst, src, cv, signs, base, a, T):
+    """dst = a * base + (c src), c the vector with padded coefficients ``cv``, multiplied on the
+    side whose sign table is ``signs`` (D, n_pad): dst[row] = a base[row] +
+    sum_i signs[row, i] cv[i] src[row ^ 2**i].
 
-    ``scale`` and ``a`` must have the arrays' dtype (a float64 scalar would promote the loop).
-    Source rows are summed four at a time into the destination row (fewer passes over it).
+    ``a`` must have the arrays' dtype (a float64 scalar would promote the loop). Source rows
+    are summed four at a time into the destination row (fewer passes over it).
     """
     D = dst.shape[0]
-    n = vec.shape[0]
-    n_pad = (n + 3) // 4 * 4
-    coefs = np.empty(n_pad, dtype=dst.dtype)
-    signs = np.empty(n_pad, dtype=dst.dtype)
-    cols = np.empty(n_pad, dtype=np.int64)
+    n_pad = cv.shape[0]
+    mask = D - 1
     for row in range(D):
-        _row_coefficients(row, vec, scale, right, coefs, signs, cols)
         d = dst[row]
         b = base[row]
-        for q in range(0, n, 4):
-            s0 = src[cols[q]]
-            s1 = src[cols[q + 1]]
-            s2 = src[cols[q + 2]]
-            s3 = src[cols[q + 3]]
-            c0 = coefs[q]
-            c1 = coefs[q + 1]
-            c2 = coefs[q + 2]
-            c3 = coefs[q + 3]
+        sr = signs[row]
+        for q in range(0, n_pad, 4):
+            s0 = src[row ^ ((1 << q) & mask)]
+            s1 = src[row ^ ((1 << (q + 1)) & mask)]
+            s2 = src[row ^ ((1 << (q + 2)) & mask)]
+            s3 = src[row ^ ((1 << (q + 3)) & mask)]
+            c0 = sr[q] * cv[q]
+            c1 = sr[q + 1] * cv[q + 1]
+            c2 = sr[q + 2] * cv[q + 2]
+            c3 = sr[q + 3] * cv[q + 3]
             if q == 0:
                 for t in range(T):
                     d[t] = a * b[t] + ((c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t]))
             else:
                 for t in range(T):
                     d[t] += (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
-        if n == 0:
+        if n_pad == 0:
             for t in range(T):
                 d[t] = a * b[t]
 
 
 @jit(fastmath=_FASTMATH)
-def _vec_mul_pair(dst1, dst2, src, vec1, vec2, right, T, one):
-    """dst1 = vec1 src and dst2 = vec2 src (or src vec1, src vec2): one pass over the sources."""
+def _vec_mul_pair(dst1, dst2, src, cv1, cv2, signs, T):
+    """dst1 = c1 src and dst2 = c2 src (same side, see ``_vec_mul``): one pass over the sources."""
     D = dst1.shape[0]
-    n = vec1.shape[0]
-    n_pad = (n + 3) // 4 * 4
-    coefs1 = np.empty(n_pad, dtype=dst1.dtype)
-    coefs2 = np.empty(n_pad, dtype=dst1.dtype)
-    signs = np.empty(n_pad, dtype=dst1.dtype)
-    cols = np.empty(n_pad, dtype=np.int64)
+    n_pad = cv1.shape[0]
+    mask = D - 1
     for row in range(D):
-        _row_coefficients(row, vec1, one, right, coefs1, signs, cols)
-        for i in range(n_pad):
-            coefs2[i] = signs[i] * vec2[i] if i < n else 0
         d1 = dst1[row]
         d2 = dst2[row]
-        for t in range(T):
-            d1[t] = 0
-            d2[t] = 0
-        for q in range(0, n, 4):  # (n >= 2 whenever this runs: k = n // 2 factors)
-            s0 = src[cols[q]]
-            s1 = src[cols[q + 1]]
-            s2 = src[cols[q + 2]]
-            s3 = src[cols[q + 3]]
-            c0 = coefs1[q]
-            c1 = coefs1[q + 1]
-            c2 = coefs1[q + 2]
-            c3 = coefs1[q + 3]
-            e0 = coefs2[q]
-            e1 = coefs2[q + 1]
-            e2 = coefs2[q + 2]
-            e3 = coefs2[q + 3]
-            for t in range(T):
-                d1[t] += (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
-                d2[t] += (e0 * s0[t] + e1 * s1[t]) + (e2 * s2[t] + e3 * s3[t])
+        sr = signs[row]
+        for q in range(0, n_pad, 4):
+            s0 = src[row ^ ((1 << q) & mask)]
+            s1 = src[row ^ ((1 << (q + 1)) & mask)]
+            s2 = src[row ^ ((1 << (q + 2)) & mask)]
+            s3 = src[row ^ ((1 << (q + 3)) & mask)]
+            c0 = sr[q] * cv1[q]
+            c1 = sr[q + 1] * cv1[q + 1]
+            c2 = sr[q + 2] * cv1[q + 2]
+            c3 = sr[q + 3] * cv1[q + 3]
+            e0 = sr[q] * cv2[q]
+            e1 = sr[q + 1] * cv2[q + 1]
+            e2 = sr[q + 2] * cv2[q + 2]
+            e3 = sr[q + 3] * cv2[q + 3]
+            if q == 0:
+                for t in range(T):
+                    d1[t] = (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
+                    d2[t] = (e0 * s0[t] + e1 * s1[t]) + (e2 * s2[t] + e3 * s3[t])
+            else:
+                for t in range(T):
+                    d1[t] += (c0 * s0[t] + c1 * s1[t]) + (c2 * s2[t] + c3 * s3[t])
+                    d2[t] += (e0 * s0[t] + e1 * s1[t]) + (e2 * s2[t] + e3 * s3[t])
 
 
 @jit(fastmath={"contract", "reassoc"})
-def _vec_mul_grad(dst, src, vec, scale, base, a, right, T, other, acc_vec):
+def _vec_mul_grad(dst, src, cv, signs, base, a, T, other, acc_vec):
     """As ``_vec_mul``, and also the inner products needed for gradients.
 
-    ``acc_vec[i] += <other, e_i src>`` (sum over rows and tokens, e_i multiplied on the side
-    given by ``right``). Returns (<base, other>, <dst, other>) summed over the tile.
+    ``acc_vec[i] += <other, e_i src>`` (sum over rows and tokens, e_i multiplied on the side of
+    ``signs``). Returns (<base, other>, <dst, other>) summed over the tile.
     """
     D = dst.shape[0]
-    n = vec.shape[0]
-    n_pad = (n + 3) // 4 * 4
-    coefs = np.empty(n_pad, dtype=dst.dtype)
-    signs = np.empty(n_pad, dtype=dst.dtype)
-    cols = np.empty(n_pad, dtype=np.int64)
+    n_pad = cv.shape[0]
+    mask = D - 1
     dot_base = 0.0
     dot_dst = 0.0
     for row in range(D):
-        _row_coefficients(row, vec, scale, right, coefs, signs, cols)
         d = dst[row]
         b = base[row]
         o = other[row]
+        sr = signs[row]
         for t in range(T):
             d[t] = a * b[t]
-        for q in range(0, n, 4):
-            s0 = src[cols[q]]
-            s1 = src[cols[q + 1]]
-            s2 = src[cols[q + 2]]
-            s3 = src[cols[q + 3]]
-            c0 = coefs[q]
-            c1 = coefs[q + 1]
-            c2 = coefs[q + 2]
-            c3 = coefs[q + 3]
+        for q in range(0, n_pad, 4):
+            s0 = src[row ^ ((1 << q) & mask)]
+            s1 = src[row ^ ((1 << (q + 1)) & mask)]
+            s2 = src[row ^ ((1 << (q + 2)) & mask)]
+            s3 = src[row ^ ((1 << (q + 3)) & mask)]
+            c0 = sr[q] * cv[q]
+            c1 = sr[q + 1] * cv[q + 1]
+            c2 = sr[q + 2] * cv[q + 2]
+            c3 = sr[q + 3] * cv[q + 3]
             p0 = d[0] * 0
             p1 = p0
             p2 = p0
@@ -255,10 +265,10 @@ def _vec_mul_grad(dst, src, vec, scale, base, a, right, T, other, acc_vec):
                 p1 += o[t] * s1[t]
                 p2 += o[t] * s2[t]
                 p3 += o[t] * s3[t]
-            acc_vec[q] += signs[q] * p0
-            acc_vec[q + 1] += signs[q + 1] * p1
-            acc_vec[q + 2] += signs[q + 2] * p2
-            acc_vec[q + 3] += signs[q + 3] * p3
+            acc_vec[q] += sr[q] * p0
+            acc_vec[q + 1] += sr[q + 1] * p1
+            acc_vec[q + 2] += sr[q + 2] * p2
+            acc_vec[q + 3] += sr[q + 3] * p3
         pb = d[0] * 0
         pd = pb
         for t in range(T):
@@ -294,12 +304,13 @@ def _store_tile(out, buf, p, b0, T, perm):
 # forward and backward over a whole batch
 # ----------------------------------------------------------------------------------------------
 @jit(parallel=True, fastmath=_FASTMATH)
-def _forward_kernel(x, VL, WL, aL, sL, VR, WR, aR, sR, perm, consts, tile, out):
-    """consts = [0, 1] in x's dtype."""
+def _forward_kernel(x, VL, WL, aL, sL, VR, WR, aR, sR, perm, signs, consts, tile, out):
+    """consts = [0, 1] in x's dtype; signs = sign_tables(n, dtype)."""
     B, P, D = x.shape
     zero = consts[0]
     one = consts[1]
     k = VL.shape[1]
+    n_pad = signs.shape[2]
     n_bt = (B + tile - 1) // tile
     for job in prange(P * n_bt):
         p = job // n_bt
@@ -308,22 +319,26 @@ def _forward_kernel(x, VL, WL, aL, sL, VR, WR, aR, sR, perm, consts, tile, out):
         z = np.empty((D, tile), dtype=x.dtype)
         tmp = np.empty((D, tile), dtype=x.dtype)
         nxt = np.empty((D, tile), dtype=x.dtype)
+        cv = np.empty(n_pad, dtype=x.dtype)
         _load_tile(z, x, p, b0, T, perm)
         # R_0 ... R_{k-1} z S~_{k-1} ... S~_0: innermost factors first
-        for j in range(k - 1, -1, -1):
-            _vec_mul(tmp, z, WL[p, j], one, z, zero, False, tile)
-            _vec_mul(nxt, tmp, VL[p, j], sL[p, j], z, aL[p, j], False, tile)
-            z, nxt = nxt, z
-        for j in range(k - 1, -1, -1):
-            _vec_mul(tmp, z, WR[p, j], one, z, zero, True, tile)
-            _vec_mul(nxt, tmp, VR[p, j], sR[p, j], z, aR[p, j], True, tile)
-            z, nxt = nxt, z
+        for side in range(2):
+            V = VL if side == 0 else VR
+            W = WL if side == 0 else WR
+            a = aL if side == 0 else aR
+            s = sL if side == 0 else sR
+            for j in range(k - 1, -1, -1):
+                _scaled(W[p, j], one, cv)
+                _vec_mul(tmp, z, cv, signs[side], z, zero, tile)
+                _scaled(V[p, j], s[p, j], cv)
+                _vec_mul(nxt, tmp, cv, signs[side], z, a[p, j], tile)
+                z, nxt = nxt, z
         _store_tile(out, z, p, b0, T, perm)
 
 
 @jit(fastmath=_FASTMATH)
-def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, right, tile, acc_v, acc_w, grads, gj,
-                     zero, one):
+def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, signs, tile, cv, cw, acc_v, acc_w,
+                     grads, gj, zero, one):
     """One factor f(z) = a z + s v(w z) (left) or a z + s (z w) v (right), walked backwards.
 
     On entry z is the factor's output and g the gradient there; on exit z_in holds its input,
@@ -331,8 +346,11 @@ def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, right, tile, acc_v, a
     The inverse and the transpose are both a + s w(v .) (left) / a + s (. v) w (right).
     """
     n = v.shape[0]
-    _vec_mul_pair(tmp, h, z, v, w, right, tile, one)              # v z and w z in one pass
-    _vec_mul(z_in, tmp, w, s, z, a, right, tile)               # z_in = a z + s w (v z)
+    _scaled(v, one, cv)
+    _scaled(w, one, cw)
+    _vec_mul_pair(tmp, h, z, cv, cw, signs, tile)            # v z and w z in one pass
+    _scaled(w, s, cw)
+    _vec_mul(z_in, tmp, cw, signs, z, a, tile)               # z_in = a z + s w (v z)
     # u = w z_in = a (w z) + s (w w)(v z),  w w = |w|^2
     ww = zero
     for i in range(n):
@@ -347,9 +365,9 @@ def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, right, tile, acc_v, a
     acc_v[:] = 0.0
     acc_w[:] = 0.0
     # h = v g;  acc_v[i] = <u, e_i g>;  d s = <h, u>
-    _, ds = _vec_mul_grad(h, g, v, one, g, zero, right, tile, tmp, acc_v)
+    _, ds = _vec_mul_grad(h, g, cv, signs, g, zero, tile, tmp, acc_v)
     # g_in = a g + s w h;  acc_w[i] = <z_in, e_i h>;  d a = <g, z_in>
-    da, _ = _vec_mul_grad(g_in, h, w, s, g, a, right, tile, z_in, acc_w)
+    da, _ = _vec_mul_grad(g_in, h, cw, signs, g, a, tile, z_in, acc_w)
     grads[gj, 0] += da
     grads[gj, 1] += ds
     for i in range(n):
@@ -358,13 +376,13 @@ def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, right, tile, acc_v, a
 
 
 @jit(parallel=True, fastmath=_FASTMATH)
-def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, consts, tile, gx, grads):
+def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, signs, consts, tile, gx, grads):
     """grads: (P * n_bt, 2, k, 2 + 2n) per-tile partial sums (side 0 = left, 1 = right)."""
     B, P, D = y.shape
     zero = consts[0]
     one = consts[1]
     k = VL.shape[1]
-    n = VL.shape[2]
+    n_pad = signs.shape[2]
     n_bt = (B + tile - 1) // tile
     for job in prange(P * n_bt):
         p = job // n_bt
@@ -376,22 +394,24 @@ def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, consts, tile, 
         g2 = np.empty((D, tile), dtype=y.dtype)
         tmp = np.empty((D, tile), dtype=y.dtype)
         h = np.empty((D, tile), dtype=y.dtype)
-        acc_v = np.empty(n + 4, dtype=np.float64)
-        acc_w = np.empty(n + 4, dtype=np.float64)
+        cv = np.empty(n_pad, dtype=y.dtype)
+        cw = np.empty(n_pad, dtype=y.dtype)
+        acc_v = np.empty(n_pad, dtype=np.float64)
+        acc_w = np.empty(n_pad, dtype=np.float64)
         part = grads[job]
         _load_tile(z, y, p, b0, T, perm)
         _load_tile(g, gy, p, b0, T, perm)
         # forward order was: left j = k-1..0, then right j = k-1..0; walk it backwards
-        for j in range(k):
-            _factor_backward(z, g, tmp, h, z2, g2, VR[p, j], WR[p, j], aR[p, j], sR[p, j], True,
-                             tile, acc_v, acc_w, part[1], j, zero, one)
-            z, z2 = z2, z
-            g, g2 = g2, g
-        for j in range(k):
-            _factor_backward(z, g, tmp, h, z2, g2, VL[p, j], WL[p, j], aL[p, j], sL[p, j], False,
-                             tile, acc_v, acc_w, part[0], j, zero, one)
-            z, z2 = z2, z
-            g, g2 = g2, g
+        for side in range(1, -1, -1):
+            V = VL if side == 0 else VR
+            W = WL if side == 0 else WR
+            a = aL if side == 0 else aR
+            s = sL if side == 0 else sR
+            for j in range(k):
+                _factor_backward(z, g, tmp, h, z2, g2, V[p, j], W[p, j], a[p, j], s[p, j],
+                                 signs[side], tile, cv, cw, acc_v, acc_w, part[side], j, zero, one)
+                z, z2 = z2, z
+                g, g2 = g2, g
         _store_tile(gx, g, p, b0, T, perm)
 
 
@@ -399,9 +419,9 @@ def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, consts, tile, 
 # public entry points (numpy in, numpy out)
 # ----------------------------------------------------------------------------------------------
 def default_tile(dtype, tokens: int) -> int:
-    """Tokens per tile: DEFAULT_TILE_BYTES per row, but no more than ``tokens`` rounded up to
-    a multiple of LANES (a batch of one token is not padded to a whole tile)."""
-    tile = DEFAULT_TILE_BYTES // np.dtype(dtype).itemsize
+    """Tokens per tile: DEFAULT_TILE, but no more than ``tokens`` rounded up to a multiple of
+    LANES (a batch of one token is not padded to a whole tile)."""
+    tile = DEFAULT_TILE
     needed = max(LANES, (int(tokens) + LANES - 1) // LANES * LANES)
     return int(min(tile, needed))
 
@@ -467,7 +487,7 @@ def sandwich_forward(x, VL, WL, VR=None, WR=None, *, tile=None):
     if B == 0 or P == 0:
         return out
     perm = np.ascontiguousarray(shortlex_bitmasks(n))
-    _forward_kernel(x, *args, perm, np.array([0, 1], dtype=x.dtype), tile, out)
+    _forward_kernel(x, *args, perm, sign_tables(n, x.dtype), np.array([0, 1], dtype=x.dtype), tile, out)
     return out
 
 
@@ -493,7 +513,8 @@ def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=None):
     parts = np.zeros((P * n_bt, 2, k, 2 + 2 * n), dtype=np.float64)
     if B > 0 and P > 0:
         perm = np.ascontiguousarray(shortlex_bitmasks(n))
-        _backward_kernel(y, grad_y, *args, perm, np.array([0, 1], dtype=y.dtype), tile, gx, parts)
+        _backward_kernel(y, grad_y, *args, perm, sign_tables(n, y.dtype), np.array([0, 1], dtype=y.dtype),
+                         tile, gx, parts)
     tot = parts.reshape(P, n_bt, 2, k, 2 + 2 * n).sum(axis=1)  # fixed order: independent of threads
     grads = []
     for side, (V, W) in enumerate(((VL, WL), (VR if not single else VL, WR if not single else WL))):
