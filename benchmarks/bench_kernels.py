@@ -70,7 +70,7 @@ def random_factors(P, n, dtype, requires_grad=False, seed=0):
     return out
 
 
-def bench_forward(sizes, tokens, repeats):
+def bench_forward(sizes, tokens, repeats, factored_max_d=512):
     import torch
 
     from galinear.nn import RotorLinear
@@ -99,7 +99,7 @@ def bench_forward(sizes, tokens, repeats):
 
         with torch.no_grad():
             fns = {"dense": dense, "numba": numba, "rotor_linear_numba": rotor_linear}
-            if d <= 1024:  # the pure-torch path takes seconds beyond this
+            if d <= factored_max_d:  # the pure-torch path takes seconds beyond this
                 fns["factored"] = factored
             t = median_times(fns, repeats)
         row = {"d": d, "n": n, **{f"{k}_s": v for k, v in t.items()}}
@@ -243,7 +243,7 @@ def bench_memory(d, tokens, threads):
     return rows
 
 
-def plot(forward_rows, path):
+def plot(forward_rows, path, tokens):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -263,7 +263,7 @@ def plot(forward_rows, path):
     ax.loglog(d, anchor_dense * (d / d[0]) ** 2, "k--", lw=0.8, label=r"slope $4^n = d^2$")
     ax.loglog(d, anchor_rotor * (n**2 * d) / (n[0] ** 2 * d[0]), "k:", lw=0.8, label=r"slope $n^2 2^n$")
     ax.set_xlabel("d = 2^n (features)")
-    ax.set_ylabel("forward time, 2048 tokens (ms)")
+    ax.set_ylabel(f"forward time, {tokens} tokens (ms)")
     ax.set_title("Double-rotor map vs dense layer (float32)")
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
@@ -316,6 +316,8 @@ def main(argv=None) -> int:
     parser.add_argument("--train-repeats", type=int, default=3)
     parser.add_argument("--skip-train", action="store_true")
     parser.add_argument("--memory-d", type=int, default=2048)
+    parser.add_argument("--factored-max-d", type=int, default=512,
+                        help="also time the pure-torch factored backend up to this d")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
@@ -336,7 +338,7 @@ def main(argv=None) -> int:
         "numba": numba.__version__,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    results["forward"] = bench_forward(args.sizes, args.tokens, args.repeats)
+    results["forward"] = bench_forward(args.sizes, args.tokens, args.repeats, args.factored_max_d)
     results["forward_backward"] = bench_forward_backward(args.fb_sizes, args.tokens, args.repeats)
     results["training_step"] = None if args.skip_train else bench_training_step(args.train_batch, args.train_repeats)
     results["memory_d"] = args.memory_d
@@ -345,7 +347,7 @@ def main(argv=None) -> int:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "bench_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
         write_markdown(results, RESULTS / "bench_kernels.md")
-        plot(results["forward"], PLOT)
+        plot(results["forward"], PLOT, args.tokens)
         print(f"wrote {RESULTS / 'bench_kernels.md'}, {RESULTS / 'bench_kernels.json'}, {PLOT}")
     return 0
 
