@@ -12,8 +12,8 @@ after a warm-up call (compilation excluded):
   dense variant ``layout.gmt_func_generator(all grades)``, each called row by row from a numba
   loop (clifford has no batched product; this is its fastest batched route); the faster is used;
 * numpy ``einsum('bi,bj,ijk->bk')`` over the dense 2**n x 2**n x 2**n Cayley tensor (n <= 6;
-  ``optimize=True``, in chunks of 2048 rows to bound memory; on the first 10,000 pairs at most,
-  its time scaled to the full count).
+  with ``optimize=True`` and ``False``, the faster counts; in chunks of 2048 rows to bound memory;
+  on the first 10,000 pairs at most (2,000 for n >= 5), its time scaled to the full count).
 
 Ratios are galinear (1 thread) time over the other's time: below 1 means galinear is faster.
 """
@@ -71,10 +71,10 @@ def dense_cayley(n):
     return C
 
 
-def einsum_product(a, b, C, chunk=2048):
+def einsum_product(a, b, C, optimize, chunk=2048):
     out = np.empty_like(a)
     for s in range(0, a.shape[0], chunk):
-        out[s : s + chunk] = np.einsum("bi,bj,ijk->bk", a[s : s + chunk], b[s : s + chunk], C, optimize=True)
+        out[s : s + chunk] = np.einsum("bi,bj,ijk->bk", a[s : s + chunk], b[s : s + chunk], C, optimize=optimize)
     return out
 
 
@@ -132,10 +132,14 @@ def main(argv=None):
 
         if n <= 6:
             C = dense_cayley(n)
-            assert np.allclose(einsum_product(a[:64], b[:64], C), reference[:64], atol=1e-10)
-            m = min(pairs, EINSUM_PAIRS)
+            m = min(pairs, EINSUM_PAIRS if n <= 4 else EINSUM_PAIRS // 5)
             row["einsum_pairs"] = m
-            row["einsum_s"] = best_time(lambda: einsum_product(a[:m], b[:m], C), args.repeats) * pairs / m
+            for optimize in (True, False):
+                assert np.allclose(einsum_product(a[:64], b[:64], C, optimize), reference[:64], atol=1e-10)
+                t = best_time(lambda: einsum_product(a[:m], b[:m], C, optimize), args.repeats) * pairs / m
+                row[f"einsum_optimize_{optimize}_s"] = t
+                if t < row.get("einsum_s", float("inf")):
+                    row["einsum_s"], row["einsum_route"] = t, f"optimize={optimize}"
         rows.append(row)
         print(format_row(row), flush=True)
 
@@ -189,7 +193,8 @@ def markdown(meta, rows):
         f"Command: `{meta['command']}`. {meta['date']}; {meta['machine']}; numpy {meta['numpy']}, "
         f"numba {meta['numba']} ({meta['numba_threads']} threads by default), clifford {meta['clifford']}.",
         "Times are ns per pair, best of the repeats, float64, random dense multivectors; einsum runs on",
-        f"at most {EINSUM_PAIRS:,} of the pairs (time per pair reported); ratios use",
+        f"at most {EINSUM_PAIRS:,} of the pairs ({EINSUM_PAIRS // 5:,} for n >= 5), optimize=True or False,",
+        "whichever is faster (time per pair reported); ratios use",
         "galinear on 1 thread (clifford's loop is single-threaded; einsum's BLAS may use several).",
         "",
         "| n | pairs | galinear table | galinear 1 thread | generated (1 thread) | clifford (route) | einsum | galinear/clifford | galinear/einsum | generated/table |",
@@ -203,7 +208,7 @@ def markdown(meta, rows):
         lines.append(
             f"| {row['n']} | {row['pairs']:,} | {cell(row, 'galinear_s')} | {cell(row, 'galinear_1thread_s')} | "
             f"{cell(row, 'generated_s')} | {cell(row, 'clifford_s')} ({row['clifford_route']}) | "
-            f"{cell(row, 'einsum_s')} | {ratio_c} | {ratio_e} | {ratio_g} |"
+            f"{cell(row, 'einsum_s')}{' (' + row['einsum_route'] + ')' if 'einsum_route' in row else ''} | {ratio_c} | {ratio_e} | {ratio_g} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -4,7 +4,7 @@ Every bilinear product of basis blades is a signed blade,
 :math:`e_A \circ e_B = \sigma(A, B)\, e_{A \oplus B}` or zero, so a product of two multivectors
 is a list of *triples* :math:`(i, j, k, s)`: ``out[k] += s * a[i] * b[j]``. The outer product and
 the contractions keep the triples of the geometric product whose grades satisfy (Dorst, Fontijne
-and Mann 2007, section 3.5; grades r of a, s of b, g of the result)
+and Mann 2007; grades r of a, s of b, g of the result)
 
 * outer product  :math:`g = r + s`;
 * left contraction  :math:`g = s - r`;
