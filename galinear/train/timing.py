@@ -1,0 +1,83 @@
+"""CPU cost of one training step of the MLPs, every sandwich backend side by side in one run.
+
+``python -m galinear.train.timing [--hidden 512] [--batch-size 512] [--steps 5]`` prints, for
+the dense MLP and for the rotor MLP on every registered sandwich backend, the median CPU
+seconds (``time.process_time``: all threads of this process, so the number does not depend
+on how busy the other processes on the machine are) of one step: forward, backward, Adam.
+The ratios to the dense MLP are what to compare; absolute numbers depend on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from galinear.train.models import MLPConfig, build_mlp, count_parameters
+
+__all__ = ["step_seconds", "compare_backends"]
+
+
+def step_seconds(config: MLPConfig, batch_size: int, steps: int = 5, warmup: int = 2) -> float:
+    """Median CPU seconds of one optimiser step of the MLP of ``config`` on random data."""
+    torch.manual_seed(0)
+    model = build_mlp(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch_size, config.in_features)
+    y = torch.randint(0, config.num_classes, (batch_size,))
+    timings = []
+    for step in range(warmup + steps):
+        started = time.process_time()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if step >= warmup:
+            timings.append(time.process_time() - started)
+    return statistics.median(timings)
+
+
+def compare_backends(hidden: int = 512, depth: int = 2, batch_size: int = 512, steps: int = 5,
+                     backends=None) -> list[dict]:
+    """Rows {model, backend, parameters, cpu_seconds, ratio_to_dense} measured in this one call."""
+    from galinear.nn import functional
+
+    if backends is None:
+        backends = functional.available_sandwich_backends(torch.device("cpu"), torch.float32)
+    base = MLPConfig(hidden=hidden, depth=depth)
+    rows = []
+    dense_seconds = step_seconds(base, batch_size, steps)
+    rows.append({"model": "dense", "backend": "-", "parameters": count_parameters(build_mlp(base)),
+                 "cpu_seconds": dense_seconds})
+    for backend in backends:
+        config = MLPConfig(kind="rotor", hidden=hidden, depth=depth, backend=backend, rotor_init_std=1.0)
+        rows.append({"model": "rotor", "backend": backend, "parameters": count_parameters(build_mlp(config)),
+                     "cpu_seconds": step_seconds(config, batch_size, steps)})
+    for row in rows:
+        row["ratio_to_dense"] = row["cpu_seconds"] / dense_seconds
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rows = compare_backends(args.hidden, args.depth, args.batch_size, args.steps)
+    print(f"one training step, batch {args.batch_size}, MLP {args.hidden} x {args.depth}, "
+          f"torch threads {args.threads}: median CPU seconds of {args.steps} steps")
+    print("| model | backend | parameters | CPU s / step | ratio to dense MLP |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['model']} | {row['backend']} | {row['parameters']:,} | {row['cpu_seconds']:.3f} | "
+              f"{row['ratio_to_dense']:.1f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
