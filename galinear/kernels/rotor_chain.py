@@ -239,6 +239,7 @@ def _vec_mul_grad(dst, src, cv, signs, base, a, T, other, acc_vec):
     mask = D - 1
     dot_base = 0.0
     dot_dst = 0.0
+    zero = a * 0  # in the arrays' dtype (a is a finite coefficient; dst may hold garbage)
     for row in range(D):
         d = dst[row]
         b = base[row]
@@ -255,7 +256,7 @@ def _vec_mul_grad(dst, src, cv, signs, base, a, T, other, acc_vec):
             c1 = sr[q + 1] * cv[q + 1]
             c2 = sr[q + 2] * cv[q + 2]
             c3 = sr[q + 3] * cv[q + 3]
-            p0 = d[0] * 0
+            p0 = zero
             p1 = p0
             p2 = p0
             p3 = p0
@@ -269,7 +270,7 @@ def _vec_mul_grad(dst, src, cv, signs, base, a, T, other, acc_vec):
             acc_vec[q + 1] += sr[q + 1] * p1
             acc_vec[q + 2] += sr[q + 2] * p2
             acc_vec[q + 3] += sr[q + 3] * p3
-        pb = d[0] * 0
+        pb = zero
         pd = pb
         for t in range(T):
             pb += b[t] * o[t]
