@@ -6,6 +6,8 @@ the same inputs): float32 1e-5, float64 1e-10, for outputs and for every gradien
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from galinear.kernels import rotor_chain
 from galinear.kernels.rotor_chain import sandwich_backward, sandwich_forward
@@ -92,6 +94,18 @@ def test_the_two_oracles_agree(rng, n):
 def test_small_cases_nojit(rng, n, double, dtype):
     x, factors = make_case(rng, n, 3, 2, dtype, double)
     check_against(dense_sandwich, x, factors, rng, dtype)
+
+
+@given(n=st.integers(1, 7), seed=st.integers(0, 2**32 - 1), double=st.booleans(),
+       scale=st.sampled_from([0.0, 1e-4, 1.0, 10.0]))
+def test_orthogonality_property(n, seed, double, scale):
+    """For any factors (angles from 0 to many turns): |y| = |x| per token and M^T y = x."""
+    rng = np.random.default_rng(seed)
+    x, factors = make_case(rng, n, 3, 2, np.float64, double)
+    factors = [f * scale for f in factors]
+    y = sandwich_forward(x, *factors)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
+    assert rel_err(sandwich_backward(y, y, *factors)[0], x) < 1e-12
 
 
 def test_orthogonal_and_inverse(rng):
