@@ -26,6 +26,11 @@ Kernel signatures (numba; arrays C-contiguous, 2-D, one float dtype, float32 or 
 ``op="sandwich2"``: ``kernel(r, s, x, out)``; r, s as above; ``out[i] = R_i x_i \tilde S_i``
                     (the paper's double-rotor map for one pair of simple factors).
 
+Every numba kernel returns True when all its input entries are finite and False otherwise
+(checked on the fly while it reads them), so a caller can skip a separate finiteness pass.
+``out`` may be one of the inputs (in place: each block of 64 rows is read before it is
+written); other partial overlaps are not supported.
+
 Torch kernels take and return tensors: ``kernel(a, b) -> out`` for the products,
 ``kernel(r, x)`` and ``kernel(r, s, x)`` for the sandwiches, with any leading batch shape;
 they are differentiable by autograd.

@@ -149,12 +149,15 @@ def _numba_source(spec: KernelSpec, program: Program) -> str:
     for name in args:
         lines.append(f"    {name}_t = np.empty(({widths[name]}, {block}), dtype={name}.dtype)")
     lines.append(f"    out_t = np.empty(({width_out}, {block}), dtype=out.dtype)")
+    lines.append(f"    probe = out.dtype.type(0.0)  # stays 0 unless an input entry is inf or nan")
     lines.append(f"    for start in range(0, nrows, {block}):")
     lines.append(f"        count = min({block}, nrows - start)")
     lines.append("        for row in range(count):")
     for name in args:
         lines.append(f"            for col in range({widths[name]}):")
-        lines.append(f"                {name}_t[col, row] = {name}[start + row, col]")
+        lines.append(f"                value = {name}[start + row, col]")
+        lines.append(f"                {name}_t[col, row] = value")
+        lines.append("                probe += value - value")
     lines.append("        for row in range(count):")
     lines.append(f"            {BODY_START}")
     for name, syms in program.inputs:
@@ -171,6 +174,7 @@ def _numba_source(spec: KernelSpec, program: Program) -> str:
     lines.append("        for row in range(count):")
     lines.append(f"            for col in range({width_out}):")
     lines.append("                out[start + row, col] = out_t[col, row]")
+    lines.append("    return probe == 0")
     lines.append("")
     return "\n".join(lines)
 

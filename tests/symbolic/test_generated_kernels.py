@@ -196,3 +196,23 @@ def test_generated_package_imports_nothing_heavy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
     assert _generated.__doc__ and "sandwich" in _generated.__doc__
+
+
+@pytest.mark.nojit
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_kernel_reports_non_finite_inputs_and_works_in_place(bad, rng):
+    n = 3
+    kernel = find_kernel("gp", n)
+    a, b = (np.ascontiguousarray(x) for x in rng.standard_normal((2, 130, 1 << n)))  # 3 blocks of rows
+    expected = numpy_gp(a, b, n)
+    out = np.empty_like(a)
+    assert kernel(a, b, out)
+    a_in_place = a.copy()
+    assert kernel(a_in_place, b, a_in_place)
+    np.testing.assert_allclose(a_in_place, expected, rtol=1e-12, atol=1e-12)
+    a[129, 5] = bad
+    r, x = rng.standard_normal((130, 4)), rng.standard_normal((130, 1 << n))
+    x[0, 0] = bad
+    with np.errstate(invalid="ignore", over="ignore"):  # pure-Python mode (nojit) warns on inf - inf
+        assert not kernel(a, b, out)
+        assert not find_kernel("sandwich", n)(r, x, np.empty_like(x))

@@ -25,13 +25,18 @@ def kernel(a, b, out):
     a_t = np.empty((32, 64), dtype=a.dtype)
     b_t = np.empty((32, 64), dtype=b.dtype)
     out_t = np.empty((32, 64), dtype=out.dtype)
+    probe = out.dtype.type(0.0)  # stays 0 unless an input entry is inf or nan
     for start in range(0, nrows, 64):
         count = min(64, nrows - start)
         for row in range(count):
             for col in range(32):
-                a_t[col, row] = a[start + row, col]
+                value = a[start + row, col]
+                a_t[col, row] = value
+                probe += value - value
             for col in range(32):
-                b_t[col, row] = b[start + row, col]
+                value = b[start + row, col]
+                b_t[col, row] = value
+                probe += value - value
         for row in range(count):
             # --- straight-line body ---
             a0 = a_t[0, row]
@@ -134,3 +139,4 @@ def kernel(a, b, out):
         for row in range(count):
             for col in range(32):
                 out[start + row, col] = out_t[col, row]
+    return probe == 0

@@ -26,15 +26,22 @@ def kernel(r, s, x, out):
     s_t = np.empty((2, 64), dtype=s.dtype)
     x_t = np.empty((4, 64), dtype=x.dtype)
     out_t = np.empty((4, 64), dtype=out.dtype)
+    probe = out.dtype.type(0.0)  # stays 0 unless an input entry is inf or nan
     for start in range(0, nrows, 64):
         count = min(64, nrows - start)
         for row in range(count):
             for col in range(2):
-                r_t[col, row] = r[start + row, col]
+                value = r[start + row, col]
+                r_t[col, row] = value
+                probe += value - value
             for col in range(2):
-                s_t[col, row] = s[start + row, col]
+                value = s[start + row, col]
+                s_t[col, row] = value
+                probe += value - value
             for col in range(4):
-                x_t[col, row] = x[start + row, col]
+                value = x[start + row, col]
+                x_t[col, row] = value
+                probe += value - value
         for row in range(count):
             # --- straight-line body ---
             r0 = r_t[0, row]
@@ -57,3 +64,4 @@ def kernel(r, s, x, out):
         for row in range(count):
             for col in range(4):
                 out[start + row, col] = out_t[col, row]
+    return probe == 0

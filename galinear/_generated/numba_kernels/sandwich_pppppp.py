@@ -25,13 +25,18 @@ def kernel(r, x, out):
     r_t = np.empty((16, 64), dtype=r.dtype)
     x_t = np.empty((64, 64), dtype=x.dtype)
     out_t = np.empty((64, 64), dtype=out.dtype)
+    probe = out.dtype.type(0.0)  # stays 0 unless an input entry is inf or nan
     for start in range(0, nrows, 64):
         count = min(64, nrows - start)
         for row in range(count):
             for col in range(16):
-                r_t[col, row] = r[start + row, col]
+                value = r[start + row, col]
+                r_t[col, row] = value
+                probe += value - value
             for col in range(64):
-                x_t[col, row] = x[start + row, col]
+                value = x[start + row, col]
+                x_t[col, row] = value
+                probe += value - value
         for row in range(count):
             # --- straight-line body ---
             r0 = r_t[0, row]
@@ -246,3 +251,4 @@ def kernel(r, x, out):
         for row in range(count):
             for col in range(64):
                 out[start + row, col] = out_t[col, row]
+    return probe == 0
