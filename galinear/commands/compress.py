@@ -11,7 +11,7 @@ PRESETS = {
     # (sized for 2 shared CPU cores: see docs/results.md)
     "full": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="8;16;24;16,17;16,17,18",
                  methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=2,
-                 eval_windows=4, mse_windows=1, epochs=1.0),
+                 eval_windows=2, mse_windows=1, epochs=1.0),
 }
 
 

@@ -82,7 +82,7 @@ def markdown(rows: list, datasets) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list, datasets, path: str) -> str | None:
+def plot_figure(rows: list, datasets, path: str) -> str | None:
     """ln PPL against parameters per layer (log x), one panel per text; None if matplotlib is missing."""
     try:
         import matplotlib
@@ -121,7 +121,7 @@ def plot(rows: list, datasets, path: str) -> str | None:
     return path
 
 
-def write(study) -> dict:
+def write(study, plot: bool = True) -> dict:
     """Write summary.json, results.md and logppl_vs_params.png into the study's output folder."""
     from galinear.compress.study import PAPER_SETS_NOTE
 
@@ -154,5 +154,6 @@ def write(study) -> dict:
     with open(md_path + ".tmp", "w") as handle:
         handle.write(text)
     os.replace(md_path + ".tmp", md_path)
-    plot(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
+    if plot:
+        plot_figure(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
     return {"rows": rows, "table": table, "markdown": text}

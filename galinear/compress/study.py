@@ -409,18 +409,20 @@ class Study:
 
         self.evaluate_original()
         plan = self.plan()
+        last_plot = time.perf_counter()
         for name, seed, layer_set in tqdm(plan, desc="study", disable=not self.config.progress):
             self.run_one(name, seed, layer_set)
-            if report:
-                self.write_report()
+            if report:  # tables after every run, the plot at most every 5 minutes and at the end
+                self.write_report(plot=time.perf_counter() - last_plot > 300)
+                last_plot = time.perf_counter() if time.perf_counter() - last_plot > 300 else last_plot
         if report:
             self.write_report()
         return self.results
 
-    def write_report(self) -> dict:
+    def write_report(self, plot: bool = True) -> dict:
         from galinear.compress import report
 
-        return report.write(self)
+        return report.write(self, plot=plot)
 
 
 def save_compressed(path: str, replacements: dict, spec, model_name: str) -> None:

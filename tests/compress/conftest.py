@@ -51,7 +51,7 @@ def tiny_config(out_dir, **overrides):
     from galinear.compress import StudyConfig
 
     settings = dict(datasets=("a", "b"), layer_sets=((1,), (0, 2)), methods=("dense", "lr1"), seeds=(0,),
-                    train_windows=4, eval_windows=4, mse_windows=1, window=32, stride=16, epochs=2.0,
+                    train_windows=3, eval_windows=2, group=2, mse_windows=1, window=32, stride=16, epochs=2.0,
                     out_dir=str(out_dir), progress=False, verbose=False)
     settings.update(overrides)
     return StudyConfig(**settings)
