@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch.autograd.function import once_differentiable
 
 from galinear.kernels import rotor_chain
 
@@ -27,7 +28,10 @@ def _as_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 class NumbaSandwich(torch.autograd.Function):
-    """y = R x S~ for x (B, P, 2**n) and factors (P, k, n); VR = WR = None for S = R."""
+    """y = R x S~ for x (B, P, 2**n) and factors (P, k, n); VR = WR = None for S = R.
+
+    Differentiable once (the backward runs in numba); a second derivative raises an error.
+    """
 
     @staticmethod
     def forward(ctx, x, VL, WL, VR, WR, tile):
@@ -46,6 +50,7 @@ class NumbaSandwich(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_y):
         saved = ctx.saved_tensors
         y, VL, WL = saved[:3]

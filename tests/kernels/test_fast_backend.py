@@ -104,3 +104,12 @@ def test_backward_saves_only_the_output():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         numba_sandwich(*leaves)
     assert sum(saved) == x.numel() + sum(f.numel() for f in factors)
+
+
+def test_second_derivative_is_refused():
+    x, factors = make_case(3, 2, 1, torch.float64, False, seed=2)
+    leaves = [t.requires_grad_(True) for t in [x, *factors]]
+    y = numba_sandwich(*leaves)
+    (gx,) = torch.autograd.grad(y.square().sum(), leaves[0], create_graph=True)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(gx.sum(), leaves[1])
