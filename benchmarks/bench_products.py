@@ -4,9 +4,10 @@ Run: ``make bench-core`` (or ``.venv/bin/python benchmarks/bench_products.py [--
 Writes benchmarks/results/bench_products.{md,json}.
 
 Contenders, all on the same random float64 pairs, each timed as the best of ``--repeats`` runs
-after a warm-up call (compilation excluded):
+after a warm-up call (compilation excluded), round-robin so that load drift hits all alike:
 
-* galinear ``Algebra.gp(a, b, method="table")`` with numba's default threads and with 1 thread;
+* galinear ``Algebra.gp(a, b)`` (``method="auto"``) on 1 thread: the number the ratios use;
+* galinear ``method="table"`` with 1 thread and with numba's default threads;
 * galinear ``method="generated"`` (the symbolic generator's straight-line kernel), when one exists;
 * clifford: its own compiled product ``layout.gmt_func`` (skips zero entries at run time) and the
   dense variant ``layout.gmt_func_generator(all grades)``, each called row by row from a numba
@@ -15,7 +16,7 @@ after a warm-up call (compilation excluded):
   with ``optimize=True`` and ``False``, the faster counts; in chunks of 2048 rows to bound memory;
   on the first 10,000 pairs at most (2,000 for n >= 5), its time scaled to the full count).
 
-Ratios are galinear (1 thread) time over the other's time: below 1 means galinear is faster.
+Ratios are galinear (auto, 1 thread) time over the other's time: below 1 means galinear is faster.
 """
 from __future__ import annotations
 
@@ -43,14 +44,32 @@ PAIRS = {3: 100_000, 4: 100_000, 5: 100_000, 6: 100_000, 7: 20_000, 8: 5_000, 9:
 EINSUM_PAIRS = 10_000
 
 
-def best_time(fn, repeats):
-    fn()  # warm-up (compilation, caches)
-    best = float("inf")
+def interleaved_best(fns, repeats):
+    """Best time of each callable, timing them round-robin so that load drift hits all alike."""
+    for fn in fns.values():
+        fn()  # warm-up (compilation, caches)
+    best = {name: float("inf") for name in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
     return best
+
+
+class _Threads:
+    """Run a callable with a given number of numba threads."""
+
+    def __init__(self, fn, threads):
+        self.fn, self.threads = fn, threads
+
+    def __call__(self):
+        previous = numba.get_num_threads()
+        numba.set_num_threads(self.threads)
+        try:
+            return self.fn()
+        finally:
+            numba.set_num_threads(previous)
 
 
 def clifford_batched(mult):
@@ -81,7 +100,7 @@ def einsum_product(a, b, C, optimize, chunk=2048):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="*", default=list(range(3, 11)))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="10x fewer pairs")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_products"))
     args = parser.parse_args(argv)
@@ -97,49 +116,46 @@ def main(argv=None):
         b = rng.standard_normal((pairs, alg.dim))
         reference = alg.gp(a, b, method="table")
         row = {"n": n, "pairs": pairs}
-
-        numba.set_num_threads(threads)
-        row["galinear_s"] = best_time(lambda: alg.gp(a, b, method="table"), args.repeats)
-        numba.set_num_threads(1)
-        row["galinear_1thread_s"] = best_time(lambda: alg.gp(a, b, method="table"), args.repeats)
-        numba.set_num_threads(threads)
-
-        kernel = find_kernel("gp", alg.metric)
-        if kernel is not None:
-            out = alg.gp(a, b, method="generated")
-            assert np.allclose(out, reference, rtol=0, atol=1e-10)
-            numba.set_num_threads(1)
-            row["generated_s"] = best_time(lambda: alg.gp(a, b, method="generated"), args.repeats)
-            numba.set_num_threads(threads)
+        fns = {
+            "galinear_auto_s": _Threads(lambda: alg.gp(a, b), 1),
+            "galinear_1thread_s": _Threads(lambda: alg.gp(a, b, method="table"), 1),
+            "galinear_s": _Threads(lambda: alg.gp(a, b, method="table"), threads),
+        }
+        if find_kernel("gp", alg.metric) is not None:
+            assert np.allclose(alg.gp(a, b, method="generated"), reference, rtol=0, atol=1e-10)
+            fns["generated_s"] = _Threads(lambda: alg.gp(a, b, method="generated"), 1)
 
         layout, _ = clifford.Cl(n)
         grades = list(range(n + 1))
-        best_cf = None
+        outs = {}
         for name, mult in (
             ("gmt_func", layout.gmt_func),
             ("dense", layout.gmt_func_generator(grades_a=grades, grades_b=grades)),
         ):
             run = clifford_batched(mult)
-            out = np.empty_like(a)
-            run(a[:2], b[:2], out[:2])
+            out = outs[name] = np.empty_like(a)
             run(a, b, out)
             assert np.allclose(out, reference, rtol=0, atol=1e-10), "clifford disagrees with galinear"
-            t = best_time(lambda: run(a, b, out), args.repeats)
-            row[f"clifford_{name}_s"] = t
-            if best_cf is None or t < best_cf[1]:
-                best_cf = (name, t)
-        row["clifford_s"], row["clifford_route"] = best_cf[1], best_cf[0]
+            fns[f"clifford_{name}_s"] = (lambda run=run, out=out: run(a, b, out))
 
+        einsum_scale = {}
         if n <= 6:
             C = dense_cayley(n)
             m = min(pairs, EINSUM_PAIRS if n <= 4 else EINSUM_PAIRS // 5)
             row["einsum_pairs"] = m
             for optimize in (True, False):
                 assert np.allclose(einsum_product(a[:64], b[:64], C, optimize), reference[:64], atol=1e-10)
-                t = best_time(lambda: einsum_product(a[:m], b[:m], C, optimize), args.repeats) * pairs / m
-                row[f"einsum_optimize_{optimize}_s"] = t
-                if t < row.get("einsum_s", float("inf")):
-                    row["einsum_s"], row["einsum_route"] = t, f"optimize={optimize}"
+                key = f"einsum_optimize_{optimize}_s"
+                fns[key] = (lambda optimize=optimize, m=m: einsum_product(a[:m], b[:m], C, optimize))
+                einsum_scale[key] = pairs / m
+        best = interleaved_best(fns, args.repeats)
+        for key, t in best.items():
+            row[key] = t * einsum_scale.get(key, 1.0)
+        cf = min(("gmt_func", "dense"), key=lambda name: row[f"clifford_{name}_s"])
+        row["clifford_s"], row["clifford_route"] = row[f"clifford_{cf}_s"], cf
+        if n <= 6:
+            opt = min((True, False), key=lambda o: row[f"einsum_optimize_{o}_s"])
+            row["einsum_s"], row["einsum_route"] = row[f"einsum_optimize_{opt}_s"], f"optimize={opt}"
         rows.append(row)
         print(format_row(row), flush=True)
 
@@ -170,15 +186,15 @@ def ns_per_pair(row, key):
 
 def format_row(row):
     parts = [f"n={row['n']:2d} pairs={row['pairs']:7d}"]
-    for key in ("galinear_s", "galinear_1thread_s", "generated_s", "clifford_s", "einsum_s"):
+    for key in ("galinear_auto_s", "galinear_1thread_s", "galinear_s", "generated_s", "clifford_s", "einsum_s"):
         if key in row:
             parts.append(f"{key[:-2]}={ns_per_pair(row, key):10.1f} ns/pair")
-    g = row["galinear_1thread_s"]
+    g = row["galinear_auto_s"]
     parts.append(f"galinear/clifford={g / row['clifford_s']:.3f}")
     if "einsum_s" in row:
         parts.append(f"galinear/einsum={g / row['einsum_s']:.3f}")
     if "generated_s" in row:
-        parts.append(f"generated/table={row['generated_s'] / g:.3f}")
+        parts.append(f"generated/table={row['generated_s'] / row['galinear_1thread_s']:.3f}")
     return "  ".join(parts)
 
 
@@ -194,20 +210,21 @@ def markdown(meta, rows):
         f"numba {meta['numba']} ({meta['numba_threads']} threads by default), clifford {meta['clifford']}.",
         "Times are ns per pair, best of the repeats, float64, random dense multivectors; einsum runs on",
         f"at most {EINSUM_PAIRS:,} of the pairs ({EINSUM_PAIRS // 5:,} for n >= 5), optimize=True or False,",
-        "whichever is faster (time per pair reported); ratios use",
-        "galinear on 1 thread (clifford's loop is single-threaded; einsum's BLAS may use several).",
+        "whichever is faster (time per pair reported). All contenders of one n are timed round-robin.",
+        "Ratios use galinear `gp` with `method=\"auto\"` on 1 thread (clifford's loop is single-threaded;",
+        "einsum's BLAS may use several); \"table 2 thr\" is the table kernel with numba's default threads.",
         "",
-        "| n | pairs | galinear table | galinear 1 thread | generated (1 thread) | clifford (route) | einsum | galinear/clifford | galinear/einsum | generated/table |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| n | pairs | galinear auto | table | table 2 thr | generated | clifford (route) | einsum | auto/clifford | auto/einsum | generated/table |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        g = row["galinear_1thread_s"]
+        g = row["galinear_auto_s"]
         ratio_c = f"{g / row['clifford_s']:.3f}"
         ratio_e = f"{g / row['einsum_s']:.3f}" if "einsum_s" in row else "-"
-        ratio_g = f"{row['generated_s'] / g:.3f}" if "generated_s" in row else "-"
+        ratio_g = f"{row['generated_s'] / row['galinear_1thread_s']:.3f}" if "generated_s" in row else "-"
         lines.append(
-            f"| {row['n']} | {row['pairs']:,} | {cell(row, 'galinear_s')} | {cell(row, 'galinear_1thread_s')} | "
-            f"{cell(row, 'generated_s')} | {cell(row, 'clifford_s')} ({row['clifford_route']}) | "
+            f"| {row['n']} | {row['pairs']:,} | {cell(row, 'galinear_auto_s')} | {cell(row, 'galinear_1thread_s')} | "
+            f"{cell(row, 'galinear_s')} | {cell(row, 'generated_s')} | {cell(row, 'clifford_s')} ({row['clifford_route']}) | "
             f"{cell(row, 'einsum_s')}{' (' + row['einsum_route'] + ')' if 'einsum_route' in row else ''} | {ratio_c} | {ratio_e} | {ratio_g} |"
         )
     return "\n".join(lines) + "\n"

@@ -540,7 +540,7 @@ class Algebra:
 
 #: "auto" uses a generated kernel (when one exists) for n up to this value; set from
 #: benchmarks/results/bench_products.md.
-AUTO_GENERATED_MAX_N = 3
+AUTO_GENERATED_MAX_N = 6
 
 
 def _threads() -> int:
