@@ -101,6 +101,14 @@ class Decomposition:
     def k(self) -> int:
         return self.n // 2
 
+    def factors(self) -> tuple[np.ndarray, np.ndarray]:
+        r"""Vector pairs (V, W), each (..., k, n), with :math:`b_j = v_j \wedge w_j`.
+
+        :math:`v_j = \theta_j u_j`, :math:`w_j = w_j`: the rotor-factor format handed to the
+        sandwich maps (contract C3 of the project).
+        """
+        return self.angles[..., None] * self.planes[..., 0, :], self.planes[..., 1, :].copy()
+
     def parts(self) -> np.ndarray:
         """The parts as full multivectors, shape (..., k, 2**n)."""
         dim = 2**self.n

@@ -253,6 +253,19 @@ def test_edge_cases(method, rng):
         np.testing.assert_allclose(alg.rotation_matrix(alg.exp(B)), _expm2(6, b), atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["exact", "power"])
+def test_factors_reproduce_parts(method, rng):
+    """(V, W) with b_j = v_j ^ w_j, the format of the rotor sandwich maps."""
+    for n in (3, 4, 7):
+        alg = Algebra(n)
+        b = rng.standard_normal((5, alg.num_bivectors))
+        b[0] = 0
+        dec = alg.decompose(alg.bivector(b), method=method)
+        V, W = dec.factors()
+        assert V.shape == W.shape == (5, n // 2, n)
+        np.testing.assert_allclose(rotors.wedge(n, V, W), dec.bivectors, atol=1e-12)
+
+
 @pytest.mark.parametrize("scale", [1e-150, 1e-8, 1e3, 1e8])
 def test_tiny_and_huge_norms(scale, rng):
     alg = Algebra(5)
