@@ -66,9 +66,11 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--backends", nargs="+", default=None,
+                        help="sandwich backends to time (default: every one registered for CPU float32)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = compare_backends(args.hidden, args.depth, args.batch_size, args.steps)
+    rows = compare_backends(args.hidden, args.depth, args.batch_size, args.steps, args.backends)
     print(f"one training step, batch {args.batch_size}, MLP {args.hidden} x {args.depth}, "
           f"torch threads {args.threads}: median CPU seconds of {args.steps} steps")
     print("| model | backend | parameters | CPU s / step | ratio to dense MLP |")

@@ -162,3 +162,13 @@ def test_rotor_init_std_sets_bivector_spread():
     layer = model.body[0]
     values = torch.cat([layer.left_bivectors.flatten(), layer.right_bivectors.flatten()])
     assert 1.6 < values.std().item() < 2.4  # 3 x 2 x 28 = 168 draws of N(0, 4)
+
+
+def test_timing_rows_side_by_side():
+    from galinear.train.timing import compare_backends
+
+    rows = compare_backends(hidden=8, depth=1, batch_size=4, steps=1, backends=["dense", "factored"])
+    assert [(r["model"], r["backend"]) for r in rows] == [("dense", "-"), ("rotor", "dense"), ("rotor", "factored")]
+    assert rows[0]["ratio_to_dense"] == 1.0
+    assert rows[1]["parameters"] == rows[2]["parameters"]  # the backend changes speed, not the model
+    assert all(r["cpu_seconds"] >= 0 for r in rows)
