@@ -15,7 +15,24 @@ from galinear.symbolic.multivector import (
     vector,
 )
 
+from galinear.symbolic.closed_forms import (
+    exp_simple,
+    invariant_decomposition,
+    normalize_rotor,
+    rotor_from_bivector,
+    rotor_gadget_parameter_count,
+    rotor_network_parameter_count,
+    sandwich,
+)
+
 __all__ = [
+    "exp_simple",
+    "invariant_decomposition",
+    "normalize_rotor",
+    "rotor_from_bivector",
+    "rotor_gadget_parameter_count",
+    "rotor_network_parameter_count",
+    "sandwich",
     "MultiVector",
     "basis",
     "bivector",

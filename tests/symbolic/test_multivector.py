@@ -124,3 +124,16 @@ def test_bad_input():
     with pytest.raises(ValueError, match="no blade named"):
         blade(2, "e3")
     assert scalar(2, 3) * vector(2, [1, 1]) == vector(2, [3, 3])
+
+
+def test_symbolic_layer_never_imports_numba_or_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, galinear.symbolic, galinear.symbolic.codegen, galinear.symbolic.spec, "
+        "galinear.symbolic.closed_forms, galinear.symbolic.proving; "
+        "print(sorted(m for m in ('numba', 'torch', 'galinear.core') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
