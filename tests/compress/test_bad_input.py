@@ -95,3 +95,29 @@ def test_other_families(tmp_path, build):
     dense = [e for e in entries.values() if e["method"] == "dense"][0]
     assert np.isfinite(original) and abs(dense["log_ppl"] - original) < 0.05
     assert abs(log_perplexity(model, study.windows["a"])["log_ppl"] - original) < 1e-9  # model restored
+
+
+def test_command_line_reports_bad_input_before_loading(capsys):
+    from galinear.cli import main
+
+    assert main(["compress", "--texts", "c4", "--no-progress"]) == 2
+    assert "unknown text corpus 'c4'" in capsys.readouterr().out
+    assert main(["compress", "--layers", "3;2,1", "--no-progress"]) == 2
+    assert "strictly increasing" in capsys.readouterr().out
+    assert main(["compress", "--methods", "rotor,svd", "--no-progress"]) == 2
+    assert "unknown method 'svd'" in capsys.readouterr().out
+
+
+def test_command_line_parses_presets():
+    import argparse
+
+    from galinear.commands import compress
+
+    parser = argparse.ArgumentParser()
+    compress.add_arguments(parser)
+    full = compress.config_from_args(parser.parse_args(["--preset", "full"]))
+    assert full.layer_sets == ((8,), (16,), (24,), (16, 17), (16, 17, 18))
+    assert full.datasets == ("wikipedia", "shakespeare", "kjv") and full.seeds == (0, 1, 2)
+    assert full.seeds_for((16, 17)) == (0,) and full.seeds_for((8,)) == (0, 1, 2)
+    demo = compress.config_from_args(parser.parse_args(["--layers", "15", "--methods", "rotor,bh1"]))
+    assert demo.layer_sets == ((15,),) and demo.methods == ("rotor", "bh1") and demo.datasets == ("wikipedia",)
