@@ -139,23 +139,26 @@ def _power_plane(matrix, v, tol, max_iter, unroll):
 
     Takes at least one step; a row stops once |v_new + v| < tol (A^2 is negative semi-definite,
     so a converged vector flips sign at every step) or when A^2 v vanishes (then v is kept).
-    Returns the final v and the number of steps taken.
+    A stopped row is frozen, so checking "all rows stopped?" (a device sync) only after steps
+    1, 2, 4, 8, 12, ... changes nothing but the number of syncs.
+    Returns the final v and the most steps any row took.
     """
     tiny = torch.finfo(matrix.dtype).eps ** 2
+    square = matrix @ matrix
     active = torch.ones(v.shape[:-1], dtype=torch.bool, device=v.device)
-    steps = 0
-    for _ in range(max_iter):
-        image = (matrix @ (matrix @ v.unsqueeze(-1))).squeeze(-1)
+    row_steps = torch.zeros(v.shape[:-1], dtype=torch.int32, device=v.device)
+    for step in range(1, max_iter + 1):
+        image = (square @ v.unsqueeze(-1)).squeeze(-1)
         norm = torch.linalg.vector_norm(image, dim=-1, keepdim=True)
         moved = norm > tiny
         v_new = torch.where(moved, image / norm.clamp_min(tiny), v)
         done = (torch.linalg.vector_norm(v_new + v, dim=-1) < tol) | ~moved.squeeze(-1)
         v = torch.where(active.unsqueeze(-1), v_new, v)
+        row_steps = row_steps + active
         active = active & ~done
-        steps += 1
-        if not unroll and not bool(active.any()):
+        if not unroll and (step <= 2 or step % 4 == 0) and not bool(active.any()):
             break
-    return v, steps
+    return v, (max_iter if unroll else int(row_steps.max()) if row_steps.numel() else 1)
 
 
 def _power_factors(matrix, start, tol, max_iter, unroll):
@@ -436,21 +439,45 @@ class _SignedPermutationSum(torch.autograd.Function):
             grad_x = _permutation_sum(grad, v, gather, adjoint_sign)
         if ctx.needs_input_grad[1]:
             n = sign.shape[0]
+            reuse = not (_functorch_wrapped(x) or _functorch_wrapped(grad))
+            buffer = torch.empty_like(x) if reuse else None
             columns = []
             for i in range(n):
-                moved = x.index_select(0, gather[i]) * grad  # (d, P, B)
+                if reuse:
+                    torch.index_select(x, 0, gather[i], out=buffer)
+                    moved = buffer.mul_(grad)
+                else:
+                    moved = x.index_select(0, gather[i]) * grad
                 columns.append((moved.sum(-1) * sign[i].unsqueeze(-1)).sum(0))  # (P,)
             grad_v = torch.stack(columns, dim=-1)
         return grad_x, grad_v, None, None, None
 
 
+def _functorch_wrapped(tensor) -> bool:
+    try:
+        return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
+    except AttributeError:  # pragma: no cover - torch without functorch internals
+        return True
+
+
 def _permutation_sum(x, v, gather, sign):
-    """sum_i (v[:, i] * sign[i]) * x[gather[i]] in the (d, P, B) layout."""
+    """sum_i (v[:, i] * sign[i]) * x[gather[i]] in the (d, P, B) layout.
+
+    Fresh multi-megabyte tensors cost page faults on every first touch, so the gathered rows go
+    through one reused buffer and the sum accumulates in place (outside functorch transforms,
+    which need the out-of-place form).
+    """
     n = sign.shape[0]
     coefficient = v.t().unsqueeze(1) * sign.unsqueeze(-1)  # (n, d, P)
     out = x.index_select(0, gather[0]) * coefficient[0].unsqueeze(-1)
+    if _functorch_wrapped(x) or _functorch_wrapped(v):
+        for i in range(1, n):
+            out = out + x.index_select(0, gather[i]) * coefficient[i].unsqueeze(-1)
+        return out
+    buffer = torch.empty_like(x) if n > 1 else None
     for i in range(1, n):
-        out.addcmul_(x.index_select(0, gather[i]), coefficient[i].unsqueeze(-1))
+        torch.index_select(x, 0, gather[i], out=buffer)
+        out.addcmul_(buffer, coefficient[i].unsqueeze(-1))
     return out
 
 
@@ -471,8 +498,7 @@ def _to_coefficient_first(x, v):
         v = v.unsqueeze(0)
         x = x.unsqueeze(-2)
     lead = x.shape[:-2]
-    xt = x.reshape(-1, P, d).permute(2, 1, 0).contiguous()
-    return xt, v, lead, d
+    return _SwapOuterAxes.apply(x.reshape(-1, P, d)), v, lead, d
 
 
 def _check_vector_product(x, v):
@@ -490,7 +516,7 @@ def _vector_product(x, v, left):
     single = v.dim() == 1
     xt, v2, lead, d = _to_coefficient_first(x, v)
     yt = _vector_product_t(xt, v2, left)
-    y = yt.permute(2, 1, 0).reshape(*lead, v2.shape[0], d)
+    y = _SwapOuterAxes.apply(yt).reshape(*lead, v2.shape[0], d)
     return y.squeeze(-2) if single else y
 
 
@@ -556,6 +582,28 @@ def sandwich_matrix(left, right=None) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 # Backends and their registry (contract C3).
 
+class _SwapOuterAxes(torch.autograd.Function):
+    """(a, P, b) -> (b, P, a), contiguous, with a contiguous gradient too.
+
+    A plain permute would hand the backward pass a permuted gradient, and elementwise ops keep
+    their inputs' strides, so the whole backward of the factored map would run on strided data.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(t):
+        return t.permute(2, 1, 0).contiguous()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.permute(2, 1, 0).contiguous()
+
+
 def _dense_backend(x, VL, WL, VR, WR):
     right = None if VR is None else (VR, WR)
     matrix = sandwich_matrix((VL, WL), right)  # (P, d, d)
@@ -566,7 +614,7 @@ def _factored_backend(x, VL, WL, VR, WR):
     if VL.shape[-2] == 0:
         return x
     lead, (P, d) = x.shape[:-2], x.shape[-2:]
-    xt = x.reshape(-1, P, d).permute(2, 1, 0).contiguous()  # (d, P, B): rows gathered whole
+    xt = _SwapOuterAxes.apply(x.reshape(-1, P, d))  # (d, P, B): rows gathered whole
     cos_l, sinc_l = simple_rotor_coefficients(VL, WL)
     yt = _apply_left_rotors(xt, VL, WL, cos_l, sinc_l)
     if VR is None:
@@ -574,7 +622,7 @@ def _factored_backend(x, VL, WL, VR, WR):
     else:
         cos_r, sinc_r = simple_rotor_coefficients(VR, WR)
     yt = _apply_right_reversed_rotors(yt, VR, WR, cos_r, sinc_r)
-    return yt.permute(2, 1, 0).reshape(*lead, P, d)
+    return _SwapOuterAxes.apply(yt).reshape(*lead, P, d)
 
 
 @dataclass
