@@ -394,14 +394,17 @@ class Study:
                 self._save_results()
 
     def plan(self) -> list:
-        """The (method, seed, layer set) runs in execution order: first seed of every set first."""
-        runs, later = [], []
-        for layer_set in self.config.layer_sets:
-            seeds = self.config.seeds_for(layer_set)
-            for k, seed in enumerate(seeds):
-                for name in self.config.methods:
-                    (runs if k == 0 else later).append((name, seed, tuple(layer_set)))
-        return runs + later
+        """The (method, seed, layer set) runs in execution order.
+
+        First every seed of the first layer set (its seed spread is known early), then the first
+        seed of every other set, then their remaining seeds: a partial run covers all sets.
+        """
+        sets = [tuple(s) for s in self.config.layer_sets]
+        head = [(name, seed, sets[0]) for seed in self.config.seeds_for(sets[0]) for name in self.config.methods]
+        first = [(name, self.config.seeds_for(s)[0], s) for s in sets[1:] for name in self.config.methods]
+        rest = [(name, seed, s) for s in sets[1:] for seed in self.config.seeds_for(s)[1:]
+                for name in self.config.methods]
+        return head + first + rest
 
     def run(self, report: bool = True) -> dict:
         """Evaluate the original model, then every planned run; write the report after each run."""

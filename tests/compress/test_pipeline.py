@@ -140,3 +140,9 @@ def test_resume_after_interruption_reproduces_result(tmp_path, monkeypatch, tiny
     counted["n"] = 0
     Study(tiny_config(tmp_path / "resumed", datasets=("a",)), tiny, texts=TEXTS).run()
     assert counted["n"] == 0
+
+
+def test_plan_runs_every_seed_of_the_first_set_then_covers_all_sets(tmp_path, tiny):
+    config = tiny_config(tmp_path, layer_sets=((1,), (2,), (0, 2)), methods=("lr1",), seeds=(0, 1), multi_seeds=(0,))
+    plan = Study(config, tiny, texts=TEXTS).plan()
+    assert plan == [("lr1", 0, (1,)), ("lr1", 1, (1,)), ("lr1", 0, (2,)), ("lr1", 0, (0, 2)), ("lr1", 1, (2,))]
