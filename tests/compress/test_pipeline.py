@@ -146,3 +146,25 @@ def test_plan_runs_every_seed_of_the_first_set_then_covers_all_sets(tmp_path, ti
     config = tiny_config(tmp_path, layer_sets=((1,), (2,), (0, 2)), methods=("lr1",), seeds=(0, 1), multi_seeds=(0,))
     plan = Study(config, tiny, texts=TEXTS).plan()
     assert plan == [("lr1", 0, (1,)), ("lr1", 1, (1,)), ("lr1", 0, (2,)), ("lr1", 0, (0, 2)), ("lr1", 1, (2,))]
+
+
+def test_o_proj_refit(tmp_path, tiny):
+    """With --refit-o-proj each replaced layer gets a dense o_proj fitted to the original outputs."""
+    config = tiny_config(tmp_path, methods=("lr1",), layer_sets=((0, 2),), datasets=("a",), refit_o_proj=True,
+                         o_epochs=3.0)
+    study = Study(config, tiny, texts=TEXTS)
+    entries = study.run()["entries"]
+    fitted = study.fit_layer_set(study.config.method_spec("lr1"), 0, (0, 2))
+    for layer in (0, 2):
+        o_proj = fitted["replacements"][(layer, "o_proj")]
+        original = models.projection(study.model, layer, "o_proj")
+        assert isinstance(o_proj, torch.nn.Linear) and o_proj is not original
+        assert not torch.equal(o_proj.weight, original.weight)  # it moved from its warm start
+        assert fitted["stats"][(layer, "o_proj")]["steps"] == 3
+    entry = [e for e in entries.values() if e["method"] == "lr1"][0]
+    assert np.isfinite(entry["log_ppl"])
+    saved = os.listdir(tmp_path / "models")
+    fresh = tiny_llama()
+    installed = load_compressed(fresh, str(tmp_path / "models" / saved[0]))
+    assert (2, "o_proj") in installed
+    assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == pytest.approx(entry["log_ppl"], abs=1e-6)
