@@ -18,8 +18,6 @@ __all__ = [
 ]
 
 _RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
-_BINARY = ("gp", "op", "lc", "rc", "scalar_product")
-_UNARY = ("reverse", "involute", "conjugate", "norm", "inverse", "exp")
 
 
 def default_rtol(dtype) -> float:

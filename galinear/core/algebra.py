@@ -136,9 +136,6 @@ class Algebra:
             _check_finite(arr, name)
         return arr
 
-    def _sign(self, table: np.ndarray, dtype) -> np.ndarray:
-        return table.astype(dtype, copy=False)
-
     # ------------------------------------------------------------------ products
     def _binary(self, kind: str, a, b, method: str) -> np.ndarray:
         if method not in _METHODS:

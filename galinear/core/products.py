@@ -195,7 +195,6 @@ def bitmask_product(a, b, out, metric, kind):  # pragma: no cover - compiled
     entry is finite.
     """
     rows, dim = a.shape
-    n = metric.shape[0]
     finite = np.ones(rows, dtype=np.bool_)
     for r in prange(rows):
         probe = a.dtype.type(0.0)
