@@ -90,22 +90,38 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_accuracy(groups: dict[str, dict[int, dict]], path, title: str = "") -> None:
-    """Test accuracy vs epoch: the mean over seeds as a line, min..max over seeds as a band."""
+def plot_accuracy(groups: dict[str, dict[int, dict]], path, title: str = "", references=None) -> None:
+    """Test accuracy vs epoch: the mean over seeds as a line, min..max over seeds as a band.
+
+    ``references``: optional {label: accuracy in %} drawn as dashed horizontal lines (e.g. the
+    published numbers). Models whose final mean accuracy is under 50 % are listed in the legend
+    with that number but left off the axis, so that the others stay readable.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    lowest = []
     for name, runs in groups.items():
         length = min(len(h["epochs"]) for h in runs.values())
         epochs = list(range(1, length + 1))
         per_epoch = [[100 * h["epochs"][i]["test_accuracy"] for h in runs.values()] for i in range(length)]
         mean = [statistics.fmean(v) for v in per_epoch]
-        line, = axis.plot(epochs, mean, marker="o", markersize=3, label=f"{name} ({len(runs)} seeds)")
+        label = f"{name} ({len(runs)} seeds)"
+        if mean[-1] < 50:
+            axis.plot([], [], " ", label=f"{label}: {mean[-1]:.1f}% (off scale)")
+            continue
+        lowest.append(min(min(v) for v in per_epoch))
+        line, = axis.plot(epochs, mean, marker="o", markersize=3, label=label)
         axis.fill_between(epochs, [min(v) for v in per_epoch], [max(v) for v in per_epoch],
                           color=line.get_color(), alpha=0.2)
+    for label, value in (references or {}).items():
+        axis.axhline(value, linestyle="--", linewidth=1, color="grey")
+        axis.annotate(label, (1, value), textcoords="offset points", xytext=(2, 2), fontsize=7, color="grey")
+    if lowest:
+        axis.set_ylim(bottom=max(0.0, min(lowest) - 1.0))
     axis.set_xlabel("epoch")
     axis.set_ylabel("test accuracy (%)")
     axis.grid(alpha=0.3)
@@ -117,7 +133,7 @@ def plot_accuracy(groups: dict[str, dict[int, dict]], path, title: str = "") -> 
     plt.close(figure)
 
 
-def write_report(root, title: str = "") -> list[dict]:
+def write_report(root, title: str = "", references=None) -> list[dict]:
     """Write ``summary.json``, ``results.md`` and (with matplotlib) ``accuracy.png`` into ``root``."""
     root = Path(root)
     groups = collect_runs(root)
@@ -126,7 +142,7 @@ def write_report(root, title: str = "") -> list[dict]:
     (root / "results.md").write_text(markdown_table(rows))
     if rows:
         try:
-            plot_accuracy(groups, root / "accuracy.png", title)
+            plot_accuracy(groups, root / "accuracy.png", title, references)
         except ImportError:
             pass
     return rows
