@@ -160,9 +160,10 @@ class Algebra:
         if a2.shape[0] == 0:
             return out.reshape(shape)
         if kernel is not None:
-            _check_finite(a2, "a")
-            _check_finite(b2, "b")
-            kernel(a2, b2, out)
+            # Generated kernels return False when an input holds NaN or infinity.
+            if not kernel(a2, b2, out):
+                _check_finite(a2, "a")
+                _check_finite(b2, "b")
             return out.reshape(shape)
         if self.n <= products.TABLE_MAX_N:
             ti, tj, tk, ts = products.product_triples(self.metric, kind, dtype)
