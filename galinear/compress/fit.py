@@ -75,6 +75,8 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     steps_per_epoch = math.ceil(n / batch_size)
     total = max(1, int(round(epochs * steps_per_epoch)))
     params = [p for p in module.parameters() if p.requires_grad]
+    if not params:  # nothing to fit (the zero baseline)
+        return {"steps": 0, "final_loss": float("nan"), "lr_last": 0.0}
     if optimizer == "adam":
         opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     elif optimizer == "adamw":

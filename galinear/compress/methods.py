@@ -10,18 +10,21 @@ lr1       ``galinear.nn.LowRankLinear(d_in, d_out, rank=1)``            0.05
 lr4       ``galinear.nn.LowRankLinear(d_in, d_out, rank=4)``            0.05
 bh1       ``galinear.nn.BlockHadamardLinear(d_in, d_out, blocks, 1)``   0.01
 dense     ``torch.nn.Linear(d_in, d_out, bias=False)`` (sanity)         0.01
+zero      :class:`ZeroProjection`: outputs 0, no parameters (sanity)    -
 ========  ============================================================  =========
 
 The dense method is a sanity baseline: a fresh full matrix fitted by the same loop should land
-close to the original model. The rotor, low-rank and block-Hadamard modules come from
+close to the original model. The zero method is the other end: q = k = v = 0 switches the
+layer's attention off (uniform weights over zero values), so a replacement that does no better
+than ``zero`` has learned nothing useful. The rotor, low-rank and block-Hadamard modules come from
 :mod:`galinear.nn`; this module only builds them.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-METHODS = ("rotor", "lr1", "lr4", "bh1", "dense")
-LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01}
+METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero")
+LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0}
 DEFAULT_ROTOR_HIDDEN = 512
 
 
@@ -65,6 +68,24 @@ class MethodSpec:
         return asdict(self)
 
 
+def _zero_projection_class():
+    import torch
+
+    class ZeroProjection(torch.nn.Module):
+        """y = 0 (or the bias, if any): the no-information baseline; no parameters without bias."""
+
+        def __init__(self, in_features, out_features, bias=False):
+            super().__init__()
+            self.in_features, self.out_features = in_features, out_features
+            self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
+
+        def forward(self, x):
+            y = x.new_zeros(x.shape[:-1] + (self.out_features,))
+            return y + self.bias if self.bias is not None else y
+
+    return ZeroProjection
+
+
 def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: int = 48) -> int:
     """Number of BH1 blocks: ``preferred`` if it divides both widths, else the largest such <= ``largest``.
 
@@ -99,7 +120,7 @@ def available_methods() -> list[str]:
     """Methods whose modules can be built in this installation."""
     out = []
     for name in METHODS:
-        if name == "dense":
+        if name in ("dense", "zero"):
             out.append(name)
             continue
         try:
@@ -120,6 +141,8 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
 
     if spec.name == "dense":
         return torch.nn.Linear(d_in, d_out, bias=bias)
+    if spec.name == "zero":
+        return _zero_projection_class()(d_in, d_out, bias=bias)
     cls = require_nn(spec.name)
     if spec.name == "rotor":
         return cls(d_in, d_out, hidden=spec.hidden, bias=bias)

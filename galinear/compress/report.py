@@ -53,23 +53,28 @@ def summarize(entries: dict, datasets) -> list:
 
 
 def _method_order(name: str) -> int:
-    order = ["dense", "lr1", "lr4", "bh1", "rotor"]
+    order = ["dense", "zero", "lr1", "lr4", "bh1", "rotor"]
     return order.index(name) if name in order else len(order)
 
 
 def markdown(rows: list, datasets) -> str:
-    """A markdown table: layers, method, params per layer (q+k+v) and % of dense, test MSE, ln PPL."""
-    head = ["layers", "method", "params/layer (q+k+v)", "% of dense", "test MSE q / k / v", "seeds"]
+    """A markdown table: layers, method, params per layer (q+k+v) and % of dense, test MSE, ln PPL.
+
+    The relative test MSE is MSE / mean square of the target: 1 means no better than predicting 0.
+    """
+    head = ["layers", "method", "params/layer (q+k+v)", "% of dense", "test MSE q / k / v",
+            "relative test MSE q / k / v", "seeds"]
     head += [f"ln PPL {DATASET_TITLES.get(d, d)}" for d in datasets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r["method"] == "original":
-            cells = ["-", "original", "-", "100", "-", "-"]
+            cells = ["-", "original", "-", "100", "-", "-", "-"]
         else:
             frac = 100.0 * r["params_per_layer"] / r["dense_params_per_layer"]
             mse = " / ".join(f"{r['test_mse'][p]:.3g}" for p in PROJECTIONS)
+            rel = " / ".join(f"{r['test_rel_mse'][p]:.2f}" for p in PROJECTIONS)
             cells = [",".join(map(str, r["layers"])), r["method"], f"{r['params_per_layer']:,}", f"{frac:.3g}",
-                     mse, ",".join(map(str, r["seeds"]))]
+                     mse, rel, ",".join(map(str, r["seeds"]))]
         for d in datasets:
             s = r["log_ppl"].get(d)
             if s is None:
@@ -91,7 +96,8 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    colors = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray"}
+    colors = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
+              "zero": "tab:brown"}
     markers = {1: "o", 2: "s", 3: "^"}
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)
     for ax, d in zip(axes[0], datasets):
@@ -104,7 +110,7 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
                 ax.axhline(s["mean"], color="black", linestyle="--", linewidth=1, label="original")
                 continue
             label = f"{r['method']} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
-            ax.errorbar(r["params_per_layer"], s["mean"], yerr=s["std"] if s["n"] > 1 else None,
+            ax.errorbar(max(r["params_per_layer"], 1), s["mean"], yerr=s["std"] if s["n"] > 1 else None,
                         color=colors.get(r["method"], "k"), marker=markers.get(len(r["layers"]), "D"),
                         linestyle="none", capsize=2, alpha=0.8, label=None if label in seen else label)
             seen.add(label)

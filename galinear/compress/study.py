@@ -158,7 +158,7 @@ class Study:
                 raise ValueError(f"layer set {list(s)} must be strictly increasing (layers are replaced in order)")
         for name in c.methods:
             spec = c.method_spec(name)
-            if name != "dense":
+            if name not in ("dense", "zero"):
                 methods.require_nn(name)
             del spec
         if not c.seeds:

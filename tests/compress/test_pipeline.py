@@ -51,13 +51,13 @@ def test_cosine_schedule_anneals_once():
 
 
 def test_end_to_end_study(tmp_path, tiny):
-    config = tiny_config(tmp_path / "run", methods=("dense", "lr1", "lr4", "bh1", "rotor"), hidden=16,
+    config = tiny_config(tmp_path / "run", methods=("dense", "zero", "lr1", "lr4", "bh1", "rotor"), hidden=16,
                          layer_sets=((0, 2),), epochs=4.0)
     study = Study(config, tiny, texts=TEXTS)
     results = study.run()
     entries = results["entries"]
-    # original + 5 methods x 1 layer set, on both texts
-    assert len(entries) == 2 + 5 * 2
+    # original + 6 methods x 1 layer set, on both texts
+    assert len(entries) == 2 + 6 * 2
     for e in entries.values():
         assert np.isfinite(e["log_ppl"]) and e["tokens"] > 0
     original = {d: entries[f"original|{d}"]["log_ppl"] for d in ("a", "b")}
@@ -69,16 +69,18 @@ def test_end_to_end_study(tmp_path, tiny):
         assert abs(e["log_ppl"] - original[e["dataset"]]) < 0.05
         assert e["params_per_layer"] == e["dense_params_per_layer"] == 32 * 32 + 2 * 32 * 16
     assert lr1[0]["params_per_layer"] == (32 + 32) + 2 * (32 + 16)
+    zero = [e for e in entries.values() if e["method"] == "zero"]
+    assert zero[0]["params_per_layer"] == 0 and zero[0]["test_rel_mse"]["q_proj"] == pytest.approx(1.0)
     # reports
     for name in ("results.json", "summary.json", "results.md", "logppl_vs_params.png"):
         assert os.path.exists(tmp_path / "run" / name), name
     table = (tmp_path / "run" / "results.md").read_text()
     assert "Wikitext-2" in table and "| 0,2 | rotor |" in table
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert {r["method"] for r in summary["rows"]} == {"original", "dense", "lr1", "lr4", "bh1", "rotor"}
+    assert {r["method"] for r in summary["rows"]} == {"original", "dense", "zero", "lr1", "lr4", "bh1", "rotor"}
     # captures are keyed by the network they came from: the pair's layer 2 has one capture per method
     captures = os.listdir(os.path.join(study.work, "captures"))
-    for tag in ("dense", "lr1", "lr4", "bh1", "rotor"):
+    for tag in ("dense", "zero", "lr1", "lr4", "bh1", "rotor"):
         assert sum(c.startswith(tag) and c.endswith("attn_in-L2.pt") for c in captures) == 1, (tag, captures)
     # a saved compressed model reloads into a fresh copy with the same perplexity
     saved = tmp_path / "run" / "models"
