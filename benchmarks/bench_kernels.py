@@ -305,6 +305,13 @@ def write_markdown(results, path):
     path.write_text("\n".join(lines) + "\n")
 
 
+def _command_line(argv) -> str:
+    args = list(argv if argv is not None else sys.argv[1:])
+    if not args:
+        return "make bench-kernels  (= python benchmarks/bench_kernels.py)"
+    return "python benchmarks/bench_kernels.py " + " ".join(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -333,7 +340,7 @@ def main(argv=None) -> int:
         "threads": args.threads,
         "tokens": args.tokens,
         "repeats": args.repeats,
-        "command": "python benchmarks/bench_kernels.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": _command_line(argv),
         "torch": torch.__version__,
         "numba": numba.__version__,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
