@@ -54,7 +54,12 @@ def build(variant: str, args):
     return model, optimizer, x, target
 
 
+THREADS = None  # set by --threads; re-applied at every step because a numba OpenMP layer may change it
+
+
 def step(model, optimizer, x, target):
+    if THREADS:
+        torch.set_num_threads(THREADS)
     optimizer.zero_grad(set_to_none=True)
     loss = torch.nn.functional.mse_loss(model(x), target)
     loss.backward()
@@ -108,6 +113,36 @@ def variants_for(args) -> list[str]:
     return names + ["linear"]
 
 
+def render(runs: dict) -> str:
+    lines = ["# One training step: RotorNetwork (dense / factored / other backends) vs nn.Linear", ""]
+    for key, run in runs.items():
+        meta, rows = run["meta"], run["rows"]
+        lines += [
+            f"## {key}",
+            "",
+            f"{meta['shape']}, batch {meta['batch']}, Adam, {meta['rounds']} interleaved rounds, device {meta['device']}, "
+            f"torch {meta['torch']}, {meta['threads']} threads on {meta['cpu_count']} CPUs, load average at the end "
+            f"{meta['load_average_at_end'][0]:.1f}, {meta['date']}. Command: `{meta['command']}`",
+            "",
+            "| variant | parameters | median step (s) | x nn.Linear | x dense rotor | peak memory (MiB) | x nn.Linear |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in rows:
+            mem_ratio = "-" if row["memory_vs_linear"] is None else f"{row['memory_vs_linear']:.2f}"
+            lines.append(
+                f"| {row['variant']} | {row['parameters']:,} | {row['median_step_s']:.3f} | {row['time_vs_linear']:.2f} | "
+                f"{row['time_vs_dense']:.2f} | {row['peak_memory_mib']:.1f} | {mem_ratio} |"
+            )
+        lines.append("")
+    lines += [
+        "A step = zero_grad, forward (rotor warm-start refresh included), MSE, backward, Adam step.",
+        "Peak memory on CPU: peak resident set during one step (after a warm-up step) above the resident set "
+        "before it (Linux VmHWM, reset through /proc/self/clear_refs), each variant in a fresh process with "
+        "MALLOC_MMAP_THRESHOLD_=65536 so that freed tensors leave the resident set; on CUDA max_memory_allocated.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=256)
@@ -116,9 +151,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--memory-of", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    global THREADS
+    if args.threads:
+        THREADS = args.threads
+        torch.set_num_threads(args.threads)
     if args.memory_of:
         print(json.dumps({"peak_bytes": peak_memory(args.memory_of, args)}))
         return 0
@@ -146,7 +186,8 @@ def main(argv=None) -> int:
             memory[name] = peak_memory(name, args)
         else:
             command = [sys.executable, __file__, "--memory-of", name, "--batch", str(args.batch), "--width",
-                       str(args.width), "--hidden", str(args.hidden), "--out", str(args.out), "--device", args.device]
+                       str(args.width), "--hidden", str(args.hidden), "--out", str(args.out), "--device", args.device,
+                       "--threads", str(torch.get_num_threads())]
             # every allocation over 64 KiB gets its own mapping and is returned on free, so the
             # resident set follows the live tensors instead of the allocator's retained heap
             env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
@@ -181,39 +222,24 @@ def main(argv=None) -> int:
         "machine": platform.platform(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    lines = [
-        "# One training step: RotorNetwork (dense / factored) vs nn.Linear",
-        "",
-        f"{meta['shape']}, batch {args.batch}, Adam, {args.rounds} interleaved rounds, device {device}, "
-        f"torch {torch.__version__}, {meta['threads']} threads on {meta['cpu_count']} CPUs, "
-        f"load average at the end {meta['load_average_at_end'][0]:.1f}. Command: `{meta['command']}`",
-        "",
-        "| variant | parameters | median step (s) | x nn.Linear | x dense rotor | peak memory (MiB) | x nn.Linear |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        mem_ratio = "-" if row["memory_vs_linear"] is None else f"{row['memory_vs_linear']:.2f}"
-        lines.append(
-            f"| {row['variant']} | {row['parameters']:,} | {row['median_step_s']:.3f} | {row['time_vs_linear']:.2f} | "
-            f"{row['time_vs_dense']:.2f} | {row['peak_memory_mib']:.1f} | {mem_ratio} |"
-        )
-    lines += [
-        "",
-        "A step = zero_grad, forward (rotor warm-start refresh included), MSE, backward, Adam step.",
-        "Peak memory: " + ("CUDA max_memory_allocated above the resting allocation." if device.type == "cuda" else
-                           "peak resident set during one step (after a warm-up step) above the resident set "
-                           "before it (Linux VmHWM, reset through /proc/self/clear_refs), each variant in a "
-                           "fresh process with MALLOC_MMAP_THRESHOLD_=65536 so that freed tensors leave the resident set."),
-    ]
-    text = "\n".join(lines) + "\n"
-    print(text)
+    run = {"meta": meta, "rows": rows}
+    key = f"{device.type}, {meta['threads']} threads, batch {args.batch}, {args.width}->{args.out} hidden {args.hidden}"
+    runs = {}
+    json_path = RESULTS / "bench_training_step.json"
+    if json_path.exists() and not args.no_write:
+        try:
+            runs = json.loads(json_path.read_text()).get("runs", {})
+        except (OSError, ValueError):
+            runs = {}
+    runs[key] = run  # runs with other settings (e.g. thread counts) are kept side by side
+    text = render(runs)
+    print(render({key: run}))
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "bench_training_step.md").write_text(text)
-        payload = {"meta": meta, "rows": rows}
-        temporary = RESULTS / "bench_training_step.json.tmp"
-        temporary.write_text(json.dumps(payload, indent=2) + "\n")
-        os.replace(temporary, RESULTS / "bench_training_step.json")
+        for name, content in (("bench_training_step.md", text), ("bench_training_step.json", json.dumps({"runs": runs}, indent=2) + "\n")):
+            temporary = RESULTS / (name + ".tmp")
+            temporary.write_text(content)
+            os.replace(temporary, RESULTS / name)
     return 0
 
 
