@@ -64,6 +64,9 @@ class NumbaSandwich(torch.autograd.Function):
         return out[0], out[1], out[2], out[3], out[4], None
 
 
+# numba kernels are opaque to dynamo: under torch.compile this function runs eagerly (a graph
+# break), so compiled modules work with the default "auto" backend.
+@torch.compiler.disable
 def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None):
     """Backend function ``fn(x, VL, WL, VR, WR) -> y`` of contract C3 (x (..., P, 2**n), CPU).
 

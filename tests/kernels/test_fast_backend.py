@@ -113,3 +113,17 @@ def test_second_derivative_is_refused():
     (gx,) = torch.autograd.grad(y.square().sum(), leaves[0], create_graph=True)
     with pytest.raises(RuntimeError):
         torch.autograd.grad(gx.sum(), leaves[1])
+
+
+def test_torch_compile_with_default_backend():
+    """torch.compile of a RotorLinear on the default backend ("auto" = numba on the CPU)."""
+    from galinear.nn import RotorLinear
+
+    torch.manual_seed(0)
+    layer = RotorLinear(16, 12, chunk_size=8).eval()
+    x = torch.randn(3, 16)
+    eager = layer(x)
+    compiled = torch.compile(layer, backend="aot_eager")
+    torch.testing.assert_close(compiled(x), eager, atol=1e-6, rtol=0)
+    compiled(x).pow(2).sum().backward()
+    assert layer.left_bivectors.grad is not None and torch.isfinite(layer.left_bivectors.grad).all()
