@@ -123,6 +123,9 @@ class RotorLinear(nn.Module):
         self.backend = backend
         self.tol, self.max_iter, self.decomposition, self.refresh = tol, max_iter, decomposition, refresh
         self.check_finite = True
+        # Memo of the last rotor factors computed without autograd and without a warm-start
+        # update (inference): a pure function of the state below, never part of the state_dict.
+        self._factor_cache = None
 
         P, m, k, n = self.pairs, self.bivector_size, self.planes, self.n
         self.left_bivectors = nn.Parameter(torch.empty(P, m, **factory))
@@ -186,12 +189,29 @@ class RotorLinear(nn.Module):
                 warm.copy_(result.warm_start.to(warm.dtype))
         return result.V, result.W
 
+    def _factor_state(self):
+        tensors = (self.left_bivectors, self.right_bivectors, self.left_warm_start, self.right_warm_start)
+        versions = tuple(
+            None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors
+        )
+        return versions + (self.tol, self.max_iter, self.decomposition, self.refresh)
+
     def rotor_factors(self, update_warm_start: bool = False):
-        """Factor pairs (left, right) of the P rotors (right is None for single rotors)."""
+        """Factor pairs (left, right) of the P rotors (right is None for single rotors).
+
+        At inference (no autograd, no warm-start update) the factors are computed once and reused
+        until a bivector, a warm start or a decomposition setting changes.
+        """
+        reuse = not update_warm_start and not torch.is_grad_enabled() and not F._compiling()
+        if reuse:
+            state = self._factor_state()
+            if self._factor_cache is not None and self._factor_cache[0] == state:
+                return self._factor_cache[1]
         left = self._decompose(self.left_bivectors, self.left_warm_start, update_warm_start)
         right = None
         if self.double_rotor:
             right = self._decompose(self.right_bivectors, self.right_warm_start, update_warm_start)
+        self._factor_cache = (state, (left, right)) if reuse else None
         return left, right
 
     def _check_parameters(self):

@@ -327,3 +327,24 @@ def test_non_finite_parameters_name_the_module():
         network(torch.randn(2, 8))
     with pytest.raises(ValueError, match="hidden_gadgets.1.2.left_bivectors"):
         check_finite(network)
+
+
+def test_inference_reuses_factors_until_the_state_changes(rng, monkeypatch):
+    seeded(rng)
+    layer = RotorLinear(16, 16, chunk_size=8).eval()
+    x = torch.randn(4, 16)
+    calls = []
+    original = F.invariant_decomposition
+    monkeypatch.setattr(F, "invariant_decomposition", lambda *a, **k: calls.append(1) or original(*a, **k))
+    with torch.no_grad():
+        first = layer(x)
+        assert len(calls) == 2  # left and right rotors
+        torch.testing.assert_close(layer(x), first, atol=0, rtol=0)
+        assert len(calls) == 2  # reused
+        layer.left_bivectors.add_(0.1)  # an in-place update, as an optimizer makes
+        changed = layer(x)
+    assert len(calls) == 4
+    assert not torch.allclose(changed, first)
+    fresh = layer(x)  # with autograd: recomputed, same values
+    assert len(calls) == 6
+    torch.testing.assert_close(fresh, changed, atol=0, rtol=0)
