@@ -109,11 +109,18 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
             if r["method"] == "original":
                 ax.axhline(s["mean"], color="black", linestyle="--", linewidth=1, label="original")
                 continue
+            if not r["params_per_layer"]:  # the zero baseline has no place on a log axis: a dotted line
+                ax.axhline(s["mean"], color=colors["zero"], linestyle=":", linewidth=1,
+                           label=None if "zero" in seen else "zero (L" + ",".join(map(str, r["layers"])) + ")")
+                seen.add("zero")
+                continue
             label = f"{r['method']} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
-            ax.errorbar(max(r["params_per_layer"], 1), s["mean"], yerr=s["std"] if s["n"] > 1 else None,
+            ax.errorbar(r["params_per_layer"], s["mean"], yerr=s["std"] if s["n"] > 1 else None,
                         color=colors.get(r["method"], "k"), marker=markers.get(len(r["layers"]), "D"),
                         linestyle="none", capsize=2, alpha=0.8, label=None if label in seen else label)
             seen.add(label)
+            ax.annotate("L" + ",".join(map(str, r["layers"])), (r["params_per_layer"], s["mean"]),
+                        textcoords="offset points", xytext=(4, 2), fontsize=6)
         ax.set_xscale("log")
         ax.set_xlabel("parameters per replaced layer (q+k+v)")
         ax.set_ylabel("ln PPL (held-out)")
