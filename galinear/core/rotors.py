@@ -105,7 +105,7 @@ class Decomposition:
         r"""Vector pairs (V, W), each (..., k, n), with :math:`b_j = v_j \wedge w_j`.
 
         :math:`v_j = \theta_j u_j`, :math:`w_j = w_j`: the rotor-factor format handed to the
-        sandwich maps (contract C3 of the project).
+        sandwich maps (the rotor-factor convention of docs/nn.md).
         """
         return self.angles[..., None] * self.planes[..., 0, :], self.planes[..., 1, :].copy()
 

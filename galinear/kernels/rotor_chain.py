@@ -1,6 +1,6 @@
 r"""Numba kernels for rotor sandwich maps :math:`y = R\,x\,\tilde S` applied factor by factor.
 
-A rotor is handed over as factors (V, W) of shape (P, k, n) (contract C3):
+A rotor is handed over as factors (V, W) of shape (P, k, n):
 :math:`b_j = v_j \wedge w_j`, :math:`\theta_j = |b_j|`,
 :math:`R_j = \cos\theta_j + \operatorname{sinc}\theta_j\, b_j`, :math:`R = R_0 R_1 \cdots R_{k-1}`.
 Since :math:`v \wedge w = v w - v \cdot w`, one factor is
@@ -471,7 +471,7 @@ def sandwich_forward(x, VL, WL, VR=None, WR=None, *, tile=None):
     ----------
     x : ndarray (B, P, 2**n), float32 or float64, shortlex coefficient order
     VL, WL : ndarray (P, k, n), k = n // 2
-        Factors of the left rotors R_p (contract C3).
+        Factors of the left rotors R_p (the rotor-factor convention of docs/nn.md).
     VR, WR : ndarray (P, k, n) or None
         Factors of the right rotors S_p; None means S = R (single-rotor map R x R~).
     tile : int or None

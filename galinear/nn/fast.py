@@ -1,7 +1,7 @@
 r"""Fast sandwich backends: the numba rotor-chain kernels wrapped as a torch autograd Function.
 
 Registers the backend ``"numba"`` (CPU, float32 and float64) in the registry of
-:mod:`galinear.nn.functional` (contract C3), with a priority above ``"factored"`` so that
+:mod:`galinear.nn.functional` (the rotor-factor convention of docs/nn.md), with a priority above ``"factored"`` so that
 ``backend="auto"`` picks it on the CPU.
 
 Forward applies the simple rotors factor by factor (:math:`O(n^2 2^n)` per token, see
@@ -68,7 +68,7 @@ class NumbaSandwich(torch.autograd.Function):
 # break), so compiled modules work with the default "auto" backend.
 @torch.compiler.disable
 def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None):
-    """Backend function ``fn(x, VL, WL, VR, WR) -> y`` of contract C3 (x (..., P, 2**n), CPU).
+    """Backend function ``fn(x, VL, WL, VR, WR) -> y`` for factor pairs as in docs/nn.md (x (..., P, 2**n), CPU).
 
     Raises ValueError for tensors off the CPU and TypeError for dtypes other than float32/64.
     """

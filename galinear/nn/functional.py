@@ -216,7 +216,7 @@ def invariant_decomposition(
     As in the paper the iteration runs twice: once without gradients to refresh the start
     vectors, then once with gradients from the refreshed vectors (usually a single step).
 
-    The last plane is also taken by a power step rather than as the remainder (contract C3
+    The last plane is also taken by a power step rather than as the remainder (the rotor-factor convention of docs/nn.md
     wants factor pairs). This changes nothing mathematically: every v is a power step of the
     current remainder R, hence lies in its range, so deflation keeps R's kernel and adds v to
     it; skew matrices have even rank, so each plane lowers the rank by 2 and the remainder after
@@ -580,7 +580,7 @@ def sandwich_matrix(left, right=None) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# Backends and their registry (contract C3).
+# Backends and their registry.
 
 class _SwapOuterAxes(torch.autograd.Function):
     """(a, P, b) -> (b, P, a), contiguous, with a contiguous gradient too.

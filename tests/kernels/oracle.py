@@ -1,6 +1,6 @@
 """Independent torch references for rotor sandwich maps, built from galinear.blades only.
 
-``dense_map_matrix``: the literal contract C3 (R_j = cos t + sin t / t (v ^ w) as a multivector,
+``dense_map_matrix``: the literal rotor-factor convention of docs/nn.md (R_j = cos t + sin t / t (v ^ w) as a multivector,
 R = R_0 ... R_{k-1}, y = R x S~) turned into the 2**n x 2**n matrix through the Cayley tables;
 for small n. ``permutation_sandwich``: the same map applied with signed permutations (products
 with basis vectors), for any n. Both are differentiable in x, V, W (float64 autograd).
