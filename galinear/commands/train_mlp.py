@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="dense",
                         help="rotor sandwich backend (default dense: for n <= 10 and batches of hundreds, building "
                              "the chunk matrices once per step costs less CPU than the factored kernels; see "
-                             "docs/fashion-mnist.md)")
+                             "docs/results.md)")
     parser.add_argument("--rotor-init-std", type=float, default=1.0,
                         help="std of the normal initialisation of rotor bivector coefficients (default 1.0: "
                              "rotations far from the identity)")
