@@ -102,33 +102,12 @@ def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: in
     return 1
 
 
-def require_nn(name: str):
-    """Import galinear.nn's module class for method ``name`` with a clear error if it is missing."""
-    class_name = {"rotor": "RotorNetwork", "lr1": "LowRankLinear", "lr4": "LowRankLinear",
-                  "bh1": "BlockHadamardLinear"}[name]
-    try:
-        import galinear.nn as gnn
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise ValueError(f"method {name!r} needs galinear.nn ({exc})") from exc
-    cls = getattr(gnn, class_name, None)
-    if cls is None:
-        raise ValueError(f"method {name!r} needs galinear.nn.{class_name}, which this installation lacks")
-    return cls
+def module_class(name: str):
+    """The galinear.nn class that implements method ``name`` (rotor, lr1, lr4 or bh1)."""
+    from galinear.nn import BlockHadamardLinear, LowRankLinear, RotorNetwork
 
-
-def available_methods() -> list[str]:
-    """Methods whose modules can be built in this installation."""
-    out = []
-    for name in METHODS:
-        if name in ("dense", "zero"):
-            out.append(name)
-            continue
-        try:
-            require_nn(name)
-            out.append(name)
-        except ValueError:
-            pass
-    return out
+    return {"rotor": RotorNetwork, "lr1": LowRankLinear, "lr4": LowRankLinear,
+            "bh1": BlockHadamardLinear}[name]
 
 
 def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
@@ -143,7 +122,7 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
         return torch.nn.Linear(d_in, d_out, bias=bias)
     if spec.name == "zero":
         return _zero_projection_class()(d_in, d_out, bias=bias)
-    cls = require_nn(spec.name)
+    cls = module_class(spec.name)
     if spec.name == "rotor":
         return cls(d_in, d_out, hidden=spec.hidden, bias=bias)
     if spec.name in ("lr1", "lr4"):
