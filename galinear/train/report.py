@@ -144,5 +144,5 @@ def write_report(root, title: str = "", references=None) -> list[dict]:
         try:
             plot_accuracy(groups, root / "accuracy.png", title, references)
         except ImportError:
-            pass
+            print("accuracy.png not written: matplotlib is missing (pip install 'galinear[plot]')")
     return rows
