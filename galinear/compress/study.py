@@ -80,6 +80,15 @@ class StudyConfig:
         return tuple(self.seeds)
 
 
+def _install(module, key, stats, replacements, info) -> None:
+    """Freeze a fitted replacement (eval mode, no gradients) and record it and its stats under key."""
+    module.eval()
+    for p in module.parameters():
+        p.requires_grad_(False)
+    replacements[key] = module
+    info[key] = stats
+
+
 def _set_name(layer_set) -> str:
     return "+".join(str(x) for x in layer_set)
 
@@ -293,11 +302,7 @@ class Study:
                     atomic_save(ckpt, path)
                 else:
                     module.load_state_dict(ckpt["state"])
-                module.eval()
-                for p in module.parameters():
-                    p.requires_grad_(False)
-                replacements[(layer, proj)] = module
-                info[(layer, proj)] = ckpt["stats"]
+                _install(module, (layer, proj), ckpt["stats"], replacements, info)
             if self.config.refit_o_proj:
                 self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
         return {"replacements": replacements, "stats": info}
@@ -327,11 +332,7 @@ class Study:
             atomic_save(ckpt, path)
         else:
             module.load_state_dict(ckpt["state"])
-        module.eval()
-        for p in module.parameters():
-            p.requires_grad_(False)
-        replacements[(layer, "o_proj")] = module
-        info[(layer, "o_proj")] = ckpt["stats"]
+        _install(module, (layer, "o_proj"), ckpt["stats"], replacements, info)
 
     # ------------------------------------------------------------------ evaluation
     def _start(self, dataset: str, layer: int):
