@@ -314,7 +314,9 @@ def check_simple(n: int, b: np.ndarray) -> None:
         + np.einsum("...il,...jk->...ijkl", A, A)
     )
     err = np.max(np.abs(t)) if t.size else 0.0
-    if err > 1e3 * np.finfo(b.dtype).eps:
+    # sqrt(eps): parts split off a larger bivector carry rounding of order eps |B| / |b|, while a
+    # bivector that is not simple has |b ^ b| / |b|^2 of order one.
+    if err > np.sqrt(np.finfo(b.dtype).eps):
         raise ValueError(
             f"exp(method='simple') needs a simple bivector (B ^ B = 0), but |B ^ B| / |B|^2 reaches "
             f"{float(err):.3g}; use method='decompose' for a general bivector"
