@@ -20,15 +20,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", nargs="+", choices=("rotor", "dense", "lowrank"), default=["rotor", "dense"],
                         help="one or more model kinds, trained one after another (default: rotor dense)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--hidden", type=_positive_int, default=512, help="hidden width (default 512)")
+    parser.add_argument("--hidden", type=_positive_int, default=1024, help="hidden width (default 1024)")
     parser.add_argument("--depth", type=_positive_int, default=2, help="hidden layers (default 2)")
-    parser.add_argument("--activation", choices=("relu", "gelu", "prelu", "tanh"), default="relu")
+    parser.add_argument("--activation", choices=("relu", "gelu", "prelu", "tanh"), default="gelu")
     parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false",
                         help="drop the parameter-free LayerNorm after each hidden map")
     parser.add_argument("--no-bias", dest="bias", action="store_false", help="no biases in the hidden maps")
     parser.add_argument("--head", choices=("dense", "rotor"), default="dense", help="last map hidden -> 10")
     parser.add_argument("--rank", type=_positive_int, default=4, help="rank of the low-rank maps (default 4)")
-    parser.add_argument("--chunk-size", type=_positive_int, default=None, help="rotor chunk size (power of two)")
+    parser.add_argument("--chunk-size", type=_positive_int, default=128,
+                        help="rotor chunk size, a power of two (default 128: Cl(7), 21 bivector coefficients per "
+                             "rotor, one rotor pair per pair of 128-blocks); capped, per layer, at the largest power of "
+                             "two <= both widths, so a large value gives one chunk per layer")
     parser.add_argument("--backend", default="dense",
                         help="rotor sandwich backend (default dense: for n <= 10 and batches of hundreds, building "
                              "the chunk matrices once per step costs less CPU than the factored kernels; see "
@@ -36,9 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rotor-init-std", type=float, default=1.0,
                         help="std of the normal initialisation of rotor bivector coefficients (default 1.0: "
                              "rotations far from the identity)")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="probability of dropping a hidden unit after each activation in training (default 0)")
     parser.add_argument("--epochs", type=_positive_int, default=10)
-    parser.add_argument("--batch-size", type=_positive_int, default=512)
-    parser.add_argument("--lr", type=float, default=2e-3, help="peak Adam learning rate (same for every model)")
+    parser.add_argument("--batch-size", type=_positive_int, default=256)
+    parser.add_argument("--lr", type=float, default=7e-3, help="peak Adam learning rate (same for every model)")
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--warmup-steps", type=int, default=50)
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
@@ -83,6 +88,7 @@ def run(args) -> int:
                     activation=args.activation, bias=args.bias, head=args.head, rank=args.rank,
                     chunk_size=args.chunk_size, backend=args.backend,
                     rotor_init_std=args.rotor_init_std if kind == "rotor" else None,
+                    dropout=args.dropout,
                 )
                 train_config = TrainConfig(
                     epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,

@@ -54,7 +54,8 @@ class MLPConfig:
     rank : int
         Rank of the low-rank maps (kind "lowrank").
     chunk_size : int or None
-        Rotor chunk size (None: the gadget's default, the largest power of two <= both widths).
+        Rotor chunk size, a power of two, capped per layer at the largest power of two <= both
+        widths of that layer (None: that cap, i.e. RotorLinear's default).
     backend : str
         Rotor sandwich backend passed to RotorLinear ("auto" picks the fastest registered).
     rotor_init_std : float or None
@@ -76,6 +77,7 @@ class MLPConfig:
     chunk_size: int | None = None
     backend: str = "auto"
     rotor_init_std: float | None = None
+    dropout: float = 0.0
 
     def validate(self) -> None:
         if self.kind not in MODEL_KINDS:
@@ -88,6 +90,11 @@ class MLPConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
+        chunk = self.chunk_size
+        if chunk is not None and (not isinstance(chunk, int) or chunk < 1 or chunk & (chunk - 1)):
+            raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...) or None, got {chunk!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,8 +106,10 @@ def _linear(config: MLPConfig, d_in: int, d_out: int, kind: str) -> nn.Module:
     if kind == "rotor":
         from galinear.nn import RotorLinear
 
+        cap = 1 << (min(d_in, d_out).bit_length() - 1)
+        chunk = cap if config.chunk_size is None else min(config.chunk_size, cap)
         layer = RotorLinear(
-            d_in, d_out, bias=config.bias, double_rotor=True, chunk_size=config.chunk_size,
+            d_in, d_out, bias=config.bias, double_rotor=True, chunk_size=chunk,
             alpha=True, backend=config.backend,
         )
         if config.rotor_init_std is not None:
@@ -141,6 +150,8 @@ class MLP(nn.Module):
             if config.layer_norm:
                 layers.append(nn.LayerNorm(d_out, elementwise_affine=False))
             layers.append(self._activation())
+            if config.dropout > 0:
+                layers.append(nn.Dropout(config.dropout))
         self.body = nn.Sequential(*layers)
         if config.head == "rotor":
             from galinear.nn import RotorLinear

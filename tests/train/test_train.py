@@ -146,6 +146,35 @@ def test_rotor_and_lowrank_parameter_counts_by_formula():
     assert count_parameters(lowrank) == (2 * (16 + 8) + 8) + (2 * (8 + 8) + 8) + head
 
 
+def test_default_rotor_mlp_parameter_count_and_chunk_cap():
+    # the train-mlp default: 784 -> 1024 -> 1024, chunk 128 (n = 7, C(7,2) = 21)
+    args = build_parser().parse_args(["train-mlp"])
+    assert (args.hidden, args.depth, args.chunk_size) == (1024, 2, 128)
+    model = build_mlp(kind="rotor", hidden=args.hidden, depth=args.depth, chunk_size=args.chunk_size)
+    first = 7 * 8 * (2 * 21 + 1) + 1024    # ceil(784/128) x 1024/128 pairs, alpha, bias
+    second = 8 * 8 * (2 * 21 + 1) + 1024
+    assert count_parameters(model) == first + second + (1024 * 10 + 10)  # 17,458
+    dense = build_mlp(kind="dense", hidden=args.hidden, depth=args.depth)
+    assert count_parameters(dense) // count_parameters(model) >= 100
+    # a chunk larger than a layer is capped per layer at the largest power of two <= both widths
+    capped = build_mlp(_tiny("rotor", chunk_size=1024))
+    assert [m.chunk_size for m in capped.body if hasattr(m, "chunk_size")] == [8, 8]
+    with pytest.raises(ValueError, match="chunk_size must be a power of two"):
+        build_mlp(_tiny("rotor", chunk_size=96))
+
+
+def test_dropout_only_in_training_mode(rng):
+    model = build_mlp(_tiny("dense", dropout=0.5))
+    x = torch.from_numpy(rng.standard_normal((64, 16)).astype(np.float32))
+    model.eval()
+    assert torch.equal(model(x), model(x))
+    model.train()
+    assert not torch.equal(model(x), model(x))
+    assert count_parameters(model) == count_parameters(build_mlp(_tiny("dense")))
+    with pytest.raises(ValueError, match="dropout must be a probability"):
+        build_mlp(_tiny("dense", dropout=1.0))
+
+
 @pytest.mark.parametrize("kind", ["rotor", "lowrank"])
 def test_structured_models_learn(rng, kind):
     data = _synthetic(rng)
