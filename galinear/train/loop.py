@@ -93,9 +93,15 @@ def load_history(run_dir) -> dict | None:
 
 
 def _without_backend(config: dict) -> dict:
-    """The run configuration minus the sandwich backend, which changes speed, not results."""
-    model = {key: value for key, value in config.get("model", {}).items() if key != "backend"}
-    return {**config, "model": model}
+    """The run configuration minus the sandwich backend, which changes speed, not results.
+
+    Fields missing from a saved configuration (added to MLPConfig/TrainConfig after that run
+    was written) take their defaults, which reproduce the behaviour of the older code.
+    """
+    model = {**json.loads(json.dumps(asdict(MLPConfig()))), **config.get("model", {})}
+    model.pop("backend", None)
+    train = {**asdict(TrainConfig()), **config.get("train", {})}
+    return {**config, "model": model, "train": train}
 
 
 def _lr_factor(step: int, total: int, warmup: int) -> float:

@@ -69,6 +69,22 @@ def test_resume_refuses_other_configuration(rng, tmp_path):
                          progress=False, log=lambda *_: None)
 
 
+def test_resume_accepts_config_written_before_a_field_existed(rng, tmp_path):
+    import json
+
+    data = _synthetic(rng)
+    run = dict(data=data, run_dir=tmp_path / "run", progress=False, log=lambda *_: None)
+    train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), **run)
+    path = tmp_path / "run" / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["model"]["dropout"]  # as written before MLPConfig had the field
+    path.write_text(json.dumps(saved))
+    history = train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), **run)
+    assert len(history["epochs"]) == 1  # resumed: nothing left to train
+    with pytest.raises(ValueError, match="another configuration"):
+        train_classifier(_tiny(dropout=0.5), TrainConfig(epochs=1, batch_size=64), **run)
+
+
 def test_dense_parameter_count_by_formula():
     model = build_mlp(kind="dense", in_features=784, hidden=1024, depth=2, num_classes=10)
     assert count_parameters(model) == (784 * 1024 + 1024) + (1024 * 1024 + 1024) + (1024 * 10 + 10)
