@@ -101,6 +101,9 @@ def run(args) -> int:
                       f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
                 write_report(root, title, references)
     rows = write_report(root, title, references)
+    if not rows:
+        print(f"no finished runs in {root}: train some first (galinear train-mlp --out {args.out})")
+        return 1
     print(markdown_table(rows))
     print(f"table: {root / 'results.md'}; plot: {root / 'accuracy.png'}; summary: {root / 'summary.json'}")
     return 0

@@ -172,3 +172,37 @@ def test_bad_arguments(tmp_path):
         idx.load_dataset("mnist", "valid")
     with pytest.raises(TypeError, match="idx cannot store"):
         idx.write_idx(tmp_path / "x", np.zeros(3, dtype=np.complex64))
+
+
+def test_torchvision_fallback_downloads_into_cache(tmp_path, monkeypatch, small_images):
+    """With no folder holding the files, an installed torchvision is asked to download them."""
+    import sys
+    import types
+
+    import torch
+
+    images, labels = small_images
+    calls = []
+
+    class FakeFashionMNIST:
+        def __init__(self, root, train, download):
+            calls.append((root, train, download))
+            self.data = torch.from_numpy(images.astype(np.uint8))
+            self.targets = torch.from_numpy(labels.astype(np.int64))
+
+    fake = types.ModuleType("torchvision")
+    fake.datasets = types.SimpleNamespace(FashionMNIST=FakeFashionMNIST)
+    monkeypatch.setitem(sys.modules, "torchvision", fake)
+    monkeypatch.setattr(idx.importlib.util, "find_spec", lambda name: object() if name == "torchvision" else None)
+    monkeypatch.setenv("GALINEAR_FASHION_MNIST", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setitem(
+        idx.DATASETS, "fashion-mnist",
+        idx._DatasetSpec(**{**idx.DATASETS["fashion-mnist"].__dict__, "default_folder": str(tmp_path / "none")}),
+    )
+    data = idx.load_fashion_mnist("test")
+    assert calls == [(str(tmp_path / "cache" / "galinear" / "fashion-mnist"), False, True)]
+    np.testing.assert_array_equal(data.images, images)
+    np.testing.assert_array_equal(data.labels, labels)
+    assert data.images.dtype == np.uint8 and data.labels.dtype == np.int64
+    assert data.source.startswith("torchvision:")

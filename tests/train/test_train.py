@@ -151,6 +151,13 @@ def test_cli_runs_end_to_end_on_small_idx_files(rng, tmp_path, capsys):
     assert "final test acc." in capsys.readouterr().out
 
 
+def test_report_only_without_runs_says_so(tmp_path, capsys):
+    from galinear.cli import main
+
+    assert main(["train-mlp", "--report-only", "--out", str(tmp_path)]) == 1
+    assert "no finished runs" in capsys.readouterr().out
+
+
 def test_rotor_and_lowrank_parameter_counts_by_formula():
     # 16 -> 8: chunk 8 (n = 3, C(3,2) = 3), 2 input chunks x 1 output chunk = 2 pairs, double rotors
     rotor = build_mlp(_tiny("rotor"))
