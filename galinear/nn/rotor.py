@@ -13,11 +13,17 @@ from torch import nn
 from galinear.nn import functional as F
 from galinear.nn.baselines import _check_input, _check_positive
 
-__all__ = ["RotorLinear", "RotorNetwork", "check_finite"]
+__all__ = ["RotorLinear", "RotorNetwork", "check_finite", "fitting_chunk_size"]
 
 
 def _is_power_of_two(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1 and value & (value - 1) == 0
+
+
+def fitting_chunk_size(in_features: int, out_features: int, chunk_size: int | None = None) -> int:
+    """``chunk_size`` capped at the largest power of two <= both widths (the cap itself if None)."""
+    cap = 1 << (min(in_features, out_features).bit_length() - 1)
+    return cap if chunk_size is None else min(chunk_size, cap)
 
 
 def _finite_or_raise(named_tensors, owner: str):
@@ -98,7 +104,7 @@ class RotorLinear(nn.Module):
         _check_positive("out_features", out_features)
         smallest = min(in_features, out_features)
         if chunk_size is None:
-            chunk_size = 1 << (smallest.bit_length() - 1)
+            chunk_size = fitting_chunk_size(in_features, out_features)
         elif not _is_power_of_two(chunk_size):
             raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...), got {chunk_size!r}")
         elif chunk_size > smallest:
@@ -334,7 +340,7 @@ class RotorNetwork(nn.Module):
         )
 
         def chunk(a, b):
-            return None if chunk_size is None else min(chunk_size, 1 << (min(a, b).bit_length() - 1))
+            return None if chunk_size is None else fitting_chunk_size(a, b, chunk_size)
 
         self.input_gadget = RotorLinear(in_features, hidden, chunk_size=chunk(in_features, hidden), **gadget)
         self.hidden_gadgets = nn.ModuleList(

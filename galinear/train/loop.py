@@ -98,7 +98,7 @@ def _without_backend(config: dict) -> dict:
     Fields missing from a saved configuration (added to MLPConfig/TrainConfig after that run
     was written) take their defaults, which reproduce the behaviour of the older code.
     """
-    model = {**json.loads(json.dumps(asdict(MLPConfig()))), **config.get("model", {})}
+    model = {**asdict(MLPConfig()), **config.get("model", {})}
     model.pop("backend", None)
     train = {**asdict(TrainConfig()), **config.get("train", {})}
     return {**config, "model": model, "train": train}

@@ -104,12 +104,11 @@ def _linear(config: MLPConfig, d_in: int, d_out: int, kind: str) -> nn.Module:
     if kind == "dense":
         return nn.Linear(d_in, d_out, bias=config.bias)
     if kind == "rotor":
-        from galinear.nn import RotorLinear
+        from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
-        cap = 1 << (min(d_in, d_out).bit_length() - 1)
-        chunk = cap if config.chunk_size is None else min(config.chunk_size, cap)
         layer = RotorLinear(
-            d_in, d_out, bias=config.bias, double_rotor=True, chunk_size=chunk,
+            d_in, d_out, bias=config.bias, double_rotor=True,
+            chunk_size=fitting_chunk_size(d_in, d_out, config.chunk_size),
             alpha=True, backend=config.backend,
         )
         if config.rotor_init_std is not None:
