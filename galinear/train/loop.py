@@ -92,8 +92,9 @@ def load_history(run_dir) -> dict | None:
         return json.load(handle)
 
 
-def _without_backend(config: dict) -> dict:
-    """The run configuration minus the sandwich backend, which changes speed, not results.
+def _comparable(config: dict) -> dict:
+    """The run configuration as a rerun compares it: without the sandwich backend (it changes
+    speed, not results).
 
     Fields missing from a saved configuration (added to MLPConfig/TrainConfig after that run
     was written) take their defaults, which reproduce the behaviour of the older code.
@@ -190,7 +191,7 @@ def train_classifier(
         if config_path.is_file():
             with open(config_path) as handle:
                 saved = json.load(handle)
-            if _without_backend(saved) != _without_backend(json.loads(json.dumps(config))):
+            if _comparable(saved) != _comparable(json.loads(json.dumps(config))):
                 raise ValueError(
                     f"{run_dir} holds a run with another configuration; choose another --out "
                     "folder or delete that run folder to start again"

@@ -1,6 +1,7 @@
 """CPU cost of one training step of the MLPs, every sandwich backend side by side in one run.
 
-``python -m galinear.train.timing [--hidden 1024] [--chunk-size 128] [--batch-size 256] [--steps 5]`` prints, for
+``python -m galinear.train.timing [--hidden H] [--chunk-size C] [--batch-size B] [--steps 5]`` (defaults:
+those of ``galinear train-mlp``) prints, for
 the dense MLP and for the rotor MLP on every registered sandwich backend, the median CPU
 seconds (``time.process_time``: all threads of this process, so the number does not depend
 on how busy the other processes on the machine are) of one step: forward, backward, Adam.
@@ -38,21 +39,21 @@ def step_seconds(config: MLPConfig, batch_size: int, steps: int = 5, warmup: int
     return statistics.median(timings)
 
 
-def compare_backends(hidden: int = 1024, depth: int = 2, batch_size: int = 256, steps: int = 5,
-                     backends=None, chunk_size: int | None = 128) -> list[dict]:
+def compare_backends(hidden: int, depth: int, batch_size: int, steps: int = 5, backends=None,
+                     chunk_size: int | None = None, activation: str = "relu") -> list[dict]:
     """Rows {model, backend, parameters, cpu_seconds, ratio_to_dense} measured in this one call."""
     from galinear.nn import functional
 
     if backends is None:
         backends = functional.available_sandwich_backends(torch.device("cpu"), torch.float32)
-    base = MLPConfig(hidden=hidden, depth=depth)
+    base = MLPConfig(hidden=hidden, depth=depth, activation=activation)
     rows = []
     dense_seconds = step_seconds(base, batch_size, steps)
     rows.append({"model": "dense", "backend": "-", "parameters": count_parameters(build_mlp(base)),
                  "cpu_seconds": dense_seconds})
     for backend in backends:
-        config = MLPConfig(kind="rotor", hidden=hidden, depth=depth, backend=backend, rotor_init_std=1.0,
-                           chunk_size=chunk_size)
+        config = MLPConfig(kind="rotor", hidden=hidden, depth=depth, activation=activation, backend=backend,
+                           rotor_init_std=1.0, chunk_size=chunk_size)
         rows.append({"model": "rotor", "backend": backend, "parameters": count_parameters(build_mlp(config)),
                      "cpu_seconds": step_seconds(config, batch_size, steps)})
     for row in rows:
@@ -61,20 +62,28 @@ def compare_backends(hidden: int = 1024, depth: int = 2, batch_size: int = 256, 
 
 
 def main(argv=None) -> int:
+    from galinear.commands import train_mlp
+
+    # the model and batch defaults are those of `galinear train-mlp`, read from its parser
+    defaults = argparse.ArgumentParser()
+    train_mlp.add_arguments(defaults)
+    defaults = defaults.parse_args([])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=1024)
-    parser.add_argument("--depth", type=int, default=2)
-    parser.add_argument("--chunk-size", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--hidden", type=int, default=defaults.hidden)
+    parser.add_argument("--depth", type=int, default=defaults.depth)
+    parser.add_argument("--chunk-size", type=int, default=defaults.chunk_size)
+    parser.add_argument("--activation", default=defaults.activation)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--backends", nargs="+", default=None,
                         help="sandwich backends to time (default: every one registered for CPU float32)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = compare_backends(args.hidden, args.depth, args.batch_size, args.steps, args.backends, args.chunk_size)
+    rows = compare_backends(args.hidden, args.depth, args.batch_size, args.steps, args.backends, args.chunk_size,
+                            args.activation)
     print(f"one training step, batch {args.batch_size}, MLP {args.hidden} x {args.depth}, "
-          f"rotor chunk {args.chunk_size}, "
+          f"rotor chunk {args.chunk_size}, {args.activation}, "
           f"torch threads {args.threads}: median CPU seconds of {args.steps} steps")
     print("| model | backend | parameters | CPU s / step | ratio to dense MLP |")
     print("|---|---|---|---|---|")
