@@ -535,4 +535,16 @@ def rotor_log(alg, R: np.ndarray) -> np.ndarray:
         # this plane's angle theta becomes theta - pi (magnitude pi - theta <= pi)
         plane_parts[r, j] = plane_parts[r, j] - np.pi * unit
     out = plane_parts.sum(axis=1)
+    # M = I + O(phi) holds each angle to an absolute ~eps only, so small angles lose relative
+    # accuracy. When every angle is below 1 rad, <R>_2 / <R>_0 = sum_j tan(phi_j) b_j (b_j the
+    # unit planes; products of distinct planes have grade >= 4): decomposing it and mapping each
+    # magnitude t to atan(t) keeps the relative accuracy down to the smallest normal numbers
+    # (decompose_exact scales each row by its largest entry, so no square underflows).
+    small = np.sqrt(np.sum(plane_parts**2, axis=-1)).max(axis=-1, initial=0.0) < 1.0
+    if np.any(small):
+        near = flat[small].astype(np.float64)
+        tangent = decompose_exact(n, near[:, 1 + n : 1 + n + npairs] / near[:, :1])
+        t = tangent.angles
+        ratio = np.arctan(t) / np.where(t > 0, t, 1.0) + (t == 0)
+        out[small] = (tangent.bivectors * ratio[..., None]).sum(axis=-2)
     return out.astype(R.dtype).reshape(shape + (npairs,))
