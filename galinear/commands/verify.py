@@ -3,9 +3,15 @@ import argparse
 
 HELP = "run the exact symbolic proofs in proofs/ and print a table (identity, n range, result, seconds)"
 
+#: Largest --n accepted. A dense product in Cl(n) has 4**n terms and the gadget count checks
+#: 4**n width pairs, so every n above a script's default multiplies its time by at least 4;
+#: the defaults (n = 5..7) take a few minutes in all.
+N_LIMIT = 8
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=int, default=None, help="largest n for every proof (default: each script's own bound)")
+    parser.add_argument("--n", type=int, default=None,
+                        help=f"largest n for every proof, at most {N_LIMIT} (default: each script's own bound)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
                         help="run only this proof (script name without .py; repeatable)")
     parser.add_argument("--proofs-dir", default=None, help="folder with the proof scripts (default: <repo>/proofs)")
@@ -65,10 +71,28 @@ def run(args) -> int:
     if args.n is not None and args.n < 1:
         print("error: --n must be a positive integer", file=sys.stderr)
         return 2
+    if args.n is not None and args.n > N_LIMIT:
+        print(
+            f"error: --n {args.n} is too large; the largest accepted is {N_LIMIT}. Each n above a proof's "
+            f"default (5..7) multiplies its time by at least 4 (4**n terms per product), so --n {args.n} "
+            f"would take at least 4**{args.n - 7} times the default run of a few minutes. "
+            "Run without --n for the default bounds, or prove one identity further with --only NAME --n N",
+            file=sys.stderr,
+        )
+        return 2
+    slow = [name for name, (_, _, _, n_default) in proofs.items() if args.n is not None and args.n > n_default]
+    if slow:
+        factor = 4 ** max(args.n - proofs[name][3] for name in slow)
+        print(
+            f"note: --n {args.n} is above the default bound of {', '.join(slow)}; expect at least "
+            f"{factor}x their default time (each proof's time is printed as it finishes)",
+            file=sys.stderr,
+        )
     rows, failed = [], 0
     env = dict(os.environ)
-    for name, (path, identity, n_min, n_default) in proofs.items():
+    for number, (name, (path, identity, n_min, n_default)) in enumerate(proofs.items(), 1):
         n_max = n_default if args.n is None else max(args.n, n_min)
+        print(f"[{number}/{len(proofs)}] {name}, n = {n_min}..{n_max} ...", file=sys.stderr, flush=True)
         start = time.perf_counter()
         try:
             done = subprocess.run(
