@@ -141,7 +141,7 @@ def _power_plane(matrix, v, tol, max_iter, unroll):
     so a converged vector flips sign at every step) or when A^2 v vanishes (then v is kept).
     A stopped row is frozen, so checking "all rows stopped?" (a device sync) only after steps
     1, 2, 4, 8, 12, ... changes nothing but the number of syncs.
-    Returns the final v and the most steps any row took.
+    Returns the final v, the most steps any row took and the rows still active (not converged).
     """
     tiny = torch.finfo(matrix.dtype).eps ** 2
     square = matrix @ matrix
@@ -158,17 +158,23 @@ def _power_plane(matrix, v, tol, max_iter, unroll):
         active = active & ~done
         if not unroll and (step <= 2 or step % 4 == 0) and not bool(active.any()):
             break
-    return v, (max_iter if unroll else int(row_steps.max()) if row_steps.numel() else 1)
+    return v, (max_iter if unroll else int(row_steps.max()) if row_steps.numel() else 1), active
 
 
-def _power_factors(matrix, start, tol, max_iter, unroll):
-    """All k planes by power iteration with deflation; returns V, W, steps."""
+def _power_factors(matrix, start, tol, max_iter, unroll, unconverged=None):
+    """All k planes by power iteration with deflation; returns V, W, steps.
+
+    ``unconverged``: a boolean tensor of the batch shape, or None; rows where some plane stopped
+    at ``max_iter`` without meeting the stop test are or-ed into it in place.
+    """
     k = start.shape[-2]
     vs, ws = [], []
     most = 0
     remainder = matrix
     for j in range(k):
-        v, steps = _power_plane(remainder, start[..., j, :], tol, max_iter, unroll)
+        v, steps, active = _power_plane(remainder, start[..., j, :], tol, max_iter, unroll)
+        if unconverged is not None:
+            unconverged |= active
         most = max(most, steps)
         w = -(remainder @ v.unsqueeze(-1)).squeeze(-1)  # w = v _| R
         remainder = remainder - (v.unsqueeze(-1) * w.unsqueeze(-2) - w.unsqueeze(-1) * v.unsqueeze(-2))
@@ -214,7 +220,10 @@ def invariant_decomposition(
     one step, at most ``max_iter``, a row stops when :math:`|v_{new} + v| <` ``tol``), set
     :math:`w = v \rfloor R`, :math:`b_j = v \wedge w` and deflate :math:`R \leftarrow R - b_j`.
     As in the paper the iteration runs twice: once without gradients to refresh the start
-    vectors, then once with gradients from the refreshed vectors (usually a single step).
+    vectors, then once with gradients from the refreshed vectors (usually a single step). Rows
+    whose refresh pass meets ``max_iter`` before the stop test (nearly equal angles converge
+    slowly) take their planes from the ``"exact"`` method instead, so the factors give exp(B)
+    at every point.
 
     The last plane is also taken by a power step rather than as the remainder (the rotor-factor convention of docs/nn.md
     wants factor pairs). This changes nothing mathematically: every v is a power step of the
@@ -294,7 +303,17 @@ def invariant_decomposition(
         unroll = _compiling()
         if refresh:
             with torch.no_grad():
-                refreshed, _, steps = _power_factors(matrix.detach(), warm_start, tol, max_iter, unroll)
+                unconverged = torch.zeros(batch, dtype=torch.bool, device=matrix.device)
+                refreshed, _, steps = _power_factors(
+                    matrix.detach(), warm_start, tol, max_iter, unroll, unconverged
+                )
+                if not unroll and bool(unconverged.any()):
+                    # Rows that met max_iter (nearly equal angles converge slowly): their planes
+                    # come from the eigen-decomposition, so the factors are exp(B) at every point.
+                    flat = refreshed.reshape(-1, k, n).clone()
+                    rows = unconverged.reshape(-1)
+                    flat[rows] = _exact_factors(matrix.detach().reshape(-1, n, n)[rows], k)[0]
+                    refreshed = flat.reshape(refreshed.shape)
             V, W, _ = _power_factors(matrix, refreshed, tol, max_iter, unroll)
         else:
             V, W, steps = _power_factors(matrix, warm_start, tol, max_iter, unroll)

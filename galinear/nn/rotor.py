@@ -11,7 +11,9 @@ import torch
 from torch import nn
 
 from galinear.nn import functional as F
-from galinear.nn.baselines import _check_input, _check_positive
+from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
+from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
+from galinear.nn.dexp import exact_rotor_sandwich
 
 __all__ = ["RotorLinear", "RotorNetwork", "check_finite", "fitting_chunk_size"]
 
@@ -75,8 +77,13 @@ class RotorLinear(nn.Module):
     backend : sandwich backend name.
     tol, max_iter, decomposition, refresh : passed to
         :func:`~galinear.nn.functional.invariant_decomposition` (``decomposition`` is its
-        ``method``: "power" or "exact"; ``refresh=False`` gives the exact gradient of a finite
-        iteration from the stored warm starts, e.g. for gradcheck with ``tol=0``).
+        ``method``: "exact" (default; eigen-decompositions, exp(B) to working precision) or
+        "power" (the paper's warm-started power iteration; rows that do not converge within
+        ``max_iter`` fall back to "exact")).
+    gradient : "exact" (default): the gradient of exp(B) itself (:mod:`galinear.nn.dexp`),
+        whatever the decomposition; the decomposition runs without autograd. "power-step": the
+        paper's gradient through one power step of the decomposition (an approximation, kept for
+        comparisons; ``refresh=False`` then gives the exact gradient of a finite iteration).
     """
 
     #: Standard deviation of the normal initialisation of the bivector coefficients.
@@ -96,8 +103,9 @@ class RotorLinear(nn.Module):
         *,
         tol=None,
         max_iter=100,
-        decomposition="power",
+        decomposition="exact",
         refresh=True,
+        gradient="exact",
     ):
         super().__init__()
         _check_positive("in_features", in_features)
@@ -114,8 +122,17 @@ class RotorLinear(nn.Module):
             )
         if decomposition not in ("power", "exact"):
             raise ValueError(f"decomposition must be 'power' or 'exact', got {decomposition!r}")
+        if gradient not in ("exact", "power-step"):
+            raise ValueError(f"gradient must be 'exact' or 'power-step', got {gradient!r}")
         if not isinstance(backend, str):
             raise TypeError(f"backend must be a string (a registered name or 'auto'), got {backend!r}")
+        owner = f"RotorLinear({in_features}, {out_features}, chunk_size={chunk_size})"
+        _check_float_dtype(owner, dtype)
+        check_tolerance(tol, owner=owner)
+        check_max_iter(max_iter, owner=owner)
+        values, index_bytes = rotor_linear_size(in_features, out_features, chunk_size, double_rotor, alpha, bias)
+        _check_allocation(owner, values, dtype, device, index_bytes,
+                          fix="use a larger chunk_size (fewer chunk pairs) or smaller widths")
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features = in_features, out_features
         self.chunk_size = chunk_size
@@ -128,6 +145,7 @@ class RotorLinear(nn.Module):
         self.double_rotor = bool(double_rotor)
         self.backend = backend
         self.tol, self.max_iter, self.decomposition, self.refresh = tol, max_iter, decomposition, refresh
+        self.gradient = gradient
         self.check_finite = True
         # Memo of the last rotor factors computed without autograd and without a warm-start
         # update (inference): a pure function of the state below, never part of the state_dict.
@@ -186,10 +204,11 @@ class RotorLinear(nn.Module):
     def _decompose(self, bivectors, warm, update):
         # Runs eagerly under torch.compile: a few (n x n) products in a data-dependent loop
         # (per-row stop test) that would otherwise be unrolled max_iter times.
-        result = F.invariant_decomposition(
-            bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition,
-            refresh=self.refresh,
-        )
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.gradient == "power-step"):
+            result = F.invariant_decomposition(
+                bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition,
+                refresh=self.refresh,
+            )
         if update:
             with torch.no_grad():
                 warm.copy_(result.warm_start.to(warm.dtype))
@@ -200,15 +219,17 @@ class RotorLinear(nn.Module):
         versions = tuple(
             None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors
         )
-        return versions + (self.tol, self.max_iter, self.decomposition, self.refresh)
+        return versions + (self.tol, self.max_iter, self.decomposition, self.refresh, self.gradient)
 
     def rotor_factors(self, update_warm_start: bool = False):
         """Factor pairs (left, right) of the P rotors (right is None for single rotors).
 
-        At inference (no autograd, no warm-start update) the factors are computed once and reused
-        until a bivector, a warm start or a decomposition setting changes.
+        Without a warm-start update (eval mode) the factors are computed once and reused until a
+        bivector, a warm start or a decomposition setting changes (with ``gradient="power-step"``
+        only at inference, since the factors then carry the gradient).
         """
-        reuse = not update_warm_start and not torch.is_grad_enabled() and not F._compiling()
+        constant = self.gradient == "exact" or not torch.is_grad_enabled()
+        reuse = not update_warm_start and constant and not F._compiling()
         if reuse:
             state = self._factor_state()
             if self._factor_cache is not None and self._factor_cache[0] == state:
@@ -242,7 +263,12 @@ class RotorLinear(nn.Module):
             chunks = flat[:, self.input_index]
         pairs = chunks.unsqueeze(1).expand(batch, J, I, c).reshape(batch, self.pairs, c)
         left, right = self.rotor_factors(update_warm_start)
-        mapped = F.rotor_sandwich(pairs, left, right, backend=self.backend)
+        if self.gradient == "exact":
+            mapped = exact_rotor_sandwich(
+                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=self.backend
+            )
+        else:
+            mapped = F.rotor_sandwich(pairs, left, right, backend=self.backend)
         if self.alpha is not None:
             mapped = mapped * self.alpha.unsqueeze(-1)
         summed = mapped.view(batch, J, I, c).sum(2).reshape(batch, J * c)
@@ -270,7 +296,15 @@ class RotorLinear(nn.Module):
     def pair_matrices(self) -> torch.Tensor:
         """(P, c, c) orthogonal matrices of the chunk maps x -> R x S~ (before alpha)."""
         left, right = self.rotor_factors(False)
-        return F.sandwich_matrix(left, right)
+        if self.gradient != "exact":
+            return F.sandwich_matrix(left, right)
+        c = self.chunk_size
+        eye = torch.eye(c, dtype=self.left_bivectors.dtype, device=self.left_bivectors.device)
+        columns = exact_rotor_sandwich(
+            eye.unsqueeze(1).expand(c, self.pairs, c), self.left_bivectors, self.right_bivectors,
+            left, right, backend=self.backend,
+        )  # columns[t, p] = M_p e_t
+        return columns.permute(1, 2, 0)
 
     def num_rotor_parameters(self) -> int:
         """P * C(n, 2) * (2 if double_rotor else 1)."""
@@ -322,7 +356,8 @@ class RotorNetwork(nn.Module):
         eps=1e-5,
         tol=None,
         max_iter=100,
-        decomposition="power",
+        decomposition="exact",
+        gradient="exact",
     ):
         super().__init__()
         _check_positive("in_features", in_features)
@@ -332,11 +367,24 @@ class RotorNetwork(nn.Module):
         _check_positive("breadth", breadth)
         if isinstance(hidden_layers, bool) or not isinstance(hidden_layers, int) or hidden_layers < 0:
             raise ValueError(f"hidden_layers must be a non-negative integer, got {hidden_layers!r}")
+        owner = f"RotorNetwork({in_features}, {out_features}, hidden={hidden})"
+        _check_float_dtype(owner, dtype)
+        check_tolerance(tol, owner=owner)
+        check_max_iter(max_iter, owner=owner)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < math.inf:
+            raise ValueError(f"{owner}: eps (the LayerNorm epsilon) must be a finite number > 0, got {eps!r}")
+        gadgets = hidden_layers * breadth
+        values, index_bytes = 0, 8 * hidden * (1 + gadgets)  # the permutations
+        for a, b, count in ((in_features, hidden, 1), (hidden, hidden, gadgets), (hidden, out_features, 1)):
+            more, index = rotor_linear_size(a, b, fitting_chunk_size(a, b, chunk_size), double_rotor, alpha, bias)
+            values, index_bytes = values + count * more, index_bytes + count * index
+        _check_allocation(owner, values, dtype, device, index_bytes,
+                          fix="use a larger chunk_size, a smaller hidden width or fewer hidden layers/branches")
         self.in_features, self.out_features, self.hidden = in_features, out_features, hidden
         self.hidden_layers, self.breadth, self.eps = hidden_layers, breadth, eps
         gadget = dict(
             double_rotor=double_rotor, alpha=alpha, bias=bias, backend=backend, device=device, dtype=dtype,
-            tol=tol, max_iter=max_iter, decomposition=decomposition,
+            tol=tol, max_iter=max_iter, decomposition=decomposition, gradient=gradient,
         )
 
         def chunk(a, b):

@@ -246,7 +246,10 @@ def test_gradcheck_rotor_linear(rng):
     seeded(rng)
     # refresh=False, tol=0: a fixed number of power steps from the stored warm starts, whose
     # gradient is exact (the paper's refresh-then-step gradient is a deliberate approximation)
-    layer = RotorLinear(10, 9, chunk_size=8, bias=True, dtype=torch.float64, refresh=False, tol=0.0, max_iter=2).eval()
+    layer = RotorLinear(
+        10, 9, chunk_size=8, bias=True, dtype=torch.float64, refresh=False, tol=0.0, max_iter=2,
+        decomposition="power", gradient="power-step",
+    ).eval()
     x = torch.randn(2, 10, dtype=torch.float64, requires_grad=True)
     params = dict(layer.named_parameters())
     buffers = dict(layer.named_buffers())
@@ -345,6 +348,10 @@ def test_inference_reuses_factors_until_the_state_changes(rng, monkeypatch):
         changed = layer(x)
     assert len(calls) == 4
     assert not torch.allclose(changed, first)
-    fresh = layer(x)  # with autograd: recomputed, same values
-    assert len(calls) == 6
+    fresh = layer(x)  # with autograd: the exact gradient treats the factors as constants, reused
+    assert len(calls) == 4
     torch.testing.assert_close(fresh, changed, atol=0, rtol=0)
+    layer.gradient = "power-step"  # the factors carry the gradient: recomputed with autograd
+    again = layer(x)
+    assert len(calls) == 6
+    torch.testing.assert_close(again, changed, atol=0, rtol=0)
