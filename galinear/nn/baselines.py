@@ -6,6 +6,7 @@ import math
 import torch
 from torch import nn
 
+from galinear._limits import check_memory
 from galinear.nn.functional import fwht
 
 __all__ = ["LowRankLinear", "BlockHadamardLinear"]
@@ -14,6 +15,25 @@ __all__ = ["LowRankLinear", "BlockHadamardLinear"]
 def _check_positive(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_float_dtype(owner, dtype):
+    """``dtype`` must be None (torch's default) or a real floating-point torch dtype."""
+    if dtype is None:
+        return
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{owner}: dtype must be a torch dtype such as torch.float32, got {dtype!r}")
+    if not dtype.is_floating_point:
+        raise TypeError(
+            f"{owner}: dtype={dtype} is not a real floating-point type; the weights are trained, so "
+            "use torch.float32 (the default) or torch.float64, and convert the inputs instead"
+        )
+
+
+def _check_allocation(owner, values, dtype, device, index_bytes=0, fix=""):
+    """Refuse before allocating ``values`` weights of ``dtype`` (+ index bytes) beyond free memory."""
+    itemsize = (dtype or torch.get_default_dtype()).itemsize
+    check_memory(owner, values * itemsize + index_bytes, device, fix)
 
 
 def _check_input(module, x):
@@ -37,6 +57,10 @@ class LowRankLinear(nn.Module):
         super().__init__()
         for name, value in (("in_features", in_features), ("out_features", out_features), ("rank", rank)):
             _check_positive(name, value)
+        owner = f"LowRankLinear({in_features}, {out_features}, rank={rank})"
+        _check_float_dtype(owner, dtype)
+        _check_allocation(owner, rank * (in_features + out_features) + out_features * bool(bias), dtype, device,
+                          fix="use a smaller rank or smaller widths")
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.rank = in_features, out_features, rank
         self.down = nn.Parameter(torch.empty(rank, in_features, **factory))
@@ -94,6 +118,11 @@ class BlockHadamardLinear(nn.Module):
                 f"blocks={blocks} exceeds min(in_features, out_features)={min(in_features, out_features)}: "
                 "some blocks would see only padding; use at most that many blocks"
             )
+        owner = f"BlockHadamardLinear({in_features}, {out_features}, blocks={blocks}, depth={depth})"
+        _check_float_dtype(owner, dtype)
+        block_in, block_out = -(-in_features // blocks), -(-out_features // blocks)
+        values = blocks * block_out * (block_in + (depth - 1) * block_out) + out_features * bool(bias)
+        _check_allocation(owner, values, dtype, device, fix="use more blocks, a smaller depth or smaller widths")
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.blocks, self.depth = in_features, out_features, blocks, depth
         self.block_in = -(-in_features // blocks)
