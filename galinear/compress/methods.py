@@ -11,7 +11,15 @@ lr4       ``galinear.nn.LowRankLinear(d_in, d_out, rank=4)``            0.05
 bh1       ``galinear.nn.BlockHadamardLinear(d_in, d_out, blocks, 1)``   0.01
 dense     ``torch.nn.Linear(d_in, d_out, bias=False)`` (sanity)         0.01
 zero      :class:`ZeroProjection`: outputs 0, no parameters (sanity)    -
+lr1-cf    ``LowRankLinear(d_in, d_out, rank=1)``, closed form           -
+lr4-cf    ``LowRankLinear(d_in, d_out, rank=4)``, closed form           -
+bh1-cf    ``BlockHadamardLinear(d_in, d_out, blocks, 1)``, closed form  -
 ========  ============================================================  =========
+
+The ``-cf`` methods (shown as LR1*, LR4*, BH1* in reports) are the same modules as lr1, lr4 and
+bh1, set to their exact optimum over all training rows from second moments
+(:mod:`galinear.compress.closed_form`: reduced-rank regression, one least-squares solve per
+block) instead of being fitted by Adam. They do not depend on the seed.
 
 The dense method is a sanity baseline: a fresh full matrix fitted by the same loop should land
 close to the original model. The zero method is the other end: q = k = v = 0 switches the
@@ -23,8 +31,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero")
-LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0}
+METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf")
+CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf"}  # Adam-fitted name -> closed-form name
+LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0,
+                  "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0}
+DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*"}
+
+
+def base_name(name: str) -> str:
+    """The module family of a method: 'lr1-cf' -> 'lr1'."""
+    return name[:-3] if name.endswith("-cf") else name
+
+
+def display_name(name: str) -> str:
+    """Name of a method in reports: LR1*, LR4*, BH1* for the closed-form fits, else the name."""
+    return DISPLAY.get(name, name)
 DEFAULT_ROTOR_HIDDEN = 512
 
 
@@ -51,8 +72,15 @@ class MethodSpec:
     def learning_rate(self) -> float:
         return LEARNING_RATES[self.name] if self.lr is None else self.lr
 
+    @property
+    def closed_form(self) -> bool:
+        """True for the methods fitted exactly from second moments (no optimiser, no seed)."""
+        return self.name.endswith("-cf")
+
     def tag(self) -> str:
         """Short unique name of the spec, used in folder names."""
+        if self.closed_form:
+            return self.name + (f"-b{self.blocks}" if self.name == "bh1-cf" and self.blocks is not None else "")
         parts = [self.name]
         if self.name == "rotor":
             parts.append(f"h{self.hidden}")
@@ -103,11 +131,11 @@ def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: in
 
 
 def module_class(name: str):
-    """The galinear.nn class that implements method ``name`` (rotor, lr1, lr4 or bh1)."""
+    """The galinear.nn class that implements method ``name`` (rotor, lr1, lr4, bh1 or a -cf form)."""
     from galinear.nn import BlockHadamardLinear, LowRankLinear, RotorNetwork
 
     return {"rotor": RotorNetwork, "lr1": LowRankLinear, "lr4": LowRankLinear,
-            "bh1": BlockHadamardLinear}[name]
+            "bh1": BlockHadamardLinear}[base_name(name)]
 
 
 def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
@@ -125,8 +153,8 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
     cls = module_class(spec.name)
     if spec.name == "rotor":
         return cls(d_in, d_out, hidden=spec.hidden, bias=bias)
-    if spec.name in ("lr1", "lr4"):
-        return cls(d_in, d_out, rank=1 if spec.name == "lr1" else 4, bias=bias)
+    if base_name(spec.name) in ("lr1", "lr4"):
+        return cls(d_in, d_out, rank=1 if base_name(spec.name) == "lr1" else 4, bias=bias)
     blocks = block_count(d_in, d_out, spec.blocks)
     return cls(d_in, d_out, blocks=blocks, depth=1, bias=bias)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from galinear.compress import activations, evaluate, fit, methods, models, windows as win
+from galinear.compress import activations, closed_form, evaluate, fit, methods, models, windows as win
 from galinear.compress.fit import atomic_save
 
 _DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
@@ -72,7 +72,7 @@ class StudyConfig:
     def method_spec(self, name: str) -> methods.MethodSpec:
         return methods.MethodSpec(name=name, epochs=self.epochs,
                                   hidden=self.hidden if name == "rotor" else None,
-                                  blocks=self.bh_blocks if name == "bh1" else None)
+                                  blocks=self.bh_blocks if methods.base_name(name) == "bh1" else None)
 
     def seeds_for(self, layer_set) -> tuple:
         if len(layer_set) > 1 and self.multi_seeds is not None:
@@ -265,6 +265,11 @@ class Study:
         info = {}
         for i, layer in enumerate(layer_set):
             prefix = tuple(layer_set[:i])
+            if spec.closed_form:
+                self._fit_closed_form(spec, seed, layer_set, i, replacements, info)
+                if self.config.refit_o_proj:
+                    self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
+                continue
             x_orig, x_orig_test = self.original_capture(layer)
             need = [p for p in models.PROJECTIONS
                     if not os.path.exists(self._unit_path(spec, seed, prefix, layer, p))]
@@ -306,6 +311,81 @@ class Study:
             if self.config.refit_o_proj:
                 self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
         return {"replacements": replacements, "stats": info}
+
+    def _prefix_key(self, spec, seed, prefix) -> str:
+        return f"{spec.tag()}-s{seed}-P{_set_name(prefix)}" + \
+            (f"-orefit{self.config.o_epochs:g}" if self.config.refit_o_proj else "")
+
+    def moments(self, layer: int, replacements: dict, key: str):
+        """Second moments (train, test) of the q/k/v input at ``layer``, streamed; cached as .npz.
+
+        With no replacement the input is the original network's (one accumulator of x x^T);
+        otherwise each chunk of windows runs through the original and the partly compressed
+        network and the cross moments E[x x_o^T] are accumulated too. At most ``chunk`` windows
+        of activations are in memory at a time (a capture already held in memory is reused).
+        """
+        paths = [os.path.join(self.work, "moments", f"{key}-{part}.npz") for part in ("train", "test")]
+        cached = [closed_form.SecondMoments.load(p) for p in paths]
+        if all(m is not None for m in cached):
+            return tuple(cached)
+        width = models.projection(self.model, layer, "q_proj").in_features
+        out = []
+        t0 = time.perf_counter()
+        for ids, path in zip((self._train_ids(), self._test_ids()), paths):
+            acc = closed_form.SecondMoments(width)
+            held = self._original_captures.get((layer, "attn_in"))
+            held = None if held is None else held[0 if path is paths[0] else 1]
+            if not replacements and held is not None:
+                acc.update_chunked(held)
+            else:
+                chunk, length = 4, ids.shape[1]
+                for start in range(0, len(ids), chunk):
+                    part = ids[start:start + chunk]
+                    if held is not None:
+                        x_orig = held[start * length:(start + len(part)) * length]
+                    else:
+                        x_orig = activations.capture(self.model, layer, part)
+                    if replacements:
+                        with activations.swapped(self.model, replacements):
+                            x_in = activations.capture(self.model, layer, part)
+                        acc.update(x_in, x_orig)
+                    else:
+                        acc.update(x_orig)
+            acc.save(path)
+            out.append(acc)
+        self.log(f"second moments {key}: {out[0].n} training rows, {time.perf_counter() - t0:.1f} s")
+        return tuple(out)
+
+    def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info) -> None:
+        """Set each q/k/v replacement of ``layer_set[i]`` to its exact optimum (second moments)."""
+        layer, prefix = layer_set[i], tuple(layer_set[:i])
+        paths = {p: self._unit_path(spec, seed, prefix, layer, p) for p in models.PROJECTIONS}
+        loaded = {p: fit.load(path) for p, path in paths.items()}
+        if any(c is None for c in loaded.values()):
+            key = f"original-attn_in-L{layer}" if not prefix else self._prefix_key(spec, seed, prefix) + f"-attn_in-L{layer}"
+            train_m, test_m = self.moments(layer, replacements, key)
+        for proj in models.PROJECTIONS:
+            ckpt = loaded[proj]
+            module = self._build(spec, layer, proj)
+            if ckpt is None:
+                orig = models.projection(self.model, layer, proj)
+                t0 = time.perf_counter()
+                stats = closed_form.fit_module(module, train_m.regression(orig.weight, orig.bias))
+                stats["seconds"] = time.perf_counter() - t0
+                test_reg = test_m.regression(orig.weight, orig.bias)
+                stats["test_mse"] = closed_form.module_mse(module, test_reg)
+                stats["target_mean_square"] = test_reg.target_mean_square()
+                stats["params"] = methods.count_parameters(module)
+                stats["dense_params"] = methods.count_parameters(orig)
+                stats["final_loss"] = stats["train_mse"]
+                self.log(f"closed-form {spec.tag()} L{layer} {proj}: train MSE {stats['train_mse']:.4g}, "
+                         f"test MSE {stats['test_mse']:.4g}" + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
+                ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
+                        "layer": layer, "projection": proj, "seed": seed}
+                atomic_save(ckpt, paths[proj])
+            else:
+                module.load_state_dict(ckpt["state"])
+            _install(module, (layer, proj), ckpt["stats"], replacements, info)
 
     def _refit_o_proj(self, spec, seed, layer_set, i, replacements, info):
         import torch
@@ -398,10 +478,15 @@ class Study:
         seed of every other set, then their remaining seeds: a partial run covers all sets.
         """
         sets = [tuple(s) for s in self.config.layer_sets]
-        head = [(name, seed, sets[0]) for seed in self.config.seeds_for(sets[0]) for name in self.config.methods]
-        first = [(name, self.config.seeds_for(s)[0], s) for s in sets[1:] for name in self.config.methods]
-        rest = [(name, seed, s) for s in sets[1:] for seed in self.config.seeds_for(s)[1:]
-                for name in self.config.methods]
+        seeded = [m for m in self.config.methods if not self.config.method_spec(m).closed_form]
+        exact = [m for m in self.config.methods if self.config.method_spec(m).closed_form]
+        # closed-form fits do not depend on the seed: they run once per set, with its first seed
+        # (after the first seed's Adam fits, whose captures they reuse)
+        seeds0 = self.config.seeds_for(sets[0])
+        head = [(name, seeds0[0], sets[0]) for name in seeded] + [(name, seeds0[0], sets[0]) for name in exact]
+        head += [(name, seed, sets[0]) for seed in seeds0[1:] for name in seeded]
+        first = [(name, self.config.seeds_for(s)[0], s) for s in sets[1:] for name in exact + seeded]
+        rest = [(name, seed, s) for s in sets[1:] for seed in self.config.seeds_for(s)[1:] for name in seeded]
         return head + first + rest
 
     def run(self, report: bool = True) -> dict:
