@@ -11,6 +11,7 @@ from math import comb
 import numpy as np
 
 from galinear import blades
+from galinear._limits import check_max_iter, check_tolerance
 from galinear.core import products
 
 __all__ = ["Algebra", "coerce_float"]
@@ -76,7 +77,17 @@ class Algebra:
         if signature is not None:
             if p is not None:
                 raise ValueError("give either Algebra(p, q, r) or Algebra(signature=(p, q, r)), not both")
-            signature = tuple(signature)
+            if isinstance(signature, (int, np.integer)) and not isinstance(signature, bool):
+                raise TypeError(
+                    f"signature must be a tuple (p,), (p, q) or (p, q, r), got the number {signature!r}; "
+                    f"write Algebra({signature}) or Algebra(signature=({signature},)) for Cl({signature})"
+                )
+            try:
+                signature = tuple(signature)
+            except TypeError:
+                raise TypeError(
+                    f"signature must be a tuple (p,), (p, q) or (p, q, r) of non-negative integers, got {signature!r}"
+                ) from None
             if not 1 <= len(signature) <= 3:
                 raise ValueError(f"signature must be (p,), (p, q) or (p, q, r), got {signature!r}")
             p, q, r = (tuple(signature) + (0, 0))[:3]
@@ -177,6 +188,7 @@ class Algebra:
             b_bits = np.empty_like(b2)
             a_bits[:, perm] = a2
             b_bits[:, perm] = b2
+            _warn_if_slow(kind, self, a_bits, b_bits)
             out_bits = np.empty_like(a2)
             finite = products.bitmask_product(a_bits, b_bits, out_bits, self._metric_array, products.KINDS[kind])
             out = np.ascontiguousarray(out_bits[:, perm])
@@ -471,6 +483,11 @@ class Algebra:
                 raise TypeError(f"the exact decomposition takes no options, got {sorted(options)}")
             return rotors.decompose_exact(self.n, b)
         if method == "power":
+            unknown = sorted(set(options) - {"start", "tol", "max_iter"})
+            if unknown:
+                raise TypeError(f"the power decomposition takes start, tol and max_iter, got {unknown}")
+            check_tolerance(options.get("tol"), owner="Algebra.decompose")
+            check_max_iter(options.get("max_iter", 1), owner="Algebra.decompose")
             return rotors.decompose_power(self.n, b, **options)
         raise ValueError(f"method must be 'exact' or 'power', got {method!r}")
 
@@ -539,6 +556,30 @@ class Algebra:
 #: "auto" uses a generated kernel (when one exists) for n up to this value; set from
 #: benchmarks/results/bench_products.md.
 AUTO_GENERATED_MAX_N = 6
+
+
+#: Terms per second and thread of the bitmask kernel (n > 10), measured at n = 11..13 on one
+#: core; used only to warn before a product expected to take longer than SLOW_PRODUCT_SECONDS.
+BITMASK_TERMS_PER_SECOND = 7e7
+SLOW_PRODUCT_SECONDS = 10.0
+
+
+def _warn_if_slow(kind: str, alg: "Algebra", a_bits: np.ndarray, b_bits: np.ndarray) -> None:
+    """Warn, with an estimate, before a bitmask product that will run for a long time."""
+    import warnings
+
+    # the kernel skips zero coefficients: a row costs nnz(a_row) * nnz(b_row) terms
+    terms = float(np.dot(np.count_nonzero(a_bits, axis=1).astype(np.float64),
+                         np.count_nonzero(b_bits, axis=1).astype(np.float64)))
+    seconds = terms / (BITMASK_TERMS_PER_SECOND * max(1, min(_threads(), a_bits.shape[0])))
+    if seconds > SLOW_PRODUCT_SECONDS:
+        warnings.warn(
+            f"{kind} of {a_bits.shape[0]} multivector pair(s) in {alg!r} ({alg.dim} coefficients each) "
+            f"costs {terms:.3g} terms: about {seconds:.0f} s on {_threads()} thread(s). Dense "
+            f"multivectors of Cl({alg.n}) are expensive (4**n terms); keep the inputs sparse (e.g. "
+            "vectors, bivectors) or use a smaller algebra",
+            stacklevel=4,
+        )
 
 
 def _threads() -> int:
