@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import math
 import os
 import pickle
 from dataclasses import dataclass
@@ -129,6 +130,13 @@ class ImageDataset:
 
 
 def _open_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path}: no such file; check the path (idx files are named like "
+            "train-images-idx3-ubyte, raw or with .gz)"
+        )
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; read_idx needs one idx file (load_dataset(folder=...) reads a folder)")
     if path.suffix == ".gz":
         try:
             with gzip.open(path, "rb") as handle:
@@ -178,7 +186,7 @@ def read_idx(path) -> np.ndarray:
             f"has {len(raw)} bytes; the file is truncated"
         )
     shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python integers: no overflow for any header
     actual = len(raw) - header_size
     if actual != expected:
         kind = "truncated" if actual < expected else "longer than its header says"
