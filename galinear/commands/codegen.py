@@ -54,9 +54,35 @@ def run(args) -> int:
             return 0
         if not args.out:
             raise ValueError("give --out DIR (or --print)")
-        path = write_kernel(spec, args.target, args.out)
+        _check_out_folder(args.out)
+        try:
+            path = write_kernel(spec, args.target, args.out)
+        except OSError as exc:
+            raise ValueError(f"cannot write into --out {args.out}: {exc.strerror or exc}; choose a writable folder") from None
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {path}")
     return 0
+
+
+def _check_out_folder(out) -> None:
+    """Create ``out`` if needed and make sure a file can be written there, before generating."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder; give a folder (it is created if missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".galinear-write-test-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ValueError(
+            f"cannot write into --out {out} ({reason}); choose a folder you can write to"
+        ) from None
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--out {out} is not writable; choose a folder you can write to")
