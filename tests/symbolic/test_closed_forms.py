@@ -61,7 +61,7 @@ def test_rotor_from_bivector_matches_scipy_expm(n, rng):
 
 @pytest.mark.parametrize("n", [4, pytest.param(6, marks=pytest.mark.slow)])
 def test_decomposition_matches_core_exponential(n, rng):
-    core = pytest.importorskip("galinear.core")
+    import galinear.core as core
     values = [int(v) for v in rng.integers(-2, 3, size=n * (n - 1) // 2)]
     R = rotor_from_bivector(bivector(n, values))
     symbolic = np.array([float(sp.N(c, 30)) for c in R.coefficients])
@@ -159,7 +159,7 @@ def test_paper_parameter_counts():
     "d_in,d_out,hidden", [(2048, 2048, None), (2048, 512, None), (1536, 1536, 2048), (1536, 256, 2048), (40, 24, 32)]
 )
 def test_parameter_counts_match_galinear_nn(d_in, d_out, hidden):
-    nn = pytest.importorskip("galinear.nn")
+    import galinear.nn as nn
     net = nn.RotorNetwork(d_in, d_out, hidden=hidden)
     expected = rotor_network_parameter_count(d_in, d_out, hidden=d_in if hidden is None else hidden)
     assert sum(p.numel() for p in net.parameters()) == expected
@@ -167,7 +167,7 @@ def test_parameter_counts_match_galinear_nn(d_in, d_out, hidden):
 
 @pytest.mark.parametrize("d_in,d_out,double,alpha,bias", [(24, 40, True, True, False), (64, 8, False, False, True), (7, 5, True, True, True)])
 def test_gadget_count_matches_rotor_linear(d_in, d_out, double, alpha, bias):
-    nn = pytest.importorskip("galinear.nn")
+    import galinear.nn as nn
     layer = nn.RotorLinear(d_in, d_out, bias=bias, double_rotor=double, alpha=alpha)
     expected = rotor_gadget_parameter_count(d_in, d_out, double=double, alpha=alpha, bias=bias)
     assert sum(p.numel() for p in layer.parameters()) == expected
