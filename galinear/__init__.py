@@ -12,10 +12,11 @@ from importlib import import_module as _import_module
 
 from galinear._version import __version__
 
-__all__ = ["__version__", "Algebra", "blades", "core", "symbolic", "nn"]
+__all__ = ["__version__", "Algebra", "MultiVector", "blades", "core", "symbolic", "nn"]
 
 _LAZY = {
     "Algebra": ("galinear.core", "Algebra"),
+    "MultiVector": ("galinear.core.multivector", "MultiVector"),
     "blades": ("galinear.blades", None),
     "core": ("galinear.core", None),
     "symbolic": ("galinear.symbolic", None),

@@ -4,6 +4,7 @@ Importing this package compiles nothing; numba kernels compile on their first ca
 cached on disk (see :mod:`galinear._numba`).
 """
 from galinear.core.algebra import Algebra
+from galinear.core.multivector import MultiVector
 from galinear.core.rotors import Decomposition
 
-__all__ = ["Algebra", "Decomposition"]
+__all__ = ["Algebra", "Decomposition", "MultiVector"]

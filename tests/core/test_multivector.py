@@ -1,0 +1,311 @@
+"""galinear.MultiVector: operators against clifford (and kingdon when installed), properties.
+
+Tolerances, relative to the product of the operands' coefficient 2-norms: float64 1e-12 for
+single products, 1e-10 for inverses and chains of products; float32 1e-5 (1e-4 for inverses,
+whose rounding grows with the condition of x). References are computed in float64.
+"""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from galinear import Algebra, MultiVector
+from galinear.core.multivector import NotInvertibleError, hodge_signs, outermorphism_matrix
+from galinear.testing import clifford_reference
+
+clifford = pytest.importorskip("clifford", reason="clifford is the reference implementation (test extra)")
+
+SIGNATURES = [(3, 0, 0), (2, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (1, 1, 1), (2, 2, 0)]
+TOL = {np.float64: 1e-12, np.float32: 1e-5}
+INV_TOL = {np.float64: 1e-10, np.float32: 1e-4}
+
+
+def _rand(rng, alg, shape=(4,), dtype=np.float64):
+    return MultiVector(alg, rng.standard_normal(tuple(shape) + (alg.dim,)).astype(dtype))
+
+
+def _close(got, want, scale, tol):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    err = np.abs(got - want).reshape(-1, want.shape[-1] if want.ndim else 1).max(axis=-1)
+    assert np.all(err <= tol * np.maximum(np.asarray(scale).reshape(-1), 1e-300)), (err.max(), tol)
+
+
+def _norms(*mvs):
+    out = 1.0
+    for m in mvs:
+        out = out * np.linalg.norm(np.asarray(m.values, np.float64), axis=-1)
+    return out
+
+
+def _clifford_values(alg, mvs):
+    return [alg.to_clifford(m.values.astype(np.float64)) for m in mvs]
+
+
+@pytest.mark.parametrize("signature", SIGNATURES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_operators_match_clifford(signature, dtype, rng):
+    alg = Algebra(*signature)
+    a, b = _rand(rng, alg, (3,), dtype), _rand(rng, alg, (3,), dtype)
+    tol = TOL[dtype]
+    for op, name in [(lambda x, y: x * y, "gp"), (lambda x, y: x ^ y, "op"), (lambda x, y: x << y, "lc"),
+                     (lambda x, y: x >> y, "rc")]:
+        got = op(a, b)
+        assert got.dtype == dtype
+        _close(got.values, clifford_reference(alg, name, a.values.astype(np.float64), b.values.astype(np.float64)),
+               _norms(a, b), tol)
+    # clifford's | drops the terms with a scalar factor; ours keeps them (kingdon's |)
+    A, B = _clifford_values(alg, (a, b))
+    for i in range(3):
+        ref = (A[i] | B[i]).value + a.values[i, 0] * b.values[i] + b.values[i, 0] * a.values[i]
+        ref[0] -= a.values[i, 0] * b.values[i, 0]
+        _close((a | b).values[i], ref, _norms(a[i], b[i]), tol)
+        _close((~a).values[i], (~A[i]).value, _norms(a[i]), tol)
+        _close(a.involute().values[i], A[i].gradeInvol().value, _norms(a[i]), tol)
+        _close(a.conjugate().values[i], A[i].conjugate().value, _norms(a[i]), tol)
+        _close(a(2).values[i], A[i](2).value, _norms(a[i]), tol)
+        _close(a.grade(0, alg.n).values[i], (A[i](0) + A[i](alg.n)).value, _norms(a[i]), tol)
+        _close((2.5 * a - 1).values[i], (2.5 * A[i] - 1).value, _norms(a[i]) + 1, tol)
+    if 0 not in alg.metric:  # clifford's dual and inv are defined for non-degenerate metrics
+        for i in range(3):
+            _close(a.dual().values[i], A[i].dual().value, _norms(a[i]), tol)
+            inv = a.inv()
+            _close(inv.values[i], A[i].inv().value, np.linalg.norm(inv.values[i]), INV_TOL[dtype])
+            _close((a / b).values[i], (A[i] / B[i]).value, np.linalg.norm((a / b).values[i]), INV_TOL[dtype])
+
+
+def test_clifford_round_trip_and_algebra_inference(rng):
+    for signature in [(3, 0, 0), (3, 0, 1), (3, 1, 0)]:
+        alg = Algebra(*signature)
+        x = _rand(rng, alg, ())
+        back = MultiVector.from_clifford(x.to_clifford())
+        assert back.algebra == alg and back == x
+        xb = _rand(rng, alg, (2, 3))
+        assert MultiVector.from_clifford(xb.to_clifford(), alg) == xb
+    with pytest.raises(ValueError, match="cannot combine multivectors"):
+        _rand(rng, Algebra(3)) * _rand(rng, Algebra(2, 1))
+
+
+def test_kingdon_interop():
+    kingdon = pytest.importorskip("kingdon", reason="kingdon is optional (pip install kingdon)")
+    rng = np.random.default_rng(7)
+    for signature in [(3, 0, 0), (3, 0, 1), (3, 1, 0), (2, 0, 2)]:
+        alg = Algebra(*signature)
+        kalg = kingdon.Algebra(*signature)
+        a, b = _rand(rng, alg, ()), _rand(rng, alg, ())
+        ka, kb = a.to_kingdon(kalg), b.to_kingdon(kalg)
+        assert MultiVector.from_kingdon(ka, alg) == a
+        scale = _norms(a, b)
+        for ours, theirs in [(a * b, ka * kb), (a ^ b, ka ^ kb), (a | b, ka | kb), (a & b, ka & kb),
+                             (a << b, ka.lc(kb)), (~a, ~ka)]:
+            _close(ours.values, MultiVector.from_kingdon(theirs, alg).values, scale, 1e-12)
+        kind = "hodge" if 0 in alg.metric else "polarity"  # what "auto" picks (kingdon's auto needs r <= 1)
+        _close(a.dual().values, MultiVector.from_kingdon(ka.dual(kind), alg).values, _norms(a), 1e-12)
+        _close(a.undual().values, MultiVector.from_kingdon(ka.undual(kind), alg).values, _norms(a), 1e-12)
+    batch = _rand(rng, Algebra(3), (5,))
+    assert MultiVector.from_kingdon(batch.to_kingdon()) == batch
+
+
+def test_broadcasting_and_scalars(rng):
+    alg = Algebra(3)
+    a, b = _rand(rng, alg, (5, 1)), _rand(rng, alg, (1, 4))
+    ab = a * b
+    assert ab.shape == (5, 4)
+    assert np.allclose(ab.values, alg.gp(a.values, b.values))
+    x = _rand(rng, alg, ())
+    assert (2 * x).allclose(x * 2.0) and (x + 1)["1"] == x["1"] + 1 and (1 - x).allclose(-(x - 1))
+    assert (np.float64(3) * x).allclose(x * 3) and (x / 2).allclose(0.5 * x)
+    assert (2 / x).allclose(2 * x.inv(), rtol=1e-10)
+    assert (x ** 3).allclose(x * x * x) and (x ** 0) == 1.0 and (x ** -2).allclose(x.inv() * x.inv(), rtol=1e-9)
+    assert (x ** 1) == x
+    with pytest.raises(TypeError, match="integer powers"):
+        x ** 0.5
+    with pytest.raises(TypeError, match="cannot combine"):
+        x * np.ones(8)
+    x32 = x.astype(np.float32)
+    assert (x32 * x32).dtype == np.float32 and (x32 + 1).dtype == np.float32 and (2 * x32).dtype == np.float32
+
+
+def test_blade_access_and_indexing(rng):
+    alg = Algebra(4)
+    x = _rand(rng, alg, (3,))
+    assert np.array_equal(x["e12"], x.values[:, 5]) and np.array_equal(x.e21, -x.values[:, 5])
+    assert np.array_equal(x["1"], x.values[:, 0])
+    x.e13 = 7.0
+    assert np.all(x.values[:, 6] == 7.0)
+    x["e31"] = 2.0
+    assert np.all(x.e13 == -2.0)
+    assert x[1] == MultiVector(alg, x.values[1]) and x[1:].shape == (2,) and x[..., 0].shape == ()
+    assert len(x) == 3 and [m.shape for m in x] == [(), (), ()]
+    with pytest.raises(KeyError, match="no blade named 'e15'"):
+        x["e15"]
+    with pytest.raises(AttributeError, match="no blade named"):
+        x.e11 = 1.0
+    with pytest.raises(AttributeError, match="fixed at construction"):
+        x.values = None
+    big = MultiVector.blade(Algebra(11), "e(10)(11)", 2.0)
+    assert big["e(10)(11)"] == 2.0 and big["e(11)(10)"] == -2.0
+
+
+def test_repr_and_latex():
+    alg = Algebra(3)
+    e1, e2, e3 = MultiVector.basis_vectors(alg)
+    x = 1 + 2 * (e1 ^ e2) - e3
+    assert str(x) == "1 - e3 + 2*e12"
+    assert repr(x) == "MultiVector(Algebra(3), 1 - e3 + 2*e12)"
+    assert x.latex() == r"1 - e_{3} + 2\,e_{12}" and x._repr_latex_() == r"$1 - e_{3} + 2\,e_{12}$"
+    assert str(MultiVector.zeros(alg)) == "0"
+    batch = MultiVector(alg, np.stack([x.values, -x.values]))
+    assert "shape=(2,)" in repr(batch) and "grades=(0, 1, 2)" in repr(batch)
+    assert "dtype=float32" in repr(x.astype(np.float32))
+    assert repr(MultiVector.blade(Algebra(3, 0, 1), "e14")) == "MultiVector(Algebra(3, 0, 1), e14)"
+
+
+@pytest.mark.parametrize("signature", [(1, 0, 0), (2, 0, 0), (3, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (2, 2, 1),
+                                       (6, 0, 0), (4, 2, 0), (5, 0, 1)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_inverse_every_signature(signature, dtype, rng):
+    """Closed forms up to n = 5, the matrix path above: x^-1 x = x x^-1 = 1."""
+    alg = Algebra(*signature)
+    x = _rand(rng, alg, (6,), dtype)
+    y = x.inv()
+    one = np.zeros(alg.dim)
+    one[0] = 1
+    scale = np.linalg.norm(x.values.astype(np.float64), axis=-1) * np.linalg.norm(y.values.astype(np.float64), axis=-1)
+    _close((x * y).values, np.broadcast_to(one, x.values.shape), scale, INV_TOL[dtype])
+    _close((y * x).values, np.broadcast_to(one, x.values.shape), scale, INV_TOL[dtype])
+    assert y.dtype == dtype
+
+
+@pytest.mark.parametrize("signature,name", [((3, 0, 0), "idempotent"), ((3, 1, 0), "null"), ((3, 0, 1), "e1"),
+                                            ((6, 0, 0), "idempotent"), ((4, 1, 0), "null"), ((3, 0, 1), "zero")])
+def test_not_invertible_raises(signature, name):
+    alg = Algebra(*signature)
+    basis = MultiVector.basis(alg)
+    x = {
+        "idempotent": (1 + basis["e1"]) * 0.5,
+        "null": basis["e1"] + basis[alg.blade_names[alg.n]],  # e1 + e_n with e_n^2 = -1
+        "e1": basis["e1"],  # the null vector of PGA
+        "zero": MultiVector.zeros(alg),
+    }[name]
+    with pytest.raises(NotInvertibleError, match="not invertible"):
+        x.inv()
+    with pytest.raises(NotInvertibleError):
+        basis["e2"] / x
+
+
+SIG_STRATEGY = st.sampled_from([(3, 0, 0), (4, 0, 0), (3, 1, 0), (3, 0, 1), (2, 1, 1), (4, 1, 0), (2, 0, 2)])
+
+
+@given(seed=st.integers(0, 2**32 - 1), signature=SIG_STRATEGY)
+def test_property_associativity_and_inverse(seed, signature):
+    rng = np.random.default_rng(seed)
+    alg = Algebra(*signature)
+    a, b, c = (_rand(rng, alg, ()) for _ in range(3))
+    _close(((a * b) * c).values, (a * (b * c)).values, _norms(a, b, c), 1e-12)
+    _close(((a ^ b) ^ c).values, (a ^ (b ^ c)).values, _norms(a, b, c), 1e-12)
+    _close(((a & b) & c).values, (a & (b & c)).values, _norms(a, b, c), 1e-12)
+    y = a.inv()
+    _close((y * a).values, MultiVector.scalar(alg, 1.0).values, _norms(a, y), 1e-10)
+
+
+@given(seed=st.integers(0, 2**32 - 1), signature=SIG_STRATEGY, kind=st.sampled_from(["auto", "hodge", "polarity"]))
+def test_property_dual_round_trip(seed, signature, kind):
+    rng = np.random.default_rng(seed)
+    alg = Algebra(*signature)
+    x = _rand(rng, alg, (2,))
+    if kind == "polarity" and 0 in alg.metric:
+        with pytest.raises(ValueError, match="kind='hodge'"):
+            x.dual(kind)
+        return
+    assert x.dual(kind).undual(kind).allclose(x, rtol=0, atol=1e-12 * float(np.abs(x.values).max()))
+    assert x.undual(kind).dual(kind).allclose(x, rtol=0, atol=1e-12 * float(np.abs(x.values).max()))
+
+
+@given(seed=st.integers(0, 2**32 - 1), signature=SIG_STRATEGY, r=st.integers(0, 5), s=st.integers(0, 5))
+def test_property_meet_join(seed, signature, r, s):
+    """Regressive-product identities: grades, I as unit, complement of a meet, (anti)symmetry."""
+    rng = np.random.default_rng(seed)
+    alg = Algebra(*signature)
+    n = alg.n
+    r, s = min(r, n), min(s, n)
+    a, b = _rand(rng, alg, ())(r), _rand(rng, alg, ())(s)
+    m = a & b
+    want = set() if r + s < n else {r + s - n}
+    assert set(m.grades(tol=1e-12 * float(_norms(a, b)))) <= want
+    I = MultiVector.pseudoscalar(alg)
+    assert (I & a).allclose(a, rtol=0, atol=1e-14) and (a & I).allclose(a, rtol=0, atol=1e-14)
+    assert m.dual("hodge").allclose(a.dual("hodge") ^ b.dual("hodge"), rtol=0, atol=1e-12 * float(_norms(a, b)))
+    sign = (-1) ** ((n - r) * (n - s))
+    assert (b & a).allclose(sign * m, rtol=0, atol=1e-12 * float(_norms(a, b)))
+    assert a.join(b) == (a ^ b)
+
+
+def test_meet_of_planes_is_their_line():
+    """Cl(3): two planes through the origin meet in their common line; PGA: the join of two points."""
+    alg = Algebra(3)
+    e1, e2, e3 = MultiVector.basis_vectors(alg)
+    line = (e1 ^ e2).meet(e2 ^ e3)
+    assert line == e2
+    pga = Algebra(3, 0, 1)  # e1 is the null vector: plane-based PGA, points are trivectors
+    b = MultiVector.basis(pga)
+    origin = b["e234"]
+    point = origin + b["e134"] * 0 + b["e123"] * 0  # translate along e2 below
+    moved = b["e234"] - 2.0 * b["e134"]  # the point (2, 0, 0) up to orientation conventions
+    line = origin & moved  # the join (regressive product) of two points is the line through them
+    assert (line ^ origin).allclose(0, atol=1e-14) and (line ^ moved).allclose(0, atol=1e-14)
+    assert (line ^ point).allclose(0, atol=1e-14)
+
+
+def test_project_reject(rng):
+    alg = Algebra(4)
+    u, v, x = (MultiVector.vector(alg, rng.standard_normal(4)) for _ in range(3))
+    B = u ^ v
+    p, q = x.project(B), x.reject(B)
+    assert (p + q).allclose(x) and (p ^ B).allclose(0, atol=1e-12) and (q << B).allclose(0, atol=1e-12)
+    assert q.allclose((x ^ B) * B.inv(), atol=1e-12)
+    assert p(1).allclose(p, atol=1e-15)
+
+
+def test_outermorphism(rng):
+    alg = Algebra(4)
+    M = rng.standard_normal((4, 4))
+    a, b = _rand(rng, alg, ()), _rand(rng, alg, ())
+    fa, fb = a.outermorphism(M), b.outermorphism(M)
+    assert (a ^ b).outermorphism(M).allclose(fa ^ fb, atol=1e-11)
+    I = MultiVector.pseudoscalar(alg)
+    assert I.outermorphism(M).allclose(np.linalg.det(M) * I, atol=1e-12)
+    vec = MultiVector.vector(alg, rng.standard_normal(4))
+    assert np.allclose(vec.outermorphism(M).values[1:5], M @ vec.values[1:5])
+    # the outermorphism of a rotation matrix is the rotor's sandwich on every grade
+    R = MultiVector.bivector(alg, rng.standard_normal(6)).exp()
+    rot = alg.rotation_matrix(R.values)
+    assert a.outermorphism(rot).allclose(R @ a, atol=1e-12)
+    batch = outermorphism_matrix(alg, np.stack([M, np.eye(4)]))
+    assert batch.shape == (2, 16, 16) and np.allclose(batch[1], np.eye(16))
+    with pytest.raises(ValueError, match=r"\(\.\.\., 4, 4\)"):
+        a.outermorphism(np.eye(3))
+
+
+def test_hodge_signs_definition():
+    for n in range(0, 6):
+        alg = Algebra(n, 0, 0)
+        target, sign = hodge_signs(n)
+        I = alg.blade(alg.blade_names[-1])
+        for j in range(alg.dim):
+            e = np.zeros(alg.dim)
+            e[j] = 1
+            star = np.zeros(alg.dim)
+            star[target[j]] = sign[j]
+            assert np.allclose(alg.op(e, star), I)
+
+
+def test_sandwich_exp_log_and_norms(rng):
+    alg = Algebra(3)
+    B = MultiVector.bivector(alg, rng.standard_normal(3))
+    R = B.exp()
+    x = _rand(rng, alg, ())
+    assert (R @ x).allclose(R * x * ~R) and R.log().exp().allclose(R, atol=1e-12)
+    assert np.isclose(float(R.norm()), 1.0) and (x.normalized().norm() - 1) < 1e-12
+    with pytest.raises(TypeError, match="needs a MultiVector"):
+        R @ 2.0
