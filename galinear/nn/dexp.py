@@ -169,30 +169,39 @@ def _torch_part_tables(n, device, dtype):
     return tables
 
 
+#: Up to this many coefficients per multivector the bivector parts go through one batched
+#: matrix product per chunk pair (T d^2 multiply-adds, at matrix-product speed); above it, one
+#: gather-multiply-sum per bivector blade (T d C(n, 2), memory-bound).
+CORRELATION_LIMIT = 256
+
+
 def bivector_parts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Summed bivector parts :math:`\sum_t \langle a_t \tilde b_t\rangle_2` and
     :math:`\sum_t \langle \tilde b_t a_t\rangle_2` for a, b of shape (T, P, 2**n): each (P, C(n, 2)).
-
-    One gather-multiply-sum per bivector blade; accumulated in the dtype of the inputs
-    (float32 inputs are summed in float64 to keep the sum over many tokens accurate).
     """
     if a.shape != b.shape or a.dim() != 3:
         raise ValueError(f"a and b must both be (T, P, 2**n), got {tuple(a.shape)} and {tuple(b.shape)}")
     d = a.shape[-1]
     n = d.bit_length() - 1
-    work = torch.float64 if a.dtype != torch.float64 else a.dtype
-    gather, signs = _torch_part_tables(n, a.device, work)
+    gather, signs = _torch_part_tables(n, a.device, a.dtype)
     M = gather.shape[0]
     P = a.shape[1]
     if M == 0:
         empty = a.new_zeros(P, 0)
         return empty, empty
-    at = a.permute(2, 1, 0).contiguous()  # (d, P, T): rows gathered whole
-    bt = b.permute(2, 1, 0).contiguous()
-    sums = torch.empty(M, d, P, dtype=work, device=a.device)
-    for m in range(M):
-        sums[m] = (at.index_select(0, gather[m]) * bt).sum(-1, dtype=work)
-    parts = torch.einsum("mdp,mds->spm", sums, signs)  # (2, P, M)
+    if d <= CORRELATION_LIMIT:
+        # corr[p, i, c] = sum_t a[t, p, i] b[t, p, c]; the part of blade m picks i = gather[m, c]
+        corr = torch.bmm(a.permute(1, 2, 0), b.permute(1, 0, 2))
+        columns = torch.arange(d, device=a.device)
+        picked = corr[:, gather, columns]  # (P, M, d)
+        parts = torch.einsum("pmd,mds->spm", picked, signs)
+    else:
+        at = a.permute(2, 1, 0).contiguous()  # (d, P, T): rows gathered whole
+        bt = b.permute(2, 1, 0).contiguous()
+        sums = torch.empty(M, d, P, dtype=a.dtype, device=a.device)
+        for m in range(M):
+            sums[m] = (at.index_select(0, gather[m]) * bt).sum(-1)
+        parts = torch.einsum("mdp,mds->spm", sums, signs)  # (2, P, M)
     return parts[0], parts[1]
 
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-__all__ = ["MLPConfig", "build_mlp", "count_parameters", "MODEL_KINDS"]
+__all__ = ["MLPConfig", "build_mlp", "count_parameters", "MODEL_KINDS", "training_bytes", "check_training_memory"]
 
 MODEL_KINDS = ("dense", "rotor", "lowrank")
 _ACTIVATIONS = ("relu", "gelu", "prelu", "tanh")
@@ -62,6 +62,9 @@ class MLPConfig:
         Standard deviation of the normal initialisation of every bivector coefficient of the
         rotor maps (None keeps RotorLinear's default). A larger value starts from rotations far
         from the identity, so that every hidden unit mixes many inputs from the first step.
+    rotor_gradient : str
+        ``gradient`` of every RotorLinear: "exact" (default, the derivative of exp(B)) or
+        "power-step" (the paper's one-step approximation, for comparisons).
     """
 
     kind: str = "dense"
@@ -78,6 +81,7 @@ class MLPConfig:
     backend: str = "auto"
     rotor_init_std: float | None = None
     dropout: float = 0.0
+    rotor_gradient: str = "exact"
 
     def validate(self) -> None:
         if self.kind not in MODEL_KINDS:
@@ -90,6 +94,8 @@ class MLPConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.rotor_gradient not in ("exact", "power-step"):
+            raise ValueError(f"rotor_gradient must be 'exact' or 'power-step', got {self.rotor_gradient!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
         chunk = self.chunk_size
@@ -109,7 +115,7 @@ def _linear(config: MLPConfig, d_in: int, d_out: int, kind: str) -> nn.Module:
         layer = RotorLinear(
             d_in, d_out, bias=config.bias, double_rotor=True,
             chunk_size=fitting_chunk_size(d_in, d_out, config.chunk_size),
-            alpha=True, backend=config.backend,
+            alpha=True, backend=config.backend, gradient=config.rotor_gradient,
         )
         if config.rotor_init_std is not None:
             with torch.no_grad():
@@ -155,7 +161,8 @@ class MLP(nn.Module):
         if config.head == "rotor":
             from galinear.nn import RotorLinear
 
-            self.head = RotorLinear(config.hidden, config.num_classes, bias=True, backend=config.backend)
+            self.head = RotorLinear(config.hidden, config.num_classes, bias=True, backend=config.backend,
+                                    gradient=config.rotor_gradient)
         else:
             self.head = nn.Linear(config.hidden, config.num_classes)
 
@@ -186,6 +193,63 @@ def build_mlp(config: MLPConfig | None = None, **overrides) -> MLP:
     elif overrides:
         config = MLPConfig(**{**config.to_dict(), **overrides})
     return MLP(config)
+
+
+def training_bytes(config: MLPConfig, batch_size: int, eval_batch_size: int = 2000) -> int:
+    """A lower bound on the memory (bytes, float32) that training ``config`` needs.
+
+    Dense and low-rank maps: weight, gradient and Adam's two moments; rotor maps with the dense
+    backend: the assembled matrix and its gradient (their own parameters are few); activations:
+    three (batch, hidden) arrays per hidden layer kept for the backward pass, or one per layer for
+    an evaluation batch, whichever is larger.
+    """
+    widths = [config.in_features] + [config.hidden] * config.depth
+    maps = [(a, b, config.kind) for a, b in zip(widths[:-1], widths[1:])]
+    maps.append((config.hidden, config.num_classes, "rotor" if config.head == "rotor" else "dense"))
+    values = 0
+    for d_in, d_out, kind in maps:
+        if kind == "dense":
+            values += 4 * (d_in * d_out + d_out)
+        elif kind == "lowrank":
+            values += 4 * (config.rank * (d_in + d_out) + d_out)
+        elif config.backend == "dense":
+            values += 2 * d_in * d_out
+    values += max(3 * batch_size, eval_batch_size) * config.hidden * config.depth
+    return 4 * values
+
+
+def _available_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (free physical pages elsewhere); None when unknown."""
+    import os
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_training_memory(config: MLPConfig, batch_size: int, eval_batch_size: int = 2000) -> None:
+    """Raise MemoryError (a ValueError too) before allocating when training cannot fit in memory."""
+    need = training_bytes(config, batch_size, eval_batch_size)
+    available = _available_bytes()
+    if available is not None and need > available:
+        raise TrainingTooLargeError(
+            f"a {config.kind} MLP with hidden width {config.hidden:,} and depth {config.depth} needs at least "
+            f"{need / 2**30:,.1f} GiB to train (batch {batch_size}, evaluation batch {eval_batch_size}), but "
+            f"only {available / 2**30:,.1f} GiB of memory are available; use a smaller --hidden (or depth, "
+            "batch size)"
+        )
+
+
+class TrainingTooLargeError(ValueError, MemoryError):
+    """Training a model would need more memory than is available (raised before allocating)."""
 
 
 def count_parameters(model: nn.Module) -> int:

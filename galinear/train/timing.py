@@ -40,7 +40,8 @@ def step_seconds(config: MLPConfig, batch_size: int, steps: int = 5, warmup: int
 
 
 def compare_backends(hidden: int, depth: int, batch_size: int, steps: int = 5, backends=None,
-                     chunk_size: int | None = None, activation: str = "relu") -> list[dict]:
+                     chunk_size: int | None = None, activation: str = "relu",
+                     gradients=("exact",)) -> list[dict]:
     """Rows {model, backend, parameters, cpu_seconds, ratio_to_dense} measured in this one call."""
     from galinear.nn import functional
 
@@ -52,10 +53,12 @@ def compare_backends(hidden: int, depth: int, batch_size: int, steps: int = 5, b
     rows.append({"model": "dense", "backend": "-", "parameters": count_parameters(build_mlp(base)),
                  "cpu_seconds": dense_seconds})
     for backend in backends:
-        config = MLPConfig(kind="rotor", hidden=hidden, depth=depth, activation=activation, backend=backend,
-                           rotor_init_std=1.0, chunk_size=chunk_size)
-        rows.append({"model": "rotor", "backend": backend, "parameters": count_parameters(build_mlp(config)),
-                     "cpu_seconds": step_seconds(config, batch_size, steps)})
+        for gradient in gradients:
+            config = MLPConfig(kind="rotor", hidden=hidden, depth=depth, activation=activation, backend=backend,
+                               rotor_init_std=1.0, chunk_size=chunk_size, rotor_gradient=gradient)
+            rows.append({"model": f"rotor ({gradient} gradient)", "backend": backend,
+                         "parameters": count_parameters(build_mlp(config)),
+                         "cpu_seconds": step_seconds(config, batch_size, steps)})
     for row in rows:
         row["ratio_to_dense"] = row["cpu_seconds"] / dense_seconds
     return rows
@@ -78,10 +81,12 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--backends", nargs="+", default=None,
                         help="sandwich backends to time (default: every one registered for CPU float32)")
+    parser.add_argument("--gradients", nargs="+", default=["exact"], choices=("exact", "power-step"),
+                        help="rotor gradients to time side by side (default: exact)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     rows = compare_backends(args.hidden, args.depth, args.batch_size, args.steps, args.backends, args.chunk_size,
-                            args.activation)
+                            args.activation, args.gradients)
     print(f"one training step, batch {args.batch_size}, MLP {args.hidden} x {args.depth}, "
           f"rotor chunk {args.chunk_size}, {args.activation}, "
           f"torch threads {args.threads}: median CPU seconds of {args.steps} steps")
