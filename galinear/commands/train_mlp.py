@@ -1,5 +1,6 @@
 """`galinear train-mlp`: train rotor, dense and low-rank MLPs on Fashion-MNIST or MNIST."""
 import argparse
+import math
 import os
 
 HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
@@ -9,6 +10,39 @@ def _positive_int(text):
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _number(text, low=None, low_open=False, high=None, what="a number"):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not math.isfinite(value) or (low is not None and (value <= low if low_open else value < low)) \
+            or (high is not None and value >= high):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+    return value
+
+
+def _positive_float(text):
+    return _number(text, 0.0, low_open=True, what="a finite number > 0")
+
+
+def _nonnegative_float(text):
+    return _number(text, 0.0, what="a finite number >= 0")
+
+
+def _probability(text):
+    return _number(text, 0.0, high=1.0, what="a probability in [0, 1)")
+
+
+def _nonnegative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
     return value
 
 
@@ -36,16 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rotor sandwich backend (default dense: for n <= 10 and batches of hundreds, building "
                              "the chunk matrices once per step costs less CPU than the factored kernels; see "
                              "docs/results.md)")
-    parser.add_argument("--rotor-init-std", type=float, default=1.0,
+    parser.add_argument("--rotor-init-std", type=_nonnegative_float, default=1.0,
                         help="std of the normal initialisation of rotor bivector coefficients (default 1.0: "
                              "rotations far from the identity)")
-    parser.add_argument("--dropout", type=float, default=0.0,
+    parser.add_argument("--dropout", type=_probability, default=0.0,
                         help="probability of dropping a hidden unit after each activation in training (default 0)")
+    parser.add_argument("--rotor-gradient", choices=("exact", "power-step"), default="exact",
+                        help="gradient of the rotor layers: the exact derivative of exp(B) (default) or "
+                             "the paper's one-step approximation")
     parser.add_argument("--epochs", type=_positive_int, default=10)
     parser.add_argument("--batch-size", type=_positive_int, default=256)
-    parser.add_argument("--lr", type=float, default=7e-3, help="peak Adam learning rate (same for every model)")
-    parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--warmup-steps", type=int, default=50)
+    parser.add_argument("--lr", type=_positive_float, default=7e-3, help="peak Adam learning rate (same for every model)")
+    parser.add_argument("--weight-decay", type=_nonnegative_float, default=0.0, help="AdamW weight decay (default 0)")
+    parser.add_argument("--warmup-steps", type=_nonnegative_int, default=50)
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
     parser.add_argument("--tag", default="", help="suffix of the run names, to keep variants apart")
     parser.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")
@@ -66,9 +103,33 @@ def run(args) -> int:
 
     from galinear.train.data import image_tensors
     from galinear.train.loop import TrainConfig, train_classifier
-    from galinear.train.models import MLPConfig
+    from galinear.train.models import MLPConfig, check_training_memory
     from galinear.train.report import markdown_table, write_report
 
+    def model_config(kind, in_features=784, num_classes=10):
+        return MLPConfig(
+            kind=kind, in_features=in_features, num_classes=num_classes,
+            hidden=args.hidden, depth=args.depth, layer_norm=args.layer_norm,
+            activation=args.activation, bias=args.bias, head=args.head, rank=args.rank,
+            chunk_size=args.chunk_size, backend=args.backend,
+            rotor_init_std=args.rotor_init_std if kind == "rotor" else None,
+            dropout=args.dropout, rotor_gradient=args.rotor_gradient,
+        )
+
+    def train_config(seed):
+        return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                           weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=seed)
+
+    if not args.report_only:  # every check that needs no data, before the data load
+        try:
+            for kind in args.model:
+                config = model_config(kind)  # both data sets: 28 x 28 images, 10 classes
+                config.validate()
+                train_config(args.seeds[0]).validate()
+                check_training_memory(config, args.batch_size)
+        except ValueError as error:
+            print(f"galinear train-mlp: error: {error}")
+            return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.out) / args.data
@@ -82,25 +143,22 @@ def run(args) -> int:
               f"torch threads {torch.get_num_threads()}; runs in {root}")
         for kind in args.model:
             for seed in args.seeds:
-                model_config = MLPConfig(
-                    kind=kind, in_features=data[0].shape[1], num_classes=int(data[1].max()) + 1,
-                    hidden=args.hidden, depth=args.depth, layer_norm=args.layer_norm,
-                    activation=args.activation, bias=args.bias, head=args.head, rank=args.rank,
-                    chunk_size=args.chunk_size, backend=args.backend,
-                    rotor_init_std=args.rotor_init_std if kind == "rotor" else None,
-                    dropout=args.dropout,
-                )
-                train_config = TrainConfig(
-                    epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                    weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=seed,
-                )
                 name = run_name(kind, seed, args.tag)
-                history = train_classifier(model_config, train_config, data, root / name,
-                                           progress=args.progress, description=name)
+                try:
+                    history = train_classifier(model_config(kind, data[0].shape[1], int(data[1].max()) + 1),
+                                               train_config(seed), data, root / name,
+                                               progress=args.progress, description=name)
+                except ValueError as error:  # a run folder of another configuration, a damaged checkpoint
+                    print(f"galinear train-mlp: error: {error}")
+                    return 2
                 print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
                       f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
                 write_report(root, title, references)
-    rows = write_report(root, title, references)
+    try:
+        rows = write_report(root, title, references)
+    except ValueError as error:  # a damaged history.json
+        print(f"galinear train-mlp: error: {error}")
+        return 2
     if not rows:
         print(f"no finished runs in {root}: train some first (galinear train-mlp --out {args.out})")
         return 1
