@@ -7,37 +7,45 @@ a cosine schedule stepped once per batch with T_max = the total number of steps,
 falls from lr to 0 exactly once over the whole run:
 
     lr_t = lr * (1 + cos(pi * t / T)) / 2,   t = 0..T-1.
+
+Checkpoints and caches are safetensors files with a JSON header (:mod:`galinear._io`): loading
+one never unpickles anything.
 """
 from __future__ import annotations
 
 import math
 import os
-import tempfile
+import sys
+
+from galinear import _io
 
 
 def atomic_save(obj, path: str) -> None:
-    """``torch.save`` to a temporary file in the same folder, then ``os.replace`` onto ``path``."""
-    import torch
-
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=folder)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Save ``obj`` (nested dicts/lists of tensors and JSON values) to ``path`` atomically."""
+    _io.save_state(path, obj)
 
 
-def load(path: str):
-    """Load a checkpoint written by :func:`atomic_save`, or None when it does not exist."""
-    import torch
+def load(path: str, *, recompute: bool = True):
+    """Load a file written by :func:`atomic_save`, or None when it does not exist.
 
+    A cache that cannot be read (truncated, damaged, or an older galinear's pickle that holds
+    more than tensors) is removed with a message on stderr and None is returned, so the caller
+    recomputes that unit. With ``recompute=False`` such a file raises
+    :class:`galinear._io.UnreadableFileError` instead (for files that cannot be recomputed).
+    """
     if not os.path.exists(path):
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    if not recompute:
+        return _io.load_state(path, fix="delete it and rerun the command that wrote it")
+    try:
+        return _io.load_state(path)
+    except _io.UnreadableFileError as error:
+        print(f"galinear: {error}; removing it and recomputing this unit", file=sys.stderr, flush=True)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        return None
 
 
 def cosine_lr(step: int, total: int, lr: float) -> float:

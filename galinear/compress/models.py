@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
@@ -72,18 +70,11 @@ def _strip_quantizer(model) -> None:
 
 
 def _atomic_save_pretrained(model, tokenizer, target: str) -> None:
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
-    try:
+    from galinear import _io
+
+    with _io.atomic_folder(target) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cache: bool = True,

@@ -1,11 +1,11 @@
 """Summaries of a study: JSON, a markdown table and a plot of ln PPL against parameter count."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
+from galinear import _io
 from galinear.compress.models import PROJECTIONS
 
 DATASET_TITLES = {"wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
@@ -129,7 +129,7 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=130)
+    _io.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format=os.path.splitext(path)[1][1:] or "png"))
     plt.close(fig)
     return path
 
@@ -151,10 +151,7 @@ def write(study, plot: bool = True) -> dict:
         "rows": rows,
     }
     summary_path = os.path.join(config.out_dir, "summary.json")
-    tmp = summary_path + ".tmp"
-    with open(tmp, "w") as handle:
-        json.dump(info, handle, indent=1, default=str)
-    os.replace(tmp, summary_path)
+    _io.save_json(summary_path, info, default=str)
     table = markdown(rows, datasets)
     windows_line = ", ".join(f"{d}: {len(w.train)} training / {len(w.heldout)} held-out windows"
                              for d, w in study.windows.items())
@@ -164,9 +161,7 @@ def write(study, plot: bool = True) -> dict:
             f"{'on' if config.refit_o_proj else 'off'}. ln PPL is mean ± sample std over seeds where "
             f"several seeds ran.\n\n{table}")
     md_path = os.path.join(config.out_dir, "results.md")
-    with open(md_path + ".tmp", "w") as handle:
-        handle.write(text)
-    os.replace(md_path + ".tmp", md_path)
+    _io.atomic_write_text(md_path, text)
     if plot:
         plot_figure(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
     return {"rows": rows, "table": table, "markdown": text}

@@ -23,13 +23,13 @@ Protocol (paper-notes section 6, with its leaks fixed):
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from galinear import _io
 from galinear.compress import activations, closed_form, evaluate, fit, methods, models, windows as win
 from galinear.compress.fit import atomic_save
 
@@ -198,18 +198,17 @@ class Study:
 
     def _load_results(self) -> dict:
         if os.path.exists(self.results_path):
-            with open(self.results_path) as handle:
-                data = json.load(handle)
-            if data.get("fingerprint") == self._fingerprint():
+            try:
+                data = _io.load_json(self.results_path)
+            except _io.CorruptFileError as error:
+                self.log(f"{error}; starting it afresh (the evaluations it held are redone)")
+                data = {}
+            if isinstance(data, dict) and data.get("fingerprint") == self._fingerprint():
                 return data
         return {"fingerprint": self._fingerprint(), "entries": {}}
 
     def _save_results(self) -> None:
-        os.makedirs(self.config.out_dir, exist_ok=True)
-        tmp = self.results_path + ".tmp"
-        with open(tmp, "w") as handle:
-            json.dump(self.results, handle, indent=1, sort_keys=True)
-        os.replace(tmp, self.results_path)
+        _io.save_json(self.results_path, self.results, sort_keys=True)
 
     # ------------------------------------------------------------------ data
     def _train_ids(self) -> np.ndarray:
@@ -271,8 +270,8 @@ class Study:
                     self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
                 continue
             x_orig, x_orig_test = self.original_capture(layer)
-            need = [p for p in models.PROJECTIONS
-                    if not os.path.exists(self._unit_path(spec, seed, prefix, layer, p))]
+            need = [p for p in models.PROJECTIONS  # an unreadable unit file is removed here and refitted
+                    if fit.load(self._unit_path(spec, seed, prefix, layer, p)) is None]
             if need:
                 if prefix:
                     key = f"{spec.tag()}-s{seed}-P{_set_name(prefix)}" + \
@@ -530,8 +529,10 @@ def load_compressed(model, path: str) -> dict:
     """Put the modules saved by :func:`save_compressed` into ``model`` (in place); returns them."""
     import torch
 
-    payload = fit.load(path)
-    if payload is None or payload.get("format") != "galinear-compressed-v1":
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such compressed model file")
+    payload = fit.load(path, recompute=False)
+    if not isinstance(payload, dict) or payload.get("format") != "galinear-compressed-v1":
         raise ValueError(f"{path} is not a compressed model written by galinear")
     spec = methods.MethodSpec(**payload["spec"])
     out = {}

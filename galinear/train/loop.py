@@ -6,17 +6,18 @@ One run = one model, one seed. Its folder holds
 - ``history.json``: one record per finished epoch (train loss, test loss, test accuracy,
   wall-clock seconds of the epoch's training and evaluation);
 - ``checkpoint.pt``: model, optimiser, scheduler and random-number states after the last
-  finished epoch.
+  finished epoch, as a safetensors file (tensors) with a JSON header (everything else); it is
+  read without unpickling anything (:mod:`galinear._io`).
 
-Both files are written to a temporary file and moved into place with ``os.replace``, so a run
+Every file is written to a temporary file and moved into place with ``os.replace``, so a run
 killed at any moment resumes from its last finished epoch with the same result it would have had.
+A damaged checkpoint is reported with its path and what to do, never half-loaded.
 Shuffling uses a generator seeded by (seed, epoch), so a resumed run sees the same batches.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from galinear.train.models import MLPConfig, build_mlp, count_parameters
+from galinear import _io
+from galinear.train.models import MLPConfig, build_mlp, check_training_memory, count_parameters
 
 __all__ = ["TrainConfig", "train_classifier", "load_history", "atomic_write_json", "evaluate"]
 
@@ -62,25 +64,32 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
-        if self.weight_decay < 0 or self.warmup_steps < 0:
-            raise ValueError("weight_decay and warmup_steps must be >= 0")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
 
 
 def atomic_write_json(path, payload) -> None:
     """Write JSON to ``path`` through a temporary file and ``os.replace`` (never half-written)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as handle:
-        json.dump(payload, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    _io.save_json(path, payload)
 
 
-def _atomic_torch_save(path: Path, payload) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+_CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "torch_rng", "history")
+
+
+def _checkpoint_fix(path: Path) -> str:
+    return (f"delete {path} to retrain this run from its first epoch (its config.json may stay), "
+            "or restore the file from a backup")
+
+
+def _load_checkpoint(path: Path) -> dict:
+    """The state saved after the last finished epoch; a damaged or foreign file raises ValueError."""
+    state = _io.load_state(path, fix=_checkpoint_fix(path))
+    if not isinstance(state, dict) or any(key not in state for key in _CHECKPOINT_KEYS):
+        raise _io.CorruptFileError(path, "not a train-mlp checkpoint (model, optimizer, scheduler, torch_rng "
+                                   "and history expected)", _checkpoint_fix(path))
+    return state
 
 
 def load_history(run_dir) -> dict | None:
@@ -88,8 +97,8 @@ def load_history(run_dir) -> dict | None:
     path = Path(run_dir) / "history.json"
     if not path.is_file():
         return None
-    with open(path) as handle:
-        return json.load(handle)
+    return _io.load_json(path, fix=f"delete {path}; the next train-mlp run of this folder rewrites it "
+                                   "from its checkpoint")
 
 
 def _comparable(config: dict) -> dict:
@@ -170,6 +179,7 @@ def train_classifier(
     if x_train.shape[0] != y_train.shape[0] or x_test.shape[0] != y_test.shape[0]:
         raise ValueError("inputs and labels differ in length; pass (x_train, y_train, x_test, y_test)")
 
+    check_training_memory(model_config, train_config.batch_size, train_config.eval_batch_size)
     torch.manual_seed(train_config.seed)
     model = build_mlp(model_config)
     parameters = count_parameters(model)
@@ -189,8 +199,7 @@ def train_classifier(
         checkpoint_path = run_dir / "checkpoint.pt"
         config_path = run_dir / "config.json"
         if config_path.is_file():
-            with open(config_path) as handle:
-                saved = json.load(handle)
+            saved = _io.load_json(config_path, fix=f"delete the run folder {run_dir} to start this run again")
             if _comparable(saved) != _comparable(json.loads(json.dumps(config))):
                 raise ValueError(
                     f"{run_dir} holds a run with another configuration; choose another --out "
@@ -199,11 +208,15 @@ def train_classifier(
         else:
             atomic_write_json(config_path, config)
         if checkpoint_path.is_file():
-            state = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            torch.set_rng_state(state["torch_rng"])
+            state = _load_checkpoint(checkpoint_path)
+            try:
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                scheduler.load_state_dict(state["scheduler"])
+                torch.set_rng_state(state["torch_rng"])
+            except (RuntimeError, ValueError, KeyError, TypeError) as error:
+                raise _io.CorruptFileError(checkpoint_path, f"does not fit this run's model ({error})",
+                                           _checkpoint_fix(checkpoint_path)) from None
             history = state["history"]
             log(f"{description}: resuming after epoch {len(history['epochs'])}")
 
@@ -253,7 +266,7 @@ def train_classifier(
         }
         history["epochs"].append(record)
         if checkpoint_path is not None:
-            _atomic_torch_save(checkpoint_path, {
+            _io.save_state(checkpoint_path, {
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),

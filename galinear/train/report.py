@@ -9,6 +9,7 @@ import re
 import statistics
 from pathlib import Path
 
+from galinear import _io
 from galinear.train.loop import atomic_write_json, load_history
 
 __all__ = ["collect_runs", "summarise", "markdown_table", "plot_accuracy", "write_report"]
@@ -129,7 +130,7 @@ def plot_accuracy(groups: dict[str, dict[int, dict]], path, title: str = "", ref
     if title:
         axis.set_title(title, fontsize=10)
     figure.tight_layout()
-    figure.savefig(path)
+    _io.atomic_write(path, lambda tmp: figure.savefig(tmp, format=Path(path).suffix[1:] or "png"))
     plt.close(figure)
 
 
@@ -139,7 +140,7 @@ def write_report(root, title: str = "", references=None) -> list[dict]:
     groups = collect_runs(root)
     rows = summarise(groups)
     atomic_write_json(root / "summary.json", rows)
-    (root / "results.md").write_text(markdown_table(rows))
+    _io.atomic_write_text(root / "results.md", markdown_table(rows))
     if rows:
         try:
             plot_accuracy(groups, root / "accuracy.png", title, references)
