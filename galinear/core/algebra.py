@@ -422,7 +422,11 @@ class Algebra:
         return np.ascontiguousarray(biv)
 
     def exp(self, B, method: str = "decompose") -> np.ndarray:
-        r"""Exponential of a bivector (Euclidean): a unit rotor, shape (..., 2**n).
+        r"""Exponential of a bivector: a rotor with :math:`R \tilde R = 1`, shape (..., 2**n).
+
+        Any signature: non-Euclidean algebras (boosts, PGA motors, conformal rotors) go through
+        :func:`galinear.core.signatures.algebra_exp`, the invariant decomposition of Roelfs and
+        De Keninck for every signature; the notes below describe the Euclidean path.
 
         Parameters
         ----------
@@ -441,7 +445,10 @@ class Algebra:
         """
         from galinear.core import rotors
 
-        self._require_euclidean("exp")
+        if not self.euclidean:  # every other signature: galinear.core.signatures
+            from galinear.core import signatures
+
+            return signatures.algebra_exp(self, B, method)
         b = self._bivector_arg(B)
         if method == "simple":
             rotors.check_simple(self.n, b)
@@ -453,7 +460,11 @@ class Algebra:
         return self._from_bitmask(rotors.rotor_from_parts(self.n, parts))
 
     def decompose(self, B, method: str = "exact", **options):
-        r"""Invariant decomposition of a Euclidean bivector into commuting simple parts.
+        r"""Invariant decomposition of a bivector into commuting simple parts.
+
+        Non-Euclidean signatures return a
+        :class:`galinear.core.signatures.SignatureDecomposition` (parts from the invariants
+        :math:`b_j^2 = \lambda_j`, method "exact" only); the rest describes the Euclidean path.
 
         :math:`B = \sum_{j<k} b_j` with k = floor(n/2), every :math:`b_j = \theta_j\, u_j \wedge w_j`
         on mutually orthogonal planes (Roelfs and De Keninck 2021).
@@ -476,7 +487,10 @@ class Algebra:
         """
         from galinear.core import rotors
 
-        self._require_euclidean("decompose")
+        if not self.euclidean:  # every other signature: galinear.core.signatures
+            from galinear.core import signatures
+
+            return signatures.algebra_decompose(self, B, method, **options)
         b = self._bivector_arg(B)
         if method == "exact":
             if options:

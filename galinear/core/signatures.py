@@ -1,0 +1,376 @@
+r"""Rotor exponential and invariant decomposition in every signature Cl(p, q, r).
+
+Roelfs and De Keninck ("Graded Symmetry Groups: Plane and Simple", 2023) show that a bivector
+of Cl(p, q, r) is (generically) a sum of k = floor(n/2) commuting simple bivectors,
+:math:`B = \sum_j b_j`, :math:`b_j b_l = b_l b_j = b_j \wedge b_l`, each squaring to a scalar
+:math:`b_j^2 = \lambda_j`. The sign of :math:`\lambda_j` sorts the parts: :math:`\lambda < 0` a
+rotation, :math:`\lambda > 0` a boost, :math:`\lambda = 0` a translation or null rotation; in
+signatures with p, q >= 2 the :math:`\lambda_j` may come as complex-conjugate pairs.
+
+The invariants come from powers of B. With :math:`W_m = B^{\wedge m}/m!`,
+
+* :math:`\sigma_m = \langle W_m W_m \rangle_0` is the m-th elementary symmetric polynomial of
+  the :math:`\lambda_j`, so they are the roots of
+  :math:`Q(x) = \sum_{m=0}^{k} (-1)^m \sigma_m x^{k-m}`;
+* :math:`Y_m = \langle W_m W_{m+1} \rangle_2 = \sum_j \sigma_m(\lambda \setminus \lambda_j)\, b_j`,
+  so with :math:`Z(x) = \sum_{m<k} (-1)^m x^{k-1-m} Y_m = \sum_j \frac{Q(x)}{x - \lambda_j} b_j`,
+  each part is :math:`b_j = Z(\lambda_j) / Q'(\lambda_j)` (Lagrange interpolation).
+
+Then :math:`\exp B = \prod_j \exp b_j` with
+:math:`\exp b = \cosh\sqrt\lambda + \frac{\sinh\sqrt\lambda}{\sqrt\lambda}\, b`: cos / sin for
+:math:`\lambda < 0`, cosh / sinh for :math:`\lambda > 0`, :math:`1 + b` for :math:`\lambda = 0`
+(both functions are even in :math:`\sqrt\lambda`, so complex :math:`\lambda` needs no branch
+choice; a conjugate pair multiplies to a real rotor).
+
+Coinciding invariants (:math:`\lambda_j = \lambda_l`) make the parts non-unique and the formula
+0/0: those rows (and any row whose result fails the check :math:`R \tilde R = 1`) take the
+exponential by scaling and squaring of the Taylor series in the algebra instead, which needs no
+decomposition (:func:`exp_series`). The Euclidean path of :class:`~galinear.core.algebra.Algebra`
+is separate (:mod:`galinear.core.rotors`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+
+from galinear.core.rotors import Decomposition
+
+__all__ = ["SignatureDecomposition", "invariants", "decompose", "exp", "exp_simple", "exp_series",
+           "left_matrix", "algebra_exp", "algebra_decompose", "MERGE_TOL"]
+
+#: Invariants closer than this (relative to max(1, max |lambda|) of the row, after scaling the
+#: bivector to largest coefficient 1) count as equal: their rows go to :func:`exp_series`.
+MERGE_TOL = 1e-6
+
+
+@dataclass
+class SignatureDecomposition(Decomposition):
+    r"""Invariant decomposition in a general signature (a :class:`Decomposition` with more fields).
+
+    ``bivectors`` (..., k, C(n,2)) holds the parts :math:`b_j`, complex when some
+    :math:`\lambda_j` are complex (a conjugate pair of parts, which sum to a real bivector);
+    ``squares`` (..., k) the :math:`\lambda_j = b_j^2` (complex dtype), ``angles`` (..., k)
+    :math:`\sqrt{|\lambda_j|}` (angle, rapidity, 0 for null parts) and ``planes`` (..., k, 2, n)
+    coefficient-orthonormal vectors (u, w) with :math:`b_j = s_j\, u \wedge w` for real parts
+    (NaN for complex ones). ``multiplicity`` (..., k) counts equal invariants: where it exceeds 1
+    the parts are not unique and the first part of the group holds their sum (the others zero).
+    """
+
+    squares: np.ndarray | None = None
+    multiplicity: np.ndarray | None = None
+
+
+# ---------------------------------------------------------------------------- helpers
+def _complex_product(alg, kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Product of complex multivectors through the real kernels (4 products, 1 when both are real)."""
+    product = getattr(alg, kind)
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    a_real, b_real = not np.any(ai), not np.any(bi)
+    re = product(ar, br)
+    if a_real and b_real:
+        return re.astype(np.complex128)
+    im = np.zeros_like(re)
+    if not b_real:
+        im = im + product(ar, bi)
+    if not a_real:
+        im = im + product(ai, br)
+    if not (a_real or b_real):
+        re = re - product(ai, bi)
+    return re + 1j * im
+
+
+def _cosh_sinhc(lam: np.ndarray):
+    r""":math:`\cosh\sqrt\lambda` and :math:`\sinh\sqrt\lambda / \sqrt\lambda` for complex lambda (series near 0)."""
+    root = np.sqrt(lam.astype(np.complex128))
+    small = np.abs(root) < 1e-3
+    safe = np.where(small, 1.0, root)
+    c = np.cosh(root)
+    s = np.where(small, 1 + lam / 6 + lam * lam / 120, np.sinh(safe) / safe)
+    return c, s
+
+
+def left_matrix(alg, x: np.ndarray) -> np.ndarray:
+    """(..., 2**n, 2**n) matrix of y -> x y (column j is x times the j-th shortlex blade)."""
+    eye = np.eye(alg.dim, dtype=x.dtype)
+    return np.swapaxes(alg.gp(x[..., None, :], eye), -1, -2)
+
+
+def _grade2(alg, x: np.ndarray) -> np.ndarray:
+    n = alg.n
+    return x[..., 1 + n : 1 + n + comb(n, 2)]
+
+
+def _full(alg, b: np.ndarray) -> np.ndarray:
+    n = alg.n
+    out = np.zeros(b.shape[:-1] + (alg.dim,), dtype=b.dtype)
+    out[..., 1 + n : 1 + n + comb(n, 2)] = b
+    return out
+
+
+# ---------------------------------------------------------------------------- invariants
+def invariants(alg, B: np.ndarray):
+    r"""Elementary symmetric functions and interpolation data of bivectors (rows, 2**n), float64.
+
+    Returns ``(sigma, Y)``: :math:`\sigma_m = \langle W_m W_m\rangle_0`, shape (rows, k+1), and
+    :math:`Y_m = \langle W_m W_{m+1}\rangle_2`, shape (rows, k, 2**n), with
+    :math:`W_m = B^{\wedge m}/m!`.
+    """
+    k = alg.n // 2
+    W = [np.zeros_like(B), B]
+    W[0][..., 0] = 1.0
+    for m in range(2, k + 2):
+        W.append(alg.op(W[-1], B) / m if m <= k else np.zeros_like(B))
+    sigma = np.stack([alg.scalar_product(W[m], W[m]) for m in range(k + 1)], axis=-1)
+    Y = np.stack([alg.grade(alg.gp(W[m], W[m + 1]), 2) for m in range(k)], axis=-2)
+    return sigma, Y
+
+
+def _roots(sigma: np.ndarray) -> np.ndarray:
+    """Roots (rows, k) of sum_m (-1)^m sigma_m x^(k-m) (monic), complex, via companion matrices."""
+    rows, k1 = sigma.shape
+    k = k1 - 1
+    if k == 1:
+        return sigma[:, 1:2].astype(np.complex128)
+    coeffs = np.array([(-1) ** m for m in range(k + 1)]) * sigma  # x^k + c1 x^(k-1) + ...
+    C = np.zeros((rows, k, k))
+    C[:, 0, :] = -coeffs[:, 1:]
+    C[:, np.arange(1, k), np.arange(k - 1)] = 1.0
+    lam = np.linalg.eigvals(C).astype(np.complex128)
+    # one Newton step on the polynomial polishes the eigenvalue rounding
+    poly = coeffs.astype(np.complex128)
+    p = np.zeros_like(lam)
+    dp = np.zeros_like(lam)
+    for c in poly.T:
+        dp = dp * lam + p
+        p = p * lam + c[:, None]
+    step = np.where(np.abs(dp) > 1e-12 * np.maximum(1, np.abs(lam)) ** (k - 1), p / np.where(dp == 0, 1, dp), 0)
+    lam = lam - step
+    # real roots stay real: drop imaginary rounding below the merge scale
+    scale = np.maximum(1.0, np.abs(lam).max(axis=-1, keepdims=True))
+    lam = np.where(np.abs(lam.imag) <= 1e-12 * scale, lam.real + 0j, lam)
+    return lam
+
+
+def _merge(lam: np.ndarray):
+    """Per row and root: index of the first equal root (within MERGE_TOL) and group sizes."""
+    rows, k = lam.shape
+    scale = np.maximum(1.0, np.abs(lam).max(axis=-1, keepdims=True))[..., None]
+    close = np.abs(lam[:, :, None] - lam[:, None, :]) <= MERGE_TOL * scale
+    first = np.argmax(close, axis=-1)  # (rows, k)
+    size = np.stack([(first == j).sum(axis=-1) for j in range(k)], axis=-1)
+    return first, size
+
+
+def _parts(alg, B: np.ndarray):
+    """Scaled data for rows of bivectors B (rows, dim) float64: (scale, lam, parts, first, size).
+
+    ``parts`` (rows, k, dim) complex: b_j = Z(lam_j) / Q'(lam_j) for distinct roots; rows with a
+    repeated root get their parts from the other roots and the group's sum in its first slot.
+    """
+    rows = B.shape[0]
+    k = alg.n // 2
+    scale = np.abs(B).max(axis=-1)
+    scale = np.where(scale > 0, scale, 1.0)
+    Bs = B / scale[:, None]
+    sigma, Y = invariants(alg, Bs)
+    lam = _roots(sigma)
+    first, size = _merge(lam)
+    parts = np.zeros((rows, k, alg.dim), dtype=np.complex128)
+    for j in range(k):
+        mu = lam[:, j]
+        # Z(mu) = sum_m (-1)^m mu^(k-1-m) Y_m
+        coef = np.stack([(-1) ** m * mu ** (k - 1 - m) for m in range(k)], axis=-1)  # (rows, k)
+        Z = np.einsum("rm,rmd->rd", coef, Y.astype(np.complex128))
+        # Q'(mu) over the roots not merged with mu (a group of equal roots divides by the others only)
+        dQ = np.ones(rows, dtype=np.complex128)
+        for l in range(k):
+            other = first[:, l] != first[:, j]
+            dQ = dQ * np.where(other, mu - lam[:, l], 1.0)
+        lead = (first[:, j] == j) & (size[:, j] == 1)
+        parts[:, j] = np.where(lead[:, None], Z / np.where(dQ == 0, 1, dQ)[:, None], 0)
+    grouped = np.any(size > 1, axis=-1)
+    if np.any(grouped):
+        # the group's sum is what the other parts leave over
+        for r in np.nonzero(grouped)[0]:
+            rest = Bs[r] - parts[r].sum(axis=0)
+            for j in range(k):
+                if first[r, j] == j and size[r, j] > 1:
+                    parts[r, j] = rest
+                    break
+    return scale, lam * scale[:, None] ** 2, parts * scale[:, None, None], first, size
+
+
+# ---------------------------------------------------------------------------- public functions
+def exp_simple(alg, b: np.ndarray, lam: np.ndarray | None = None) -> np.ndarray:
+    r""":math:`\exp b = \cosh\sqrt\lambda + \frac{\sinh\sqrt\lambda}{\sqrt\lambda} b` for simple b (real rows)."""
+    if lam is None:
+        lam = alg.scalar_product(b, b)
+    c, s = _cosh_sinhc(np.asarray(lam, dtype=np.complex128))
+    out = (s[..., None] * b).real
+    out[..., 0] += c.real
+    return out
+
+
+def exp_series(alg, x: np.ndarray, terms: int = 18) -> np.ndarray:
+    r"""Exponential of any multivectors by scaling and squaring the Taylor series (rows, dim).
+
+    :math:`x` is divided by :math:`2^s` so that its coefficient 1-norm is at most 1/2, the series
+    is summed to ``terms`` terms (error below :math:`2^{-18}/18! \approx 10^{-21}` relative) and
+    squared s times. Needs no decomposition: the fallback for coinciding invariants.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    size = np.abs(x).sum(axis=-1)
+    s = np.maximum(0, np.ceil(np.log2(np.maximum(size, 1e-300) / 0.5))).astype(np.int64)
+    y = x / (2.0 ** s)[..., None]
+    term = np.zeros_like(y)
+    term[..., 0] = 1.0
+    out = term.copy()
+    for m in range(1, terms):
+        term = alg.gp(term, y) / m
+        out = out + term
+    for step in range(int(s.max(initial=0))):
+        square = alg.gp(out, out)
+        out = np.where((s > step)[..., None], square, out)
+    return out
+
+
+def exp(alg, B: np.ndarray) -> np.ndarray:
+    r"""Rotors :math:`\exp B` of bivector rows (rows, 2**n) in any signature, float64.
+
+    Invariant decomposition (module notes) for rows with distinct invariants; scaling and
+    squaring of the series (:func:`exp_series`) for rows with coinciding ones or whose result
+    fails :math:`|R \tilde R - 1| \le 10^{-9}` relative to :math:`|R|^2`.
+    """
+    B = np.asarray(B, dtype=np.float64)
+    rows = B.shape[0]
+    out = np.zeros_like(B)
+    if rows == 0:
+        return out
+    if alg.n < 4:  # every bivector is simple
+        return exp_simple(alg, B)
+    scale, lam, parts, first, size = _parts(alg, B)
+    distinct = np.all(size == 1, axis=-1)
+    idx = np.nonzero(distinct)[0]
+    if idx.size:
+        k = alg.n // 2
+        c, s = _cosh_sinhc(lam[idx])
+        R = np.zeros((idx.size, alg.dim), dtype=np.complex128)
+        R[:, 0] = 1.0
+        for j in range(k):
+            factor = s[:, j, None] * parts[idx, j]
+            factor[:, 0] += c[:, j]
+            R = _complex_product(alg, "gp", R, factor)
+        out[idx] = R.real
+    check = alg.gp(out, alg.reverse(out))
+    check[:, 0] -= 1
+    err = np.abs(check).max(axis=-1)
+    bad = ~distinct | ~(err <= 1e-9 * np.maximum(1.0, (out * out).sum(axis=-1)))
+    if np.any(bad):
+        out[bad] = exp_series(alg, B[bad])
+    return out
+
+
+def decompose(alg, B: np.ndarray) -> SignatureDecomposition:
+    r"""Invariant decomposition of bivector rows (rows, 2**n) in any signature (float64).
+
+    Parts are sorted by the real part of :math:`\lambda_j` (rotations first) and returned as
+    :class:`SignatureDecomposition`.
+    """
+    B = np.asarray(B, dtype=np.float64)
+    n, k = alg.n, alg.n // 2
+    rows = B.shape[0]
+    npairs = comb(n, 2)
+    if k == 0 or rows == 0:
+        z = np.zeros((rows, k))
+        return SignatureDecomposition(n, np.zeros((rows, k, npairs)), z, np.zeros((rows, k, 2, n)),
+                                      _grade2(alg, B).copy(), squares=z.astype(np.complex128),
+                                      multiplicity=np.ones((rows, k), np.int64))
+    if k == 1:
+        lam = alg.scalar_product(B, B)[:, None].astype(np.complex128)
+        parts = B[:, None, :].astype(np.complex128)
+        size = np.ones((rows, 1), np.int64)
+    else:
+        _, lam, parts, first, size = _parts(alg, B)
+        lead = np.stack([first[:, j] == j for j in range(k)], axis=-1)
+        size = np.where(lead, size, 0)
+        order = np.argsort(np.where(lead, lam.real, np.inf), axis=-1, kind="stable")
+        lam = np.take_along_axis(lam, order, axis=-1)
+        size = np.take_along_axis(size, order, axis=-1)
+        parts = np.take_along_axis(parts, order[..., None], axis=-2)
+        lam = np.where(size > 0, lam, 0)
+    biv = _grade2(alg, parts)
+    real = not np.any(np.abs(biv.imag) > 0)
+    if real:
+        biv = biv.real.copy()
+    # planes of the real parts: b = s u ^ w from the coefficient skew matrix
+    from galinear.core.rotors import skew_matrix
+
+    planes = np.full((rows, k, 2, n), np.nan)
+    realrows = np.all(np.abs(np.asarray(biv).imag) == 0, axis=-1) if not real else np.ones((rows, k), bool)
+    A = skew_matrix(n, np.asarray(biv).real)
+    U, sv, Vt = np.linalg.svd(A)
+    u, w = Vt[..., 0, :], Vt[..., 1, :]
+    sgn = np.sign(np.einsum("...i,...ij,...j->...", u, A, w))
+    planes[..., 0, :] = np.where(realrows[..., None], u, np.nan)
+    planes[..., 1, :] = np.where(realrows[..., None], sgn[..., None] * w, np.nan)
+    residual = _grade2(alg, B) - np.asarray(biv).sum(axis=-2).real
+    return SignatureDecomposition(
+        n, biv, np.sqrt(np.abs(lam)), planes, residual,
+        method="invariant", squares=lam, multiplicity=size.astype(np.int64),
+    )
+
+
+# ---------------------------------------------------------------------------- Algebra entry points
+def _rows(alg, B, name="B"):
+    b = alg._bivector_arg(B, name)  # validated compact coefficients (..., C(n,2))
+    full = _full(alg, b)
+    return b.dtype, full.shape[:-1], full.reshape(-1, alg.dim).astype(np.float64)
+
+
+def algebra_exp(alg, B, method: str = "decompose") -> np.ndarray:
+    """:meth:`Algebra.exp` for signatures that are not Euclidean (same arguments and checks)."""
+    dtype, shape, flat = _rows(alg, B)
+    if method == "simple":
+        wedge = alg.op(flat, flat)
+        size = np.maximum((flat * flat).sum(axis=-1), np.finfo(np.float64).tiny)
+        if np.any(np.abs(wedge).max(axis=-1, initial=0.0) > np.sqrt(np.finfo(dtype).eps) * size):
+            raise ValueError(
+                "exp(method='simple') needs a simple bivector (B ^ B = 0); use method='decompose' for a general one"
+            )
+        out = exp_simple(alg, flat)
+    elif method == "decompose":
+        out = exp(alg, flat)
+    else:
+        raise ValueError(f"method must be 'decompose' or 'simple', got {method!r}")
+    return out.astype(dtype).reshape(shape + (alg.dim,))
+
+
+def algebra_decompose(alg, B, method: str = "exact", **options) -> SignatureDecomposition:
+    """:meth:`Algebra.decompose` for signatures that are not Euclidean (the invariant method only)."""
+    if method == "power":
+        raise ValueError(
+            f"the power iteration is for Euclidean algebras; {alg!r} uses the invariant decomposition: "
+            f"call decompose(B) (method='exact')"
+        )
+    if method not in ("exact", "invariant"):
+        raise ValueError(f"method must be 'exact' (the invariant decomposition here), got {method!r}")
+    if options:
+        raise TypeError(f"the invariant decomposition takes no options, got {sorted(options)}")
+    dtype, shape, flat = _rows(alg, B)
+    dec = decompose(alg, flat)
+    k, n = alg.n // 2, alg.n
+
+    def back(x, tail):
+        x = np.asarray(x)
+        if x.dtype.kind == "f":
+            x = x.astype(dtype)
+        return x.reshape(shape + tail)
+
+    npairs = comb(n, 2)
+    return SignatureDecomposition(
+        n, back(dec.bivectors, (k, npairs)), back(dec.angles, (k,)), back(dec.planes, (k, 2, n)),
+        back(dec.residual, (npairs,)), method="invariant", squares=dec.squares.reshape(shape + (k,)),
+        multiplicity=dec.multiplicity.reshape(shape + (k,)),
+    )
