@@ -9,8 +9,11 @@ core. Products follow the usual grade rules: with :math:`A_r, B_s` of grades r a
 - left contraction :math:`A \rfloor B = \langle A B \rangle_{s-r}` (zero if r > s),
 - right contraction :math:`A \lfloor B = \langle A B \rangle_{r-s}` (zero if s > r),
 - scalar product :math:`A * B = \langle A B \rangle_0`,
+- inner product :math:`A | B = \langle A B \rangle_{|r-s|}` (scalars included),
+- regressive product :math:`A \& B = \star^{-1}(\star A \wedge \star B)`,
 
-extended bilinearly. Reverse, grade involution and Clifford conjugation multiply grade g by
+extended bilinearly; ``R @ x`` is :math:`R x \tilde R`, ``a / b`` is :math:`a b^{-1}` and
+``A.inv()`` the inverse, the operator meanings of the numeric :class:`galinear.MultiVector`. Reverse, grade involution and Clifford conjugation multiply grade g by
 :math:`(-1)^{g(g-1)/2}`, :math:`(-1)^g` and :math:`(-1)^{g(g+1)/2}`.
 """
 from __future__ import annotations
@@ -139,10 +142,14 @@ class MultiVector:
         return self._new([-a for a in self.coefficients])
 
     def __truediv__(self, other):
+        r"""``a / b``: :math:`a\, b^{-1}` for a multivector b (see :meth:`inv`), else division by a scalar."""
         if isinstance(other, MultiVector):
-            raise TypeError("divide by a scalar only; for a multivector use a * b.inverse()")
+            return self.gp(self._coerce(other).inv())
         value = sp.sympify(other)
         return self._new([a / value for a in self.coefficients])
+
+    def __rtruediv__(self, other):
+        return self.inv() * sp.sympify(other)
 
     # ---------------------------------------------------------------- products
     def _product(self, other, keep) -> "MultiVector":
@@ -207,12 +214,147 @@ class MultiVector:
         return self.rc(other)
 
     def __pow__(self, exponent: int):
-        if isinstance(exponent, bool) or not isinstance(exponent, int) or exponent < 0:
-            raise ValueError(f"only non-negative integer powers are defined, got {exponent!r}")
+        """Integer powers; negative ones are powers of :meth:`inv`."""
+        if isinstance(exponent, bool) or not isinstance(exponent, int):
+            raise ValueError(f"only integer powers are defined, got {exponent!r}")
+        base = self.inv() if exponent < 0 else self
         out = self._coerce(1)
-        for _ in range(exponent):
-            out = out.gp(self)
+        for _ in range(abs(exponent)):
+            out = out.gp(base)
         return out
+
+    def inner(self, other) -> "MultiVector":
+        r"""Inner product ``|``: :math:`\sum_{r,s} \langle A_r B_s \rangle_{|r-s|}`, scalars included.
+
+        The same choice as :class:`galinear.MultiVector` (kingdon's ``|``; clifford's drops the
+        terms with a scalar factor).
+        """
+        other = self._coerce(other)
+        out = list(self.lc(other).coefficients)
+        rc = self.rc(other).coefficients
+        out = [a + b for a, b in zip(out, rc)]
+        out[0] -= self.scalar_product(other)
+        return self._new(out)
+
+    def __or__(self, other):
+        return self.inner(other)
+
+    def __ror__(self, other):
+        return self._coerce(other).inner(self)
+
+    def sandwich(self, x) -> "MultiVector":
+        r"""``R @ x`` = :math:`R\, x\, \tilde R`, as in the numeric class."""
+        if not isinstance(x, MultiVector):
+            raise TypeError(f"R @ x needs a MultiVector x, got {type(x).__name__}")
+        return self.gp(self._coerce(x)).gp(self.reverse())
+
+    def __matmul__(self, other):
+        return self.sandwich(other)
+
+    def __call__(self, *grades) -> "MultiVector":
+        """Sum of the listed grade parts, always a MultiVector: ``A(2)``, ``A(0, 2)``."""
+        if not grades:
+            raise ValueError("A(...) needs at least one grade, e.g. A(2)")
+        for g in grades:
+            if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g <= self.n:
+                raise ValueError(f"grades must be integers in 0..{self.n}, got {g!r}")
+        grade_of = blades.blade_grades(self.n).tolist()
+        return self._new([c if gr in grades else 0 for gr, c in zip(grade_of, self.coefficients)])
+
+    def inv(self, simplify=sp.simplify) -> "MultiVector":
+        r"""Inverse :math:`A^{-1}`, with :math:`A A^{-1} = A^{-1} A = 1`.
+
+        For n <= 5 the closed forms of Hitzer and Sangwine (2017) used by the numeric
+        :func:`galinear.core.multivector.inverse` (a numerator from involutions, divided by the
+        scalar :math:`A \cdot 	ext{numerator}`); for n > 5 the linear system of the
+        left-multiplication matrix. A ValueError when the denominator simplifies to 0 (A is not
+        invertible, e.g. a null vector).
+        """
+        n = self.n
+        if n > 5:
+            return self._inv_matrix()
+        if n == 0:
+            num = self._coerce(1)
+        elif n <= 2:
+            num = self.conjugate()
+        elif n == 3:
+            num = self.conjugate().gp(self.involute()).gp(self.reverse())
+        elif n == 4:
+            c = self.conjugate()
+            num = c.gp(self.gp(c)._negate_grades((3, 4)))
+        else:
+            t = self.conjugate().gp(self.involute()).gp(self.reverse())
+            num = t.gp(self.gp(t)._negate_grades((1, 4)))
+        den = sp.expand(self.gp(num).coefficients[0])
+        if simplify(den) == 0:
+            raise ValueError(
+                f"{self!r} is not invertible (the denominator of inv() simplifies to 0); "
+                "a / b and b ** -1 need an invertible b"
+            )
+        return num.applyfunc(lambda c: c / den)
+
+    def _inv_matrix(self) -> "MultiVector":
+        size = 1 << self.n
+        L = sp.zeros(size, size)
+        for i, j, k, sign, gi, gj, gk in product_rules(self.metric):
+            if self.coefficients[i] != 0:
+                L[k, j] += sign * self.coefficients[i]
+        rhs = sp.zeros(size, 1)
+        rhs[0] = 1
+        try:
+            y = L.LUsolve(rhs)
+        except (ValueError, ZeroDivisionError):  # sympy's NonInvertibleMatrixError is a ValueError
+            raise ValueError(f"{self!r} is not invertible (its left-multiplication matrix is singular)") from None
+        return self._new(list(y))
+
+    def _negate_grades(self, grades) -> "MultiVector":
+        grade_of = blades.blade_grades(self.n).tolist()
+        return self._new([-c if g in grades else c for g, c in zip(grade_of, self.coefficients)])
+
+    # ---------------------------------------------------------------- duality
+    def dual(self, kind: str = "auto") -> "MultiVector":
+        r"""Dual, as in :meth:`galinear.MultiVector.dual`: ``"polarity"`` :math:`A I^{-1}`,
+        ``"hodge"`` the right complement (:math:`e_A \wedge \star e_A = I`, metric-free),
+        ``"auto"`` polarity unless the metric is degenerate."""
+        return self._dual(kind, inverse=False)
+
+    def undual(self, kind: str = "auto") -> "MultiVector":
+        """Inverse of :meth:`dual` with the same ``kind``."""
+        return self._dual(kind, inverse=True)
+
+    def _dual(self, kind, inverse):
+        if kind == "auto":
+            kind = "hodge" if 0 in self.metric else "polarity"
+        full = (1 << self.n) - 1
+        I = self._new([0] * full + [1])
+        if kind == "polarity":
+            if 0 in self.metric:
+                raise ValueError("the polarity dual needs an invertible pseudoscalar; use dual(kind='hodge')")
+            return self.gp(I) if inverse else self.gp(I.inv())
+        if kind != "hodge":
+            raise ValueError(f"kind must be 'auto', 'polarity' or 'hodge', got {kind!r}")
+        masks = blades.shortlex_bitmasks(self.n).tolist()
+        pos = blades.bitmask_to_shortlex(self.n)
+        out = [sp.S.Zero] * (full + 1)
+        for i, m in enumerate(masks):
+            target = int(pos[full ^ m])
+            sign = blades.reorder_sign(m, full ^ m)
+            if inverse:  # star(e_A) = s_A e_{A^c}  =>  star^-1(e_{A^c}) = s_A e_A
+                out[i] = sign * self.coefficients[target]
+            else:
+                out[target] = sign * self.coefficients[i]
+        return self._new(out)
+
+    def regressive(self, other) -> "MultiVector":
+        r"""Regressive product ``&``: :math:`\star^{-1}(\star A \wedge \star B)`, metric-free."""
+        other = self._coerce(other)
+        return self.dual("hodge").op(other.dual("hodge")).undual("hodge")
+
+    def __and__(self, other):
+        return self.regressive(other)
+
+    def __rand__(self, other):
+        return self._coerce(other).regressive(self)
 
     # ---------------------------------------------------------------- unary operations
     def _graded(self, kind) -> "MultiVector":
@@ -355,6 +497,34 @@ class MultiVector:
 
     def _repr_latex_(self):
         return f"${self.latex()}$"
+
+    # sympy's printers call these: sp.latex(A), sp.pretty(A), sp.sstr(A)
+    def _latex(self, printer=None):
+        return self.latex()
+
+    def _sympystr(self, printer=None):
+        return str(self)
+
+    def _pretty(self, printer):
+        from sympy.printing.pretty.stringpict import prettyForm
+
+        out = None
+        for c, name in self._terms(latex=False):
+            negative = c.could_extract_minus_sign()
+            size = -c if negative else c
+            if name and size == 1:
+                term = prettyForm(name)
+            else:
+                term = printer._print(size)
+                if name and isinstance(size, sp.Add):
+                    term = prettyForm(*term.parens())
+                if name:
+                    term = prettyForm(*term.right(" " + name))
+            if out is None:
+                out = prettyForm(*term.left("-")) if negative else term
+            else:
+                out = prettyForm(*out.right(" - " if negative else " + ", term))
+        return prettyForm("0") if out is None else out
 
 
 # ---------------------------------------------------------------------- constructors
