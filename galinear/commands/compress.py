@@ -99,7 +99,12 @@ def run(args):
     for name, w in study.windows.items():
         print(f"  {name}: {len(w.train)} training windows, {len(w.heldout)} held-out windows "
               f"({config.window} tokens, stride {config.stride})")
-    study.run()
+    try:
+        study.run()
+    except KeyboardInterrupt:
+        print(f"\ngalinear compress: interrupted; every finished unit is saved under {config.out_dir} (no file is "
+              "left half written); run the same command again to resume")
+        return 130
     out = study.write_report()
     print()
     print(out["table"])

@@ -191,6 +191,96 @@ def check_model(model, layers) -> None:
         raise ValueError(f"layer list {list(layers)} repeats a layer")
 
 
+def layer_count(source: str = DEFAULT_MODEL, gguf_file: str | None = None) -> int | None:
+    """Number of decoder layers of a model, read from its configuration without loading weights.
+
+    Looks at the dequantised cache of a GGUF model, a ``config.json`` (save_pretrained folders)
+    or the GGUF header (``<architecture>.block_count``). None when it cannot be told cheaply (a
+    hub name, an unusual layout): the check then happens after loading.
+    """
+    import json
+
+    try:
+        name = source
+        if source == DEFAULT_MODEL:
+            folder, gguf_file = smollm2_folder(), SMOLLM2_GGUF
+        else:
+            folder = source
+            if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
+                folder, gguf_file = os.path.dirname(os.path.abspath(source)), os.path.basename(source)
+            name = os.path.basename(os.path.normpath(source)) + (f"-{gguf_file}" if gguf_file else "")
+        configs = [os.path.join(folder, "config.json")]
+        if gguf_file is not None:
+            configs.insert(0, os.path.join(cache_root(), "models", name.replace(os.sep, "_") + "-float32",
+                                           "config.json"))
+        for path in configs:
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    config = json.load(handle)
+                for key in ("num_hidden_layers", "n_layer", "num_layers"):
+                    if isinstance(config.get(key), int):
+                        return config[key]
+        if gguf_file is not None and os.path.isfile(os.path.join(folder, gguf_file)):
+            return _gguf_block_count(os.path.join(folder, gguf_file))
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _gguf_block_count(path: str) -> int | None:
+    """``<architecture>.block_count`` from the key-value header of a GGUF file (weights not read)."""
+    import struct
+
+    scalar = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+    with open(path, "rb") as handle:
+        def read(fmt):
+            size = struct.calcsize(fmt)
+            data = handle.read(size)
+            if len(data) != size:
+                raise ValueError("truncated GGUF header")
+            return struct.unpack(fmt, data)[0]
+
+        def string():
+            length = read("<Q")
+            if length > 1 << 20:
+                raise ValueError("implausible GGUF string length")
+            return handle.read(length).decode("utf-8", "replace")
+
+        def value(kind):
+            if kind in scalar:
+                return read(scalar[kind])
+            if kind == 8:
+                return string()
+            if kind == 9:
+                item, count = read("<I"), read("<Q")
+                if item in scalar:  # skip without decoding
+                    handle.seek(count * struct.calcsize(scalar[item]), os.SEEK_CUR)
+                else:
+                    for _ in range(count):
+                        value(item)
+                return None
+            raise ValueError(f"unknown GGUF value type {kind}")
+
+        if handle.read(4) != b"GGUF" or read("<I") < 2:
+            return None
+        read("<Q")  # tensor count
+        for _ in range(read("<Q")):
+            key, kind = string(), read("<I")
+            item = value(kind)
+            if key.endswith(".block_count") and isinstance(item, int):
+                return item
+    return None
+
+
+def check_layer_range(layer_sets, count: int) -> None:
+    """Raise ValueError naming the first layer index outside 0..count-1."""
+    for layer_set in layer_sets:
+        for index in layer_set:
+            if not 0 <= index < count:
+                raise ValueError(f"layer index {index} is out of range: the model has {count} "
+                                 f"decoder layers, valid indices are 0..{count - 1}")
+
+
 def projection(model, layer: int, name: str):
     """The projection module ``name`` (q_proj, k_proj, v_proj, o_proj) of decoder layer ``layer``."""
     return getattr(attention(decoder_layers(model)[layer]), name)

@@ -109,6 +109,7 @@ class Study:
         self.config = config
         self._t0 = time.perf_counter()
         self._validate_cheap(texts)
+        self._validate_request(loaded)
         if config.threads:
             import torch
 
@@ -153,6 +154,46 @@ class Study:
             import sys
 
             print(f"[{time.perf_counter() - self._t0:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+    def _validate_request(self, loaded) -> None:
+        """Refuse, before any loading, what needs neither the model nor the texts to be told wrong."""
+        import math
+
+        c = self.config
+        if not c.methods:
+            raise ValueError(f"no method given: pass one or more of {', '.join(methods.METHODS)}")
+        for what, values in (("method", tuple(c.methods)), ("seed", tuple(c.seeds)),
+                             ("seed of --multi-seeds", tuple(c.multi_seeds or ())),
+                             ("layer set", tuple(tuple(s) for s in c.layer_sets))):
+            repeated = [v for i, v in enumerate(values) if v in values[:i]]
+            if repeated:
+                shown = ",".join(map(str, repeated[0])) if isinstance(repeated[0], tuple) else repeated[0]
+                raise ValueError(f"{what} {shown} is given twice; each runs once, so drop the repeat")
+        if isinstance(c.window, bool) or not isinstance(c.window, int) or c.window < 2:
+            raise ValueError(f"window must be an integer >= 2 (tokens per window), got {c.window!r}")
+        if isinstance(c.stride, bool) or not isinstance(c.stride, int) or not 1 <= c.stride <= c.window:
+            raise ValueError(f"stride must be an integer in 1..window ({c.window}), got {c.stride!r}")
+        for name in ("train_windows", "eval_windows", "mse_windows", "group", "hidden"):
+            value = getattr(c, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("bh_blocks", "threads"):
+            value = getattr(c, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        for name in ("epochs", "o_epochs"):
+            value = getattr(c, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not 0 < c.heldout_fraction < 1:
+            raise ValueError(f"heldout_fraction must lie in (0, 1), got {c.heldout_fraction!r}")
+        negative = [i for s in c.layer_sets for i in s if isinstance(i, int) and i < 0]
+        if negative:
+            raise ValueError(f"layer index {negative[0]} is negative; layers are numbered from 0")
+        if loaded is None:  # the layer count, from the model's configuration (no weights loaded)
+            count = models.layer_count(c.model, c.gguf_file)
+            if count is not None:
+                models.check_layer_range(c.layer_sets, count)
 
     def _validate_cheap(self, texts):
         c = self.config
