@@ -218,38 +218,19 @@ def training_bytes(config: MLPConfig, batch_size: int, eval_batch_size: int = 20
     return 4 * values
 
 
-def _available_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo (free physical pages elsewhere); None when unknown."""
-    import os
-
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def check_training_memory(config: MLPConfig, batch_size: int, eval_batch_size: int = 2000) -> None:
-    """Raise MemoryError (a ValueError too) before allocating when training cannot fit in memory."""
+    """Raise :class:`galinear._limits.TooLargeError` (a ValueError and a MemoryError) before
+    allocating anything when training ``config`` cannot fit in the memory available now."""
+    from galinear._limits import TooLargeError, available_memory, format_bytes
+
     need = training_bytes(config, batch_size, eval_batch_size)
-    available = _available_bytes()
+    available = available_memory(torch.device("cpu"))
     if available is not None and need > available:
-        raise TrainingTooLargeError(
+        raise TooLargeError(
             f"a {config.kind} MLP with hidden width {config.hidden:,} and depth {config.depth} needs at least "
-            f"{need / 2**30:,.1f} GiB to train (batch {batch_size}, evaluation batch {eval_batch_size}), but "
-            f"only {available / 2**30:,.1f} GiB of memory are available; use a smaller --hidden (or depth, "
-            "batch size)"
+            f"{format_bytes(need)} to train (batch {batch_size}, evaluation batch {eval_batch_size}), but only "
+            f"{format_bytes(available)} of memory are available; use a smaller --hidden (or depth, batch size)"
         )
-
-
-class TrainingTooLargeError(ValueError, MemoryError):
-    """Training a model would need more memory than is available (raised before allocating)."""
 
 
 def count_parameters(model: nn.Module) -> int:
