@@ -1,18 +1,56 @@
 """``galinear compress``: replace q/k/v projections of a causal LM by rotor networks and baselines."""
 import os
 
-HELP = "Compress attention q/k/v projections of a causal LM layer by layer (rotor, LR1, LR4, BH1) and report ln PPL"
+HELP = ("Compress attention q/k/v projections of a causal LM layer by layer (rotor, LR1, LR4, BH1; the linear "
+        "baselines also at their closed-form optimum) and report ln PPL")
 
 PRESETS = {
     # the quick default of `galinear demo`: one middle layer, Wikipedia only
+    # Adam fits run until the validation MSE stops improving (at most 256 steps = 8 passes);
+    # LR1/LR4/BH1 are reported both Adam-fitted and at their closed-form optimum (LR1*, LR4*, BH1*)
     "demo": dict(datasets="wikipedia", layer_sets="15", methods="rotor,lr1,lr4,bh1", seeds="0",
-                 multi_seeds=None, train_windows=16, eval_windows=8, mse_windows=2, epochs=1.0),
+                 multi_seeds=None, train_windows=16, eval_windows=8, mse_windows=2, epochs=1.0,
+                 baseline_fit="both", until_converged=True, max_steps=256, eval_every=16, patience=4),
     # the study of docs/results.md: three single layers (3 seeds), one pair and one triple (1 seed)
     # (sized for 2 shared CPU cores: see docs/results.md)
     "full": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="8;16;24;16,17;16,17,18",
                  methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=2,
-                 eval_windows=2, mse_windows=1, epochs=1.0),
+                 eval_windows=2, mse_windows=1, epochs=1.0, baseline_fit="both", until_converged=False,
+                 max_steps=2000, eval_every=25, patience=4),
 }
+BASELINE_FITS = ("adam", "closed-form", "both")
+
+
+def expand_methods(names, baseline_fit: str) -> tuple:
+    """Apply --baseline-fit to the method list: lr1/lr4/bh1 become their Adam fit, their closed-form
+    fit (lr1-cf, ...) or both; other methods (and explicit -cf names) are kept as given."""
+    from galinear.compress.methods import CLOSED_FORM
+
+    if baseline_fit not in BASELINE_FITS:
+        raise ValueError(f"--baseline-fit must be one of {', '.join(BASELINE_FITS)}, got {baseline_fit!r}")
+    out = []
+    for name in names:
+        if name in CLOSED_FORM and baseline_fit != "adam":
+            out += [CLOSED_FORM[name]] if baseline_fit == "closed-form" else [name, CLOSED_FORM[name]]
+        else:
+            out.append(name)
+    return tuple(dict.fromkeys(out))
+
+
+def text_files(paths) -> tuple:
+    """((name, path), ...) for --text: each name is the file (or folder) name without extension,
+    made unique with -2, -3, ... when two files share one."""
+    from galinear.data.text import DATASETS, text_name
+
+    out, used = [], set(DATASETS)
+    for path in paths:
+        name, k = text_name(path), 2
+        base = name
+        while name in used:
+            name, k = f"{base}-{k}", k + 1
+        used.add(name)
+        out.append((name, path))
+    return tuple(out)
 
 
 def _ints(text, what):
@@ -39,9 +77,28 @@ def add_arguments(parser):
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
     parser.add_argument("--texts", dest="datasets", default=None,
                         help="comma-separated: wikipedia,shakespeare,kjv (they stand in for Wikitext-2/C4/PTB)")
+    parser.add_argument("--text", dest="text_paths", action="append", nargs="+", default=None, metavar="PATH",
+                        help="your own text: a UTF-8 text file, a folder of .txt files, or a .jsonl file (with "
+                             "--text-field); each PATH is one text, split like the built-in ones; replaces the "
+                             "preset's --texts unless --texts is given too")
+    parser.add_argument("--text-field", default=None, help="the field holding the text in .jsonl files")
     parser.add_argument("--layers", dest="layer_sets", default=None,
                         help="layer sets, ';' between sets, ',' inside a set, e.g. '4;15;15,16' (0-based)")
-    parser.add_argument("--methods", default=None, help="comma-separated from rotor,lr1,lr4,bh1,dense")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated from rotor,lr1,lr4,bh1,dense,zero (and lr1-cf,lr4-cf,bh1-cf)")
+    parser.add_argument("--baseline-fit", choices=BASELINE_FITS, default=None,
+                        help="how lr1/lr4/bh1 are fitted: adam, closed-form (exact optimum over all training "
+                             "rows, reported as LR1*, LR4*, BH1*) or both (default)")
+    parser.add_argument("--until-converged", dest="until_converged", action="store_true", default=None,
+                        help="Adam fits run until the validation MSE stops improving (demo preset: on)")
+    parser.add_argument("--fixed-steps", dest="until_converged", action="store_false", default=None,
+                        help="Adam fits run --epochs passes with a cosine schedule (full preset)")
+    parser.add_argument("--max-steps", type=int, default=None, help="step budget of a converged fit")
+    parser.add_argument("--eval-every", type=int, default=None, help="steps between validation checks")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="validation checks without improvement before a learning-rate decay / the stop")
+    parser.add_argument("--valid-windows", type=int, default=2,
+                        help="validation windows per text for the stopping rule (default 2)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds for single-layer sets")
     parser.add_argument("--multi-seeds", default=None, help="seeds for sets of 2+ layers (default: --seeds)")
     parser.add_argument("--train-windows", type=int, default=None, help="training windows per text")
@@ -49,7 +106,10 @@ def add_arguments(parser):
     parser.add_argument("--mse-windows", type=int, default=None, help="held-out windows per text for test MSE")
     parser.add_argument("--epochs", type=float, default=None, help="passes over the regression rows")
     parser.add_argument("--hidden", type=int, default=512, help="rotor network hidden width (default 512)")
-    parser.add_argument("--bh-blocks", type=int, default=None, help="BH1 block count (default: 48 for 576-wide)")
+    parser.add_argument("--bh-blocks", type=int, default=None,
+                        help="BH1 block count (default: the largest common divisor of the q/k/v widths up to 48, "
+                             "e.g. 48 for SmolLM2's 576 -> 576 / 192; the count used and the parameter ratio "
+                             "to the rotor network are reported)")
     parser.add_argument("--window", type=int, default=512)
     parser.add_argument("--stride", type=int, default=256)
     parser.add_argument("--split-seed", type=int, default=0)
@@ -66,8 +126,13 @@ def config_from_args(args):
 
     preset = dict(PRESETS[args.preset])
     pick = lambda name: getattr(args, name) if getattr(args, name, None) is not None else preset.get(name)  # noqa: E731
-    datasets = tuple(x.strip() for x in pick("datasets").split(",") if x.strip())
-    methods = tuple(x.strip() for x in pick("methods").split(",") if x.strip())
+    files = text_files([p for group in (args.text_paths or []) for p in group])
+    if files and getattr(args, "datasets", None) is None:
+        datasets = ()
+    else:
+        datasets = tuple(x.strip() for x in pick("datasets").split(",") if x.strip())
+    datasets += tuple(name for name, _ in files)
+    methods = expand_methods(tuple(x.strip() for x in pick("methods").split(",") if x.strip()), pick("baseline_fit"))
     multi = pick("multi_seeds")
     return StudyConfig(
         model=args.model, gguf_file=args.gguf_file, datasets=datasets,
@@ -77,7 +142,9 @@ def config_from_args(args):
         window=args.window, stride=args.stride, split_seed=args.split_seed, epochs=pick("epochs"),
         hidden=args.hidden, bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj, o_epochs=args.o_epochs,
         out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
-        progress=not args.no_progress)
+        progress=not args.no_progress, text_files=files, text_field=args.text_field,
+        until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
+        patience=pick("patience"), valid_windows=args.valid_windows)
 
 
 def run(args):
@@ -108,7 +175,11 @@ def run(args):
     out = study.write_report()
     print()
     print(out["table"])
-    print(PAPER_SETS_NOTE)
+    for line in out["markdown"].splitlines():
+        if line.startswith("- ") and "blocks" in line:
+            print(line[2:])
+    if any(d in ("wikipedia", "shakespeare", "kjv") for d in config.datasets):
+        print(PAPER_SETS_NOTE)
     print(f"results in {config.out_dir}/ (results.md, summary.json, results.json, logppl_vs_params.png, "
           f"models/); {time.perf_counter() - t0:.0f} s")
     return 0

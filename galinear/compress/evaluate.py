@@ -78,8 +78,8 @@ def log_perplexity_direct(model, windows) -> float:
 
     total, count = 0.0, 0
     for i, start in enumerate(windows.heldout):
-        tokens = windows.tokens[start:start + windows.window]
-        for t in range(windows.score_from(i), windows.window):
+        tokens = windows.batch([start])[0]  # with the BOS token where the tokenizer uses one
+        for t in range(windows.score_from(i), len(tokens)):
             with torch.no_grad():
                 logits = model(input_ids=torch.as_tensor(tokens[:t]).reshape(1, -1), use_cache=False).logits
             logp = torch.log_softmax(logits[0, -1].double(), dim=-1)

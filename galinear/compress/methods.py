@@ -59,6 +59,9 @@ class MethodSpec:
     hidden: int | None = DEFAULT_ROTOR_HIDDEN  # rotor only
     blocks: int | None = None                  # bh1 only: None picks the largest divisor <= 48
     batch_size: int = 256
+    max_steps: int | None = None               # set: fit until the validation MSE stops improving
+    eval_every: int | None = None              # (galinear.compress.converge), at most max_steps
+    patience: int | None = None
 
     def __post_init__(self):
         if self.name not in METHODS:
@@ -86,7 +89,10 @@ class MethodSpec:
             parts.append(f"h{self.hidden}")
         if self.name == "bh1" and self.blocks is not None:
             parts.append(f"b{self.blocks}")
-        parts.append(f"e{self.epochs:g}")
+        if self.max_steps:
+            parts.append(f"conv{self.max_steps}-v{self.eval_every}-p{self.patience}")
+        else:
+            parts.append(f"e{self.epochs:g}")
         parts.append(f"lr{self.learning_rate:g}")
         if self.batch_size != 256:
             parts.append(f"bs{self.batch_size}")

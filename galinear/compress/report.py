@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from galinear import _io
+from galinear.compress.methods import base_name, display_name
 from galinear.compress.models import PROJECTIONS
 
 DATASET_TITLES = {"wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
@@ -23,7 +24,8 @@ def summarize(entries: dict, datasets) -> list:
         row = rows.setdefault(key, {"layers": list(e["layers"]), "method": e["method"], "tag": e["tag"],
                                     "params_per_layer": e["params_per_layer"],
                                     "dense_params_per_layer": e["dense_params_per_layer"],
-                                    "log_ppl": {}, "seeds": {}, "test_mse": {}, "test_rel_mse": {}})
+                                    "log_ppl": {}, "seeds": {}, "test_mse": {}, "test_rel_mse": {},
+                                    "fit": e.get("fit"), "blocks": e.get("blocks")})
         row["log_ppl"].setdefault(e["dataset"], {})[e["seed"]] = e["log_ppl"]
         row["seeds"][e["seed"]] = True
         row["test_mse"][e["seed"]] = e["test_mse"]
@@ -48,12 +50,13 @@ def summarize(entries: dict, datasets) -> list:
         out.append({"layers": row["layers"], "method": row["method"], "tag": row["tag"],
                     "params_per_layer": row["params_per_layer"],
                     "dense_params_per_layer": row["dense_params_per_layer"],
-                    "log_ppl": stats, "seeds": sorted(row["seeds"]), "test_mse": mse, "test_rel_mse": rel})
+                    "log_ppl": stats, "seeds": sorted(row["seeds"]), "test_mse": mse, "test_rel_mse": rel,
+                    "fit": row["fit"], "blocks": row["blocks"]})
     return out
 
 
 def _method_order(name: str) -> int:
-    order = ["dense", "zero", "lr1", "lr4", "bh1", "rotor"]
+    order = ["dense", "zero", "lr1", "lr1-cf", "lr4", "lr4-cf", "bh1", "bh1-cf", "rotor"]
     return order.index(name) if name in order else len(order)
 
 
@@ -62,19 +65,20 @@ def markdown(rows: list, datasets) -> str:
 
     The relative test MSE is MSE / mean square of the target: 1 means no better than predicting 0.
     """
-    head = ["layers", "method", "params/layer (q+k+v)", "% of dense", "test MSE q / k / v",
+    head = ["layers", "method", "fit", "params/layer (q+k+v)", "% of dense", "test MSE q / k / v",
             "relative test MSE q / k / v", "seeds"]
     head += [f"ln PPL {DATASET_TITLES.get(d, d)}" for d in datasets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r["method"] == "original":
-            cells = ["-", "original", "-", "100", "-", "-", "-"]
+            cells = ["-", "original", "-", "-", "100", "-", "-", "-"]
         else:
             frac = 100.0 * r["params_per_layer"] / r["dense_params_per_layer"]
             mse = " / ".join(f"{r['test_mse'][p]:.3g}" for p in PROJECTIONS)
             rel = " / ".join(f"{r['test_rel_mse'][p]:.2f}" for p in PROJECTIONS)
-            cells = [",".join(map(str, r["layers"])), r["method"], f"{r['params_per_layer']:,}", f"{frac:.3g}",
-                     mse, rel, ",".join(map(str, r["seeds"]))]
+            method = display_name(r["method"]) + (f" ({r['blocks']} blocks)" if r.get("blocks") else "")
+            cells = [",".join(map(str, r["layers"])), method, r.get("fit") or "-", f"{r['params_per_layer']:,}",
+                     f"{frac:.3g}", mse, rel, ",".join(map(str, r["seeds"]))]
         for d in datasets:
             s = r["log_ppl"].get(d)
             if s is None:
@@ -114,9 +118,11 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
                            label=None if "zero" in seen else "zero (L" + ",".join(map(str, r["layers"])) + ")")
                 seen.add("zero")
                 continue
-            label = f"{r['method']} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
+            label = f"{display_name(r['method'])} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
+            exact = r["method"].endswith("-cf")  # closed-form fits: hollow markers in the Adam fit's colour
+            color = colors.get(base_name(r["method"]), "k")
             ax.errorbar(r["params_per_layer"], s["mean"], yerr=s["std"] if s["n"] > 1 else None,
-                        color=colors.get(r["method"], "k"), marker=markers.get(len(r["layers"]), "D"),
+                        color=color, marker=markers.get(len(r["layers"]), "D"), markerfacecolor="none" if exact else color,
                         linestyle="none", capsize=2, alpha=0.8, label=None if label in seen else label)
             seen.add(label)
             ax.annotate("L" + ",".join(map(str, r["layers"])), (r["params_per_layer"], s["mean"]),
@@ -126,9 +132,9 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
         ax.set_ylabel("ln PPL (held-out)")
         ax.set_title(DATASET_TITLES.get(d, d))
         ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0][0].legend(loc="best", fontsize=6.5, framealpha=0.85)  # inside the first panel
+    fig.tight_layout()
     _io.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format=os.path.splitext(path)[1][1:] or "png"))
     plt.close(fig)
     return path
@@ -138,13 +144,20 @@ def write(study, plot: bool = True) -> dict:
     """Write summary.json, results.md and logppl_vs_params.png into the study's output folder."""
     from galinear.compress.study import PAPER_SETS_NOTE
 
+    from galinear.compress import curves
+
     config = study.config
     datasets = list(config.datasets)
     rows = summarize(study.results["entries"], datasets)
     os.makedirs(config.out_dir, exist_ok=True)
+    builtin = [d for d in datasets if d in DATASET_TITLES]
+    note = PAPER_SETS_NOTE if builtin else ""
+    user = [f"{d} ({path})" for d, path in config.text_files]
+    if user:
+        note = (note + " " if note else "") + "Own texts: " + ", ".join(user) + "."
     info = {
         "model": study.loaded.name,
-        "note": PAPER_SETS_NOTE,
+        "note": note,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config).items()},
         "windows": {d: {"train": len(w.train), "heldout": len(w.heldout), "tokens": int(len(w.tokens))}
                     for d, w in study.windows.items()},
@@ -155,13 +168,31 @@ def write(study, plot: bool = True) -> dict:
     table = markdown(rows, datasets)
     windows_line = ", ".join(f"{d}: {len(w.train)} training / {len(w.heldout)} held-out windows"
                              for d, w in study.windows.items())
-    text = (f"# Compression of {study.loaded.name}\n\n{PAPER_SETS_NOTE}\n\n"
-            f"Windows of {config.window} tokens, stride {config.stride}; {windows_line}. "
-            f"Epochs {config.epochs:g}; rotor hidden width {config.hidden}; o_proj refit "
+    fits = (f"Adam fits until the validation MSE stops improving (at most {config.max_steps} steps, checked every "
+            f"{config.eval_every}, patience {config.patience})" if config.until_converged else f"Adam epochs {config.epochs:g}")
+    text = (f"# Compression of {study.loaded.name}\n\n" + (f"{note}\n\n" if note else "")
+            + f"Windows of {config.window} tokens, stride {config.stride}; {windows_line}. "
+            f"{fits}; LR1*, LR4*, BH1*: closed-form optimum over all training rows (second moments); "
+            f"rotor hidden width {config.hidden}; o_proj refit "
             f"{'on' if config.refit_o_proj else 'off'}. ln PPL is mean ± sample std over seeds where "
-            f"several seeds ran.\n\n{table}")
+            f"several seeds ran.\n\n{table}" + block_note(rows))
     md_path = os.path.join(config.out_dir, "results.md")
     _io.atomic_write_text(md_path, text)
+    curves.write(study, plot=plot)
     if plot:
         plot_figure(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
     return {"rows": rows, "table": table, "markdown": text}
+
+
+def block_note(rows: list) -> str:
+    """One line per BH1 variant: the block count used and its parameters against the rotor network's."""
+    rotor = {tuple(r["layers"]): r["params_per_layer"] for r in rows if r["method"] == "rotor"}
+    lines = []
+    for r in rows:
+        if base_name(r["method"]) != "bh1" or not r.get("blocks"):
+            continue
+        ratio = rotor.get(tuple(r["layers"]))
+        lines.append(f"{display_name(r['method'])} on layers {','.join(map(str, r['layers']))}: {r['blocks']} blocks, "
+                     f"{r['params_per_layer']:,} parameters per layer"
+                     + (f" = {r['params_per_layer'] / ratio:.1f} x the rotor network's {ratio:,}" if ratio else ""))
+    return ("\n" + "\n".join(f"- {line}" for line in dict.fromkeys(lines)) + "\n") if lines else ""

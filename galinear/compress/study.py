@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from galinear import _io
-from galinear.compress import activations, closed_form, evaluate, fit, methods, models, windows as win
+from galinear.compress import activations, closed_form, converge, evaluate, fit, methods, models, windows as win
 from galinear.compress.fit import atomic_save
 
 _DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
@@ -65,14 +65,25 @@ class StudyConfig:
     o_epochs: float = 15.0
     out_dir: str = os.path.join("runs", "compress")
     threads: int | None = None
-    progress: bool = True              # tqdm bars
+    progress: bool = True              # tqdm bars on a terminal; one line per unit otherwise
     verbose: bool = True               # one timed line per stage on stderr
     save_models: bool = True
+    text_files: tuple = ()             # ((name, path), ...): user texts; their names are in datasets
+    text_field: str | None = None      # the field of jsonl text files
+    until_converged: bool = False      # Adam fits stop on a validation plateau (galinear.compress.converge)
+    max_steps: int = 2000              # step budget of a converged fit
+    eval_every: int = 25               # steps between validation evaluations
+    patience: int = 4                  # evaluations without improvement before a decay / the stop
+    valid_windows: int = 2             # validation windows per text (spare training-side windows)
 
     def method_spec(self, name: str) -> methods.MethodSpec:
+        converged = self.until_converged and name not in ("zero",) and not name.endswith("-cf")
         return methods.MethodSpec(name=name, epochs=self.epochs,
                                   hidden=self.hidden if name == "rotor" else None,
-                                  blocks=self.bh_blocks if methods.base_name(name) == "bh1" else None)
+                                  blocks=self.bh_blocks if methods.base_name(name) == "bh1" else None,
+                                  max_steps=self.max_steps if converged else None,
+                                  eval_every=self.eval_every if converged else None,
+                                  patience=self.patience if converged else None)
 
     def seeds_for(self, layer_set) -> tuple:
         if len(layer_set) > 1 and self.multi_seeds is not None:
@@ -122,9 +133,17 @@ class Study:
         for s in config.layer_sets:
             models.check_model(self.model, list(s))
         self.windows = {}
+        files = dict(config.text_files)
+        bos = win.bos_token(self.loaded.tokenizer)
+        if bos is not None:
+            self.log(f"the tokenizer adds a BOS token (id {bos}): every window starts with it")
         for name in config.datasets:
-            if texts is not None:
+            if texts is not None and name in texts:
                 text = texts[name]
+            elif name in files:
+                from galinear.data.text import load_text_file
+
+                text = load_text_file(files[name], config.text_field)
             else:
                 from galinear.data.text import load_text
 
@@ -136,12 +155,14 @@ class Study:
                                  f"{config.window}; give a longer text")
             self.windows[name] = win.split_windows(
                 tokens, config.window, config.stride, config.heldout_fraction, config.split_seed,
-                config.group, max_train=config.train_windows, max_heldout=config.eval_windows)
+                config.group, max_train=config.train_windows, max_heldout=config.eval_windows,
+                max_valid=config.valid_windows if config.until_converged else None, bos=bos)
         self.log("texts tokenised and split")
         self.work = os.path.join(config.out_dir, "cache", self._fingerprint())
         self.results_path = os.path.join(config.out_dir, "results.json")
         self.results = self._load_results()
         self._original_captures = {}
+        self._valid_captures = {}
         self._residuals = {}
         first = next(iter(self.windows.values()))
         self.skip_lower_layers = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0],
@@ -210,17 +231,25 @@ class Study:
             c.method_spec(name)  # raises for an unknown method
         if not c.seeds:
             raise ValueError("no seed given")
-        if texts is None:
-            from galinear.data.text import check_available
+        from galinear.data.text import check_available, check_text_file
 
+        files = dict(c.text_files)
+        for name, path in files.items():
+            check_text_file(path, c.text_field)
+        if texts is None:
             for name in c.datasets:
-                check_available(name)
+                if name not in files:
+                    check_available(name)
         else:
-            missing = [d for d in c.datasets if d not in texts]
+            missing = [d for d in c.datasets if d not in texts and d not in files]
             if missing:
                 raise ValueError(f"no text given for {missing}")
         if c.train_windows < 1 or c.eval_windows < 1:
             raise ValueError("train_windows and eval_windows must be >= 1")
+        if c.until_converged:
+            for name in ("max_steps", "eval_every", "patience", "valid_windows"):
+                if getattr(c, name) < 1:
+                    raise ValueError(f"{name} must be >= 1 with until_converged, got {getattr(c, name)}")
 
     def _fingerprint(self) -> str:
         h = hashlib.sha256()
@@ -258,6 +287,39 @@ class Study:
     def _test_ids(self) -> np.ndarray:
         return np.concatenate([w.batch(w.heldout[:self.config.mse_windows]) for w in self.windows.values()])
 
+    def _valid_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.valid) for w in self.windows.values()])
+
+    @property
+    def _bars(self) -> bool:
+        """tqdm bars only on a terminal; in a log, one line per unit instead."""
+        import sys
+
+        return bool(self.config.progress and sys.stderr.isatty())
+
+    def valid_capture(self, layer: int, replacements: dict, key: str | None):
+        """(inputs, original inputs) at ``layer`` on the validation windows (stopping rule); cached."""
+        key = f"original-attn_in-L{layer}" if key is None else key
+        if key in self._valid_captures:
+            return self._valid_captures[key]
+        ids = self._valid_ids()
+        if len(ids) == 0:
+            raise ValueError("no validation window is left beside the training windows; give a longer text "
+                             "or fewer --train-windows, or run without --until-converged")
+        path = os.path.join(self.work, "captures", f"{key}-valid{self.config.valid_windows}.pt")
+        cached = fit.load(path)
+        if cached is None:
+            x_orig = activations.capture(self.model, layer, ids)
+            if replacements:
+                with activations.swapped(self.model, replacements):
+                    x_in = activations.capture(self.model, layer, ids)
+            else:
+                x_in = x_orig
+            cached = {"input": x_in, "original": x_orig}
+            atomic_save(cached, path)
+        self._valid_captures[key] = (cached["input"], cached["original"])
+        return self._valid_captures[key]
+
     def _capture_pair(self, layer: int, where: str, replacements: dict, key: str):
         """(train, test) captures at ``layer`` in the network with ``replacements``; cached on disk."""
         path = os.path.join(self.work, "captures", f"{key}.pt")
@@ -265,10 +327,10 @@ class Study:
         if cached is not None:
             return cached["train"], cached["test"]
         ids = np.concatenate([self._train_ids(), self._test_ids()])
-        label = f"capture {key}" if self.config.progress else None
+        label = f"capture {key}" if self._bars else None
         with activations.swapped(self.model, replacements):
             rows = activations.capture(self.model, layer, ids, where=where, progress=label)
-        n_train = len(self._train_ids()) * self.config.window
+        n_train = self._train_ids().size  # windows x ids per window (the BOS included)
         train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
         atomic_save({"train": train, "test": test}, path)
         self.log(f"captured {key}: {tuple(train.shape)} training rows")
@@ -328,15 +390,26 @@ class Study:
                     orig = models.projection(self.model, layer, proj)
                     torch.manual_seed(1_000_003 * seed + 131 * layer + j)
                     module = self._build(spec, layer, proj)
-                    label = f"fit {spec.name} s{seed} L{layer} {proj}" if self.config.progress else None
+                    label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
                     t0 = time.perf_counter()
-                    stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
-                                               epochs=spec.epochs, batch_size=spec.batch_size,
-                                               seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
-                                               progress=label)
+                    if spec.max_steps:
+                        xv_in, xv_orig = self.valid_capture(
+                            layer, replacements, None if not prefix else self._prefix_key(spec, seed, prefix)
+                            + f"-attn_in-L{layer}")
+                        stats = converge.fit_until_converged(
+                            module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
+                            lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size,
+                            seed=1_000_003 * seed + 131 * layer + j, max_steps=spec.max_steps,
+                            eval_every=spec.eval_every, patience=spec.patience, progress=label)
+                    else:
+                        stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
+                                                   epochs=spec.epochs, batch_size=spec.batch_size,
+                                                   seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
+                                                   progress=label)
                     stats["seconds"] = time.perf_counter() - t0
-                    self.log(f"fitted {spec.tag()} s{seed} L{layer} {proj}: {stats['steps']} steps, "
-                             f"{stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
+                    self.log(f"fitted {spec.tag()} s{seed} L{layer} {proj}: {stats['steps']} steps"
+                             + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
+                             + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
                     target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
                     stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
                     stats["target_mean_square"] = float(target_test.double().pow(2).mean())
@@ -439,7 +512,7 @@ class Study:
             x_orig, x_orig_test = self.original_capture(layer, "o_in")
             key = f"{spec.tag()}-s{seed}-P{_set_name(layer_set[:i + 1])}-orefit{self.config.o_epochs:g}-o_in-L{layer}"
             x_in, x_in_test = self._capture_pair(layer, "o_in", replacements, key)
-            label = f"refit o_proj {spec.name} s{seed} L{layer}" if self.config.progress else None
+            label = f"refit o_proj {spec.name} s{seed} L{layer}" if self._bars else None
             torch.manual_seed(seed)
             stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=1e-4, epochs=self.config.o_epochs,
                                        batch_size=256, seed=1_000_003 * seed + 131 * layer + 7, bias=orig.bias,
@@ -475,7 +548,7 @@ class Study:
             key = f"original|{name}"
             if key in self.results["entries"]:
                 continue
-            label = f"eval original {name}" if self.config.progress else None
+            label = f"eval original {name}" if self._bars else None
             res = evaluate.log_perplexity(self.model, w, progress=label)
             self.log(f"evaluated original on {name}: ln PPL {res['log_ppl']:.4f}")
             self.results["entries"][key] = {"method": "original", "dataset": name, **res}
@@ -494,6 +567,26 @@ class Study:
         rel = {p: float(np.mean([stats[(layer, p)]["test_mse"] / max(stats[(layer, p)]["target_mean_square"], 1e-30)
                                  for layer in layer_set])) for p in models.PROJECTIONS}
         fit_seconds = float(sum(s.get("seconds", 0.0) for s in stats.values()))
+        first = layer_set[0]
+        curves = {p: stats[(first, p)].get("curve") for p in models.PROJECTIONS if stats[(first, p)].get("curve")}
+        valid_ms = {p: stats[(first, p)]["valid_target_mean_square"] for p in curves}
+        if spec.closed_form:
+            how = "closed form"
+            if self.config.until_converged:  # the same validation rows as the Adam curves (first layer)
+                xv, xv_orig = self.valid_capture(first, {}, None)
+                for p in models.PROJECTIONS:
+                    orig = models.projection(self.model, first, p)
+                    target = xv_orig @ orig.weight.T + (0 if orig.bias is None else orig.bias)
+                    curves[p] = [[0, evaluate.mse(fitted["replacements"][(first, p)], xv, target)]]
+                    valid_ms[p] = float(target.double().pow(2).mean())
+        elif spec.max_steps:
+            steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in models.PROJECTIONS]
+            span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
+            how = f"Adam, best step {span} of max {spec.max_steps}"
+        elif name == "zero":
+            how = "-"
+        else:
+            how = f"Adam, {stats[(first, 'q_proj')]['steps']} steps"
         if self.config.save_models:
             save_compressed(os.path.join(self.config.out_dir, "models",
                                          f"{spec.tag()}-s{seed}-L{_set_name(layer_set)}.pt"),
@@ -502,13 +595,15 @@ class Study:
             for d, w in self.windows.items():
                 if keys[d] in self.results["entries"]:
                     continue
-                label = f"eval {spec.name} s{seed} L{_set_name(layer_set)} {d}" if self.config.progress else None
+                label = f"eval {spec.name} s{seed} L{_set_name(layer_set)} {d}" if self._bars else None
                 res = evaluate.log_perplexity(self.model, w, progress=label, start=self._start(d, layer_set[0]))
                 self.log(f"evaluated {spec.tag()} s{seed} L{_set_name(layer_set)} on {d}: ln PPL {res['log_ppl']:.4f}")
                 self.results["entries"][keys[d]] = {
                     "method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set), "dataset": d,
                     "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
-                    "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, **res}
+                    "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, "fit": how,
+                    "blocks": getattr(fitted["replacements"][(first, "q_proj")], "blocks", None),
+                    "curves": curves, "valid_target_mean_square": valid_ms, **res}
                 self._save_results()
 
     def plan(self) -> list:
@@ -536,7 +631,9 @@ class Study:
         self.evaluate_original()
         plan = self.plan()
         last_plot = time.perf_counter()
-        for name, seed, layer_set in tqdm(plan, desc="study", disable=not self.config.progress):
+        for number, (name, seed, layer_set) in enumerate(tqdm(plan, desc="study", disable=not self._bars), 1):
+            if self.config.progress and not self._bars:
+                print(f"[{number}/{len(plan)}] {name} seed {seed} layers {_set_name(layer_set)}", flush=True)
             self.run_one(name, seed, layer_set)
             if report:  # tables after every run, the plot at most every 5 minutes and at the end
                 self.write_report(plot=time.perf_counter() - last_plot > 300)

@@ -10,6 +10,15 @@ position with a held-out window is dropped. Held-out and training positions are 
 Scoring (standard strided perplexity): inside a run of consecutive held-out windows, the first
 window scores all its ``window - 1`` labels and every later window only its last ``stride``
 labels, so every held-out token after the first of a run is scored exactly once.
+
+Validation windows (for the stopping rule of :mod:`galinear.compress.converge`) are drawn from
+the training-side windows (no position shared with a held-out window) that were not kept for
+fitting; drawing them does not change the training or held-out windows.
+
+Beginning-of-sequence token: a tokenizer that adds one itself (``add_bos_token`` true, e.g.
+Gemma's) gets it in front of every window (:func:`bos_token`). The model then sees
+``window + 1`` ids per window, the BOS and ``window`` text tokens; the first text token of a run
+is scored too (predicted from the BOS), and every held-out text token is still scored once.
 """
 from __future__ import annotations
 
@@ -41,21 +50,41 @@ class Windows:
     train: np.ndarray
     heldout: np.ndarray
     heldout_first: np.ndarray = field(default=None)
+    valid: np.ndarray = field(default=None)
+    bos: int | None = None
+
+    def __post_init__(self):
+        if self.valid is None:
+            self.valid = np.zeros(0, dtype=np.int64)
+
+    @property
+    def length(self) -> int:
+        """Ids per window as the model sees them: ``window``, plus one with a BOS token."""
+        return self.window + (self.bos is not None)
 
     def batch(self, starts) -> np.ndarray:
-        """Token ids of the windows starting at ``starts``: shape (len(starts), window)."""
-        return np.stack([self.tokens[s:s + self.window] for s in starts]).astype(np.int64)
+        """Token ids of the windows starting at ``starts``: shape (len(starts), length).
+
+        With a BOS token, every window is the BOS followed by ``window`` text tokens.
+        """
+        if len(starts) == 0:
+            return np.zeros((0, self.length), dtype=np.int64)
+        rows = np.stack([self.tokens[s:s + self.window] for s in starts]).astype(np.int64)
+        if self.bos is not None:
+            rows = np.concatenate([np.full((len(rows), 1), self.bos, dtype=np.int64), rows], axis=1)
+        return rows
 
     def score_from(self, index: int) -> int:
         """First label index scored in held-out window ``index`` (labels are positions 1..window-1).
 
         1 for a window that opens a run; otherwise the first label past the previous held-out
         window's end (``window - stride`` for consecutive windows), so no token is scored twice.
+        Indices count in the ids of :meth:`batch` (shifted by one with a BOS token).
         """
         if self.heldout_first[index]:
             return 1
         overlap = int(self.heldout[index - 1]) + self.window - int(self.heldout[index])
-        return max(1, overlap)
+        return max(1, overlap + (self.bos is not None))
 
     def positions(self, starts) -> set:
         """All token positions covered by the windows starting at ``starts``."""
@@ -77,7 +106,8 @@ def window_starts(n_tokens: int, window: int = 512, stride: int = 256) -> np.nda
 
 def split_windows(tokens, window: int = 512, stride: int = 256, heldout_fraction: float = 0.2,
                   seed: int = 0, group: int = 4, max_train: int | None = None,
-                  max_heldout: int | None = None) -> Windows:
+                  max_heldout: int | None = None, max_valid: int | None = None,
+                  bos: int | None = None) -> Windows:
     """Cut ``tokens`` into windows and split them with no shared token position.
 
     Parameters
@@ -95,6 +125,11 @@ def split_windows(tokens, window: int = 512, stride: int = 256, heldout_fraction
         Keep at most this many windows: a seeded random subset of the training windows, and for
         held-out a random subset of whole runs (runs stay contiguous for scoring). Windows of
         runs not kept return to the training pool when they overlap no kept held-out window.
+    max_valid : int, optional
+        Validation windows: a seeded random subset of the training-pool windows left out of
+        ``train`` (none when the pool has no window to spare). Drawn after everything else.
+    bos : int, optional
+        Beginning-of-sequence id put in front of every window by :meth:`Windows.batch`.
     """
     tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
     starts = window_starts(len(tokens), window, stride)
@@ -120,7 +155,7 @@ def split_windows(tokens, window: int = 512, stride: int = 256, heldout_fraction
     train_mask = np.ones(len(starts), dtype=bool)
     for h in heldout:
         train_mask &= np.abs(starts - h) >= window
-    train = starts[train_mask]
+    pool = train = starts[train_mask]
     if max_train is not None and len(train) > max_train:
         train = np.sort(rng.choice(train, size=max_train, replace=False))
     if len(train) == 0:
@@ -128,11 +163,41 @@ def split_windows(tokens, window: int = 512, stride: int = 256, heldout_fraction
                          "windows; give a longer text")
     first = np.ones(len(heldout), dtype=bool)
     first[1:] = np.diff(heldout) >= window  # a window overlapping its predecessor continues a run
-    return Windows(tokens, window, stride, train, heldout, first)
+    valid = np.zeros(0, dtype=np.int64)
+    if max_valid:
+        spare = np.setdiff1d(pool, train)
+        if len(spare):
+            valid = np.sort(rng.choice(spare, size=min(max_valid, len(spare)), replace=False))
+    return Windows(tokens, window, stride, train, heldout, first, valid, bos)
+
+
+def bos_token(tokenizer) -> int | None:
+    """The id to put in front of every window, or None: the tokenizer's own BOS convention.
+
+    ``add_bos_token`` decides when the tokenizer has it (True for Gemma's, False for SmolLM2's);
+    otherwise a probe: the BOS is used when tokenising with special tokens puts ``bos_token_id``
+    first and tokenising without them does not.
+    """
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return None
+    flag = getattr(tokenizer, "add_bos_token", None)
+    if isinstance(flag, bool):
+        return int(bos) if flag else None
+    try:
+        with_special = tokenizer("a", add_special_tokens=True)["input_ids"]
+        without = tokenizer("a", add_special_tokens=False)["input_ids"]
+    except Exception:  # a tokenizer without the keyword: no BOS
+        return None
+    if with_special and with_special[0] == bos and (not without or without[0] != bos):
+        return int(bos)
+    return None
 
 
 def tokenize(tokenizer, text: str, max_tokens: int | None = None) -> np.ndarray:
     """Tokenise ``text`` once (no special tokens), optionally keeping the first ``max_tokens``.
+
+    The BOS token, where the tokenizer wants one, is added per window (:func:`bos_token`).
 
     Long texts are tokenised in paragraph-aligned pieces so that ``max_tokens`` does not force the
     whole corpus through the tokenizer.

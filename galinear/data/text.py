@@ -11,6 +11,8 @@ Three domains stand in for the paper's Wikitext-2 / C4 / PTB, which cannot be fe
 
 Each loader returns one string, in a fixed order, and raises ValueError with the exact install
 command when its package is missing. The packages are located with importlib and never imported.
+A user's own text (plain text, a folder of .txt files, or jsonl with a text field) is read by
+:func:`load_text_file`.
 """
 from __future__ import annotations
 
@@ -104,6 +106,64 @@ def load_kjv() -> str:
             if line:
                 verses.append(json.loads(line)["text"].strip())
     return "\n".join(verses)
+
+
+def text_name(path: str) -> str:
+    """The name a text file goes by in reports: its file name without the extension."""
+    base = os.path.basename(os.path.normpath(path))
+    for ext in (".jsonl", ".txt", ".md", ".json"):
+        if base.lower().endswith(ext):
+            return base[: -len(ext)] or base
+    return base
+
+
+def check_text_file(path: str, field: str | None = None) -> None:
+    """Raise ValueError naming the problem unless ``path`` is a readable text (or jsonl) file or folder."""
+    if not os.path.exists(path):
+        raise ValueError(f"text file {path!r} not found; pass an existing plain-text or .jsonl file "
+                         "(or a folder of .txt files)")
+    if os.path.isdir(path) and not glob.glob(os.path.join(path, "*.txt")):
+        raise ValueError(f"the folder {path!r} holds no .txt file; pass text files or a folder of them")
+    if path.lower().endswith(".jsonl") and not field:
+        raise ValueError(f"{path!r} is a jsonl file: name the field that holds the text with --text-field "
+                         "(e.g. --text-field text)")
+
+
+def load_text_file(path: str, field: str | None = None) -> str:
+    """Read one user text: a plain-text file (UTF-8), a folder of ``*.txt`` files (sorted by name,
+    blank-line separated) or a ``.jsonl`` file whose records hold the text in ``field`` (one
+    record per line, joined with newlines; records without the field are an error)."""
+    check_text_file(path, field)
+    if os.path.isdir(path):
+        parts = []
+        for file in sorted(glob.glob(os.path.join(path, "*.txt"))):
+            with open(file, encoding="utf-8", errors="replace") as handle:
+                parts.append(handle.read().strip())
+        text = "\n\n".join(p for p in parts if p)
+    elif path.lower().endswith(".jsonl") or field:
+        records = []
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); give one JSON object "
+                                     "per line") from None
+                if not isinstance(record, dict) or field not in record:
+                    raise ValueError(f"{path}, line {number}: no field {field!r}; "
+                                     f"fields there: {sorted(record) if isinstance(record, dict) else type(record).__name__}")
+                value = record[field]
+                if isinstance(value, str) and value.strip():
+                    records.append(value.strip())
+        text = "\n".join(records)
+    else:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    if not text.strip():
+        raise ValueError(f"{path!r} holds no text")
+    return text
 
 
 def load_text(name: str) -> str:

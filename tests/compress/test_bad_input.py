@@ -120,4 +120,10 @@ def test_command_line_parses_presets():
     assert full.datasets == ("wikipedia", "shakespeare", "kjv") and full.seeds == (0, 1, 2)
     assert full.seeds_for((16, 17)) == (0,) and full.seeds_for((8,)) == (0, 1, 2)
     demo = compress.config_from_args(parser.parse_args(["--layers", "15", "--methods", "rotor,bh1"]))
-    assert demo.layer_sets == ((15,),) and demo.methods == ("rotor", "bh1") and demo.datasets == ("wikipedia",)
+    # the demo reports the linear baselines Adam-fitted and at their closed-form optimum
+    assert demo.layer_sets == ((15,),) and demo.methods == ("rotor", "bh1", "bh1-cf") and demo.datasets == ("wikipedia",)
+    assert demo.until_converged and not full.until_converged
+    adam = compress.config_from_args(parser.parse_args(["--methods", "rotor,bh1", "--baseline-fit", "adam"]))
+    assert adam.methods == ("rotor", "bh1")
+    exact = compress.config_from_args(parser.parse_args(["--methods", "lr1,lr4", "--baseline-fit", "closed-form"]))
+    assert exact.methods == ("lr1-cf", "lr4-cf")

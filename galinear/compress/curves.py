@@ -1,0 +1,125 @@
+"""Learning curves of a study: validation MSE against Adam steps, every method, per projection.
+
+Written by :func:`galinear.compress.report.write` into the run folder: ``learning_curves.json``
+(every fitted run: method, seed, layer set, and per projection the list of [step, validation MSE]
+and the validation rows' target mean square) and, with matplotlib, ``learning_curves.png``: one
+panel per projection (q, k, v) for the first layer of the first layer set, the relative
+validation MSE (MSE / mean square of the target; 1 = predicting 0) against steps on a log-scaled
+y axis. Closed-form fits (LR1*, LR4*, BH1*) have no steps: they are horizontal dashed lines at
+their relative MSE on the same validation rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from galinear.compress.methods import base_name, display_name
+from galinear.compress.models import PROJECTIONS
+
+def _atomic(path: str, writer) -> None:
+    """``writer(tmp)`` then ``os.replace(tmp, path)``: a reader never sees a half-written file."""
+    try:
+        from galinear import _io
+    except ImportError:
+        _io = None
+    if _io is not None:
+        _io.atomic_write(path, writer)
+        return
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_json(path: str, payload) -> None:
+    def writer(tmp):
+        with open(tmp, "w") as handle:
+            json.dump(payload, handle, indent=1)
+
+    _atomic(path, writer)
+
+
+COLORS = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
+          "zero": "tab:brown"}
+
+
+def collect(entries: dict) -> list:
+    """One record per (tag, seed, layer set) with curves (the curves do not depend on the text)."""
+    out, seen = [], set()
+    for e in entries.values():
+        if e.get("method") == "original" or not e.get("curves"):
+            continue
+        key = (e["tag"], e["seed"], tuple(e["layers"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"method": e["method"], "tag": e["tag"], "seed": e["seed"], "layers": list(e["layers"]),
+                    "fit": e.get("fit"), "curves": e["curves"],
+                    "valid_target_mean_square": e.get("valid_target_mean_square", {})})
+    return out
+
+
+def plot(records: list, path: str, layers=None) -> str | None:
+    """Relative validation MSE against steps, one panel per projection; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    if layers is not None:
+        records = [r for r in records if r["layers"] == list(layers)]
+    if not records:
+        return None
+    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(4.4 * len(PROJECTIONS), 3.6), squeeze=False)
+    for ax, proj in zip(axes[0], PROJECTIONS):
+        labelled = set()
+        longest = max((c[-1][0] for r in records for p, c in r["curves"].items() if p == proj and c), default=1)
+        for r in records:
+            curve = r["curves"].get(proj)
+            scale = r["valid_target_mean_square"].get(proj) or 1.0
+            if not curve:
+                continue
+            name = display_name(r["method"])
+            color = COLORS.get(base_name(r["method"]), "k")
+            label = None if name in labelled else name
+            labelled.add(name)
+            if r["method"].endswith("-cf"):
+                ax.axhline(curve[0][1] / scale, color=color, linestyle="--", linewidth=1.2,
+                           label=None if label is None else f"{name} (closed form)")
+                continue
+            steps = [c[0] for c in curve]
+            values = [c[1] / scale for c in curve]
+            ax.plot(steps, values, color=color, linewidth=1.2, alpha=0.85, label=label)
+        ax.set_xlim(0, max(longest, 1))
+        ax.set_yscale("log")
+        ax.set_xlabel("Adam steps")
+        ax.set_ylabel("validation MSE / target mean square")
+        ax.set_title(f"{proj} (layer {records[0]['layers'][0]})")
+        ax.grid(alpha=0.3, which="both")
+        ax.tick_params(labelsize=7)
+    axes[0][0].legend(loc="best", fontsize=7, framealpha=0.85)
+    fig.tight_layout()
+    _atomic(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+    return path
+
+
+def write(study, plot: bool = True) -> list:
+    """Write learning_curves.json (and .png with ``plot``) into the study's output folder."""
+    records = collect(study.results["entries"])
+    if not records:
+        return records
+    out = study.config.out_dir
+    os.makedirs(out, exist_ok=True)
+    _write_json(os.path.join(out, "learning_curves.json"), {"runs": records})
+    if plot:
+        globals()["plot"](records, os.path.join(out, "learning_curves.png"), layers=study.config.layer_sets[0])
+    return records
+
+
+__all__ = ["collect", "plot", "write"]
