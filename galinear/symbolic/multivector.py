@@ -291,6 +291,8 @@ class MultiVector:
                 f"{self!r} is not invertible (the denominator of inv() simplifies to 0); "
                 "a / b and b ** -1 need an invertible b"
             )
+        if den.could_extract_minus_sign():
+            num, den = -num, -den
         return num.applyfunc(lambda c: c / den)
 
     def _inv_matrix(self) -> "MultiVector":
