@@ -79,16 +79,24 @@ def test_k3_decomposition_rotor_matches_scipy_expm():
     np.testing.assert_allclose(_vector_block(R), scipy_linalg.expm(2 * _skew(n, values)), rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=5, deadline=None)
+def _zero(c):
+    """Exact zero test, cheap when it holds: the coefficients here lie in Q(sqrt(d)), where
+    expansion reaches the canonical a + b sqrt(d); anything else is left to simplify."""
+    return 0 if sp.expand(c) == 0 else sp.simplify(c)
+
+
+# Each example is exact sympy arithmetic (about 0.5 s), so this property runs 1/8 of the
+# profile's examples: 5 under "ci", 62 under "thorough".
+@settings(max_examples=max(5, settings.default.max_examples // 8), deadline=None)
 @given(st.lists(st.integers(-3, 3), min_size=6, max_size=6))
 def test_decomposition_parts_are_valid_for_integer_bivectors(values):
     B = bivector(4, values)
     parts = invariant_decomposition(B)
     assert len(parts) == 2
-    assert (parts[0] + parts[1] - B).is_zero()
+    assert (parts[0] + parts[1] - B).is_zero(_zero)
     for p in parts:
-        assert p.op(p).is_zero()
-    assert (parts[0] * parts[1] - parts[1] * parts[0]).is_zero()
+        assert p.op(p).is_zero(_zero)
+    assert (parts[0] * parts[1] - parts[1] * parts[0]).is_zero(_zero)
 
 
 def test_equal_angles_use_documented_fallback():
