@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit demo demo-full bench bench-core bench-codegen bench-nn bench-kernels verify codegen fashion-mnist clean help
+.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -37,6 +37,11 @@ test-slow: $(STAMP)
 
 test-nojit: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(PYTEST) -m nojit -q
+
+# Every property test (hypothesis marks each @given test) under the "thorough" profile of
+# tests/conftest.py: 500 fresh examples per property; prints the cases and time of each.
+test-thorough: $(STAMP)
+	HYPOTHESIS_PROFILE=thorough $(PYTEST) -m hypothesis -q -p no:cacheprovider --hypothesis-show-statistics --durations=0
 
 demo: $(STAMP)
 	$(PY) -m galinear demo
