@@ -324,6 +324,24 @@ def test_fit_load_removes_unreadable_cache(tmp_path, capsys):
     assert "recomputing" in capsys.readouterr().err
 
 
+def test_closed_form_moments_cache_damaged_or_with_objects_is_recomputed(tmp_path, capsys):
+    from galinear.compress.closed_form import SecondMoments
+
+    moments = SecondMoments(4)
+    moments.update(np.arange(12.0).reshape(3, 4))
+    path = tmp_path / "moments.npz"
+    moments.save(str(path))
+    back = SecondMoments.load(str(path))
+    assert back.n == 3 and np.array_equal(back.sxx, moments.sxx)
+    _truncate(path)
+    assert SecondMoments.load(str(path)) is None and not path.exists()
+    np.savez(path, n=np.int64(1), same=np.int8(1), sx=np.array([_Payload(tmp_path / "marker")], dtype=object),
+             sxx=np.zeros((1, 1)), so=np.zeros(1), sxo=np.zeros((1, 1)), soo=np.zeros((1, 1)))
+    assert SecondMoments.load(str(path)) is None and not path.exists()
+    assert not (tmp_path / "marker").exists()
+    assert capsys.readouterr().err.count("recomputing this unit") == 2
+
+
 def test_load_compressed_refuses_payload(tmp_path, tiny):
     from tests.compress.conftest import tiny_llama
 

@@ -36,7 +36,6 @@ ridge of 1e-8 x the mean eigenvalue is added to it; the ridge used is recorded i
 from __future__ import annotations
 
 import os
-import tempfile
 
 import numpy as np
 
@@ -129,31 +128,43 @@ class SecondMoments:
     # -------------------------------------------------------------- storage (no pickle)
     def save(self, path: str) -> None:
         """Write the sums to ``path`` (.npz) through a temporary file and ``os.replace``."""
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-        os.close(fd)
-        try:
+        from galinear import _io
+
+        def write(tmp):
             with open(tmp, "wb") as handle:
                 np.savez(handle, n=np.int64(self.n), same=np.int8(-1 if self.same is None else int(self.same)),
                          sx=self.sx, sxx=self.sxx, so=self.so, sxo=self.sxo, soo=self.soo)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+
+        _io.atomic_write(path, write)
 
     @classmethod
     def load(cls, path: str) -> "SecondMoments | None":
-        """The sums written by :meth:`save`, or None when ``path`` does not exist."""
+        """The sums written by :meth:`save`, or None when ``path`` does not exist.
+
+        A damaged file (truncated, not an npz of these sums) is removed with a message on stderr
+        and None is returned, so the caller accumulates the sums again.
+        """
+        import sys
+        import zipfile
+
         if not os.path.exists(path):
             return None
-        with np.load(path, allow_pickle=False) as data:
-            out = cls(data["sx"].shape[0], data["so"].shape[0])
-            out.n = int(data["n"])
-            same = int(data["same"])
-            out.same = None if same < 0 else bool(same)
-            for name in ("sx", "sxx", "so", "sxo", "soo"):
-                setattr(out, name, np.array(data[name]))
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                out = cls(data["sx"].shape[0], data["so"].shape[0])
+                out.n = int(data["n"])
+                same = int(data["same"])
+                out.same = None if same < 0 else bool(same)
+                for name in ("sx", "sxx", "so", "sxo", "soo"):
+                    setattr(out, name, np.array(data[name]))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError) as error:
+            print(f"galinear: {path}: damaged or truncated ({type(error).__name__}: {error}); removing it and "
+                  "recomputing this unit", file=sys.stderr, flush=True)
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+            return None
         return out
 
 
