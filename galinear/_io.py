@@ -253,13 +253,24 @@ def save_state(path, state) -> None:
     header under ``"galinear"``. Read it back with :func:`load_state`.
     """
     import torch  # noqa: F401  (tensors are recognised once torch is imported)
-    from safetensors.torch import save_file
+
+    save_file = _safetensors().torch.save_file
 
     tensors: dict = {}
     tree = _pack(state, "", tensors)
     header = {"format": STATE_FORMAT, "galinear": json.dumps(tree, allow_nan=True)}
     tensors = _unshared(tensors)
     atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=header))
+
+
+def _safetensors():
+    try:
+        import safetensors
+        import safetensors.torch
+    except ImportError:
+        raise ImportError("galinear stores checkpoints and caches with the safetensors package, which is "
+                          "missing; install it with `pip install safetensors` (or reinstall galinear)") from None
+    return safetensors
 
 
 def _kind(path) -> str:
@@ -290,7 +301,7 @@ def load_state(path, fix: str = ""):
     kind = _kind(path)
     if kind != "safetensors":
         return _load_legacy(path, fix)
-    from safetensors import SafetensorError, safe_open
+    SafetensorError, safe_open = _safetensors().SafetensorError, _safetensors().safe_open
 
     try:
         with safe_open(os.fspath(path), framework="pt", device="cpu") as handle:

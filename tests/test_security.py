@@ -68,6 +68,15 @@ def test_state_loader_refuses_payload(tmp_path, kind):
     assert not (tmp_path / "marker").exists()
 
 
+def test_old_pickles_are_refused_where_the_restricted_loader_is_not_safe(tmp_path, monkeypatch):
+    """torch < 2.6 had escapes from weights_only=True: there even a plain-tensor pickle is refused."""
+    torch.save({"weight": torch.ones(2)}, tmp_path / "old.pt")
+    assert torch.equal(_io.load_state(tmp_path / "old.pt")["weight"], torch.ones(2))
+    monkeypatch.setattr(torch, "__version__", "2.5.1")
+    with pytest.raises(_io.LegacyFormatError, match=r"old\.pt: .*torch 2\.5\.1 \(< 2\.6\).*refused; regenerate"):
+        _io.load_state(tmp_path / "old.pt", fix="regenerate")
+
+
 def test_state_round_trip_keeps_structure_and_bits(tmp_path):
     model = torch.nn.Linear(5, 3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
