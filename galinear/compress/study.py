@@ -75,6 +75,7 @@ class StudyConfig:
     eval_every: int = 25               # steps between validation evaluations
     patience: int = 4                  # evaluations without improvement before a decay / the stop
     valid_windows: int = 2             # validation windows per text (spare training-side windows)
+    save_dir: str | None = None        # --save: one loadable folder per compressed model (galinear.compress.saving)
 
     def method_spec(self, name: str) -> methods.MethodSpec:
         converged = self.until_converged and name not in ("zero",) and not name.endswith("-cf")
@@ -126,6 +127,7 @@ class Study:
 
             torch.set_num_threads(config.threads)
         self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
+        self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
         self.log(f"model {self.loaded.name} loaded")
         self.model = self.loaded.model
         all_layers = sorted({layer for s in config.layer_sets for layer in s})
@@ -591,6 +593,15 @@ class Study:
             save_compressed(os.path.join(self.config.out_dir, "models",
                                          f"{spec.tag()}-s{seed}-L{_set_name(layer_set)}.pt"),
                             fitted["replacements"], spec, self.loaded.name)
+        if self.config.save_dir:
+            from galinear.compress import saving
+
+            folder = f"{spec.tag()}-s{seed}-L{_set_name(layer_set)}"
+            saving.save(os.path.join(self.config.save_dir, folder), self.model, fitted["replacements"], spec,
+                        source=self._model_source[0], gguf_file=self._model_source[1], name=self.loaded.name)
+            saved = [f for f in os.listdir(self.config.save_dir)
+                     if os.path.exists(os.path.join(self.config.save_dir, f, saving.CONFIG))]
+            saving.write_index(self.config.save_dir, saved)
         with activations.swapped(self.model, fitted["replacements"]):
             for d, w in self.windows.items():
                 if keys[d] in self.results["entries"]:

@@ -159,3 +159,12 @@ def test_study_with_a_bos_tokenizer(tmp_path):
     assert len(x) == len(study.windows["a"].train) * 33
     entries = study.run()["entries"]
     assert all(np.isfinite(e["log_ppl"]) for e in entries.values())
+
+
+def test_run_name_of_a_gguf_path_is_not_doubled():
+    from galinear.compress.models import run_name
+
+    assert run_name("/models/x.gguf") == "x.gguf"
+    assert run_name("/models/x.gguf", "x.gguf") == "x.gguf"
+    assert run_name("/models/folder", "x.gguf") == "folder-x.gguf"
+    assert run_name("/models/folder/") == "folder"

@@ -1,0 +1,128 @@
+"""A compressed model kept in a folder: exact round trip, identity checks, no silent random weights."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+from galinear.compress import Study, export_dense, load, log_perplexity, models  # noqa: E402
+from tests.compress.conftest import TEXTS, tiny_config, tiny_llama  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def saved_study(tmp_path_factory):
+    from galinear.compress.models import LoadedModel
+    from tests.compress.conftest import CharTokenizer
+
+    root = tmp_path_factory.mktemp("saved")
+    config = tiny_config(root / "run", methods=("rotor", "lr1-cf", "bh1-cf"), hidden=16, layer_sets=((0, 2),),
+                         datasets=("a",), save_dir=str(root / "keep"), epochs=1.0)
+    study = Study(config, LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama"), texts=TEXTS)
+    entries = study.run()["entries"]
+    return root, study, entries
+
+
+def _entry(entries, method):
+    return [e for e in entries.values() if e["method"] == method][0]
+
+
+@pytest.mark.parametrize("method", ["rotor", "lr1-cf", "bh1-cf"])
+def test_round_trip_is_exact(saved_study, method):
+    root, study, entries = saved_study
+    index = json.loads((root / "keep" / "index.json").read_text())
+    folder = [n for n in index["models"] if n.startswith(method + "-") or n.startswith(method.split("-")[0] + "-h")][0]
+    if method == "rotor":
+        folder = [n for n in index["models"] if n.startswith("rotor")][0]
+    path = root / "keep" / folder
+    assert sorted(os.listdir(path)) == ["README.md", "galinear_compressed.json", "replacements.safetensors"]
+    fresh = load(str(path), tiny_llama())
+    expected = {"rotor": "RotorNetwork", "lr1-cf": "LowRankLinear", "bh1-cf": "BlockHadamardLinear"}[method]
+    assert type(models.projection(fresh, 2, "v_proj")).__name__ == expected
+    assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, method)["log_ppl"]
+    config = json.loads((path / "galinear_compressed.json").read_text())
+    assert config["model"]["name"] == "tiny-llama" and config["layers"] == [0, 2]
+    assert {m["class"] for m in config["modules"]} == {expected}
+
+
+def test_rotor_buffers_are_saved(saved_study):
+    from safetensors.torch import load_file
+
+    root, _, _ = saved_study
+    folder = [n for n in os.listdir(root / "keep") if n.startswith("rotor")][0]
+    tensors = load_file(str(root / "keep" / folder / "replacements.safetensors"))
+    module = models.projection(load(str(root / "keep" / folder), tiny_llama()), 0, "q_proj")
+    params = {name for name, _ in module.named_parameters()}
+    buffers = [name for name in module.state_dict() if name not in params]  # persistent buffers
+    assert "input_permutation" in buffers and all(f"0.q_proj.{b}" in tensors for b in buffers)
+
+
+def test_wrong_model_is_refused(saved_study):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    root, _, _ = saved_study
+    folder = str(root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("lr1-cf")][0])
+    wider = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    with pytest.raises(ValueError, match="hidden_size = 32"):
+        load(folder, wider)
+    with pytest.raises(ValueError, match="other weights"):
+        load(folder, tiny_llama(seed=5))  # same shapes, another model
+    with pytest.raises(ValueError, match="holds 3 compressed models"):
+        load(str(root / "keep"), tiny_llama())
+    with pytest.raises(ValueError, match="does not say where its original model comes from"):
+        load(folder)  # the test study was given its model: no source to reload from
+
+
+def test_from_pretrained_never_yields_random_weights(saved_study):
+    from transformers import AutoModelForCausalLM
+
+    root, _, _ = saved_study
+    for name in os.listdir(root / "keep"):
+        if name == "index.json":
+            continue
+        with pytest.raises((OSError, ValueError)):
+            AutoModelForCausalLM.from_pretrained(str(root / "keep" / name))
+
+
+def test_export_dense_bakes_linear_replacements(saved_study, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    root, study, entries = saved_study
+    folder = str(root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("bh1-cf")][0])
+    model = load(folder, tiny_llama())
+    before = log_perplexity(model, study.windows["a"])["log_ppl"]
+    export_dense(model)
+    assert all(type(models.projection(model, layer, p)) is torch.nn.Linear for layer in (0, 2) for p in models.PROJECTIONS)
+    assert log_perplexity(model, study.windows["a"])["log_ppl"] == pytest.approx(before, abs=1e-5)
+    model.save_pretrained(tmp_path / "plain")
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
+    assert torch.equal(models.projection(again, 2, "k_proj").weight, models.projection(model, 2, "k_proj").weight)
+    rotor = load(str(root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("rotor")][0]), tiny_llama())
+    with pytest.raises(ValueError, match="nonlinear"):
+        export_dense(rotor)
+
+
+def test_load_from_the_recorded_source(tmp_path):
+    """A model saved as a local folder is reloaded from it when no model is passed."""
+    from galinear.compress import closed_form, methods, saving
+    from galinear.nn import LowRankLinear
+
+    source = tmp_path / "model"
+    model = tiny_llama(seed=2)
+    model.save_pretrained(source)
+    module = LowRankLinear(32, 16, rank=1)
+    replacements = {(1, "k_proj"): module}
+    spec = methods.MethodSpec("lr1-cf")
+    saving.save(str(tmp_path / "kept"), model, replacements, spec, source=str(source), name="model")
+    from unittest import mock
+
+    with mock.patch.object(models, "load_model", lambda s, g=None: models.LoadedModel(
+            transformers.AutoModelForCausalLM.from_pretrained(s), None, "model")):
+        back = load(str(tmp_path / "kept"))
+    got = models.projection(back, 1, "k_proj")
+    assert torch.equal(got.up, module.up) and torch.equal(got.down, module.down)
+    assert np.isfinite(closed_form.module_matrix(got)).all()
