@@ -89,8 +89,8 @@ def check_memory(what: str, nbytes: int, device=None, fix: str = "") -> None:
         return
     where = "" if device is None else f" on {device}"
     message = (
-        f"{what} would need {format_bytes(nbytes)} for its parameters and buffers, but only "
-        f"{format_bytes(available)} are available{where}"
+        f"{what} would need {format_bytes(nbytes)} of memory, but only {format_bytes(available)} "
+        f"are available{where}"
     )
     raise TooLargeError(message + (f"; {fix}" if fix else ""))
 

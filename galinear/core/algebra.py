@@ -6,12 +6,13 @@ the leading axes and keeps float32 or float64 (integers become float64).
 """
 from __future__ import annotations
 
+import math
 from math import comb
 
 import numpy as np
 
 from galinear import blades
-from galinear._limits import check_max_iter, check_tolerance
+from galinear._limits import check_max_iter, check_memory, check_tolerance
 from galinear.core import products
 
 __all__ = ["Algebra", "coerce_float"]
@@ -154,7 +155,13 @@ class Algebra:
         a = self._mv(a, "a", check_finite=False)
         b = self._mv(b, "b", check_finite=False)
         dtype = np.result_type(a.dtype, b.dtype)
-        shape = np.broadcast_shapes(a.shape, b.shape)
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise ValueError(
+                f"{kind}: the batch shapes of a {a.shape[:-1]} and b {b.shape[:-1]} do not broadcast; give "
+                "equal leading axes, or 1 where one multivector is shared (e.g. a of shape (1, dim))"
+            ) from None
         a2 = np.ascontiguousarray(np.broadcast_to(a, shape), dtype=dtype).reshape(-1, self.dim)
         b2 = np.ascontiguousarray(np.broadcast_to(b, shape), dtype=dtype).reshape(-1, self.dim)
         out = np.empty_like(a2)
@@ -553,6 +560,19 @@ class Algebra:
         from galinear.core import rotors
 
         self._require_euclidean("sandwich_matrix")
+        # the (..., 2**n, 2**n) result and two factor matrices of that size: refuse before any work
+        R_arr = coerce_float(R, "R")
+        S_arr = R_arr if S is None else coerce_float(S, "S")
+        try:
+            rows = math.prod(np.broadcast_shapes(R_arr.shape[:-1], S_arr.shape[:-1]))
+        except ValueError:
+            raise ValueError(
+                f"sandwich_matrix: the batch shapes of R {R_arr.shape[:-1]} and S {S_arr.shape[:-1]} do not "
+                "broadcast; give equal leading axes, or 1 where one rotor is shared"
+            ) from None
+        itemsize = np.result_type(R_arr.dtype, S_arr.dtype).itemsize
+        check_memory(f"sandwich_matrix of {rows} rotor(s) in {self!r}", 3 * rows * self.dim**2 * itemsize,
+                     fix="use fewer rotors per call or apply the rotors directly (alg.gp)")
         R = self._rotor_arg(R, "R")
         S = R if S is None else self._rotor_arg(S, "S")
         return rotors.sandwich_matrix(self, R, S)

@@ -33,12 +33,17 @@ def _check_float_dtype(owner, dtype):
 def _check_allocation(owner, values, dtype, device, index_bytes=0, fix=""):
     """Refuse before allocating ``values`` weights of ``dtype`` (+ index bytes) beyond free memory."""
     itemsize = (dtype or torch.get_default_dtype()).itemsize
-    check_memory(owner, values * itemsize + index_bytes, device, fix)
+    check_memory(f"{owner} (parameters and buffers)", values * itemsize + index_bytes, device, fix)
 
 
 def _check_input(module, x):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{type(module).__name__} expects a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{type(module).__name__} expects a floating-point input, got dtype {x.dtype}; convert it "
+            "first, e.g. x.float()"
+        )
     if x.dim() == 0 or x.shape[-1] != module.in_features:
         raise ValueError(
             f"{type(module).__name__}: the last dimension of the input must be in_features="
