@@ -145,6 +145,13 @@ def _open_bytes(path: Path) -> bytes:
             with gzip.open(path, "rb") as handle:
                 return handle.read()
         except (OSError, EOFError) as error:  # bad gzip header or cut-off stream
+            with open(path, "rb") as handle:
+                head = handle.read(4)
+            if len(head) == 4 and head[:2] == b"\x00\x00" and head[2] in _IDX_DTYPES:
+                raise IdxFormatError(
+                    f"{path}: named .gz but not gzip-compressed; it starts like a raw idx file, so "
+                    "rename it without .gz"
+                ) from error
             raise IdxFormatError(
                 f"{path}: cannot decompress ({error}); the file is damaged or truncated, "
                 "download or install it again"
