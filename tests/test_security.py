@@ -379,6 +379,21 @@ def test_truncated_compress_cache_is_recomputed(tmp_path, tiny, capsys):
     assert _log_ppl(again) == _log_ppl(reference)
 
 
+def test_compressed_model_folder_with_a_pickle_does_not_run_it(tmp_path, tiny):
+    """galinear.compress.load reads JSON and safetensors only: a pickle in their place is an error."""
+    from galinear.compress import MethodSpec, build_module, load, save
+    from tests.compress.conftest import tiny_llama
+
+    replacements = {(1, "q_proj"): build_module(MethodSpec("lr1"), 32, 32)}
+    folder = save(str(tmp_path / "saved"), tiny.model, replacements, MethodSpec("lr1"), name="tiny-llama")
+    tensors = next(p for p in Path(folder).iterdir() if p.suffix == ".safetensors")
+    for kind in ("torch", "pickle"):
+        _write_payload(tensors, tmp_path / "marker", kind)
+        with pytest.raises(Exception):  # noqa: B017  (the safetensors reader refuses the file)
+            load(folder, tiny_llama())
+        assert not (tmp_path / "marker").exists()
+
+
 def test_truncated_compressed_model_names_file(tmp_path, tiny):
     study = _small_study(tmp_path / "run", tiny)
     study.run(report=False)
