@@ -10,37 +10,11 @@ their relative MSE on the same validation rows.
 """
 from __future__ import annotations
 
-import json
 import os
 
+from galinear import _io
 from galinear.compress.methods import base_name, display_name
 from galinear.compress.models import PROJECTIONS
-
-def _atomic(path: str, writer) -> None:
-    """``writer(tmp)`` then ``os.replace(tmp, path)``: a reader never sees a half-written file."""
-    try:
-        from galinear import _io
-    except ImportError:
-        _io = None
-    if _io is not None:
-        _io.atomic_write(path, writer)
-        return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        writer(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _write_json(path: str, payload) -> None:
-    def writer(tmp):
-        with open(tmp, "w") as handle:
-            json.dump(payload, handle, indent=1)
-
-    _atomic(path, writer)
-
 
 COLORS = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
           "zero": "tab:brown"}
@@ -104,7 +78,7 @@ def plot(records: list, path: str, layers=None) -> str | None:
         ax.tick_params(labelsize=7)
     axes[0][0].legend(loc="best", fontsize=7, framealpha=0.85)
     fig.tight_layout()
-    _atomic(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    _io.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
     return path
 
@@ -116,7 +90,7 @@ def write(study, plot: bool = True) -> list:
         return records
     out = study.config.out_dir
     os.makedirs(out, exist_ok=True)
-    _write_json(os.path.join(out, "learning_curves.json"), {"runs": records})
+    _io.save_json(os.path.join(out, "learning_curves.json"), {"runs": records})
     if plot:
         globals()["plot"](records, os.path.join(out, "learning_curves.png"), layers=study.config.layer_sets[0])
     return records

@@ -30,9 +30,9 @@ has no matrix: :func:`export_dense` refuses it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
+from galinear import _io
 from galinear.compress import methods, models
 
 FORMAT = "galinear-compressed-v2"
@@ -119,38 +119,18 @@ def save(folder: str, model, replacements: dict, spec, *, source: str | None = N
     layers = sorted({layer for layer, _ in replacements})
     config = {"format": FORMAT, "model": identity(model, source, gguf_file, name), "method": spec.to_dict(),
               "method_tag": spec.tag(), "layers": layers, "modules": entries, **(extra or {})}
-    parent = os.path.dirname(os.path.abspath(folder))
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-{os.path.basename(os.path.abspath(folder))}-{os.getpid()}")
-    import shutil
-
-    if os.path.exists(tmp):
-        shutil.rmtree(tmp)
-    os.makedirs(tmp)
-    try:
+    with _io.atomic_folder(folder) as tmp:
         save_file(tensors, os.path.join(tmp, TENSORS), metadata={"format": FORMAT})
-        with open(os.path.join(tmp, CONFIG), "w") as handle:
-            json.dump(config, handle, indent=1)
-        with open(os.path.join(tmp, "README.md"), "w") as handle:
-            handle.write(_README.format(name=name or source, method=methods.display_name(spec.name),
-                                        layers=",".join(map(str, layers)), folder=os.path.abspath(folder)))
-        if os.path.exists(folder):
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        _io.save_json(os.path.join(tmp, CONFIG), config)
+        _io.atomic_write_text(os.path.join(tmp, "README.md"), _README.format(
+            name=name or source, method=methods.display_name(spec.name), layers=",".join(map(str, layers)),
+            folder=os.path.abspath(folder)))
     return folder
 
 
 def write_index(root: str, names: list) -> None:
     """``root/index.json``: the compressed-model folders under ``root``."""
-    os.makedirs(root, exist_ok=True)
-    path = os.path.join(root, INDEX)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as handle:
-        json.dump({"format": FORMAT, "models": sorted(set(names))}, handle, indent=1)
-    os.replace(tmp, path)
+    _io.save_json(os.path.join(root, INDEX), {"format": FORMAT, "models": sorted(set(names))})
 
 
 def read_config(folder: str) -> dict:
@@ -160,17 +140,15 @@ def read_config(folder: str) -> dict:
     if not os.path.exists(path):
         index = os.path.join(folder, INDEX)
         if os.path.exists(index):
-            with open(index) as handle:
-                names = json.load(handle).get("models", [])
+            names = _io.load_json(index).get("models", [])
             if len(names) == 1:
                 return read_config(os.path.join(folder, names[0]))
             raise ValueError(f"{folder} holds {len(names)} compressed models; load one of them: "
                              + ", ".join(os.path.join(folder, n) for n in names))
         raise ValueError(f"{folder} is not a compressed model written by galinear (no {CONFIG}); "
                          "pass a folder written by `galinear compress ... --save DIR`")
-    with open(path) as handle:
-        config = json.load(handle)
-    if config.get("format") != FORMAT:
+    config = _io.load_json(path, fix="write the folder again with `galinear compress ... --save DIR`")
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ValueError(f"{path} has format {config.get('format')!r}, this galinear reads {FORMAT!r}")
     config["_folder"] = folder
     return config
