@@ -513,13 +513,18 @@ class Algebra:
         raise ValueError(f"method must be 'exact' or 'power', got {method!r}")
 
     def log(self, R) -> np.ndarray:
-        r"""Logarithm of a Euclidean rotor: a bivector B with ``exp(B) = R``, angles in [0, pi].
+        r"""Logarithm of a rotor: a bivector B with ``exp(B) = R`` (Euclidean: angles in [0, pi]).
 
         R must be even with :math:`R \tilde R = 1` (checked). For n < 2 only R = 1 has a log.
+        Non-Euclidean signatures: :func:`galinear.core.signatures.algebra_log` (the invariant
+        decomposition of the bivector part of R; a ValueError where no logarithm is found).
         """
         from galinear.core import rotors
 
-        self._require_euclidean("log")
+        if not self.euclidean:  # every other signature: galinear.core.signatures
+            from galinear.core import signatures
+
+            return signatures.algebra_log(self, R)
         R = self._rotor_arg(R)
         b = rotors.rotor_log(self, R)
         return self.bivector(b)

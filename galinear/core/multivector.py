@@ -710,7 +710,7 @@ class MultiVector:
         return MultiVector._wrap(self.algebra, self.algebra.exp(self.values, **options))
 
     def log(self) -> "MultiVector":
-        """Logarithm of a rotor: :meth:`Algebra.log`."""
+        """Logarithm of a rotor (any signature): :meth:`Algebra.log`."""
         return MultiVector._wrap(self.algebra, self.algebra.log(self.values))
 
     # ---------------------------------------------------------------- interop

@@ -38,7 +38,7 @@ import numpy as np
 from galinear.core.rotors import Decomposition
 
 __all__ = ["SignatureDecomposition", "invariants", "decompose", "exp", "exp_simple", "exp_series",
-           "left_matrix", "algebra_exp", "algebra_decompose", "MERGE_TOL"]
+           "left_matrix", "log", "algebra_exp", "algebra_decompose", "algebra_log", "MERGE_TOL"]
 
 #: Invariants closer than this (relative to max(1, max |lambda|) of the row, after scaling the
 #: bivector to largest coefficient 1) count as equal: their rows go to :func:`exp_series`.
@@ -374,3 +374,145 @@ def algebra_decompose(alg, B, method: str = "exact", **options) -> SignatureDeco
         back(dec.residual, (npairs,)), method="invariant", squares=dec.squares.reshape(shape + (k,)),
         multiplicity=dec.multiplicity.reshape(shape + (k,)),
     )
+
+
+# ---------------------------------------------------------------------------- logarithm
+def _acosh_ratio(c: np.ndarray) -> np.ndarray:
+    r""":math:`f(c) = \operatorname{arccosh}(c)/\sqrt{c^2 - 1}`, so that :math:`\log(c + \beta) = f(c)\,\beta`
+    for a unit simple rotor :math:`c + \beta` (:math:`c^2 - \beta^2 = 1`): :math:`\theta/\sin\theta`
+    for rotations, :math:`\varphi/\sinh\varphi` for boosts, 1 for null parts (series near c = 1)."""
+    c = np.asarray(c, dtype=np.complex128)
+    t = c - 1
+    out = np.empty_like(c)
+    small = np.abs(t) < 1e-5
+    out[small] = 1 - t[small] / 3 + 2 * t[small] ** 2 / 15
+    big = ~small
+    cb = c[big]
+    real = np.abs(cb.imag) == 0
+    vals = np.empty_like(cb)
+    x = cb.real[real]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inside = np.abs(x) < 1
+        xr = np.where(inside, np.arccos(np.clip(x, -1, 1)) / np.sqrt(np.maximum(1 - x * x, 0)), 0.0)
+        xb = np.where(x > 1, np.arccosh(np.maximum(x, 1)) / np.sqrt(np.maximum(x * x - 1, 0)), np.nan)
+        vals[real] = np.where(inside, xr, xb)
+        z = cb[~real]
+        vals[~real] = np.arccosh(z) / np.sqrt(z * z - 1)
+    out[big] = vals
+    return out
+
+
+def log(alg, R: np.ndarray) -> np.ndarray:
+    r"""Logarithm of rotor rows (rows, 2**n), float64, in a non-Euclidean signature: B with exp B = R.
+
+    For :math:`R = \prod_j (c_j + s_j b_j)` the bivector part is
+    :math:`\langle R\rangle_2 = \sum_j s_j C_j b_j` with :math:`C_j = \prod_{l \ne j} c_l`: its
+    invariant decomposition gives :math:`\beta_j = s_j C_j b_j`, and since
+    :math:`\langle R \rangle_0 = c_j C_j`, each simple factor is
+    :math:`R_j = (\langle R\rangle_0 + \beta_j)/C_j` with :math:`C_j^2 = \langle R\rangle_0^2 - \beta_j^2`.
+    A factor whose :math:`C_j` vanishes (another plane turned by :math:`\pi/2`) is
+    :math:`(\prod_{l\ne j} R_l)^{\sim} R`. Then :math:`\log(c + \beta) = f(c)\,\beta` with
+    :math:`f(c) = \operatorname{arccosh}(c)/\sqrt{c^2-1}`. A sign left over (the factors multiply
+    to :math:`-R`) moves a rotation angle by :math:`\pi`. The result is checked:
+    :math:`|\exp B - R| \le` :data:`LOG_CHECK_TOL` :math:`\max(1, |R|)`; rows that fail (a boost times -1, which has no
+    logarithm; rotations by :math:`\pi` whose plane R does not determine; coinciding
+    invariants) raise a ValueError.
+    """
+    R = np.asarray(R, dtype=np.float64)
+    rows = R.shape[0]
+    n, k = alg.n, alg.n // 2
+    if rows == 0:
+        return np.zeros_like(R)
+    r = R[:, 0].astype(np.complex128)
+    P = alg.grade(R, 2)
+    if k <= 1:
+        logs = (_acosh_ratio(r)[:, None] * P).real if k == 1 else np.zeros_like(R)
+        return _checked_log(alg, R, logs)
+    _, mu, beta, first, size = _parts(alg, P)
+    grouped = np.any(size > 1, axis=-1)
+    C = np.sqrt(r[:, None] ** 2 - mu)  # (rows, k), C_j up to its sign
+    # boosts and null parts need c_j = r / C_j > 0: give C_j the sign of r (rotations take either
+    # sign; a leftover -1 is moved into a rotation angle below)
+    real_nonneg = (np.abs(mu.imag) == 0) & (mu.real >= 0)
+    C = np.where(real_nonneg & (r.real[:, None] < 0), -C, C)
+    scale = np.maximum(1.0, np.abs(R).max(axis=-1))
+    weak = np.abs(C) <= 1e-6 * scale[:, None]
+    factors = np.zeros((rows, k, alg.dim), dtype=np.complex128)
+    for j in range(k):
+        f = beta[:, j].copy()
+        f[:, 0] += r
+        factors[:, j] = f / np.where(weak[:, j], 1.0, C[:, j])[:, None]
+    # one weak factor: from R and the others
+    one_weak = weak.sum(axis=-1) == 1
+    for row in np.nonzero(one_weak)[0]:
+        j = int(np.argmax(weak[row]))
+        others = np.zeros((1, alg.dim), dtype=np.complex128)
+        others[0, 0] = 1.0
+        for l in range(k):
+            if l != j:
+                others = _complex_product(alg, "gp", others, factors[row : row + 1, l])
+        rev = others.copy()
+        rev *= alg._reverse_sign
+        factors[row, j] = _complex_product(alg, "gp", rev, R[row : row + 1].astype(np.complex128))[0]
+    parts = np.zeros((rows, alg.dim), dtype=np.complex128)
+    plane_logs = np.zeros((rows, k, alg.dim), dtype=np.complex128)
+    for j in range(k):
+        c = factors[:, j, 0]
+        b = alg.grade(factors[:, j].real, 2) + 1j * alg.grade(factors[:, j].imag, 2)
+        plane_logs[:, j] = _acosh_ratio(c)[:, None] * b
+        parts = parts + plane_logs[:, j]
+    B = parts.real
+    B = np.where(np.isfinite(B), B, 0.0)
+    # a factor product of -R: move a rotation (lambda < 0) by pi
+    back = exp(alg, B)
+    flip = np.sum(back * R, axis=-1) < 0
+    for row in np.nonzero(flip)[0]:
+        lam = mu[row]
+        rot = [j for j in range(k) if abs(lam[j].imag) == 0 and lam[j].real < 0]
+        if rot:
+            j = max(rot, key=lambda m: -lam[m].real)
+            b = plane_logs[row, j].real
+            size_b = np.sqrt(max(-alg.scalar_product(b, b), 0.0))
+            if size_b > 0:
+                B[row] = B[row] - np.pi * b / size_b
+    bad = grouped | (weak.sum(axis=-1) > 1) | ~np.isfinite(parts.real).all(axis=-1)
+    return _checked_log(alg, R, B, bad)
+
+
+#: log() accepts B when |exp(B) - R| <= this times max(1, max |R|) (a failed decomposition is off
+#: by order one; large boosts lose digits in the decomposition of <R>_2).
+LOG_CHECK_TOL = 1e-6
+
+
+def _checked_log(alg, R, B, bad=None):
+    back = exp(alg, B)
+    err = np.abs(back - R).max(axis=-1) / np.maximum(1.0, np.abs(R).max(axis=-1))
+    fail = err > LOG_CHECK_TOL
+    if bad is not None:
+        fail = fail | (bad & (err > 1e-12))
+    if np.any(fail):
+        raise ValueError(
+            f"{int(np.sum(fail))} of {fail.size} rotors have no logarithm found by the invariant "
+            f"decomposition in {alg!r} (largest |exp(log R) - R| = {float(err.max()):.3g}): a boost times -1 "
+            f"has none, and a rotation by pi or coinciding invariants leave the planes undetermined"
+        )
+    return B
+
+
+def algebra_log(alg, R) -> np.ndarray:
+    """:meth:`Algebra.log` for signatures that are not Euclidean: a bivector with exp(B) = R."""
+    R = alg._mv(R, "R")
+    dtype = R.dtype
+    flat = R.reshape(-1, alg.dim).astype(np.float64)
+    odd = np.abs(flat * (alg.grades % 2 == 1)).max(axis=-1, initial=0.0)
+    check = alg.gp(flat, alg.reverse(flat))
+    check[:, 0] -= 1
+    size = np.maximum(1.0, (flat * flat).sum(axis=-1))
+    tol = 1e3 * np.finfo(dtype).eps * max(1, alg.n)
+    bad = (np.abs(check).max(axis=-1, initial=0.0) > tol * size) | (odd > tol * np.sqrt(size))
+    if np.any(bad):
+        raise ValueError(
+            f"R must be a rotor (even, R ~R = 1) of {alg!r}; {int(np.sum(bad))} of {bad.size} are not. "
+            f"Build rotors with alg.exp(B)"
+        )
+    return log(alg, flat).astype(dtype).reshape(R.shape)

@@ -346,8 +346,8 @@ def test_rotor_bad_input():
         alg.rotation_matrix(alg.scalar(2.0))
     with pytest.raises(ValueError, match="unit rotor"):
         alg.log(alg.blade("e1"))
-    with pytest.raises(ValueError, match="Euclidean"):  # exp and decompose cover every signature; log not yet
-        Algebra(3, 1).log(np.r_[1.0, np.zeros(15)])
+    with pytest.raises(ValueError, match="Euclidean"):  # exp, decompose and log cover every signature
+        Algebra(3, 1).rotation_matrix(np.r_[1.0, np.zeros(15)])
     with pytest.raises(ValueError, match="Euclidean"):
         Algebra(2, 0, 1).sandwich_matrix(np.r_[1.0, np.zeros(7)])
     with pytest.raises(ValueError, match="max_iter"):

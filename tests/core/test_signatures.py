@@ -189,3 +189,47 @@ def test_exp_series_fallback_agrees(rng):
     B = alg.bivector(rng.standard_normal((5, 10)))
     _assert_close(signatures.exp_series(alg, B), reference_exp(alg, B), 1e-12)
     _assert_close(alg.exp(B), signatures.exp_series(alg, B), 1e-12)
+
+
+# ---------------------------------------------------------------------------- logarithm
+@given(seed=st.integers(0, 2**32 - 1),
+       signature=st.sampled_from([(2, 1, 0), (3, 1, 0), (1, 3, 0), (3, 0, 1), (4, 1, 0), (2, 2, 0), (4, 0, 1),
+                                  (3, 2, 0), (2, 0, 2)]),
+       size=st.floats(1e-6, 3.0))
+def test_property_exp_log_round_trip(seed, signature, size):
+    """exp(log R) = R for rotors R = exp(B) in every signature with n <= 5."""
+    rng = np.random.default_rng(seed)
+    alg = Algebra(*signature)
+    B = alg.bivector(rng.standard_normal((3, alg.num_bivectors)))
+    B *= size / np.abs(B).max()
+    R = alg.exp(B)
+    L = alg.log(R)
+    assert np.abs(alg.grade(L, 2) - L).max() == 0
+    err = np.abs(alg.exp(L) - R).max(axis=-1) / np.maximum(1.0, np.abs(R).max(axis=-1))
+    assert err.max() <= 1e-8
+
+
+def test_log_inverts_exp_for_small_bivectors(rng):
+    for signature in [(3, 1, 0), (3, 0, 1), (4, 1, 0), (2, 2, 0)]:
+        alg = Algebra(*signature)
+        B = alg.bivector(rng.standard_normal((20, alg.num_bivectors)) * 0.3)
+        assert np.abs(alg.log(alg.exp(B)) - B).max() < 1e-10
+        B32 = B.astype(np.float32)
+        assert alg.log(alg.exp(B32)).dtype == np.float32
+
+
+def test_log_special_cases():
+    sta = Algebra(3, 1)
+    assert np.abs(sta.log(sta.scalar(1.0))).max() == 0
+    for coefficients in [{"e14": 3.0}, {"e12": np.pi / 2, "e34": 1.0}, {"e12": 0.99 * np.pi}, {"e12": 1.0, "e24": 1.0}]:
+        R = sta.exp(_bivector(sta, **coefficients))
+        _assert_close(sta.exp(sta.log(R)), R, 1e-10)
+    pga = Algebra(3, 0, 1)
+    T = pga.exp(_bivector(pga, e12=0.3, e13=0.4))  # a translator: log is its bivector
+    assert np.allclose(pga.log(T), _bivector(pga, e12=0.3, e13=0.4), atol=1e-15)
+    with pytest.raises(ValueError, match="a boost times -1 has none"):
+        sta.log(-sta.exp(_bivector(sta, e14=1.0)))
+    with pytest.raises(ValueError, match="must be a rotor"):
+        sta.log(sta.blade("e1"))
+    with pytest.raises(ValueError, match="must be a rotor"):
+        sta.log(sta.scalar(2.0))
