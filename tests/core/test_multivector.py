@@ -124,6 +124,7 @@ def test_kingdon_interop():
     assert MultiVector.from_kingdon(batch.to_kingdon()) == batch
 
 
+@pytest.mark.nojit
 def test_broadcasting_and_scalars(rng):
     alg = Algebra(3)
     a, b = _rand(rng, alg, (5, 1)), _rand(rng, alg, (1, 4))
@@ -165,6 +166,7 @@ def test_blade_access_and_indexing(rng):
     assert big["e(10)(11)"] == 2.0 and big["e(11)(10)"] == -2.0
 
 
+@pytest.mark.nojit
 def test_repr_and_latex():
     alg = Algebra(3)
     e1, e2, e3 = MultiVector.basis_vectors(alg)
@@ -259,6 +261,7 @@ def test_property_meet_join(seed, signature, r, s):
     assert a.join(b) == (a ^ b)
 
 
+@pytest.mark.nojit
 def test_meet_of_planes_is_their_line():
     """Cl(3): two planes through the origin meet in their common line; PGA: the join of two points."""
     alg = Algebra(3)

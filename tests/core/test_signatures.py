@@ -70,6 +70,7 @@ CASES = {
 }
 
 
+@pytest.mark.nojit
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_exp_special_cases(name):
     signature, coefficients = CASES[name]
@@ -79,6 +80,7 @@ def test_exp_special_cases(name):
     _assert_close(alg.exp(B.astype(np.float32)), reference_exp(alg, B), 1e-6)
 
 
+@pytest.mark.nojit
 def test_pga_motor_moves_points():
     """exp of a PGA translation bivector translates a point (plane-based PGA, e1 null)."""
     alg = Algebra(3, 0, 1)
@@ -218,6 +220,7 @@ def test_log_inverts_exp_for_small_bivectors(rng):
         assert alg.log(alg.exp(B32)).dtype == np.float32
 
 
+@pytest.mark.nojit
 def test_log_special_cases():
     sta = Algebra(3, 1)
     assert np.abs(sta.log(sta.scalar(1.0))).max() == 0
