@@ -1,7 +1,9 @@
 """Shared fixtures: a seeded random generator and a hypothesis profile sized for CI.
 
 The default profile "ci" is derandomized, so every run draws the same examples;
-HYPOTHESIS_PROFILE=thorough explores 500 fresh examples per property.
+HYPOTHESIS_PROFILE=thorough explores 500 fresh examples per property (`make test-thorough`
+runs every property test that way). A property sets no example count of its own, or one
+derived from the profile's (``settings.default.max_examples``), so both profiles reach it.
 """
 import os
 
