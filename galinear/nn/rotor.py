@@ -215,11 +215,14 @@ class RotorLinear(nn.Module):
         return result.V, result.W
 
     def _factor_state(self):
+        # The cache keeps these tensors alive, so id() and data_ptr() cannot be taken over by
+        # another tensor (e.g. a new bivector passed through torch.func.functional_call) while
+        # the cache entry exists; _version catches in-place updates.
         tensors = (self.left_bivectors, self.right_bivectors, self.left_warm_start, self.right_warm_start)
         versions = tuple(
-            None if t is None else (t.data_ptr(), t._version, t.dtype, t.device) for t in tensors
+            None if t is None else (id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in tensors
         )
-        return versions + (self.tol, self.max_iter, self.decomposition, self.refresh, self.gradient)
+        return versions + (self.tol, self.max_iter, self.decomposition, self.refresh, self.gradient), tensors
 
     def rotor_factors(self, update_warm_start: bool = False):
         """Factor pairs (left, right) of the P rotors (right is None for single rotors).
@@ -231,14 +234,14 @@ class RotorLinear(nn.Module):
         constant = self.gradient == "exact" or not torch.is_grad_enabled()
         reuse = not update_warm_start and constant and not F._compiling()
         if reuse:
-            state = self._factor_state()
+            state, alive = self._factor_state()
             if self._factor_cache is not None and self._factor_cache[0] == state:
                 return self._factor_cache[1]
         left = self._decompose(self.left_bivectors, self.left_warm_start, update_warm_start)
         right = None
         if self.double_rotor:
             right = self._decompose(self.right_bivectors, self.right_warm_start, update_warm_start)
-        self._factor_cache = (state, (left, right)) if reuse else None
+        self._factor_cache = (state, (left, right), alive) if reuse else None
         return left, right
 
     def _check_parameters(self):
