@@ -160,6 +160,44 @@ def reorder_sign(a: int, b: int) -> int:
     return -1 if swaps & 1 else 1
 
 
+def reorder_signs(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Vectorised :func:`reorder_sign` over broadcast bitmask arrays of blades of Cl(n) (int8)."""
+    swaps = np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
+    for shift in range(1, n + 1):
+        swaps += np.bitwise_count((a >> shift) & b).astype(np.int64)
+    return np.where(swaps & 1, -1, 1).astype(np.int8)
+
+
+@lru_cache(maxsize=None)
+def bivector_part_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(gather, left, right), each (C(n, 2), 2**n), for bivector parts of products in Euclidean Cl(n).
+
+    For the bivector blade m (:func:`bivector_pairs` order) and the shortlex position c of a
+    blade I: ``gather[m, c]`` is the position of :math:`I \oplus m` and
+
+    .. math::
+
+        \langle a \tilde b\rangle_m = \sum_c \mathrm{left}[m, c]\, a[\mathrm{gather}[m, c]]\, b[c], \qquad
+        \langle \tilde b a\rangle_m = \sum_c \mathrm{right}[m, c]\, a[\mathrm{gather}[m, c]]\, b[c].
+
+    Used by the exact gradient of rotor maps (galinear.nn.dexp); proved in proofs/dexp.py.
+    """
+    n = check_dimension(n)
+    masks = shortlex_bitmasks(n)
+    position = bitmask_to_shortlex(n)
+    pairs = bivector_pairs(n)
+    blade = ((np.int64(1) << pairs[:, 0]) | (np.int64(1) << pairs[:, 1]))[:, None]
+    partner = masks[None, :] ^ blade  # I xor m
+    grades = blade_grades(n)
+    reverse = np.where((grades * (grades - 1) // 2) % 2, -1, 1).astype(np.int8)[None, :]
+    left = (reorder_signs(partner, masks[None, :], n) * reverse).astype(np.int8)   # e_{I^m} e_I~ = left e_m
+    right = (reorder_signs(masks[None, :], partner, n) * reverse).astype(np.int8)  # e_I~ e_{I^m} = right e_m
+    gather = position[partner]
+    for array in (gather, left, right):
+        array.setflags(write=False)
+    return gather, left, right
+
+
 def blade_product_sign(a: int, b: int, metric) -> int:
     """Coefficient c with e_a e_b = c e_{a xor b}: reorder sign times the squares of shared vectors."""
     sign = reorder_sign(a, b)

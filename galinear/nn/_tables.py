@@ -16,14 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from galinear.blades import bitmask_to_shortlex, blade_grades, check_dimension, shortlex_bitmasks
-
-
-def _reorder_signs(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    """Vectorised galinear.blades.reorder_sign: (-1)**(number of index pairs out of order)."""
-    swaps = np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
-    for shift in range(1, n + 1):
-        swaps += np.bitwise_count((a >> shift) & b).astype(np.int64)
-    return np.where(swaps & 1, -1, 1).astype(np.int8)
+from galinear.blades import reorder_signs as _reorder_signs
 
 
 @lru_cache(maxsize=None)

@@ -28,18 +28,14 @@ parts above: :math:`O(n^2 2^n)` per token and chunk pair, plus :math:`O(n^3)` pe
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 import torch
 
-from galinear.blades import bitmask_to_shortlex, bivector_pairs, check_dimension, shortlex_bitmasks
-from galinear.nn import _tables
+from galinear.blades import bivector_part_tables, bivector_pairs
 
 __all__ = [
     "phi_ad",
     "psi_ad",
-    "bivector_part_tables",
     "bivector_parts",
     "rotor_exp",
     "exact_rotor_sandwich",
@@ -125,33 +121,6 @@ def psi_ad(bivector: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------------------
 # Bivector parts of products of two multivectors.
-
-@lru_cache(maxsize=None)
-def bivector_part_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""(gather, left, right), each (C(n, 2), 2**n), for the bivector parts of products.
-
-    For the bivector blade m (``bivector_pairs`` order) and a shortlex position c with blade I:
-    ``gather[m, c]`` is the position of :math:`I \oplus m`, and
-
-    .. math::
-
-        \langle a \tilde b\rangle_m = \sum_c \mathrm{left}[m, c]\, a[\mathrm{gather}[m, c]]\, b[c], \qquad
-        \langle \tilde b a\rangle_m = \sum_c \mathrm{right}[m, c]\, a[\mathrm{gather}[m, c]]\, b[c].
-    """
-    n = check_dimension(n)
-    masks = shortlex_bitmasks(n)
-    position = bitmask_to_shortlex(n)
-    pairs = bivector_pairs(n)
-    blade = ((np.int64(1) << pairs[:, 0]) | (np.int64(1) << pairs[:, 1]))[:, None]  # (M, 1)
-    partner = masks[None, :] ^ blade                                                 # I xor m
-    reverse = _tables.reverse_signs(n).astype(np.int8)[None, :]
-    left = _tables._reorder_signs(partner, masks[None, :], n) * reverse   # e_{I^m} e_I~ = left e_m
-    right = _tables._reorder_signs(masks[None, :], partner, n) * reverse  # e_I~ e_{I^m} = right e_m
-    gather = position[partner]
-    for array in (gather, left, right):
-        array.setflags(write=False)
-    return gather, left.astype(np.int8), right.astype(np.int8)
-
 
 _TORCH_TABLES: dict = {}
 
