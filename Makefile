@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels verify codegen fashion-mnist clean help
+.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -50,7 +50,7 @@ demo-full: $(STAMP)
 	$(PY) -m galinear demo --full
 
 # Benchmarks: each prints a side-by-side table of ratios and writes benchmarks/results/<name>.{md,json}.
-bench: bench-core bench-codegen bench-nn bench-kernels
+bench: bench-core bench-codegen bench-nn bench-kernels bench-gradient
 
 bench-core: $(STAMP)
 	$(PY) benchmarks/bench_products.py
@@ -60,6 +60,9 @@ bench-codegen: $(STAMP)
 
 bench-nn: $(STAMP)
 	$(PY) benchmarks/bench_training_step.py
+
+bench-gradient: $(STAMP)
+	$(PY) benchmarks/bench_gradient.py
 
 bench-kernels: $(STAMP)
 	$(PY) benchmarks/bench_kernels.py
