@@ -270,21 +270,9 @@ class MultiVector:
         left-multiplication matrix. A ValueError when the denominator simplifies to 0 (A is not
         invertible, e.g. a null vector).
         """
-        n = self.n
-        if n > 5:
+        if self.n > 5:
             return self._inv_matrix()
-        if n == 0:
-            num = self._coerce(1)
-        elif n <= 2:
-            num = self.conjugate()
-        elif n == 3:
-            num = self.conjugate().gp(self.involute()).gp(self.reverse())
-        elif n == 4:
-            c = self.conjugate()
-            num = c.gp(self.gp(c)._negate_grades((3, 4)))
-        else:
-            t = self.conjugate().gp(self.involute()).gp(self.reverse())
-            num = t.gp(self.gp(t)._negate_grades((1, 4)))
+        num = self.inverse_numerator()
         den = sp.expand(self.gp(num).coefficients[0])
         if simplify(den) == 0:
             raise ValueError(
@@ -294,6 +282,24 @@ class MultiVector:
         if den.could_extract_minus_sign():
             num, den = -num, -den
         return num.applyfunc(lambda c: c / den)
+
+    def inverse_numerator(self) -> "MultiVector":
+        r"""N(A) of the closed-form inverse (n <= 5): :math:`A N(A)` is a scalar and
+        :math:`A^{-1} = N(A) / (A N(A))` (Hitzer and Sangwine 2017; ``proofs/multivector_inverse.py``)."""
+        n = self.n
+        if n > 5:
+            raise ValueError(f"closed-form inverses exist for n <= 5; Cl({n}) uses inv() (a linear solve)")
+        if n == 0:
+            return self._coerce(1)
+        if n <= 2:
+            return self.conjugate()
+        if n == 3:
+            return self.conjugate().gp(self.involute()).gp(self.reverse())
+        if n == 4:
+            c = self.conjugate()
+            return c.gp(self.gp(c)._negate_grades((3, 4)))
+        t = self.conjugate().gp(self.involute()).gp(self.reverse())
+        return t.gp(self.gp(t)._negate_grades((1, 4)))
 
     def _inv_matrix(self) -> "MultiVector":
         size = 1 << self.n

@@ -14,6 +14,7 @@ EXPECTED = {
     "rotor_gadget_count",
     "generated_kernels",
     "dexp",
+    "multivector_inverse",
 }
 
 
