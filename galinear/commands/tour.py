@@ -1,6 +1,6 @@
 """`galinear tour`: a short tour of the algebra core, every result checked against a reference."""
 
-HELP = "a short tour of galinear.Algebra: products, exp, decomposition, log, sandwich maps, checked against clifford and scipy"
+HELP = "a short tour of galinear.Algebra and MultiVector: products, exp, decomposition, log, sandwich maps, a boost and a motor, checked against clifford and scipy"
 
 
 def add_arguments(parser) -> None:
@@ -80,6 +80,31 @@ def run(args) -> int:
     report(f"{alg.dim}x{alg.dim} matrix of x -> R x ~S: M M^T - I", np.max(np.abs(M @ M.T - np.eye(alg.dim))), 1e-12, "identity")
     x = rng.standard_normal(alg.dim)
     report("M x - R x ~S", np.max(np.abs(M @ x - alg.gp(alg.gp(R, x), alg.reverse(S)))), 1e-12, "two products")
+
+    from galinear import MultiVector
+    from galinear.core.signatures import left_matrix
+
+    print("MultiVector: the same maths with operators (* ^ | << >> & ~ @ / **), batched like numpy")
+    X, Y = MultiVector(alg, a), MultiVector(alg, b)
+    report("X * Y, X ^ Y vs alg.gp, alg.op", max(np.max(np.abs((X * Y).values - alg.gp(a, b))),
+                                                 np.max(np.abs((X ^ Y).values - alg.op(a, b)))), 0.0, "array API")
+    report("X.inv() * X - 1", np.max(np.abs((X.inv() * X).values - alg.scalar(1.0))), 1e-10, "1")
+    Rm = MultiVector(alg, R)
+    report("R @ X - R X ~R", np.max(np.abs((Rm @ X).values - (Rm * X * ~Rm).values)), 1e-12, "products")
+    for name, signature, coefficients in (
+        ("boost and rotation in Cl(3,1)", (3, 1, 0), {"e14": 1.5, "e23": 0.7}),
+        ("screw motor in PGA Cl(3,0,1)", (3, 0, 1), {"e34": 0.8, "e12": 0.5}),
+    ):
+        other = Algebra(*signature)
+        Bo = np.zeros(other.dim)
+        for blade, value in coefficients.items():
+            Bo[other.blade_names.index(blade)] = value
+        Ro = other.exp(Bo)
+        print(f"{name}: exp({MultiVector(other, Bo)}) = {MultiVector(other, Ro)}")
+        if expm is not None:
+            ref = expm(left_matrix(other, Bo[None])[0])[:, 0]
+            report(f"exp in {other!r}", np.max(np.abs(Ro - ref)), 1e-12 * max(1.0, np.max(np.abs(ref))), "scipy expm(L_B) 1")
+        report(f"exp(log R) - R in {other!r}", np.max(np.abs(other.exp(other.log(Ro)) - Ro)), 1e-10, "R")
     if failures:
         print(f"{len(failures)} check(s) failed: {', '.join(failures)}")
         return 1

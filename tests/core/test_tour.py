@@ -11,6 +11,7 @@ def test_tour_passes(capsys):
     out = capsys.readouterr().out
     assert "all checks passed" in out and "FAIL" not in out
     assert "clifford" in out and "expm" in out
+    assert "MultiVector" in out and "Cl(3,1)" in out and "PGA" in out
 
 
 def test_tour_rejects_bad_dimension():
