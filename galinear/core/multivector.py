@@ -332,6 +332,12 @@ class MultiVector:
     def copy(self) -> "MultiVector":
         return MultiVector._wrap(self.algebra, self.values.copy())
 
+    def __reduce__(self):  # pickle and copy: rebuild from (algebra, values)
+        return (MultiVector, (self.algebra, self.values))
+
+    def __deepcopy__(self, memo):
+        return MultiVector._wrap(self.algebra, self.values.copy())
+
     def __array__(self, dtype=None, copy=None):
         return self.values if dtype is None else self.values.astype(dtype)
 
@@ -690,8 +696,9 @@ class MultiVector:
     def project(self, onto) -> "MultiVector":
         r"""Projection onto a blade B: :math:`(x \rfloor B) \rfloor B^{-1}` (Dorst et al. 2007)."""
         alg = self.algebra
-        B = onto.values if isinstance(onto, MultiVector) else self._other(onto)
-        self._other(onto)
+        B = self._other(onto)
+        if B is None:
+            B = self._scalar_mv(onto)
         return MultiVector._wrap(alg, alg.lc(alg.lc(self.values, B), inverse(alg, B)))
 
     def reject(self, onto) -> "MultiVector":

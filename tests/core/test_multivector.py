@@ -330,3 +330,13 @@ def test_sandwich_exp_log_and_norms(rng):
     assert np.isclose(float(R.norm()), 1.0) and (x.normalized().norm() - 1) < 1e-12
     with pytest.raises(TypeError, match="needs a MultiVector"):
         R @ 2.0
+
+
+def test_pickle_and_copy():
+    import copy
+    import pickle
+
+    x = MultiVector(Algebra(3, 1), np.arange(16.0))
+    for y in (pickle.loads(pickle.dumps(x)), copy.copy(x), copy.deepcopy(x)):
+        assert y == x and y.algebra == x.algebra
+    assert not np.shares_memory(copy.deepcopy(x).values, x.values)
