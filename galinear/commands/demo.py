@@ -1,5 +1,6 @@
 """``galinear demo``: the quick default compression run (``--full``: the larger study)."""
-HELP = ("Replace one middle layer's q/k/v of SmolLM2-135M-Instruct by rotor / LR1 / LR4 / BH1 and print "
+HELP = ("Replace one middle layer's q/k/v of SmolLM2-135M-Instruct by rotor / LR1 / LR4 / BH1 (Adam fits until "
+        "the validation MSE stops improving, and LR1* / LR4* / BH1* at their closed-form optimum) and print "
         "ln PPL on Wikipedia (--full: the study of docs/results.md)")
 
 
