@@ -229,7 +229,47 @@ def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer:
             p.requires_grad_(False)
         models.set_projection(model, layer, proj, module)
     model.eval()
+    guard_save_pretrained(model)
     return (model, tokenizer) if with_tokenizer else model
+
+
+def _replaced(model) -> list:
+    """(layer, projection, class name) of every attention projection that is not an nn.Linear."""
+    import torch
+
+    out = []
+    for layer, block in enumerate(models.decoder_layers(model)):
+        attn = models.attention(block)
+        for proj in models.PROJECTIONS + ("o_proj",):
+            module = getattr(attn, proj, None)
+            if module is not None and not isinstance(module, torch.nn.Linear):
+                out.append((layer, proj, type(module).__name__))
+    return out
+
+
+def guard_save_pretrained(model) -> None:
+    """Make ``model.save_pretrained`` refuse while galinear replacements are installed.
+
+    Hugging Face's ``save_pretrained`` writes the replacements' tensors under keys its
+    ``from_pretrained`` does not know, which then builds random q/k/v projections without an
+    error. The guard raises instead, naming the two ways that work; :func:`export_dense` lifts it
+    once every replacement is an ``nn.Linear``.
+    """
+    if not hasattr(model, "save_pretrained") or "save_pretrained" in vars(model):
+        return
+    original = model.save_pretrained
+
+    def save_pretrained(*args, **kwargs):
+        replaced = _replaced(model)
+        if replaced:
+            where = ", ".join(f"layer {layer} {proj} ({name})" for layer, proj, name in replaced[:4])
+            raise ValueError(f"this model holds galinear replacements ({where}{', ...' if len(replaced) > 4 else ''}); "
+                             "Hugging Face's from_pretrained would rebuild them as random nn.Linear layers. Keep the "
+                             "folder written by `galinear compress --save` and reload it with galinear.compress.load, "
+                             "or, for LR/BH replacements, call galinear.compress.export_dense(model) first")
+        return original(*args, **kwargs)
+
+    model.save_pretrained = save_pretrained
 
 
 def export_dense(model, layers=None):
@@ -275,7 +315,10 @@ def export_dense(model, layers=None):
             for p in dense.parameters():
                 p.requires_grad_(False)
             setattr(attn, proj, dense)
+    if "save_pretrained" in vars(model) and not _replaced(model):
+        del model.save_pretrained  # only nn.Linear left: Hugging Face saving is exact again
     return model
 
 
-__all__ = ["save", "load", "export_dense", "identity", "read_config", "check_identity", "write_index"]
+__all__ = ["save", "load", "export_dense", "identity", "read_config", "check_identity", "write_index",
+           "guard_save_pretrained"]

@@ -106,6 +106,15 @@ def test_export_dense_bakes_linear_replacements(saved_study, tmp_path):
         export_dense(rotor)
 
 
+def test_save_pretrained_of_a_loaded_compressed_model_refuses(saved_study, tmp_path):
+    """Plain save_pretrained would drop the replacements (from_pretrained then builds random q/k/v)."""
+    root, _, _ = saved_study
+    rotor = load(str(root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("rotor")][0]), tiny_llama())
+    with pytest.raises(ValueError, match="galinear.compress.load"):
+        rotor.save_pretrained(tmp_path / "dropped")
+    assert not (tmp_path / "dropped").exists()
+
+
 def test_load_from_the_recorded_source(tmp_path):
     """A model saved as a local folder is reloaded from it when no model is passed."""
     from galinear.compress import closed_form, methods, saving
@@ -126,3 +135,41 @@ def test_load_from_the_recorded_source(tmp_path):
     got = models.projection(back, 1, "k_proj")
     assert torch.equal(got.up, module.up) and torch.equal(got.down, module.down)
     assert np.isfinite(closed_form.module_matrix(got)).all()
+
+
+def test_family_with_q_norms_and_wide_q(tmp_path):
+    """Qwen3-style attention: q/k norms after the projections and q wider than the hidden size."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from galinear.compress.models import LoadedModel
+    from tests.compress.conftest import CharTokenizer
+
+    def qwen3(seed):
+        torch.manual_seed(seed)
+        config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128)
+        model = Qwen3ForCausalLM(config).eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model
+
+    assert models.projection(qwen3(0), 1, "q_proj").out_features == 64
+    config = tiny_config(tmp_path / "run", methods=("lr1-cf", "bh1-cf", "rotor"), hidden=16, layer_sets=((1,),),
+                         datasets=("a",), save_dir=str(tmp_path / "keep"), epochs=0.5)
+    study = Study(config, LoadedModel(qwen3(0), CharTokenizer(), "tiny-qwen3"), texts=TEXTS)
+    entries = study.run()["entries"]
+    for name in os.listdir(tmp_path / "keep"):
+        if name == "index.json":
+            continue
+        method = [m for m in ("lr1-cf", "bh1-cf", "rotor") if name.startswith(m)][0]
+        fresh = load(str(tmp_path / "keep" / name), qwen3(0))
+        assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, method)["log_ppl"]
+
+
+def test_encoders_are_refused_with_a_clear_message():
+    from transformers import BertConfig, BertForMaskedLM
+
+    bert = BertForMaskedLM(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                      intermediate_size=64))
+    with pytest.raises(ValueError, match="only causal LMs"):
+        models.check_model(bert, [0])
