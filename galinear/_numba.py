@@ -17,9 +17,6 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
 
 import numba  # noqa: E402
 
-JIT_DISABLED = bool(int(os.environ.get("NUMBA_DISABLE_JIT", "0") or 0))
-
-
 def jit(func=None, **options):
     """``numba.njit`` with ``cache=True`` unless told otherwise.
 

@@ -31,7 +31,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import torch
 
-from galinear.blades import bivector_pairs, check_dimension
+from galinear.blades import bivector_pairs
 from galinear.nn import _tables
 
 __all__ = [
@@ -59,10 +59,6 @@ __all__ = [
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 #: Constant tables per (kind, n, device[, dtype]), built once from galinear.blades.
 _TABLE_CACHE: dict = {}
-
-
-def _dimension_from_vectors(n: int) -> int:
-    return check_dimension(int(n))
 
 
 def _dimension_from_bivectors(m: int) -> int:
@@ -369,13 +365,43 @@ def simple_rotor_coefficients(V: torch.Tensor, W: torch.Tensor) -> tuple[torch.T
     return cos.to(dtype), sinc.to(dtype)
 
 
-def exp_simple(bivector: torch.Tensor) -> torch.Tensor:
+def _wedge_square_norm(bivector: torch.Tensor, n: int) -> torch.Tensor:
+    """|b ^ b| from the 4-index Pfaffian minors 2 (b_ij b_kl - b_ik b_jl + b_il b_jk), i<j<k<l."""
+    from itertools import combinations
+
+    if n < 4:
+        return bivector.new_zeros(bivector.shape[:-1])
+    index = {tuple(pair): m for m, pair in enumerate(bivector_pairs(n).tolist())}
+    quads = list(combinations(range(n), 4))
+    cols = [[index[(i, j)], index[(k, l)], index[(i, k)], index[(j, l)], index[(i, l)], index[(j, k)]]
+            for i, j, k, l in quads]
+    g = bivector[..., torch.as_tensor(cols, device=bivector.device)]  # (..., quads, 6)
+    minors = 2 * (g[..., 0] * g[..., 1] - g[..., 2] * g[..., 3] + g[..., 4] * g[..., 5])
+    return torch.linalg.vector_norm(minors, dim=-1)
+
+
+def exp_simple(bivector: torch.Tensor, check: bool = True) -> torch.Tensor:
     r"""exp of a *simple* bivector as a multivector (..., 2**n): cos|b| + (sin|b|/|b|) b.
 
-    Finite in value and gradient at b = 0 (series in |b|^2). For a non-simple b this is not
-    exp(b); decompose first (:func:`invariant_decomposition`).
+    Finite in value and gradient at b = 0 (series in |b|^2). The formula is exp(b) only for a
+    simple b (b ^ b = 0): with ``check`` (default) a bivector with
+    :math:`|b \wedge b| > 10^3 \epsilon |b|^2` raises ValueError (for any bivector use
+    :func:`galinear.nn.dexp.rotor_exp`, or decompose first with :func:`invariant_decomposition`).
     """
     n = _dimension_from_bivectors(bivector.shape[-1])
+    if check and n >= 4:
+        with torch.no_grad():
+            size = (bivector.detach() * bivector.detach()).sum(-1)
+            wedge_norm = _wedge_square_norm(bivector.detach(), n)
+            bound = 1e3 * torch.finfo(bivector.dtype).eps * size
+            bad = wedge_norm > bound
+            if bool(bad.any()):
+                worst = float((wedge_norm / size.clamp_min(torch.finfo(bivector.dtype).tiny)).max())
+                raise ValueError(
+                    f"exp_simple needs simple bivectors (b ^ b = 0), got |b ^ b| / |b|^2 up to {worst:.3g}; "
+                    "for any bivector use galinear.nn.dexp.rotor_exp(b) (exact, via the invariant "
+                    "decomposition) or split it first with invariant_decomposition"
+                )
     square = (bivector * bivector).sum(-1)
     work_square = square.float() if bivector.dtype in _HALF_TYPES else square
     cos, sinc = _cos_sinc_of_square(work_square)
@@ -390,7 +416,7 @@ def exp_simple(bivector: torch.Tensor) -> torch.Tensor:
 
 def simple_rotors(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """The k simple rotors R_j as multivectors, shape (..., k, 2**n)."""
-    return exp_simple(wedge(V, W)) if V.shape[-1] >= 2 else V.new_ones(*V.shape[:-1], 1)
+    return exp_simple(wedge(V, W), check=False) if V.shape[-1] >= 2 else V.new_ones(*V.shape[:-1], 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -180,3 +180,17 @@ def test_float32_gradient_agrees_with_float64(rng):
         layer(torch.tensor(x, dtype=dtype)).pow(2).sum().backward()
     g64, g32 = layer64.left_bivectors.grad, layer32.left_bivectors.grad.double()
     assert float((g32 - g64).norm() / g64.norm()) < 1e-5
+
+
+def test_exp_simple_refuses_a_non_simple_bivector():
+    with pytest.raises(ValueError, match="simple bivectors.*rotor_exp"):
+        F.exp_simple(torch.tensor([1.0, 0, 0, 0, 0, 1.0]))
+    # the true exponential of e12 + e34: 0.292 + 0.455 e12 + 0.455 e34 + 0.708 e1234
+    R = dexp.rotor_exp(torch.tensor([1.0, 0, 0, 0, 0, 1.0], dtype=torch.float64))
+    c, s = np.cos(1.0), np.sin(1.0)
+    expected = np.zeros(16)
+    expected[[0, 5, 10, 15]] = [c * c, s * c, s * c, s * s]
+    np.testing.assert_allclose(R.numpy(), expected, atol=1e-15)
+    # a wedge of two vectors passes (rounding of b ^ b stays below the bound)
+    v, w = torch.randn(50, 7, dtype=torch.float64), torch.randn(50, 7, dtype=torch.float64)
+    assert F.exp_simple(F.wedge(v, w)).shape == (50, 128)
