@@ -270,6 +270,74 @@ def dense_of_blocks(first: np.ndarray, d_in: int, d_out: int) -> np.ndarray:
     return a[:d_out, :d_in]
 
 
+def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int = 500, eval_every: int = 10,
+                   patience: int = 5, min_delta: float = 1e-4, decay: float = 0.3, decays: int = 1) -> dict:
+    """Fit a linear module with parameters (e.g. ``RotorLinear``) by Adam on the exact MSE over all rows.
+
+    The loss of every step is :meth:`Regression.mse` of the module's matrix (``dense_weight()``)
+    and bias: the mean squared error over all accumulated rows, whatever their number, with no
+    mini-batch noise. Every ``eval_every`` steps the loss is compared with the best so far; after
+    ``patience`` checks without a relative gain of ``min_delta`` the rate is multiplied by
+    ``decay`` (``decays`` times), then the fit stops (or at ``max_steps``); the best parameters
+    are kept. Returns stats with ``train_mse``, ``steps``, ``best_step``, ``stopped`` and
+    ``moment_curve`` ([step, training MSE]).
+    """
+    import copy
+
+    import torch
+
+    if (getattr(module, "bias", None) is not None) != reg.bias:
+        raise ValueError("the module's bias must follow the original projection's (fit a bias iff it has one)")
+    exx, exy, mx, my = (torch.as_tensor(v) for v in (reg.exx, reg.exy, reg.mx, reg.my))
+    trace = float(np.trace(reg.eyy))
+
+    def loss():
+        a = module.dense_weight().double()
+        total = trace - 2.0 * (a * exy.T).sum() + ((a @ exx) * a).sum()
+        if reg.bias:
+            c = module.bias.double()
+            total = total - 2.0 * c @ my + 2.0 * c @ (a @ mx) + c @ c
+        return total / reg.d_out
+
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    module.eval()  # dense_weight does not refresh warm starts; eval keeps every forward pure
+    best, best_step, best_state = float("inf"), 0, copy.deepcopy(module.state_dict())
+    curve, since, stopped, step = [], 0, "max_steps", 0
+    for step in range(max_steps + 1):
+        value = loss()
+        if not torch.isfinite(value.detach()):
+            raise FloatingPointError(f"non-finite loss at step {step} while fitting {type(module).__name__} on "
+                                     "second moments; lower the learning rate")
+        if step % eval_every == 0 or step == max_steps:
+            v = float(value.detach())
+            curve.append([step, v])
+            if v < best * (1.0 - min_delta):
+                best, best_step, since = v, step, 0
+                best_state = copy.deepcopy(module.state_dict())
+            else:
+                if v < best:
+                    best, best_step = v, step
+                    best_state = copy.deepcopy(module.state_dict())
+                since += 1
+                if since >= patience:
+                    if decays > 0:
+                        decays, since = decays - 1, 0
+                        for group in opt.param_groups:
+                            group["lr"] *= decay
+                    else:
+                        stopped = "plateau"
+                        break
+        if step == max_steps:
+            break
+        opt.zero_grad(set_to_none=True)
+        value.backward()
+        opt.step()
+    module.load_state_dict(best_state)
+    return {"train_mse": best, "steps": int(step), "best_step": int(best_step), "stopped": stopped,
+            "moment_curve": curve, "ridge": 0.0, "rows": int(reg.n)}
+
+
 def fit_module(module, reg: Regression) -> dict:
     """Set ``module`` (LowRankLinear, or BlockHadamardLinear with depth 1) to the exact optimum.
 
@@ -281,6 +349,8 @@ def fit_module(module, reg: Regression) -> dict:
 
     if (module.bias is not None) != reg.bias:
         raise ValueError("the module's bias must follow the original projection's (fit a bias iff it has one)")
+    if type(module).__name__ == "RotorLinear":
+        return fit_on_moments(module, reg)
     if isinstance(module, LowRankLinear):
         up, down, ridge = reduced_rank(reg, module.rank)
         a = up @ down
@@ -325,4 +395,4 @@ def module_mse(module, reg: Regression) -> float:
 
 
 __all__ = ["SecondMoments", "Regression", "regularised", "least_squares", "reduced_rank", "block_diagonal",
-           "dense_of_blocks", "fit_module", "module_matrix", "module_mse"]
+           "dense_of_blocks", "fit_module", "fit_on_moments", "module_matrix", "module_mse"]

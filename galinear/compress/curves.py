@@ -16,7 +16,7 @@ from galinear import _io
 from galinear.compress.methods import base_name, display_name
 from galinear.compress.models import PROJECTIONS
 
-COLORS = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
+COLORS = {"rotorlin-m": "tab:purple", "rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
           "zero": "tab:brown"}
 
 
@@ -62,9 +62,10 @@ def plot(records: list, path: str, layers=None) -> str | None:
             color = COLORS.get(base_name(r["method"]), "k")
             label = None if name in labelled else name
             labelled.add(name)
-            if r["method"].endswith("-cf"):
+            if r["method"].endswith("-cf") or r["method"] == "rotorlin-m":
                 ax.axhline(curve[0][1] / scale, color=color, linestyle="--", linewidth=1.2,
-                           label=None if label is None else f"{name} (closed form)")
+                           label=None if label is None else (f"{name} (closed form)" if r["method"].endswith("-cf")
+                                                             else name))
                 continue
             steps = [c[0] for c in curve]
             values = [c[1] / scale for c in curve]

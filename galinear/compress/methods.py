@@ -14,12 +14,16 @@ zero      :class:`ZeroProjection`: outputs 0, no parameters (sanity)    -
 lr1-cf    ``LowRankLinear(d_in, d_out, rank=1)``, closed form           -
 lr4-cf    ``LowRankLinear(d_in, d_out, rank=4)``, closed form           -
 bh1-cf    ``BlockHadamardLinear(d_in, d_out, blocks, 1)``, closed form  -
+rotorlin-m ``galinear.nn.RotorLinear(d_in, d_out)``, Adam on moments   0.05
 ========  ============================================================  =========
 
 The ``-cf`` methods (shown as LR1*, LR4*, BH1* in reports) are the same modules as lr1, lr4 and
 bh1, set to their exact optimum over all training rows from second moments
 (:mod:`galinear.compress.closed_form`: reduced-rank regression, one least-squares solve per
-block) instead of being fitted by Adam. They do not depend on the seed.
+block) instead of being fitted by Adam. They do not depend on the seed. ``rotorlin-m`` is one
+linear rotor gadget (``RotorLinear``, no hidden layer, no nonlinearity) fitted by Adam on the
+exact mean squared error over all training rows, computed from the same second moments
+(:func:`galinear.compress.closed_form.fit_on_moments`); its initialisation depends on the seed.
 
 The dense method is a sanity baseline: a fresh full matrix fitted by the same loop should land
 close to the original model. The zero method is the other end: q = k = v = 0 switches the
@@ -31,11 +35,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf")
+METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m")
 CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf"}  # Adam-fitted name -> closed-form name
 LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0,
-                  "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0}
-DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*"}
+                  "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0, "rotorlin-m": 0.05}
+DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*", "rotorlin-m": "RotorLinear (moments)"}
 
 
 def base_name(name: str) -> str:
@@ -79,6 +83,11 @@ class MethodSpec:
     def closed_form(self) -> bool:
         """True for the methods fitted exactly from second moments (no optimiser, no seed)."""
         return self.name.endswith("-cf")
+
+    @property
+    def moment_fit(self) -> bool:
+        """True for the methods fitted on the second moments of all training rows (closed form or Adam)."""
+        return self.closed_form or self.name == "rotorlin-m"
 
     def tag(self) -> str:
         """Short unique name of the spec, used in folder names."""
@@ -138,10 +147,10 @@ def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: in
 
 def module_class(name: str):
     """The galinear.nn class that implements method ``name`` (rotor, lr1, lr4, bh1 or a -cf form)."""
-    from galinear.nn import BlockHadamardLinear, LowRankLinear, RotorNetwork
+    from galinear.nn import BlockHadamardLinear, LowRankLinear, RotorLinear, RotorNetwork
 
     return {"rotor": RotorNetwork, "lr1": LowRankLinear, "lr4": LowRankLinear,
-            "bh1": BlockHadamardLinear}[base_name(name)]
+            "bh1": BlockHadamardLinear, "rotorlin-m": RotorLinear}[base_name(name)]
 
 
 def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
@@ -159,6 +168,8 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
     cls = module_class(spec.name)
     if spec.name == "rotor":
         return cls(d_in, d_out, hidden=spec.hidden, bias=bias)
+    if spec.name == "rotorlin-m":
+        return cls(d_in, d_out, bias=bias)
     if base_name(spec.name) in ("lr1", "lr4"):
         return cls(d_in, d_out, rank=1 if base_name(spec.name) == "lr1" else 4, bias=bias)
     blocks = block_count(d_in, d_out, spec.blocks)

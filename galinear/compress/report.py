@@ -56,7 +56,7 @@ def summarize(entries: dict, datasets) -> list:
 
 
 def _method_order(name: str) -> int:
-    order = ["dense", "zero", "lr1", "lr1-cf", "lr4", "lr4-cf", "bh1", "bh1-cf", "rotor"]
+    order = ["dense", "zero", "lr1", "lr1-cf", "lr4", "lr4-cf", "bh1", "bh1-cf", "rotorlin-m", "rotor"]
     return order.index(name) if name in order else len(order)
 
 
@@ -100,7 +100,7 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    colors = {"rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
+    colors = {"rotorlin-m": "tab:purple", "rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
               "zero": "tab:brown"}
     markers = {1: "o", 2: "s", 3: "^"}
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)

@@ -78,7 +78,7 @@ class StudyConfig:
     save_dir: str | None = None        # --save: one loadable folder per compressed model (galinear.compress.saving)
 
     def method_spec(self, name: str) -> methods.MethodSpec:
-        converged = self.until_converged and name not in ("zero",) and not name.endswith("-cf")
+        converged = (self.until_converged and name not in ("zero",) and not name.endswith("-cf")) or name == "rotorlin-m"
         return methods.MethodSpec(name=name, epochs=self.epochs,
                                   hidden=self.hidden if name == "rotor" else None,
                                   blocks=self.bh_blocks if methods.base_name(name) == "bh1" else None,
@@ -369,7 +369,7 @@ class Study:
         info = {}
         for i, layer in enumerate(layer_set):
             prefix = tuple(layer_set[:i])
-            if spec.closed_form:
+            if spec.moment_fit:
                 self._fit_closed_form(spec, seed, layer_set, i, replacements, info)
                 if self.config.refit_o_proj:
                     self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
@@ -472,20 +472,29 @@ class Study:
         return tuple(out)
 
     def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info) -> None:
-        """Set each q/k/v replacement of ``layer_set[i]`` to its exact optimum (second moments)."""
+        """Set each q/k/v replacement of ``layer_set[i]`` from the second moments of all training rows:
+        the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
+        import torch
+
         layer, prefix = layer_set[i], tuple(layer_set[:i])
         paths = {p: self._unit_path(spec, seed, prefix, layer, p) for p in models.PROJECTIONS}
         loaded = {p: fit.load(path) for p, path in paths.items()}
         if any(c is None for c in loaded.values()):
             key = f"original-attn_in-L{layer}" if not prefix else self._prefix_key(spec, seed, prefix) + f"-attn_in-L{layer}"
             train_m, test_m = self.moments(layer, replacements, key)
-        for proj in models.PROJECTIONS:
+        for j, proj in enumerate(models.PROJECTIONS):
             ckpt = loaded[proj]
+            torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # initialisation of rotorlin-m
             module = self._build(spec, layer, proj)
             if ckpt is None:
                 orig = models.projection(self.model, layer, proj)
                 t0 = time.perf_counter()
-                stats = closed_form.fit_module(module, train_m.regression(orig.weight, orig.bias))
+                reg = train_m.regression(orig.weight, orig.bias)
+                if spec.closed_form:
+                    stats = closed_form.fit_module(module, reg)
+                else:  # rotorlin-m: Adam on the exact all-row loss, the study's stopping settings
+                    stats = closed_form.fit_on_moments(module, reg, lr=spec.learning_rate, max_steps=spec.max_steps,
+                                                       eval_every=spec.eval_every, patience=spec.patience)
                 stats["seconds"] = time.perf_counter() - t0
                 test_reg = test_m.regression(orig.weight, orig.bias)
                 stats["test_mse"] = closed_form.module_mse(module, test_reg)
@@ -493,8 +502,10 @@ class Study:
                 stats["params"] = methods.count_parameters(module)
                 stats["dense_params"] = methods.count_parameters(orig)
                 stats["final_loss"] = stats["train_mse"]
-                self.log(f"closed-form {spec.tag()} L{layer} {proj}: train MSE {stats['train_mse']:.4g}, "
-                         f"test MSE {stats['test_mse']:.4g}" + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
+                self.log(f"{'closed-form' if spec.closed_form else 'moment-fitted'} {spec.tag()} L{layer} {proj}: "
+                         f"train MSE {stats['train_mse']:.4g}, test MSE {stats['test_mse']:.4g}"
+                         + (f" ({stats['steps']} steps, best at {stats['best_step']})" if stats["steps"] else "")
+                         + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
                 ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
                         "layer": layer, "projection": proj, "seed": seed}
                 atomic_save(ckpt, paths[proj])
@@ -572,8 +583,11 @@ class Study:
         first = layer_set[0]
         curves = {p: stats[(first, p)].get("curve") for p in models.PROJECTIONS if stats[(first, p)].get("curve")}
         valid_ms = {p: stats[(first, p)]["valid_target_mean_square"] for p in curves}
-        if spec.closed_form:
+        if spec.moment_fit:
             how = "closed form"
+            if not spec.closed_form:
+                steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in models.PROJECTIONS]
+                how = f"Adam on all-row moments, best step {min(steps)}-{max(steps)}"
             if self.config.until_converged:  # the same validation rows as the Adam curves (first layer)
                 xv, xv_orig = self.valid_capture(first, {}, None)
                 for p in models.PROJECTIONS:

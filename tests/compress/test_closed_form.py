@@ -172,3 +172,28 @@ def test_study_with_closed_form_baselines(tmp_path, tiny):
 
     names = os.listdir(os.path.join(study.work, "moments"))
     assert any(n.startswith("lr1-cf-s0-P0-attn_in-L2") for n in names), names
+
+
+def test_rotor_linear_fitted_on_moments_matches_the_tokenwise_loss():
+    from galinear.nn import RotorLinear
+
+    x, xo, w, b, y = _data(n=300, d_in=8, d_out=4, seed=2, bias=True)
+    reg = _explicit(x, y, True)
+    torch.manual_seed(0)
+    module = RotorLinear(8, 4, bias=True).double()
+    start = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+    stats = closed_form.fit_on_moments(module, reg, max_steps=60, eval_every=5, patience=3)
+    tokenwise = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+    assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-8) and tokenwise < start
+    assert stats["moment_curve"][0][0] == 0 and stats["best_step"] <= stats["steps"] <= 60
+
+
+def test_study_with_a_moment_fitted_rotor_linear(tmp_path, tiny):
+    config = tiny_config(tmp_path, methods=("rotorlin-m",), layer_sets=((0, 2),), datasets=("a",), seeds=(0, 1),
+                         max_steps=20, eval_every=5, patience=2)
+    study = Study(config, tiny, texts=TEXTS)
+    assert [p[1] for p in study.plan()] == [0, 1]  # seeded (random initialisation)
+    entries = study.run()["entries"]
+    rows = [e for e in entries.values() if e["method"] == "rotorlin-m"]
+    assert len(rows) == 2 and all(np.isfinite(e["log_ppl"]) for e in rows)
+    assert rows[0]["fit"].startswith("Adam on all-row moments")
