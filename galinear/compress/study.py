@@ -587,7 +587,8 @@ class Study:
             how = "closed form"
             if not spec.closed_form:
                 steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in models.PROJECTIONS]
-                how = f"Adam on all-row moments, best step {min(steps)}-{max(steps)}"
+                span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
+                how = f"Adam on all-row moments, best step {span} of max {spec.max_steps}"
             if self.config.until_converged:  # the same validation rows as the Adam curves (first layer)
                 xv, xv_orig = self.valid_capture(first, {}, None)
                 for p in models.PROJECTIONS:
