@@ -197,3 +197,24 @@ def test_study_with_a_moment_fitted_rotor_linear(tmp_path, tiny):
     rows = [e for e in entries.values() if e["method"] == "rotorlin-m"]
     assert len(rows) == 2 and all(np.isfinite(e["log_ppl"]) for e in rows)
     assert rows[0]["fit"].startswith("Adam on all-row moments")
+
+
+def test_streamed_moments_of_a_partly_compressed_network(tmp_path, tiny):
+    """The pair's layer 2: moments streamed window chunk by chunk equal those of the whole capture."""
+    from galinear.compress import activations
+
+    study = Study(tiny_config(tmp_path, methods=("lr1-cf",), layer_sets=((0, 2),), datasets=("a", "b")), tiny,
+                  texts=TEXTS)
+    spec = study.config.method_spec("lr1-cf")
+    fitted = study.fit_layer_set(spec, 0, (0, 2))
+    layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
+    with activations.swapped(study.model, layer0):
+        x_in = activations.capture(study.model, 2, study._train_ids())
+    x_orig = activations.capture(study.model, 2, study._train_ids())
+    expected = closed_form.SecondMoments(32).update(x_in, x_orig)
+    import os
+
+    streamed = closed_form.SecondMoments.load(os.path.join(study.work, "moments", "lr1-cf-s0-P0-attn_in-L2-train.npz"))
+    assert streamed.n == expected.n == len(study._train_ids()) * 32 and streamed.same is False
+    for name in ("sx", "sxx", "so", "sxo", "soo"):
+        assert np.allclose(getattr(streamed, name), getattr(expected, name), rtol=1e-9, atol=1e-9), name
