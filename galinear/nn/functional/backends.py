@@ -1,0 +1,199 @@
+r"""Sandwich maps x -> R x S~ from factor pairs, through a registry of backends.
+
+``"dense"`` builds the 2**n x 2**n matrix, ``"factored"`` applies the simple rotors directly with
+signed permutations; other backends (e.g. ``"numba"``) are registered by name, lazily as
+``"module:function"`` strings imported on first use.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from galinear.nn.functional._common import _compiling
+from galinear.nn.functional.rotors import (
+    _apply_left_rotors,
+    _apply_right_reversed_rotors,
+    _SwapOuterAxes,
+    sandwich_matrix,
+    simple_rotor_coefficients,
+)
+
+
+def _dense_backend(x, VL, WL, VR, WR):
+    right = None if VR is None else (VR, WR)
+    matrix = sandwich_matrix((VL, WL), right)  # (P, d, d)
+    return torch.einsum("pcd,...pd->...pc", matrix, x)
+
+
+def _factored_backend(x, VL, WL, VR, WR):
+    if VL.shape[-2] == 0:
+        return x
+    lead, (P, d) = x.shape[:-2], x.shape[-2:]
+    xt = _SwapOuterAxes.apply(x.reshape(-1, P, d))  # (d, P, B): rows gathered whole
+    cos_l, sinc_l = simple_rotor_coefficients(VL, WL)
+    yt = _apply_left_rotors(xt, VL, WL, cos_l, sinc_l)
+    if VR is None:
+        VR, WR, cos_r, sinc_r = VL, WL, cos_l, sinc_l
+    else:
+        cos_r, sinc_r = simple_rotor_coefficients(VR, WR)
+    yt = _apply_right_reversed_rotors(yt, VR, WR, cos_r, sinc_r)
+    return _SwapOuterAxes.apply(yt).reshape(*lead, P, d)
+
+
+@dataclass
+class SandwichBackend:
+    """One registry entry: ``fn(x, VL, WL, VR, WR) -> y`` or a lazy "module:function" string."""
+
+    name: str
+    fn: Callable | str
+    devices: tuple[str, ...] | None
+    dtypes: tuple[torch.dtype, ...]
+    priority: int
+
+    def supports(self, device: torch.device, dtype: torch.dtype) -> bool:
+        device_ok = self.devices is None or torch.device(device).type in self.devices
+        return device_ok and dtype in self.dtypes
+
+    def load(self) -> Callable:
+        if isinstance(self.fn, str):
+            module_name, _, attribute = self.fn.partition(":")
+            module = importlib.import_module(module_name)
+            self.fn = getattr(module, attribute)
+        return self.fn
+
+
+_FLOAT_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+_REGISTRY: dict[str, SandwichBackend] = {}
+#: Modules imported (once, on the first backend lookup) so that they can register backends.
+PLUGIN_MODULES = ("galinear.nn.fast",)
+_PLUGIN_STATE: dict[str, str] = {}
+
+
+def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float32, torch.float64), priority=0):
+    """Add (or replace) a sandwich backend.
+
+    Parameters
+    ----------
+    name : str, not "auto".
+    fn : callable ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), factors (P, k, n), VR = WR
+        = None for single rotors) or a lazy ``"module:function"`` string imported on first use.
+    devices : device types it supports (e.g. ("cpu", "cuda")), or None for every device.
+    dtypes : dtypes it supports.
+    priority : "auto" picks the supporting backend with the highest priority.
+    """
+    if not isinstance(name, str) or not name or name == "auto":
+        raise ValueError(f"a backend name must be a non-empty string other than 'auto', got {name!r}")
+    if not (callable(fn) or (isinstance(fn, str) and ":" in fn)):
+        raise TypeError(f"fn must be callable or a 'module:function' string, got {fn!r}")
+    _REGISTRY[name] = SandwichBackend(
+        name, fn, None if devices is None else tuple(devices), tuple(dtypes), int(priority)
+    )
+
+
+register_sandwich_backend("dense", _dense_backend, devices=None, dtypes=_FLOAT_TYPES, priority=0)
+register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_FLOAT_TYPES, priority=10)
+
+
+def _load_plugins():
+    for module_name in PLUGIN_MODULES:
+        if module_name in _PLUGIN_STATE:
+            continue
+        try:
+            found = importlib.util.find_spec(module_name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            _PLUGIN_STATE[module_name] = "not installed"
+            continue
+        try:
+            importlib.import_module(module_name)
+            _PLUGIN_STATE[module_name] = "loaded"
+        except Exception as error:  # a broken optional plugin must not break the built-in backends
+            _PLUGIN_STATE[module_name] = f"failed: {type(error).__name__}: {error}"
+
+
+def available_sandwich_backends(device=None, dtype=None) -> list[str]:
+    """Names of the registered backends (supporting ``device``/``dtype`` when given), best first."""
+    _load_plugins()
+    entries = sorted(_REGISTRY.values(), key=lambda entry: -entry.priority)
+    return [
+        entry.name
+        for entry in entries
+        if (device is None or dtype is None) or entry.supports(torch.device(device), dtype)
+    ]
+
+
+def resolve_sandwich_backend(name: str, device, dtype) -> tuple[str, Callable]:
+    """(name, fn) of backend ``name`` ("auto" = best supporting the device and dtype)."""
+    if _compiling():
+        entry = _REGISTRY.get(name) if name != "auto" else None
+        if entry is not None and not isinstance(entry.fn, str):
+            return entry.name, entry.fn
+    _load_plugins()
+    device = torch.device(device)
+    if name == "auto":
+        failures = []
+        for entry in sorted(_REGISTRY.values(), key=lambda item: -item.priority):
+            if not entry.supports(device, dtype):
+                continue
+            try:
+                return entry.name, entry.load()
+            except Exception as error:
+                failures.append(f"{entry.name}: {error}")
+        raise ValueError(f"no sandwich backend supports device {device} and dtype {dtype} ({failures})")
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(
+            f"unknown sandwich backend {name!r}; registered: {sorted(_REGISTRY)} (or 'auto'); "
+            f"optional modules: {_PLUGIN_STATE}"
+        )
+    if not entry.supports(device, dtype):
+        raise ValueError(
+            f"sandwich backend {name!r} does not support device {device} with dtype {dtype} "
+            f"(devices {entry.devices or 'any'}, dtypes {entry.dtypes}); use backend='auto'"
+        )
+    return entry.name, entry.load()
+
+
+def _check_factors(label, pair, P, n):
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+        raise TypeError(f"{label} must be a pair (V, W) of tensors, got {type(pair).__name__}")
+    V, W = pair
+    k = n // 2
+    for part, tensor in (("V", V), ("W", W)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{label} {part} must be a torch.Tensor")
+        if tuple(tensor.shape) != (P, k, n):
+            raise ValueError(
+                f"{label} {part} must have shape (P, k, n) = ({P}, {k}, {n}) for x of shape "
+                f"(B, {P}, {2**n}), got {tuple(tensor.shape)}"
+            )
+
+
+def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> torch.Tensor:
+    """y[b, p] = R_p x[b, p] S_p~ (S = R when ``right`` is None).
+
+    Parameters
+    ----------
+    x : (B, P, 2**n) multivectors (any number of leading batch axes before P).
+    left, right : factor pairs (V, W), each (P, k, n), k = floor(n/2); see the module docstring.
+    backend : a registered backend name or "auto".
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise ValueError("x must be a tensor of shape (B, P, 2**n)")
+    d = x.shape[-1]
+    n = d.bit_length() - 1
+    if d < 1 or 2**n != d:
+        raise ValueError(f"the last axis of x must hold 2**n coefficients, got {d}")
+    P = x.shape[-2]
+    _check_factors("left", left, P, n)
+    if right is not None:
+        _check_factors("right", right, P, n)
+    _, fn = resolve_sandwich_backend(backend, x.device, x.dtype)
+    VL, WL = left
+    VR, WR = (None, None) if right is None else right
+    return fn(x, VL, WL, VR, WR)
