@@ -1,8 +1,9 @@
 r"""Fast sandwich backends: the numba rotor-chain kernels wrapped as a torch autograd Function.
 
-Registers the backend ``"numba"`` (CPU, float32 and float64) in the registry of
-:mod:`galinear.nn.functional` (the rotor-factor convention of docs/nn.md), with a priority above ``"factored"`` so that
-``backend="auto"`` picks it on the CPU.
+The backend ``"numba"`` (CPU, float32 and float64; the rotor-factor convention of docs/nn.md) is
+registered by :mod:`galinear.nn.functional` itself, lazily, as ``"galinear.nn.fast:numba_sandwich"``
+with a priority above ``"factored"`` so that ``backend="auto"`` picks it on the CPU; this module
+is imported on the first backend lookup and imports nothing of :mod:`galinear.nn.functional`.
 
 Forward applies the simple rotors factor by factor (:math:`O(n^2 2^n)` per token, see
 :mod:`galinear.kernels.rotor_chain`). Backward is reversible: only the output y is saved, the
@@ -18,10 +19,6 @@ from torch.autograd.function import once_differentiable
 from galinear.kernels import rotor_chain
 
 __all__ = ["numba_sandwich", "NumbaSandwich", "register"]
-
-#: Priority of "numba" in the registry ("factored" has 10, "dense" 0).
-NUMBA_PRIORITY = 20
-
 
 def _as_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().contiguous().numpy()
@@ -94,13 +91,22 @@ def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None):
 
 
 def register() -> None:
-    """Register "numba" (CPU, float32/float64) in galinear.nn.functional's backend registry."""
-    from galinear.nn import functional
+    """(Re-)register "numba" (CPU, float32/float64) in galinear.nn.functional's backend registry.
 
-    functional.register_sandwich_backend(
-        "numba", numba_sandwich, devices=("cpu",), dtypes=(torch.float32, torch.float64),
-        priority=NUMBA_PRIORITY,
-    )
+    The registry holds it from the start; this puts the same lazy entry back (e.g. after it
+    was replaced).
+    """
+    from galinear.nn.functional import backends
+
+    backends._register_numba()
 
 
-register()
+def __getattr__(name):
+    # NUMBA_PRIORITY, the priority of "numba" in the registry, is defined once, next to the
+    # registry; it is read from there on first use so that importing this module never imports
+    # galinear.nn.functional.
+    if name == "NUMBA_PRIORITY":
+        from galinear.nn.functional.backends import NUMBA_PRIORITY
+
+        return NUMBA_PRIORITY
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,11 +62,12 @@ from galinear.nn.functional.backends import (  # noqa: F401
     _FLOAT_TYPES,
     _PLUGIN_STATE,
     _REGISTRY,
-    PLUGIN_MODULES,
+    OPTIONAL_BACKENDS,
     _check_factors,
     _dense_backend,
     _factored_backend,
     _load_plugins,
+    _register_numba,
 )
 from galinear.nn.functional.decomposition import (  # noqa: F401
     _dimension_from_bivectors,

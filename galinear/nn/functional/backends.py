@@ -68,8 +68,12 @@ class SandwichBackend:
 
 _FLOAT_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 _REGISTRY: dict[str, SandwichBackend] = {}
-#: Modules imported (once, on the first backend lookup) so that they can register backends.
-PLUGIN_MODULES = ("galinear.nn.fast",)
+#: Priority of "numba" in the registry ("factored" has 10, "dense" 0).
+NUMBA_PRIORITY = 20
+#: Lazy entries whose module is optional (numba may be missing or broken). Each is imported once,
+#: on the first backend lookup; one that cannot be imported is dropped from the registry and its
+#: module's state kept in ``_PLUGIN_STATE``, so a broken optional backend never breaks the others.
+OPTIONAL_BACKENDS = ("numba",)
 _PLUGIN_STATE: dict[str, str] = {}
 
 
@@ -98,8 +102,23 @@ register_sandwich_backend("dense", _dense_backend, devices=None, dtypes=_FLOAT_T
 register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_FLOAT_TYPES, priority=10)
 
 
+def _register_numba() -> None:
+    """The compiled CPU kernels of :mod:`galinear.nn.fast`, registered by name (imported on use)."""
+    register_sandwich_backend(
+        "numba", "galinear.nn.fast:numba_sandwich", devices=("cpu",),
+        dtypes=(torch.float32, torch.float64), priority=NUMBA_PRIORITY,
+    )
+
+
+_register_numba()
+
+
 def _load_plugins():
-    for module_name in PLUGIN_MODULES:
+    for name in OPTIONAL_BACKENDS:
+        entry = _REGISTRY.get(name)
+        if entry is None or not isinstance(entry.fn, str):
+            continue
+        module_name = entry.fn.partition(":")[0]
         if module_name in _PLUGIN_STATE:
             continue
         try:
@@ -108,12 +127,14 @@ def _load_plugins():
             found = False
         if not found:
             _PLUGIN_STATE[module_name] = "not installed"
+            del _REGISTRY[name]
             continue
         try:
-            importlib.import_module(module_name)
+            entry.load()
             _PLUGIN_STATE[module_name] = "loaded"
         except Exception as error:  # a broken optional plugin must not break the built-in backends
             _PLUGIN_STATE[module_name] = f"failed: {type(error).__name__}: {error}"
+            del _REGISTRY[name]
 
 
 def available_sandwich_backends(device=None, dtype=None) -> list[str]:
