@@ -17,7 +17,7 @@ import math
 import os
 import sys
 
-from galinear import _io
+from galinear import _io, _util
 
 
 def atomic_save(obj, path: str) -> None:
@@ -50,7 +50,7 @@ def load(path: str, *, recompute: bool = True):
 
 def cosine_lr(step: int, total: int, lr: float) -> float:
     """Learning rate of step ``step`` (0-based) out of ``total``: lr * (1 + cos(pi step / total)) / 2."""
-    return lr * 0.5 * (1.0 + math.cos(math.pi * step / total))
+    return lr * _util.cosine_schedule(step, total)
 
 
 def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: float,

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from galinear import _util
+
 METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m")
 CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf"}  # Adam-fitted name -> closed-form name
 LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0,
@@ -178,4 +180,4 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
 
 def count_parameters(module) -> int:
     """Trainable and fixed parameters of a module: sum of ``p.numel()`` over ``parameters()``."""
-    return int(sum(p.numel() for p in module.parameters()))
+    return _util.count_parameters(module)

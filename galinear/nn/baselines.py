@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from galinear._limits import check_memory
+from galinear._util import count_parameters
 from galinear.nn.functional import fwht
 
 __all__ = ["LowRankLinear", "BlockHadamardLinear"]
@@ -90,7 +91,7 @@ class LowRankLinear(nn.Module):
         return self.up @ self.down
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return count_parameters(self)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}, bias={self.bias is not None}"
@@ -165,7 +166,7 @@ class BlockHadamardLinear(nn.Module):
         return (y - self.bias if self.bias is not None else y).t()
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return count_parameters(self)
 
     def extra_repr(self):
         return (

@@ -12,6 +12,7 @@ from torch import nn
 
 from galinear.nn import functional as F
 from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
+from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.dexp import exact_rotor_sandwich
 
@@ -314,7 +315,7 @@ class RotorLinear(nn.Module):
         return self.pairs * self.bivector_size * (2 if self.double_rotor else 1)
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return count_parameters(self)
 
     def extra_repr(self):
         return (
@@ -453,7 +454,7 @@ class RotorNetwork(nn.Module):
         return self.output_gadget(h)
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        return count_parameters(self)
 
     def extra_repr(self):
         return (

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from galinear import _io
+from galinear._util import cosine_schedule
 from galinear.train.models import MLPConfig, build_mlp, check_training_memory, count_parameters
 
 __all__ = ["TrainConfig", "train_classifier", "load_history", "atomic_write_json", "evaluate"]
@@ -114,14 +115,6 @@ def _comparable(config: dict) -> dict:
     return {**config, "model": model, "train": train}
 
 
-def _lr_factor(step: int, total: int, warmup: int) -> float:
-    """Linear warm-up to 1 over ``warmup`` steps, then cosine to 0 at ``total``."""
-    if warmup and step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2000) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of ``model`` on (x, y)."""
@@ -188,7 +181,7 @@ def train_classifier(
     steps_per_epoch = math.ceil(x_train.shape[0] / train_config.batch_size)
     total_steps = steps_per_epoch * train_config.epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: _lr_factor(step, total_steps, train_config.warmup_steps)
+        optimizer, lambda step: cosine_schedule(step, total_steps, train_config.warmup_steps)
     )
     history = {"config": config, "parameters": parameters, "epochs": []}
 

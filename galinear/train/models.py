@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from galinear._util import count_parameters
+
 __all__ = ["MLPConfig", "build_mlp", "count_parameters", "MODEL_KINDS", "training_bytes", "check_training_memory"]
 
 MODEL_KINDS = ("dense", "rotor", "lowrank")
@@ -231,8 +233,3 @@ def check_training_memory(config: MLPConfig, batch_size: int, eval_batch_size: i
             f"{format_bytes(need)} to train (batch {batch_size}, evaluation batch {eval_batch_size}), but only "
             f"{format_bytes(available)} of memory are available; use a smaller --hidden (or depth, batch size)"
         )
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable numbers: sum of p.numel() over model.parameters() (shared ones once)."""
-    return sum(p.numel() for p in model.parameters())
