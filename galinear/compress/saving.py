@@ -205,7 +205,15 @@ def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer:
     elif with_tokenizer:
         raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
     check_identity(config, model, check_weights)
-    tensors = load_file(os.path.join(folder, TENSORS))
+    tensor_path = os.path.join(folder, TENSORS)
+    try:
+        tensors = load_file(tensor_path)
+    except FileNotFoundError:
+        raise _io.CorruptFileError(tensor_path, "missing", "write the folder again with "
+                                   "`galinear compress ... --save DIR`") from None
+    except Exception as error:  # safetensors reports damage as its own error types
+        raise _io.CorruptFileError(tensor_path, f"not a readable safetensors file ({error})",
+                                   "write the folder again with `galinear compress ... --save DIR`") from None
     spec = methods.MethodSpec(**config["method"])
     for entry in config["modules"]:
         layer, proj = entry["layer"], entry["projection"]

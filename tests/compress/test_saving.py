@@ -77,6 +77,19 @@ def test_wrong_model_is_refused(saved_study):
         load(folder)  # the test study was given its model: no source to reload from
 
 
+def test_a_damaged_tensor_file_is_named(saved_study, tmp_path):
+    import shutil
+
+    root, _, _ = saved_study
+    source = root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("lr1-cf")][0]
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy)
+    tensors = copy / "replacements.safetensors"
+    tensors.write_bytes(tensors.read_bytes()[:20])
+    with pytest.raises(ValueError, match="replacements.safetensors.*--save"):
+        load(str(copy), tiny_llama())
+
+
 def test_from_pretrained_never_yields_random_weights(saved_study):
     from transformers import AutoModelForCausalLM
 
