@@ -18,6 +18,8 @@ from __future__ import annotations
 import copy
 import math
 
+from galinear.compress.fit import batch_loss
+
 
 def _validation_mse(module, inputs, target_inputs, weight, bias, batch_size: int = 4096) -> float:
     import torch
@@ -81,14 +83,7 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
             order, pos = torch.randperm(n, generator=generator), 0
         idx = order[pos:pos + batch_size]
         pos += batch_size
-        with torch.no_grad():
-            target = target_inputs[idx] @ weight.T
-            if bias is not None:
-                target = target + bias
-        loss = torch.nn.functional.mse_loss(module(inputs[idx]), target)
-        if not torch.isfinite(loss.detach()):
-            raise FloatingPointError(f"non-finite loss at step {step} while fitting {type(module).__name__} "
-                                     f"({progress or 'projection'}); lower the learning rate")
+        loss = batch_loss(module, inputs, target_inputs, weight, bias, idx, step, progress)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -53,6 +53,22 @@ def cosine_lr(step: int, total: int, lr: float) -> float:
     return lr * _util.cosine_schedule(step, total)
 
 
+def batch_loss(module, inputs, target_inputs, weight, bias, idx, step: int, progress: str | None):
+    """MSE of ``module`` on the rows ``idx`` against ``target_inputs[idx] @ weight.T (+ bias)``;
+    a non-finite loss raises FloatingPointError naming the step and the module."""
+    import torch
+
+    with torch.no_grad():
+        target = target_inputs[idx] @ weight.T
+        if bias is not None:
+            target = target + bias
+    loss = torch.nn.functional.mse_loss(module(inputs[idx]), target)
+    if not torch.isfinite(loss.detach()):
+        raise FloatingPointError(f"non-finite loss at step {step} while fitting {type(module).__name__} "
+                                 f"({progress or 'projection'}); lower the learning rate")
+    return loss
+
+
 def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: float,
                    batch_size: int = 256, seed: int = 0, bias=None, weight_decay: float = 0.0,
                    optimizer: str = "adam", progress: str | None = None) -> dict:
@@ -105,15 +121,7 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
             order, pos = torch.randperm(n, generator=generator), 0
         idx = order[pos:pos + batch_size]
         pos += batch_size
-        with torch.no_grad():
-            target = target_inputs[idx] @ weight.T
-            if bias is not None:
-                target = target + bias
-        pred = module(inputs[idx])
-        loss = torch.nn.functional.mse_loss(pred, target)
-        if not torch.isfinite(loss.detach()):
-            raise FloatingPointError(f"non-finite loss at step {step} while fitting {type(module).__name__} "
-                                     f"({progress or 'projection'}); lower the learning rate")
+        loss = batch_loss(module, inputs, target_inputs, weight, bias, idx, step, progress)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         lr_last = opt.param_groups[0]["lr"]
