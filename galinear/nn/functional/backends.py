@@ -100,6 +100,11 @@ def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float
 
 register_sandwich_backend("dense", _dense_backend, devices=None, dtypes=_FLOAT_TYPES, priority=0)
 register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_FLOAT_TYPES, priority=10)
+#: Pure torch with the reversible backward of the numba kernels (only y saved; CPU and CUDA).
+register_sandwich_backend(
+    "reversible", "galinear.nn.functional.reversible:reversible_sandwich", devices=("cpu", "cuda"),
+    dtypes=(torch.float32, torch.float64), priority=5,
+)
 
 
 def _register_numba() -> None:
