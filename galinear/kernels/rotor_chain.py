@@ -368,7 +368,8 @@ def default_tile(dtype, tokens: int) -> int:
     return int(min(tile, needed))
 
 
-def _check(x, VL, WL, VR, WR, tile, name="x"):
+def check_arguments(x, VL, WL, VR, WR, name="x"):
+    """Shape and dtype checks shared by the kernels; returns (B, P, n)."""
     if not isinstance(x, np.ndarray) or x.ndim != 3:
         raise ValueError(f"{name} must be a numpy array of shape (B, P, 2**n), got "
                          f"{getattr(x, 'shape', type(x))}")
@@ -388,6 +389,11 @@ def _check(x, VL, WL, VR, WR, tile, name="x"):
             if np.shape(arr) != (P, k, n):
                 raise ValueError(f"{side} {label} must have shape (P, k, n) = {(P, k, n)} for "
                                  f"{name} of shape {x.shape}, got {np.shape(arr)}")
+    return B, P, n
+
+
+def _check(x, VL, WL, VR, WR, tile, name="x"):
+    B, P, n = check_arguments(x, VL, WL, VR, WR, name)
     if tile is None:
         tile = default_tile(x.dtype, B)
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1 \
@@ -396,7 +402,8 @@ def _check(x, VL, WL, VR, WR, tile, name="x"):
     return B, P, n, int(tile)
 
 
-def _prepare(dtype, VL, WL, VR, WR):
+def prepare_factors(dtype, VL, WL, VR, WR):
+    """(VL, WL, aL, sL, VR, WR, aR, sR) contiguous in ``dtype``; VR = None means S = R."""
     if VR is None:
         VR, WR = VL, WL
     aL, sL = factor_coefficients(VL, WL)
@@ -424,7 +431,7 @@ def sandwich_forward(x, VL, WL, VR=None, WR=None, *, tile=None):
     """
     B, P, n, tile = _check(x, VL, WL, VR, WR, tile)
     x = np.ascontiguousarray(x)
-    args = _prepare(x.dtype, VL, WL, VR, WR)
+    args = prepare_factors(x.dtype, VL, WL, VR, WR)
     out = np.empty_like(x)
     if B == 0 or P == 0:
         return out
@@ -445,10 +452,9 @@ def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=None):
     if not isinstance(grad_y, np.ndarray) or grad_y.shape != y.shape:
         raise ValueError(f"grad_y must be an array of y's shape {y.shape}, "
                          f"got {getattr(grad_y, 'shape', type(grad_y))}")
-    single = VR is None
     y = np.ascontiguousarray(y)
     grad_y = np.ascontiguousarray(grad_y, dtype=y.dtype)
-    args = _prepare(y.dtype, VL, WL, VR, WR)
+    args = prepare_factors(y.dtype, VL, WL, VR, WR)
     k = n // 2
     n_bt = (B + tile - 1) // tile
     gx = np.empty_like(y)
@@ -458,13 +464,21 @@ def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None, *, tile=None):
         _backward_kernel(y, grad_y, *args, perm, sign_tables(n, y.dtype), np.array([0, 1], dtype=y.dtype),
                          tile, gx, parts)
     tot = parts.reshape(P, n_bt, 2, k, 2 + 2 * n).sum(axis=1)  # fixed order: independent of threads
+    return finish_gradients(gx, tot, VL, WL, VR, WR)
+
+
+def finish_gradients(gx, tot, VL, WL, VR, WR):
+    """(grad_x, grad_VL, grad_WL, grad_VR, grad_WR) from the kernels' sums ``tot`` (P, 2, k, 2 + 2n)
+    of (d a, d s, d v, d w) per factor; single rotor (VR None): left and right summed."""
+    n = tot.shape[-1] // 2 - 1
+    single = VR is None
     grads = []
     for side, (V, W) in enumerate(((VL, WL), (VR if not single else VL, WR if not single else WL))):
         t = tot[:, side]
         dV, dW = factor_coefficient_grads(V, W, t[..., 0], t[..., 1], t[..., 2:2 + n], t[..., 2 + n:])
         grads.append((dV, dW))
     (dVL, dWL), (dVR, dWR) = grads
-    dtype = y.dtype
+    dtype = gx.dtype
     if single:
         return gx, (dVL + dVR).astype(dtype), (dWL + dWR).astype(dtype), None, None
     return gx, dVL.astype(dtype), dWL.astype(dtype), dVR.astype(dtype), dWR.astype(dtype)

@@ -1,0 +1,330 @@
+r"""Token-resident numba kernels for rotor sandwiches :math:`y = R\,x\,\tilde S` (one token at a time).
+
+Same maths, factor convention, arguments and results as :mod:`galinear.kernels.rotor_chain`
+(:math:`R_j z = a_j z + s_j\, v_j (w_j z)`, :math:`z \tilde S_j = a_j z + s_j (z w_j) v_j`), with
+another memory layout. The tile kernel of ``rotor_chain`` applies every factor to a
+(2**n, 64 tokens) tile in bitmask order and vectorises along tokens; at n = 11 that tile is
+512 KB. Here one token's multivector (2**n coefficients: 8 KB in float32 at n = 11) is copied
+into a buffer of length 2**n in bitmask order and ALL factors of both rotors are applied to it
+while it sits in the L1 cache; the loops are vectorised along the coefficient axis.
+
+Products with a vector, coefficient-major: :math:`(c z)[r] = \sum_i \sigma_i(r)\, c_i\, z[r \oplus 2^i]`.
+For bit i the rows split into blocks of :math:`2^{i+1}`; the first half of a block pairs with the
+second half, i.e. contiguous runs of length :math:`2^i`. With :math:`\tau(m) = (-1)^{\mathrm{popcount}(m)}`
+the signs are
+
+- left (:math:`e_i z`): :math:`\sigma_i(r) = \tau(r \bmod 2^i)`, the same run pattern in every block;
+- right (:math:`z e_i`): :math:`\sigma_i(r) = \tau(\lfloor r / 2^{i+1} \rfloor)`, one sign per block.
+
+Runs of length 1, 2 and 4 (bits 0, 1, 2) are too short to vectorise, so those three bits are
+applied together on groups of 8 rows, with unrolled code, after the long runs.
+
+Parallel work: one job per (chunk pair, block of ``TOKENS_PER_JOB`` tokens); every token is
+computed by the same operations whatever the thread count, parameter gradients are summed per
+job and the job sums are added in a fixed order, so the bits do not depend on the thread count.
+A call with one token does no padding: the work is exactly one token's.
+
+Backward (reversible): only y is kept; the input of every factor is recomputed from its output
+by the inverse factor while the chain is walked backwards (each factor is orthogonal).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from galinear._numba import jit, prange
+from galinear.blades import shortlex_bitmasks
+from galinear.kernels import rotor_chain
+from galinear.kernels.factors import factor_coefficient_grads
+
+__all__ = ["TOKENS_PER_JOB", "sandwich_forward", "sandwich_backward"]
+
+#: Tokens per parallel job (the parameter-gradient partial sums are kept per job).
+TOKENS_PER_JOB = 8
+
+_FASTMATH = {"contract"}  # fused multiply-add, nothing that reorders sums
+
+_TAU_CACHE: dict = {}
+
+
+def tau_table(n: int, dtype) -> np.ndarray:
+    """tau[m] = (-1)**popcount(m) for m < 2**n, in ``dtype`` (at least 8 entries)."""
+    key = (n, np.dtype(dtype).str)
+    table = _TAU_CACHE.get(key)
+    if table is None:
+        m = np.arange(max(1 << n, 8), dtype=np.int64)
+        parity = np.zeros_like(m)
+        while np.any(m):
+            parity ^= m & 1
+            m >>= 1
+        table = (1 - 2 * parity).astype(dtype)
+        table.setflags(write=False)
+        _TAU_CACHE[key] = table
+    return table
+
+
+_PATTERN_CACHE: dict = {}
+
+
+def low_bit_patterns(dtype) -> np.ndarray:
+    """(2, 3, 8) signs sigma_i(u) of bits i = 0, 1, 2 within a group of 8 rows, side 0 = left.
+
+    Left: tau(u mod 2**i); right: tau(u // 2**(i+1)), times tau(g // 8) for the group at row g.
+    """
+    key = np.dtype(dtype).str
+    table = _PATTERN_CACHE.get(key)
+    if table is None:
+        tau = tau_table(3, np.float64)
+        u = np.arange(8)
+        table = np.array([[tau[u % (1 << i)] for i in range(3)],
+                          [tau[u >> (i + 1)] for i in range(3)]], dtype=dtype)
+        table.setflags(write=False)
+        _PATTERN_CACHE[key] = table
+    return table
+
+
+@jit(fastmath=_FASTMATH)
+def _vmul(dst, src, cv, scale, side, tab, base, a):
+    """dst = a base + (c src), c = scale * cv a vector multiplied on the left (side 0) or the
+    right (side 1); buffers (2**n,) in bitmask order; ``dst`` must not alias ``src``.
+
+    Bits i >= 3: blocks of 2**(i+1) rows whose halves pair up (runs of 2**i, vectorised);
+    bits 0, 1, 2 together on groups of 8 rows (:func:`_low_bits`).
+    """
+    tau, pat = tab
+    D = dst.shape[0]
+    n = cv.shape[0]
+    for r in range(D):
+        dst[r] = a * base[r]
+    lo = 3 if n >= 3 else 0
+    for i in range(lo, n):
+        h = 1 << i
+        c = scale * cv[i]
+        for blk in range(0, D, 2 * h):
+            d0 = dst[blk:blk + h]
+            d1 = dst[blk + h:blk + 2 * h]
+            s0 = src[blk:blk + h]
+            s1 = src[blk + h:blk + 2 * h]
+            if side == 0:
+                tt = tau[:h]
+                for t in range(h):
+                    cs = c * tt[t]
+                    d0[t] += cs * s1[t]
+                    d1[t] += cs * s0[t]
+            else:
+                cs = c * tau[blk >> (i + 1)]
+                for t in range(h):
+                    d0[t] += cs * s1[t]
+                    d1[t] += cs * s0[t]
+    if lo == 3:
+        _low_bits(dst, src, scale * cv[0], scale * cv[1], scale * cv[2], pat[side], tau, side)
+
+
+@jit(fastmath=_FASTMATH)
+def _low_bits(dst, src, c0, c1, c2, ps, tau, side):
+    """dst += (c_0 e_0 + c_1 e_1 + c_2 e_2) src on groups of 8 rows (signs ``ps`` (3, 8))."""
+    D = dst.shape[0]
+    for g in range(0, D, 8):
+        gs = tau[g >> 3] if side == 1 else tau[0]
+        e0 = gs * c0
+        e1 = gs * c1
+        e2 = gs * c2
+        for u in range(8):
+            dst[g + u] += (e0 * ps[0, u]) * src[g + (u ^ 1)] + (e1 * ps[1, u]) * src[g + (u ^ 2)] \
+                + (e2 * ps[2, u]) * src[g + (u ^ 4)]
+
+
+@jit(fastmath={"contract", "reassoc"})
+def _vdots(src, other, side, tab, acc):
+    """acc[i] += <other, e_i src> (e_i on the side ``side``), summed over the 2**n rows."""
+    tau, pat = tab
+    D = src.shape[0]
+    n = acc.shape[0]
+    for i in range(n):
+        h = 1 << i
+        tot = src[0] * 0
+        for blk in range(0, D, 2 * h):
+            o0 = other[blk:blk + h]
+            o1 = other[blk + h:blk + 2 * h]
+            s0 = src[blk:blk + h]
+            s1 = src[blk + h:blk + 2 * h]
+            part = src[0] * 0
+            if side == 0:
+                tt = tau[:h]
+                for t in range(h):
+                    part += tt[t] * (o0[t] * s1[t] + o1[t] * s0[t])
+                tot += part
+            else:
+                for t in range(h):
+                    part += o0[t] * s1[t] + o1[t] * s0[t]
+                tot += tau[blk >> (i + 1)] * part
+        acc[i] += tot
+
+
+@jit(fastmath={"contract", "reassoc"})
+def _dot(a, b):
+    tot = a[0] * 0
+    for r in range(a.shape[0]):
+        tot += a[r] * b[r]
+    return tot
+
+
+@jit(fastmath=_FASTMATH)
+def _forward_token(z, nxt, tmp, VL, WL, aL, sL, VR, WR, aR, sR, p, tab, zero, one):
+    """All factors of both rotors on one token z (bitmask order); returns the buffer holding y."""
+    k = VL.shape[1]
+    for side in range(2):
+        V = VL if side == 0 else VR
+        W = WL if side == 0 else WR
+        a = aL if side == 0 else aR
+        s = sL if side == 0 else sR
+        for j in range(k - 1, -1, -1):
+            _vmul(tmp, z, W[p, j], one, side, tab, z, zero)
+            _vmul(nxt, tmp, V[p, j], s[p, j], side, tab, z, a[p, j])
+            z, nxt = nxt, z
+    return z
+
+
+@jit(parallel=True, fastmath=_FASTMATH)
+def _forward_kernel(x, VL, WL, aL, sL, VR, WR, aR, sR, perm, tau, pat, consts, per_job, out):
+    B, P, D = x.shape
+    zero = consts[0]
+    one = consts[1]
+    n_bj = (B + per_job - 1) // per_job
+    tab = (tau, pat)
+    for job in prange(P * n_bj):
+        p = job // n_bj
+        b0 = (job % n_bj) * per_job
+        z = np.empty(D, dtype=x.dtype)
+        nxt = np.empty(D, dtype=x.dtype)
+        tmp = np.empty(D, dtype=x.dtype)
+        for b in range(b0, min(B, b0 + per_job)):
+            for c in range(D):
+                z[perm[c]] = x[b, p, c]
+            y = _forward_token(z, nxt, tmp, VL, WL, aL, sL, VR, WR, aR, sR, p, tab, zero, one)
+            for c in range(D):
+                out[b, p, c] = y[perm[c]]
+
+
+@jit(fastmath=_FASTMATH)
+def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, side, tab, acc_v, acc_w, part, zero, one):
+    """One factor f(z) = a z + s v(w z) (left) or a z + s (z w) v (right), walked backwards on
+    one token: z, g = output and its gradient -> z_in, g_in = input and its gradient;
+    part += (d a, d s, d v (n), d w (n)). Inverse and transpose: a + s w(v .) / a + s (. v) w.
+    """
+    n = v.shape[0]
+    _vmul(tmp, z, v, one, side, tab, z, zero)                # v z
+    _vmul(z_in, tmp, w, s, side, tab, z, a)                  # z_in = a z + s w (v z)
+    _vmul(tmp, z_in, w, one, side, tab, z_in, zero)          # u = w z_in
+    acc_v[:] = 0.0
+    acc_w[:] = 0.0
+    _vmul(h, g, v, one, side, tab, g, zero)                  # h = v g
+    _vdots(g, tmp, side, tab, acc_v)                         # <u, e_i g>
+    ds = _dot(h, tmp)                                        # <v g, w z_in>
+    _vmul(g_in, h, w, s, side, tab, g, a)                    # g_in = a g + s w h
+    _vdots(h, z_in, side, tab, acc_w)                        # <z_in, e_i h>
+    da = _dot(g, z_in)
+    part[0] += da
+    part[1] += ds
+    for i in range(n):
+        part[2 + i] += s * acc_v[i]
+        part[2 + n + i] += s * acc_w[i]
+
+
+@jit(parallel=True, fastmath=_FASTMATH)
+def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, tau, pat, consts, per_job, gx, grads):
+    """grads: (P * n_bj, 2, k, 2 + 2n) per-job partial sums (side 0 = left, 1 = right)."""
+    B, P, D = y.shape
+    zero = consts[0]
+    one = consts[1]
+    k = VL.shape[1]
+    n = VL.shape[2]
+    n_bj = (B + per_job - 1) // per_job
+    tab = (tau, pat)
+    for job in prange(P * n_bj):
+        p = job // n_bj
+        b0 = (job % n_bj) * per_job
+        z = np.empty(D, dtype=y.dtype)
+        g = np.empty(D, dtype=y.dtype)
+        z2 = np.empty(D, dtype=y.dtype)
+        g2 = np.empty(D, dtype=y.dtype)
+        tmp = np.empty(D, dtype=y.dtype)
+        h = np.empty(D, dtype=y.dtype)
+        acc_v = np.empty(n, dtype=np.float64)
+        acc_w = np.empty(n, dtype=np.float64)
+        part = grads[job]
+        for b in range(b0, min(B, b0 + per_job)):
+            for c in range(D):
+                z[perm[c]] = y[b, p, c]
+                g[perm[c]] = gy[b, p, c]
+            # forward order was: left j = k-1..0, then right j = k-1..0; walk it backwards
+            for side in range(1, -1, -1):
+                V = VL if side == 0 else VR
+                W = WL if side == 0 else WR
+                a = aL if side == 0 else aR
+                s = sL if side == 0 else sR
+                for j in range(k):
+                    _factor_backward(z, g, tmp, h, z2, g2, V[p, j], W[p, j], a[p, j], s[p, j], side, tab,
+                                     acc_v, acc_w, part[side, j], zero, one)
+                    z, z2 = z2, z
+                    g, g2 = g2, g
+            for c in range(D):
+                gx[b, p, c] = g[perm[c]]
+
+
+_PERM_CACHE: dict = {}
+
+
+def _perm(n: int) -> np.ndarray:
+    perm = _PERM_CACHE.get(n)
+    if perm is None:
+        perm = np.ascontiguousarray(shortlex_bitmasks(n), dtype=np.int64)
+        _PERM_CACHE[n] = perm
+    return perm
+
+
+def _tables(n, dtype):
+    return _perm(n), tau_table(n, dtype), low_bit_patterns(dtype), _consts(dtype)
+
+
+_CONSTS = {}
+
+
+def _consts(dtype):
+    key = np.dtype(dtype).str
+    if key not in _CONSTS:
+        _CONSTS[key] = np.array([0, 1], dtype=dtype)
+    return _CONSTS[key]
+
+
+def sandwich_forward(x, VL, WL, VR=None, WR=None):
+    r"""y[b, p] = R_p x[b, p] S_p~, token by token; arguments and result as
+    :func:`galinear.kernels.rotor_chain.sandwich_forward` (no ``tile``: nothing is padded)."""
+    B, P, n = rotor_chain.check_arguments(x, VL, WL, VR, WR)
+    x = np.ascontiguousarray(x)
+    args = rotor_chain.prepare_factors(x.dtype, VL, WL, VR, WR)
+    out = np.empty_like(x)
+    if B == 0 or P == 0:
+        return out
+    _forward_kernel(x, *args, *_tables(n, x.dtype), TOKENS_PER_JOB, out)
+    return out
+
+
+def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None):
+    """Gradients through ``y = sandwich_forward(x, VL, WL, VR, WR)`` from y alone; arguments and
+    results as :func:`galinear.kernels.rotor_chain.sandwich_backward` (no ``tile``)."""
+    B, P, n = rotor_chain.check_arguments(y, VL, WL, VR, WR, name="y")
+    if not isinstance(grad_y, np.ndarray) or grad_y.shape != y.shape:
+        raise ValueError(f"grad_y must be an array of y's shape {y.shape}, "
+                         f"got {getattr(grad_y, 'shape', type(grad_y))}")
+    y = np.ascontiguousarray(y)
+    grad_y = np.ascontiguousarray(grad_y, dtype=y.dtype)
+    args = rotor_chain.prepare_factors(y.dtype, VL, WL, VR, WR)
+    k = n // 2
+    n_bj = (B + TOKENS_PER_JOB - 1) // TOKENS_PER_JOB
+    gx = np.empty_like(y)
+    parts = np.zeros((P * n_bj, 2, k, 2 + 2 * n), dtype=np.float64)
+    if B > 0 and P > 0:
+        _backward_kernel(y, grad_y, *args, *_tables(n, y.dtype), TOKENS_PER_JOB, gx, parts)
+    # fixed summation order: independent of the thread count
+    totals = parts.reshape(P, n_bj, 2, k, 2 + 2 * n).sum(axis=1)
+    return rotor_chain.finish_gradients(gx, totals, VL, WL, VR, WR)
