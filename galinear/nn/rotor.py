@@ -15,6 +15,8 @@ from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.dexp import exact_rotor_sandwich
+from galinear.nn.functional.autotable import choose_backend
+from galinear.nn.functional.matrices import assemble_weight, exact_sandwich_matrices, parity_order
 
 __all__ = ["RotorLinear", "RotorNetwork", "check_finite", "fitting_chunk_size"]
 
@@ -151,6 +153,10 @@ class RotorLinear(nn.Module):
         # Memo of the last rotor factors computed without autograd and without a warm-start
         # update (inference): a pure function of the state below, never part of the state_dict.
         self._factor_cache = None
+        # Likewise the assembled (out, in) matrix of the "dense" path, and the parameter versions
+        # last checked for NaN/inf (an unchanged parameter is not checked again).
+        self._weight_cache = None
+        self._checked = None
 
         P, m, k, n = self.pairs, self.bivector_size, self.planes, self.n
         self.left_bivectors = nn.Parameter(torch.empty(P, m, **factory))
@@ -253,13 +259,51 @@ class RotorLinear(nn.Module):
         )
         _finite_or_raise(named, owner)
 
+    def _backend_for(self, batch: int, x: torch.Tensor) -> str:
+        """The backend name this call uses: ``self.backend``, or for "auto" the measured table's."""
+        if self.backend != "auto":
+            return self.backend
+        mode = "training" if torch.is_grad_enabled() and self.left_bivectors.requires_grad else "inference"
+        return choose_backend(self.n, batch, x.device, x.dtype, mode)
+
+    def _versions(self, *tensors):
+        return tuple(None if t is None else (id(t), t.data_ptr(), t._version) for t in tensors)
+
+    def assembled_weight(self, update_warm_start: bool = False) -> torch.Tensor:
+        """The (out_features, in_features) matrix built from all chunk-pair matrices in one batched
+        call (differentiable; cached like the factors when nothing needs a gradient)."""
+        cacheable = not update_warm_start and not torch.is_grad_enabled() and not F._compiling()
+        if cacheable:
+            state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
+            if self._weight_cache is not None and self._weight_cache[0] == state:
+                return self._weight_cache[1]
+        left, right = self.rotor_factors(update_warm_start)
+        if self.n == 0 or self.gradient != "exact":
+            matrices, basis = F.sandwich_matrix(left, right), None
+        else:
+            matrices = exact_sandwich_matrices(self.left_bivectors, self.right_bivectors, left, right, basis="parity")
+            basis = parity_order(self.n, matrices.device)
+        weight = assemble_weight(
+            matrices, self.alpha, self.input_index, self.output_index.view(self.output_chunks, self.chunk_size),
+            self.output_scale, self.in_features, basis,
+        )
+        self._weight_cache = (state, weight, (self.alpha,)) if cacheable else None
+        return weight
+
     def _forward(self, x, update_warm_start):
         _check_input(self, x)
         if self.check_finite and not F._compiling():
-            self._check_parameters()
+            checked = self._versions(self.left_bivectors, self.right_bivectors, self.alpha, self.bias)
+            if checked != self._checked:
+                self._check_parameters()
+                self._checked = checked
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
         batch = flat.shape[0]
+        backend = self._backend_for(batch, flat)
+        if backend == "dense":  # every chunk-pair matrix in one batched call, then one GEMM
+            out = nn.functional.linear(flat, self.assembled_weight(update_warm_start), self.bias)
+            return out.reshape(*lead, self.out_features)
         c, I, J = self.chunk_size, self.input_chunks, self.output_chunks
         if self._plain_input:
             chunks = flat.view(batch, I, c)
@@ -269,10 +313,10 @@ class RotorLinear(nn.Module):
         left, right = self.rotor_factors(update_warm_start)
         if self.gradient == "exact":
             mapped = exact_rotor_sandwich(
-                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=self.backend
+                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=backend
             )
         else:
-            mapped = F.rotor_sandwich(pairs, left, right, backend=self.backend)
+            mapped = F.rotor_sandwich(pairs, left, right, backend=backend)
         if self.alpha is not None:
             mapped = mapped * self.alpha.unsqueeze(-1)
         summed = mapped.view(batch, J, I, c).sum(2).reshape(batch, J * c)

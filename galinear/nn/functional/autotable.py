@@ -1,0 +1,92 @@
+"""What ``backend="auto"`` runs for a rotor layer: a measured table, and a rule where it has no entry.
+
+The table (``backend_table.json`` next to this module) is written by
+``python benchmarks/bench_backends.py --write``: for every measured key
+``"<n>|<batch bucket>|<device type>|<mode>"`` (mode "training" = forward + backward with the
+bivectors requiring gradients, "inference" = eval-mode forward without gradients, caches warm) the
+fastest backend of a whole :class:`~galinear.nn.RotorLinear` call. Batch buckets:
+:data:`BATCH_BUCKETS` (a batch goes to the first bucket >= it, or the last).
+
+Rule for a missing key, a backend that is no longer registered, or a dtype it does not support:
+chunks with n <= :data:`MATRIX_MAX_N` use ``"dense"`` (every chunk-pair matrix in one batched call,
+then one GEMM); larger chunks use the registered backend of highest priority that supports the
+device and dtype (``numba`` on the CPU, ``reversible`` on CUDA).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+__all__ = ["BATCH_BUCKETS", "MATRIX_MAX_N", "TABLE_PATH", "batch_bucket", "choose_backend", "load_table",
+           "table_key"]
+
+#: Batch buckets of the table: 1 token (decoding), up to 32, up to 512, more.
+BATCH_BUCKETS = (1, 32, 512, 4096)
+#: Largest n for which the rule (not the table) picks the chunk matrices ("dense").
+MATRIX_MAX_N = 7
+TABLE_PATH = Path(__file__).with_name("backend_table.json")
+MODES = ("training", "inference")
+
+_LOADED: dict = {}
+
+
+def batch_bucket(batch: int) -> int:
+    for bucket in BATCH_BUCKETS:
+        if batch <= bucket:
+            return bucket
+    return BATCH_BUCKETS[-1]
+
+
+def table_key(n: int, batch: int, device, mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return f"{int(n)}|{batch_bucket(batch)}|{torch.device(device).type}|{mode}"
+
+
+def load_table(path=None) -> dict:
+    """{key: backend name} from the table file ({} when it does not exist); cached per path."""
+    path = Path(path) if path is not None else TABLE_PATH
+    key = str(path)
+    if key not in _LOADED:
+        if not path.exists():
+            _LOADED[key] = {}
+        else:
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError) as error:
+                raise ValueError(f"the backend table {path} cannot be read ({error}); regenerate it with "
+                                 "`python benchmarks/bench_backends.py --write` or delete it") from None
+            entries = data.get("choices") if isinstance(data, dict) else None
+            if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+                raise ValueError(f"the backend table {path} has no 'choices' mapping of keys to backend names; "
+                                 "regenerate it with `python benchmarks/bench_backends.py --write`")
+            _LOADED[key] = dict(entries)
+    return _LOADED[key]
+
+
+def rule_backend(n: int, device, dtype) -> str:
+    """The documented fallback: "dense" for n <= MATRIX_MAX_N, else the best registered backend."""
+    from galinear.nn.functional.backends import resolve_sandwich_backend
+
+    if n <= MATRIX_MAX_N:
+        return "dense"
+    return resolve_sandwich_backend("auto", device, dtype)[0]
+
+
+def choose_backend(n: int, batch: int, device, dtype, mode: str, table=None) -> str:
+    """The backend for a rotor layer with chunks of 2**n, ``batch`` tokens, on ``device``, in ``mode``.
+
+    ``table`` ({key: name}) replaces the table file (tests); see the module docstring.
+    """
+    from galinear.nn.functional.backends import _REGISTRY, _load_plugins
+
+    entries = load_table() if table is None else table
+    name = entries.get(table_key(n, batch, device, mode))
+    if name is not None:
+        _load_plugins()
+        entry = _REGISTRY.get(name)
+        if entry is not None and entry.supports(torch.device(device), dtype):
+            return name
+    return rule_backend(n, device, dtype)
