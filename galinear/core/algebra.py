@@ -13,12 +13,10 @@ import numpy as np
 
 from galinear import blades
 from galinear._limits import check_max_iter, check_memory, check_tolerance
-from galinear.core import products
+from galinear.core import maps, products, rotors
+from galinear.core.products import AUTO_GENERATED_MAX_N  # noqa: F401  (documented here)
 
 __all__ = ["Algebra", "coerce_float"]
-
-_METHODS = ("auto", "table", "generated")
-
 
 def coerce_float(x, name: str = "x") -> np.ndarray:
     """``x`` as a float32 or float64 array (integers and booleans become float64)."""
@@ -150,8 +148,8 @@ class Algebra:
 
     # ------------------------------------------------------------------ products
     def _binary(self, kind: str, a, b, method: str) -> np.ndarray:
-        if method not in _METHODS:
-            raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}, got {method!r}")
+        if method not in products.METHODS:
+            raise ValueError(f"method must be one of {', '.join(map(repr, products.METHODS))}, got {method!r}")
         a = self._mv(a, "a", check_finite=False)
         b = self._mv(b, "b", check_finite=False)
         dtype = np.result_type(a.dtype, b.dtype)
@@ -164,45 +162,7 @@ class Algebra:
             ) from None
         a2 = np.ascontiguousarray(np.broadcast_to(a, shape), dtype=dtype).reshape(-1, self.dim)
         b2 = np.ascontiguousarray(np.broadcast_to(b, shape), dtype=dtype).reshape(-1, self.dim)
-        out = np.empty_like(a2)
-        kernel = None
-        if method != "table":
-            kernel = _generated_kernel(kind, self.metric)
-            if kernel is None and method == "generated":
-                raise ValueError(
-                    f"no generated kernel for {kind!r} in {self!r}; generate it with "
-                    f"`galinear codegen` or use method='table'"
-                )
-            if method == "auto" and self.n > AUTO_GENERATED_MAX_N:
-                kernel = None
-        if a2.shape[0] == 0:
-            return out.reshape(shape)
-        if kernel is not None:
-            # Generated kernels return False when an input holds NaN or infinity.
-            if not kernel(a2, b2, out):
-                _check_finite(a2, "a")
-                _check_finite(b2, "b")
-            return out.reshape(shape)
-        if self.n <= products.TABLE_MAX_N:
-            ti, tj, tk, ts = products.product_triples(self.metric, kind, dtype)
-            kernel = products.table_product
-            if a2.shape[0] * ti.shape[0] >= products.PARALLEL_MIN_WORK and _threads() > 1:
-                kernel = products.table_product_parallel
-            finite = kernel(a2, b2, out, ti, tj, tk, ts, products.chunk_rows(self.dim))
-        else:
-            perm = self.bitmasks
-            a_bits = np.empty_like(a2)
-            b_bits = np.empty_like(b2)
-            a_bits[:, perm] = a2
-            b_bits[:, perm] = b2
-            _warn_if_slow(kind, self, a_bits, b_bits)
-            out_bits = np.empty_like(a2)
-            finite = products.bitmask_product(a_bits, b_bits, out_bits, self._metric_array, products.KINDS[kind])
-            out = np.ascontiguousarray(out_bits[:, perm])
-        if not finite:
-            _check_finite(a2, "a")
-            _check_finite(b2, "b")
-        return out.reshape(shape)
+        return products.multiply(self.metric, kind, a2, b2, method, repr(self)).reshape(shape)
 
     def gp(self, a, b, method: str = "auto") -> np.ndarray:
         r"""Geometric product :math:`a b`, batched over leading axes.
@@ -450,8 +410,6 @@ class Algebra:
         Convention: the vector part of :math:`e^B x e^{-B}` is ``expm(2 A)`` with A the skew matrix
         ``A[i, j] = b_ij``. Finite (= 1) at B = 0.
         """
-        from galinear.core import rotors
-
         if not self.euclidean:  # every other signature: galinear.core.signatures
             from galinear.core import signatures
 
@@ -464,7 +422,7 @@ class Algebra:
             parts = rotors.decompose_exact(self.n, b).bivectors
         else:
             raise ValueError(f"method must be 'decompose' or 'simple', got {method!r}")
-        return self._from_bitmask(rotors.rotor_from_parts(self.n, parts))
+        return maps.from_bitmask(self.n, maps.rotor_from_parts(self.n, parts))
 
     def decompose(self, B, method: str = "exact", **options):
         r"""Invariant decomposition of a bivector into commuting simple parts.
@@ -492,8 +450,6 @@ class Algebra:
             for the power method, ``residual``, ``start``, ``iterations``, ``converged``.
             :meth:`Decomposition.parts` gives full multivectors.
         """
-        from galinear.core import rotors
-
         if not self.euclidean:  # every other signature: galinear.core.signatures
             from galinear.core import signatures
 
@@ -519,14 +475,12 @@ class Algebra:
         Non-Euclidean signatures: :func:`galinear.core.signatures.algebra_log` (the invariant
         decomposition of the bivector part of R; a ValueError where no logarithm is found).
         """
-        from galinear.core import rotors
-
         if not self.euclidean:  # every other signature: galinear.core.signatures
             from galinear.core import signatures
 
             return signatures.algebra_log(self, R)
         R = self._rotor_arg(R)
-        b = rotors.rotor_log(self, R)
+        b = maps.rotor_log(self.n, R)
         return self.bivector(b)
 
     def _rotor_arg(self, R, name: str = "R") -> np.ndarray:
@@ -550,11 +504,9 @@ class Algebra:
         ``M[:, i]`` holds the coefficients of :math:`R e_i \tilde R`. For R = exp(B) it equals
         ``expm(2 A)``.
         """
-        from galinear.core import rotors
-
         self._require_euclidean("rotation_matrix")
         R = self._rotor_arg(R)
-        return rotors.rotation_matrix(self, R)
+        return maps.rotation_matrix(self.n, R)
 
     def sandwich_matrix(self, R, S=None) -> np.ndarray:
         r"""Dense (..., 2**n, 2**n) matrix of :math:`x \mapsto R x \tilde S` (S = R if omitted).
@@ -562,8 +514,6 @@ class Algebra:
         Column j is the image of the j-th basis blade. For unit rotors it is orthogonal; a single
         rotor preserves grades, a double rotor preserves parity.
         """
-        from galinear.core import rotors
-
         self._require_euclidean("sandwich_matrix")
         # the (..., 2**n, 2**n) result and two factor matrices of that size: refuse before any work
         R_arr = coerce_float(R, "R")
@@ -580,59 +530,11 @@ class Algebra:
                      fix="use fewer rotors per call or apply the rotors directly (alg.gp)")
         R = self._rotor_arg(R, "R")
         S = R if S is None else self._rotor_arg(S, "S")
-        return rotors.sandwich_matrix(self, R, S)
+        return maps.sandwich_matrix(self.n, R, S)
 
     # ------------------------------------------------------------------ order helpers
     def _to_bitmask(self, x: np.ndarray) -> np.ndarray:
-        out = np.empty_like(x)
-        out[..., self.bitmasks] = x
-        return out
+        return maps.to_bitmask(self.n, x)
 
     def _from_bitmask(self, x: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(x[..., self.bitmasks])
-
-
-#: "auto" uses a generated kernel (when one exists) for n up to this value; set from
-#: benchmarks/results/bench_products.md.
-AUTO_GENERATED_MAX_N = 6
-
-
-#: Terms per second and thread of the bitmask kernel (n > 10), measured at n = 11..13 on one
-#: core; used only to warn before a product expected to take longer than SLOW_PRODUCT_SECONDS.
-BITMASK_TERMS_PER_SECOND = 7e7
-SLOW_PRODUCT_SECONDS = 10.0
-
-
-def _warn_if_slow(kind: str, alg: "Algebra", a_bits: np.ndarray, b_bits: np.ndarray) -> None:
-    """Warn, with an estimate, before a bitmask product that will run for a long time."""
-    import warnings
-
-    # the kernel skips zero coefficients: a row costs nnz(a_row) * nnz(b_row) terms
-    terms = float(np.dot(np.count_nonzero(a_bits, axis=1).astype(np.float64),
-                         np.count_nonzero(b_bits, axis=1).astype(np.float64)))
-    seconds = terms / (BITMASK_TERMS_PER_SECOND * max(1, min(_threads(), a_bits.shape[0])))
-    if seconds > SLOW_PRODUCT_SECONDS:
-        warnings.warn(
-            f"{kind} of {a_bits.shape[0]} multivector pair(s) in {alg!r} ({alg.dim} coefficients each) "
-            f"costs {terms:.3g} terms: about {seconds:.0f} s on {_threads()} thread(s). Dense "
-            f"multivectors of Cl({alg.n}) are expensive (4**n terms); keep the inputs sparse (e.g. "
-            "vectors, bivectors) or use a smaller algebra",
-            stacklevel=4,
-        )
-
-
-def _threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
-
-
-def _generated_kernel(kind: str, metric):
-    try:
-        from galinear._generated import find_kernel
-    except ImportError:  # the generated package is optional
-        return None
-    try:
-        return find_kernel(kind, metric)
-    except (ValueError, TypeError):
-        return None
+        return maps.from_bitmask(self.n, x)

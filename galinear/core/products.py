@@ -42,6 +42,10 @@ __all__ = [
     "PARALLEL_MIN_WORK",
     "bitmask_product",
     "chunk_rows",
+    "CHUNK_ROWS",
+    "METHODS",
+    "AUTO_GENERATED_MAX_N",
+    "multiply",
 ]
 
 #: Products understood by the kernels, with their code for :func:`bitmask_product`.
@@ -94,9 +98,13 @@ def product_triples(metric, kind: str = "gp", dtype=np.float64):
     return _triples(metric, kind, np.dtype(dtype).name)
 
 
+#: Rows per transposed chunk of :func:`table_product` (64: the best of 16..128 measured for n = 3..8).
+CHUNK_ROWS = 64
+
+
 def chunk_rows(dim: int) -> int:
-    """Rows per transposed chunk of :func:`table_product` (64: the best of 16..128 measured for n = 3..8)."""
-    return 64
+    """:data:`CHUNK_ROWS` (the argument is ignored; kept until every caller reads CHUNK_ROWS)."""
+    return CHUNK_ROWS
 
 
 #: Work (rows x terms) from which the multi-threaded kernel is used.
@@ -232,3 +240,101 @@ def bitmask_product(a, b, out, metric, kind):  # pragma: no cover - compiled
                 if s != 0:
                     out[r, k] += s * x * y
     return finite.all()
+
+
+# ---------------------------------------------------------------------------- dispatch
+#: Kernel choices of :func:`multiply` (and of ``Algebra.gp(method=...)``).
+METHODS = ("auto", "table", "generated")
+
+#: "auto" uses a generated kernel (when one exists) for n up to this value; set from
+#: benchmarks/results/bench_products.md.
+AUTO_GENERATED_MAX_N = 6
+
+#: Terms per second and thread of the bitmask kernel (n > 10), measured at n = 11..13 on one
+#: core; used only to warn before a product expected to take longer than SLOW_PRODUCT_SECONDS.
+BITMASK_TERMS_PER_SECOND = 7e7
+SLOW_PRODUCT_SECONDS = 10.0
+
+
+def multiply(metric: tuple, kind: str, a2: np.ndarray, b2: np.ndarray, method: str = "auto",
+             owner: str = "the algebra") -> np.ndarray:
+    """The product ``kind`` of the rows of a2 and b2 (rows, 2**n), same float dtype, shortlex order.
+
+    ``method``: ``"table"`` (Cayley-table kernel for n <= 10, bitmask kernel above),
+    ``"generated"`` (the straight-line kernel of :mod:`galinear._generated`, ValueError if there
+    is none), ``"auto"`` (generated for n <= :data:`AUTO_GENERATED_MAX_N`, else table). A
+    ValueError names the input that holds NaN or infinity.
+    """
+    n = len(metric)
+    out = np.empty_like(a2)
+    kernel = None
+    if method != "table":
+        kernel = _generated_kernel(kind, metric)
+        if kernel is None and method == "generated":
+            raise ValueError(
+                f"no generated kernel for {kind!r} in {owner}; generate it with "
+                f"`galinear codegen` or use method='table'"
+            )
+        if method == "auto" and n > AUTO_GENERATED_MAX_N:
+            kernel = None
+    if a2.shape[0] == 0:
+        return out
+    if kernel is not None:
+        finite = kernel(a2, b2, out)  # False when an input holds NaN or infinity
+    elif n <= TABLE_MAX_N:
+        ti, tj, tk, ts = product_triples(metric, kind, a2.dtype)
+        table = table_product
+        if a2.shape[0] * ti.shape[0] >= PARALLEL_MIN_WORK and _threads() > 1:
+            table = table_product_parallel
+        finite = table(a2, b2, out, ti, tj, tk, ts, CHUNK_ROWS)
+    else:
+        perm = blades.shortlex_bitmasks(n)
+        a_bits = np.empty_like(a2)
+        b_bits = np.empty_like(b2)
+        a_bits[:, perm] = a2
+        b_bits[:, perm] = b2
+        _warn_if_slow(kind, owner, a_bits, b_bits)
+        out_bits = np.empty_like(a2)
+        finite = bitmask_product(a_bits, b_bits, out_bits, np.array(metric, dtype=np.int64), KINDS[kind])
+        out = np.ascontiguousarray(out_bits[:, perm])
+    if not finite:
+        for name, arr in (("a", a2), ("b", b2)):
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{name} contains NaN or infinity; every coefficient must be finite")
+    return out
+
+
+def _warn_if_slow(kind: str, owner: str, a_bits: np.ndarray, b_bits: np.ndarray) -> None:
+    """Warn, with an estimate, before a bitmask product that will run for a long time."""
+    import warnings
+
+    # the kernel skips zero coefficients: a row costs nnz(a_row) * nnz(b_row) terms
+    terms = float(np.dot(np.count_nonzero(a_bits, axis=1).astype(np.float64),
+                         np.count_nonzero(b_bits, axis=1).astype(np.float64)))
+    seconds = terms / (BITMASK_TERMS_PER_SECOND * max(1, min(_threads(), a_bits.shape[0])))
+    if seconds > SLOW_PRODUCT_SECONDS:
+        n = a_bits.shape[1].bit_length() - 1
+        warnings.warn(
+            f"{kind} of {a_bits.shape[0]} multivector pair(s) in {owner} ({a_bits.shape[1]} coefficients each) "
+            f"costs {terms:.3g} terms: about {seconds:.0f} s on {_threads()} thread(s). Dense "
+            f"multivectors of Cl({n}) are expensive (4**n terms); keep the inputs sparse (e.g. "
+            "vectors, bivectors) or use a smaller algebra",
+            stacklevel=5,
+        )
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _generated_kernel(kind: str, metric):
+    try:
+        from galinear._generated import find_kernel
+    except ImportError:  # the generated package is optional
+        return None
+    try:
+        return find_kernel(kind, metric)
+    except (ValueError, TypeError):
+        return None

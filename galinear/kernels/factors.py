@@ -3,13 +3,16 @@ r"""Scalar coefficients of the simple-rotor factors for the numba kernels (numpy
 One factor :math:`R_j = \cos\theta_j + \operatorname{sinc}\theta_j\, v_j \wedge w_j` is written
 :math:`R_j = a_j + s_j\, v_j w_j` with :math:`s_j = \operatorname{sinc}\theta_j` and
 :math:`a_j = \cos\theta_j - s_j\,(v_j\cdot w_j)`, :math:`\theta_j = |v_j \wedge w_j|`
-(see :mod:`galinear.kernels.rotor_chain`). :func:`factor_coefficients` computes (a, s) before
+(see :mod:`galinear.kernels.rotor_chain`); series, switch point and the formula for a come from
+:mod:`galinear._generated.rotor_spec`. :func:`factor_coefficients` computes (a, s) before
 the kernels run; :func:`factor_coefficient_grads` takes the kernels' gradients with respect to
 (a, s, v, w) back to the factors (V, W).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from galinear._generated import rotor_spec as spec
 
 __all__ = ["factor_coefficients", "factor_coefficient_grads"]
 
@@ -20,18 +23,18 @@ def _wedge_norm_sq(v: np.ndarray, w: np.ndarray) -> np.ndarray:
     return 0.5 * ((outer - np.swapaxes(outer, -1, -2)) ** 2).sum(axis=(-1, -2))
 
 
-_SERIES_Q = 1e-2  # below this theta**2, sinc and its derivative come from their Taylor series
+_SERIES = "float64"  # the coefficients are computed in float64 whatever the kernels' dtype
 
 
 def _sinc_and_derivative(q: np.ndarray):
-    """sinc(sqrt q) and d sinc(sqrt q) / dq, finite and accurate at q = 0."""
-    small = q < _SERIES_Q
+    """sinc(sqrt q) and d sinc(sqrt q) / dq, finite and accurate at q = 0 (series of the rotor spec)."""
+    small = q < spec.SERIES_SWITCH[_SERIES]
     qs = np.where(small, 1.0, q)
     th = np.sqrt(qs)
     sinc_big = np.sin(th) / th
     dsinc_big = (th * np.cos(th) - np.sin(th)) / (2.0 * qs * th)
-    sinc_small = 1 - q / 6 + q**2 / 120 - q**3 / 5040 + q**4 / 362880
-    dsinc_small = -1 / 6 + q / 60 - q**2 / 1680 + q**3 / 90720 - q**4 / 7983360
+    sinc_small = spec.horner(spec.SINC_SERIES[_SERIES], q)
+    dsinc_small = spec.horner(spec.DSINC_SERIES[_SERIES], q)
     return np.where(small, sinc_small, sinc_big), np.where(small, dsinc_small, dsinc_big)
 
 
@@ -45,8 +48,7 @@ def factor_coefficients(V: np.ndarray, W: np.ndarray):
     w = np.asarray(W, dtype=np.float64)
     q = _wedge_norm_sq(v, w)
     sinc, _ = _sinc_and_derivative(q)
-    a = np.cos(np.sqrt(q)) - sinc * (v * w).sum(-1)
-    return a, sinc
+    return spec.factor_scalar(np.cos(np.sqrt(q)), sinc, (v * w).sum(-1)), sinc
 
 
 def factor_coefficient_grads(V, W, grad_a, grad_s, grad_v, grad_w):

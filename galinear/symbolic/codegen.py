@@ -25,7 +25,7 @@ import sympy as sp
 from galinear import _io
 from galinear.symbolic.spec import KernelSpec, Program, shipped_specs
 
-__all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "kernel_path", "GENERATED_ROOT"]
+__all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "write_rotor_spec", "kernel_path", "GENERATED_ROOT"]
 
 TARGETS = ("numba", "torch")
 GENERATED_ROOT = Path(__file__).resolve().parent.parent / "_generated"
@@ -178,12 +178,6 @@ def _numba_source(spec: KernelSpec, program: Program) -> str:
     return "\n".join(lines)
 
 
-def _substitute_zero(code, zero_names):
-    if zero_names and any(z in code for z in zero_names):  # pragma: no cover - not produced by shipped ops
-        raise ValueError("intermediate that is identically zero is referenced; simplify the spec")
-    return code
-
-
 def _torch_source(spec: KernelSpec, program: Program) -> str:
     lets, outputs = _lower(program)
     used = _used_symbols(program)
@@ -251,10 +245,23 @@ def write_kernel(spec: KernelSpec, target: str, out_dir) -> Path:
     return path
 
 
+def write_rotor_spec(root=None) -> Path:
+    """Write ``<root>/rotor_spec.py`` from :mod:`galinear.symbolic.rotor_spec` (only if it changed)."""
+    from galinear.symbolic import rotor_spec
+
+    path = (GENERATED_ROOT if root is None else Path(root)) / "rotor_spec.py"
+    text = rotor_spec.generate()
+    if not (path.exists() and path.read_text(encoding="utf-8") == text):
+        _atomic_write(path, text)
+    return path
+
+
 def generate_all(root=None, targets=TARGETS, progress=None) -> list[Path]:
-    """Regenerate every shipped kernel (:func:`~galinear.symbolic.spec.shipped_specs`) under ``root``."""
+    """Regenerate the rotor spec and every shipped kernel (:func:`~galinear.symbolic.spec.shipped_specs`)."""
     root = GENERATED_ROOT if root is None else Path(root)
-    paths = []
+    paths = [write_rotor_spec(root)]
+    if progress is not None:
+        progress(paths[0])
     for spec in shipped_specs():
         for target in targets:
             path = write_kernel(spec, target, root / f"{target}_kernels")

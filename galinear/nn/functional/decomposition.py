@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from galinear._generated import rotor_spec
 from galinear.blades import bivector_pairs
 from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE, _compiling
 
@@ -59,8 +60,8 @@ def wedge(v: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def default_tolerance(dtype: torch.dtype) -> float:
-    """Stop tolerance of the power iteration for a dtype: 1e-10 (float64), 1e-5 (float32)."""
-    return 1e-10 if dtype == torch.float64 else 1e-5
+    """Stop tolerance of the power iteration for a dtype (rotor spec: 1e-10 float64, 1e-5 float32)."""
+    return rotor_spec.POWER_TOL["float64" if dtype == torch.float64 else "float32"]
 
 
 class Decomposition(NamedTuple):
@@ -152,7 +153,7 @@ def invariant_decomposition(
     warm_start: torch.Tensor | None = None,
     *,
     tol: float | None = None,
-    max_iter: int = 100,
+    max_iter: int = rotor_spec.POWER_MAX_ITER,
     method: str = "power",
     refresh: bool = True,
 ) -> Decomposition:
@@ -267,11 +268,8 @@ def invariant_decomposition(
 
 
 def _default_start(n, k, dtype, device):
-    """Fixed start vectors: plane j starts at (1, 1, ..., 1) + e_{2j} (never orthogonal to much)."""
-    start = torch.ones(k, n, dtype=dtype, device=device)
-    if k:
-        start[torch.arange(k), 2 * torch.arange(k)] += 1.0
-    return start
+    """Fixed start vectors of the rotor spec: plane j starts at (1, 1, ..., 1) + e_{2j}."""
+    return torch.tensor(rotor_spec.power_start(n), dtype=dtype, device=device).reshape(k, n)
 
 
 def factors_to_bivectors(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:

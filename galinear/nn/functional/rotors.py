@@ -9,25 +9,29 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from galinear._generated import rotor_spec
 from galinear.blades import bivector_pairs
 from galinear.nn import _tables
 from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE
 from galinear.nn.functional.decomposition import _dimension_from_bivectors, wedge
 
 
-_SERIES_LIMIT = 1e-2
+_SERIES_LIMIT = rotor_spec.SERIES_SWITCH["float64"]
 
 
 def _cos_sinc_of_square(square: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """cos(t) and sin(t)/t as functions of s = t**2 >= 0: analytic, so finite gradients at 0.
 
-    Below s = 1e-2 a Taylor series in s to s**4 (error < 3e-17), above it sqrt/cos/sin.
+    Below the switch point of the rotor spec (per dtype) its Taylor series in s, above it
+    sqrt/cos/sin (:mod:`galinear._generated.rotor_spec`).
     """
-    small = square < _SERIES_LIMIT
+    key = "float64" if square.dtype == torch.float64 else "float32"
+    switch = rotor_spec.SERIES_SWITCH[key]
+    small = square < switch
     s = torch.where(small, square, torch.zeros_like(square))
-    cos_series = 1 + s * (-1 / 2 + s * (1 / 24 + s * (-1 / 720 + s * (1 / 40320))))
-    sinc_series = 1 + s * (-1 / 6 + s * (1 / 120 + s * (-1 / 5040 + s * (1 / 362880))))
-    t = torch.sqrt(torch.where(small, torch.full_like(square, _SERIES_LIMIT), square))
+    cos_series = rotor_spec.horner(rotor_spec.COS_SERIES[key], s)
+    sinc_series = rotor_spec.horner(rotor_spec.SINC_SERIES[key], s)
+    t = torch.sqrt(torch.where(small, torch.full_like(square, switch), square))
     return torch.where(small, cos_series, torch.cos(t)), torch.where(small, sinc_series, torch.sin(t) / t)
 
 
@@ -43,7 +47,7 @@ def simple_rotor_coefficients(V: torch.Tensor, W: torch.Tensor) -> tuple[torch.T
     vv = (V * V).sum(-1)
     ww = (W * W).sum(-1)
     vw = (V * W).sum(-1)
-    square = (vv * ww - vw * vw).clamp_min(0)
+    square = rotor_spec.wedge_square(vv, ww, vw).clamp_min(0)
     cos, sinc = _cos_sinc_of_square(square)
     return cos.to(dtype), sinc.to(dtype)
 
