@@ -24,6 +24,8 @@ from itertools import combinations
 import sympy as sp
 
 from galinear import blades
+from galinear.symbolic.inverses import MultiVectorInverse
+from galinear.symbolic.printing import MultiVectorPrinting
 
 __all__ = ["MultiVector", "symbols", "vector", "bivector", "scalar", "blade", "basis", "product_rules"]
 
@@ -75,7 +77,7 @@ def _grade_sign(kind: str, g: int) -> int:
     raise ValueError(kind)
 
 
-class MultiVector:
+class MultiVector(MultiVectorInverse, MultiVectorPrinting):
     r"""A multivector of Cl(metric) with sympy coefficients in shortlex order.
 
     Parameters
@@ -261,64 +263,6 @@ class MultiVector:
         grade_of = blades.blade_grades(self.n).tolist()
         return self._new([c if gr in grades else 0 for gr, c in zip(grade_of, self.coefficients)])
 
-    def inv(self, simplify=sp.simplify) -> "MultiVector":
-        r"""Inverse :math:`A^{-1}`, with :math:`A A^{-1} = A^{-1} A = 1`.
-
-        For n <= 5 the closed forms of Hitzer and Sangwine (2017) used by the numeric
-        :func:`galinear.core.multivector.inverse` (a numerator from involutions, divided by the
-        scalar :math:`A \cdot 	ext{numerator}`); for n > 5 the linear system of the
-        left-multiplication matrix. A ValueError when the denominator simplifies to 0 (A is not
-        invertible, e.g. a null vector).
-        """
-        if self.n > 5:
-            return self._inv_matrix()
-        num = self.inverse_numerator()
-        den = sp.expand(self.gp(num).coefficients[0])
-        if simplify(den) == 0:
-            raise ValueError(
-                f"{self!r} is not invertible (the denominator of inv() simplifies to 0); "
-                "a / b and b ** -1 need an invertible b"
-            )
-        if den.could_extract_minus_sign():
-            num, den = -num, -den
-        return num.applyfunc(lambda c: c / den)
-
-    def inverse_numerator(self) -> "MultiVector":
-        r"""N(A) of the closed-form inverse (n <= 5): :math:`A N(A)` is a scalar and
-        :math:`A^{-1} = N(A) / (A N(A))` (Hitzer and Sangwine 2017; ``proofs/multivector_inverse.py``)."""
-        n = self.n
-        if n > 5:
-            raise ValueError(f"closed-form inverses exist for n <= 5; Cl({n}) uses inv() (a linear solve)")
-        if n == 0:
-            return self._coerce(1)
-        if n <= 2:
-            return self.conjugate()
-        if n == 3:
-            return self.conjugate().gp(self.involute()).gp(self.reverse())
-        if n == 4:
-            c = self.conjugate()
-            return c.gp(self.gp(c)._negate_grades((3, 4)))
-        t = self.conjugate().gp(self.involute()).gp(self.reverse())
-        return t.gp(self.gp(t)._negate_grades((1, 4)))
-
-    def _inv_matrix(self) -> "MultiVector":
-        size = 1 << self.n
-        L = sp.zeros(size, size)
-        for i, j, k, sign, gi, gj, gk in product_rules(self.metric):
-            if self.coefficients[i] != 0:
-                L[k, j] += sign * self.coefficients[i]
-        rhs = sp.zeros(size, 1)
-        rhs[0] = 1
-        try:
-            y = L.LUsolve(rhs)
-        except (ValueError, ZeroDivisionError):  # sympy's NonInvertibleMatrixError is a ValueError
-            raise ValueError(f"{self!r} is not invertible (its left-multiplication matrix is singular)") from None
-        return self._new(list(y))
-
-    def _negate_grades(self, grades) -> "MultiVector":
-        grade_of = blades.blade_grades(self.n).tolist()
-        return self._new([-c if g in grades else c for g, c in zip(grade_of, self.coefficients)])
-
     # ---------------------------------------------------------------- duality
     def dual(self, kind: str = "auto") -> "MultiVector":
         r"""Dual, as in :meth:`galinear.MultiVector.dual`: ``"polarity"`` :math:`A I^{-1}`,
@@ -447,93 +391,6 @@ class MultiVector:
         return all(sp.expand(a - b) == 0 for a, b in zip(self.coefficients, other.coefficients))
 
     __hash__ = None
-
-    # ---------------------------------------------------------------- printing
-    def _terms(self, latex: bool):
-        names = blades.blade_names(self.n)
-        masks = blades.shortlex_bitmasks(self.n).tolist()
-        for name, mask, c in zip(names, masks, self.coefficients):
-            if c == 0:
-                continue
-            if latex:
-                idx = ",".join(str(i + 1) for i in range(self.n) if mask >> i & 1) if self.n >= 10 else name[1:]
-                blade_tex = "" if mask == 0 else rf"e_{{{idx}}}"
-                yield c, blade_tex
-            else:
-                yield c, "" if mask == 0 else name
-
-    def __str__(self):
-        parts = []
-        for c, blade_name in self._terms(latex=False):
-            text = str(c)
-            if blade_name:
-                if text in ("1", "-1"):
-                    text = blade_name if text == "1" else f"-{blade_name}"
-                elif isinstance(c, sp.Add):
-                    text = f"({text})*{blade_name}"
-                else:
-                    text = f"{text}*{blade_name}"
-            parts.append(text)
-        if not parts:
-            return "0"
-        out = parts[0]
-        for part in parts[1:]:
-            out += f" - {part[1:]}" if part.startswith("-") else f" + {part}"
-        return out
-
-    def __repr__(self):
-        return f"MultiVector(Cl{self.metric if any(m != 1 for m in self.metric) else '(' + str(self.n) + ')'}: {self})"
-
-    def latex(self) -> str:
-        r"""LaTeX source, e.g. ``a_{1} b_{2} - a_{2} b_{1}\, e_{12}`` joined with ``+``."""
-        parts = []
-        for c, blade_tex in self._terms(latex=True):
-            body = sp.latex(c)
-            if blade_tex:
-                if isinstance(c, sp.Add):
-                    body = rf"\left({body}\right)"
-                body = rf"{body}\, {blade_tex}" if body not in ("1", "-1") else (
-                    blade_tex if body == "1" else f"-{blade_tex}"
-                )
-            parts.append(body)
-        if not parts:
-            return "0"
-        out = parts[0]
-        for part in parts[1:]:
-            out += f" {part}" if part.startswith("-") else f" + {part}"
-        return out
-
-    def _repr_latex_(self):
-        return f"${self.latex()}$"
-
-    # sympy's printers call these: sp.latex(A), sp.pretty(A), sp.sstr(A)
-    def _latex(self, printer=None):
-        return self.latex()
-
-    def _sympystr(self, printer=None):
-        return str(self)
-
-    def _pretty(self, printer):
-        from sympy.printing.pretty.stringpict import prettyForm
-
-        out = None
-        for c, name in self._terms(latex=False):
-            negative = c.could_extract_minus_sign()
-            size = -c if negative else c
-            if name and size == 1:
-                term = prettyForm(name)
-            else:
-                term = printer._print(size)
-                if name and isinstance(size, sp.Add):
-                    term = prettyForm(*term.parens())
-                if name:
-                    term = prettyForm(*term.right(" " + name))
-            if out is None:
-                out = prettyForm(*term.left("-")) if negative else term
-            else:
-                out = prettyForm(*out.right(" - " if negative else " + ", term))
-        return prettyForm("0") if out is None else out
-
 
 # ---------------------------------------------------------------------- constructors
 def _sym(prefix, suffix, **assumptions):
