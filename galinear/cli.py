@@ -18,6 +18,7 @@ COMMANDS = {
     "compress": "compress",
     "demo": "demo",
     "tour": "tour",
+    "generate": "generate",
 }
 
 

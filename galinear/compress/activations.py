@@ -43,10 +43,12 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
         ``attn_in``: output of the layer's input norm (the q/k/v input). ``o_in``: input of o_proj
         (the concatenated per-head attention outputs).
     progress : str, optional
-        Label of a tqdm progress bar; None for no bar.
+        Label of the progress display (:class:`galinear.compress.fit.Progress`: a bar on a
+        terminal, one line per capture in a log); None for none.
     """
     import torch
-    from tqdm.auto import tqdm
+
+    from galinear.compress.fit import progress_steps
 
     block = decoder_layers(model)[layer]
     if where == "attn_in":
@@ -70,7 +72,8 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
     try:
         with torch.no_grad():
             starts = range(0, len(token_windows), batch_size)
-            for i in tqdm(starts, desc=progress, disable=progress is None, leave=False):
+            bar = progress_steps(len(starts), progress)
+            for n, i in enumerate(starts, 1):
                 ids = torch.as_tensor(token_windows[i:i + batch_size])
                 try:
                     model(input_ids=ids, use_cache=False)
@@ -78,6 +81,8 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
                     pass
                 else:
                     raise RuntimeError(f"layer {layer}'s {where} was never reached in the forward pass")
+                bar.step(n)
+            bar.close(f"{len(token_windows)} windows captured")
     finally:
         handle.remove()
     return torch.cat(store, dim=0)
@@ -86,7 +91,8 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
 def residual_inputs(model, layer: int, token_windows: np.ndarray, progress: str | None = None):
     """Residual-stream input of decoder layer ``layer`` for each window: (windows, length, width)."""
     import torch
-    from tqdm.auto import tqdm
+
+    from galinear.compress.fit import progress_steps
 
     block = decoder_layers(model)[layer]
     store = []
@@ -99,11 +105,14 @@ def residual_inputs(model, layer: int, token_windows: np.ndarray, progress: str 
     handle = block.register_forward_pre_hook(pre_hook, with_kwargs=True)
     try:
         with torch.no_grad():
-            for i in tqdm(range(len(token_windows)), desc=progress, disable=progress is None, leave=False):
+            bar = progress_steps(len(token_windows), progress)
+            for i in range(len(token_windows)):
                 try:
                     model(input_ids=torch.as_tensor(token_windows[i:i + 1]), use_cache=False)
                 except _Stop:
                     pass
+                bar.step(i + 1)
+            bar.close(f"{len(token_windows)} windows")
     finally:
         handle.remove()
     return torch.cat(store, dim=0)

@@ -17,8 +17,54 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 
-from galinear.compress.fit import batch_loss
+from galinear.compress.fit import batch_loss, progress_steps
+
+
+class Plateau:
+    """The stopping rule's bookkeeping: the best value so far, evaluations without improvement,
+    learning-rate decays left.
+
+    ``update(value, step)`` returns "better" (below (1 - min_delta) * best), "slight" (below the
+    best, but not by min_delta: kept as the best, still counted as no improvement) or "worse".
+    After ``patience`` evaluations in a row without improvement, :meth:`decay_now` is True once
+    (if decays are left; the count restarts) or :attr:`stopped` becomes True.
+    """
+
+    def __init__(self, patience: int = 4, min_delta: float = 1e-3, decay: float = 0.3, decays: int = 1):
+        self.patience, self.min_delta, self.decay, self.decays_left = patience, min_delta, decay, decays
+        self.best, self.best_step, self.since = math.inf, 0, 0
+        self.stopped, self._decay = False, False
+
+    def update(self, value: float, step: int, optimizer=None) -> str:
+        """Record the evaluation ``value`` at ``step``; a decay is applied to ``optimizer``'s rates."""
+        verdict = self._update(value, step)
+        if self._decay and optimizer is not None:
+            for group in optimizer.param_groups:
+                group["lr"] *= self.decay
+        return verdict
+
+    def _update(self, value: float, step: int) -> str:
+        self._decay = False
+        if value < self.best * (1.0 - self.min_delta) or self.best == math.inf:
+            self.best, self.best_step, self.since = value, step, 0
+            return "better"
+        verdict = "worse"
+        if value < self.best:
+            self.best, self.best_step, verdict = value, step, "slight"
+        self.since += 1
+        if self.since >= self.patience:
+            if self.decays_left > 0:
+                self.decays_left -= 1
+                self.since, self._decay = 0, True
+            else:
+                self.stopped = True
+        return verdict
+
+    def decay_now(self) -> bool:
+        """True right after the update that asked for a learning-rate decay."""
+        return self._decay
 
 
 def _validation_mse(module, inputs, target_inputs, weight, bias, batch_size: int = 4096) -> float:
@@ -47,7 +93,6 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
     ``lr_last`` and ``curve`` (a list of [step, validation MSE]).
     """
     import torch
-    from tqdm.auto import tqdm
 
     n = len(inputs)
     if n == 0:
@@ -69,15 +114,16 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
     opt = torch.optim.Adam(params, lr=lr)
     generator = torch.Generator().manual_seed(seed)
     module.eval()
-    best = _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias)
-    curve = [[0, best]]
-    best_step, best_state = 0, copy.deepcopy(module.state_dict())
-    since, decays_left, stopped = 0, decays, "max_steps"
+    plateau = Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays)
+    plateau.update(_validation_mse(module, valid_inputs, valid_target_inputs, weight, bias), 0)
+    curve = [[0, plateau.best]]
+    best_state = copy.deepcopy(module.state_dict())
+    stopped = "max_steps"
     order, pos = torch.empty(0, dtype=torch.long), 0
     recent = []
-    bar = tqdm(range(1, max_steps + 1), desc=progress, disable=progress is None, leave=False)
-    step = 0
-    for step in bar:
+    bar = progress_steps(max_steps, progress)
+    t0, step = time.perf_counter(), 0
+    for step in range(1, max_steps + 1):
         module.train()
         if pos >= len(order):
             order, pos = torch.randperm(n, generator=generator), 0
@@ -89,34 +135,24 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
         opt.step()
         recent = (recent + [loss.item()])[-10:]
         if step % eval_every and step != max_steps:
+            bar.step(step)
             continue
         module.eval()
         value = _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias)
         curve.append([step, value])
-        bar.set_postfix(valid=f"{value:.3g}")
-        if value < best * (1.0 - min_delta):
-            best, best_step, since = value, step, 0
+        bar.step(step, f"validation MSE {value:.4g}")
+        if plateau.update(value, step, opt) != "worse":
             best_state = copy.deepcopy(module.state_dict())
-        else:
-            if value < best:  # a small gain: keep the better parameters, still count the plateau
-                best, best_step = value, step
-                best_state = copy.deepcopy(module.state_dict())
-            since += 1
-            if since >= patience:
-                if decays_left > 0:
-                    decays_left -= 1
-                    since = 0
-                    for group in opt.param_groups:
-                        group["lr"] *= decay
-                else:
-                    stopped = "plateau"
-                    break
+        if plateau.stopped:
+            stopped = "plateau"
+            break
+    bar.close(f"{step} steps, {time.perf_counter() - t0:.1f} s")
     module.load_state_dict(best_state)
     module.eval()
-    return {"steps": int(step), "best_step": int(best_step), "stopped": stopped,
-            "final_loss": sum(recent) / len(recent) if recent else float("nan"), "valid_mse": best,
+    return {"steps": int(step), "best_step": int(plateau.best_step), "stopped": stopped,
+            "final_loss": sum(recent) / len(recent) if recent else float("nan"), "valid_mse": plateau.best,
             "valid_target_mean_square": valid_ms, "lr_last": opt.param_groups[0]["lr"], "curve": curve,
             "epochs_run": step * batch_size / n if n else math.nan}
 
 
-__all__ = ["fit_until_converged"]
+__all__ = ["Plateau", "fit_until_converged"]

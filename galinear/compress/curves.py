@@ -43,13 +43,14 @@ def plot(records: list, path: str, layers=None) -> str | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator, NullFormatter
     except ImportError:
         return None
     if layers is not None:
         records = [r for r in records if r["layers"] == list(layers)]
     if not records:
         return None
-    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(4.4 * len(PROJECTIONS), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(4.4 * len(PROJECTIONS), 4.2), squeeze=False)
     for ax, proj in zip(axes[0], PROJECTIONS):
         labelled = set()
         longest = max((c[-1][0] for r in records for p, c in r["curves"].items() if p == proj and c), default=1)
@@ -72,13 +73,25 @@ def plot(records: list, path: str, layers=None) -> str | None:
             ax.plot(steps, values, color=color, linewidth=1.2, alpha=0.85, label=label)
         ax.set_xlim(0, max(longest, 1))
         ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+        ax.yaxis.set_minor_formatter(NullFormatter())  # minor labels of a log axis overlap
         ax.set_xlabel("Adam steps")
         ax.set_ylabel("validation MSE / target mean square")
         ax.set_title(f"{proj} (layer {records[0]['layers'][0]})")
         ax.grid(alpha=0.3, which="both")
         ax.tick_params(labelsize=7)
-    axes[0][0].legend(loc="best", fontsize=7, framealpha=0.85)
-    fig.tight_layout()
+    # one legend for the figure, in a band reserved under the panels (never cut at the sides)
+    handles = {}
+    for ax in axes[0]:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(name, handle)
+    columns = min(len(handles), 4) or 1
+    rows = -(-len(handles) // columns)
+    band = (0.12 + 0.2 * rows) / fig.get_figheight()  # inches of legend rows, as a fraction
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=columns, fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0.0, band, 1.0, 1.0))
     _io.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
     return path

@@ -55,15 +55,18 @@ def log_perplexity(model, windows, progress: str | None = None, start=None) -> d
     ``start = (layer, residuals)`` with residuals (windows, L, width): skip the layers below
     ``layer`` (their output is given). Returns ``{"log_ppl", "nll_sum", "tokens", "windows"}``.
     """
-    from tqdm.auto import tqdm
+    from galinear.compress.fit import progress_steps
 
     total, count = 0.0, 0
     ids = windows.batch(windows.heldout)
-    for i in tqdm(range(len(ids)), desc=progress, disable=progress is None, leave=False):
+    bar = progress_steps(len(ids), progress)
+    for i in range(len(ids)):
         here = None if start is None else (start[0], start[1][i:i + 1])
         s, n = window_nll(model, ids[i], windows.score_from(i), here)
         total += s
         count += n
+        bar.step(i + 1)
+    bar.close(f"ln PPL {total / max(count, 1):.4f} on {count} tokens")
     return {"log_ppl": total / count, "nll_sum": total, "tokens": count, "windows": len(ids)}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 
 from galinear import _io, _util
 
@@ -46,6 +47,60 @@ def load(path: str, *, recompute: bool = True):
         except FileNotFoundError:
             pass
         return None
+
+
+class Progress:
+    """Progress of one unit of ``total`` steps labelled ``label`` (None: silent).
+
+    On a terminal (``stream.isatty()``) a tqdm bar that is cleared at the end. Otherwise, for a
+    log: no bar and no carriage return, one line when the unit ends with its elapsed time, and a
+    line at most every ``every`` seconds while it runs (long units).
+    """
+
+    def __init__(self, total: int, label: str | None, stream=None, every: float = 60.0):
+        self.total, self.label, self.every = int(total), label, every
+        self.stream = sys.stderr if stream is None else stream
+        self.t0 = self.last = time.perf_counter()
+        self.bar = None
+        if label is not None and _isatty(self.stream):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, desc=label, leave=False, file=self.stream)
+
+    def _line(self, text: str) -> None:
+        print(f"{self.label}: {text} ({time.perf_counter() - self.t0:.1f} s)", file=self.stream, flush=True)
+
+    def step(self, n: int, note: str | None = None) -> None:
+        """Unit ``n`` of ``total`` is done; ``note`` is shown beside it."""
+        if self.label is None:
+            return
+        if self.bar is not None:
+            if note:
+                self.bar.set_postfix_str(note, refresh=False)
+            self.bar.update(n - self.bar.n)
+        elif time.perf_counter() - self.last >= self.every:
+            self.last = time.perf_counter()
+            self._line(f"{n}/{self.total}" + (f", {note}" if note else ""))
+
+    def close(self, summary: str | None = None) -> None:
+        if self.label is None:
+            return
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self._line(summary or f"{self.total} done")
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_steps(total: int, label: str | None, stream=None) -> Progress:
+    """A :class:`Progress` for ``total`` steps (see there)."""
+    return Progress(total, label, stream)
 
 
 def cosine_lr(step: int, total: int, lr: float) -> float:
@@ -91,7 +146,6 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     dict with ``steps``, ``final_loss`` (mean of the last 10 batch losses) and ``lr_last``.
     """
     import torch
-    from tqdm.auto import tqdm
 
     n = len(inputs)
     if n == 0:
@@ -114,9 +168,9 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     recent = []
     order = torch.empty(0, dtype=torch.long)
     pos = 0
-    bar = tqdm(range(total), desc=progress, disable=progress is None, leave=False)
+    bar = progress_steps(total, progress)
     lr_last = lr
-    for step in bar:
+    for step in range(total):
         if pos >= len(order):
             order, pos = torch.randperm(n, generator=generator), 0
         idx = order[pos:pos + batch_size]
@@ -129,7 +183,7 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
         sched.step()
         recent.append(loss.item())
         recent = recent[-10:]
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{recent[-1]:.3g}")
+        bar.step(step + 1, f"loss {recent[-1]:.3g}")
+    bar.close(f"{total} steps, final loss {sum(recent) / len(recent):.4g}")
     module.eval()
     return {"steps": total, "final_loss": sum(recent) / len(recent), "lr_last": lr_last}

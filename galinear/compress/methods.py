@@ -25,6 +25,11 @@ linear rotor gadget (``RotorLinear``, no hidden layer, no nonlinearity) fitted b
 exact mean squared error over all training rows, computed from the same second moments
 (:func:`galinear.compress.closed_form.fit_on_moments`); its initialisation depends on the seed.
 
+``MethodSpec.objective`` ("qkv" by default) chooses what an Adam-fitted method is fitted to: each
+projection's outputs, or (``attention``, ``logits``) the layer's attention output or the model's
+next-token distribution with q, k and v fitted jointly (:mod:`galinear.compress.objective`). It
+enters the tag (``-objattention``), so such fits are cached apart.
+
 The dense method is a sanity baseline: a fresh full matrix fitted by the same loop should land
 close to the original model. The zero method is the other end: q = k = v = 0 switches the
 layer's attention off (uniform weights over zero values), so a replacement that does no better
@@ -68,6 +73,8 @@ class MethodSpec:
     max_steps: int | None = None               # set: fit until the validation MSE stops improving
     eval_every: int | None = None              # (galinear.compress.converge), at most max_steps
     patience: int | None = None
+    objective: str = "qkv"                     # "attention" / "logits": q, k, v fitted jointly
+                                               # (galinear.compress.objective)
 
     def __post_init__(self):
         if self.name not in METHODS:
@@ -76,6 +83,11 @@ class MethodSpec:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.objective not in ("qkv", "attention", "logits"):
+            raise ValueError(f"spec objective must be qkv, attention or logits, got {self.objective!r}")
+        if self.objective != "qkv" and (self.moment_fit or self.name == "zero"):
+            raise ValueError(f"spec objective {self.objective!r} applies to Adam-fitted methods; {self.name} is "
+                             "fitted from second moments or has no parameters: use objective='qkv' for it")
 
     @property
     def learning_rate(self) -> float:
@@ -107,6 +119,8 @@ class MethodSpec:
         parts.append(f"lr{self.learning_rate:g}")
         if self.batch_size != 256:
             parts.append(f"bs{self.batch_size}")
+        if self.objective != "qkv":
+            parts.append(f"obj{self.objective}")
         return "-".join(parts)
 
     def to_dict(self) -> dict:

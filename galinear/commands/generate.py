@@ -1,0 +1,111 @@
+"""``galinear generate``: a greedy continuation from the original and a compressed model, side by side."""
+import os
+
+HELP = ("Print a greedy continuation of a prompt from the original model and from a compressed model kept with "
+        "`galinear compress --save DIR`, side by side")
+DEFAULT_PROMPT = "The history of the printing press begins"
+
+
+def add_arguments(parser):
+    parser.add_argument("folder", help="a compressed-model folder written by `galinear compress ... --save DIR` "
+                                       "(or DIR itself when it holds one model)")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
+    parser.add_argument("--tokens", type=int, default=40, help="new tokens to generate (default 40)")
+    parser.add_argument("--model", default=None,
+                        help="load the original model from here instead of the source recorded in the folder")
+    parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
+    parser.add_argument("--width", type=int, default=100, help="line width of the side-by-side output")
+
+
+def greedy(model, prompt_ids, tokens: int, eos=None) -> list:
+    """``tokens`` new token ids, each the argmax of the next-token logits (ties: the lowest id);
+    stops early after ``eos``. Deterministic: no sampling, no cache."""
+    import torch
+
+    ids = [int(t) for t in prompt_ids]
+    new = []
+    with torch.no_grad():
+        for _ in range(tokens):
+            logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
+            token = int(torch.argmax(logits))
+            ids.append(token)
+            new.append(token)
+            if eos is not None and token == eos:
+                break
+    return new
+
+
+def prompt_ids(tokenizer, prompt: str) -> list:
+    """The prompt's ids, with the BOS token in front where the tokenizer's convention wants one
+    (the same convention as the compression windows)."""
+    from galinear.compress.windows import bos_token
+
+    if not prompt:
+        raise ValueError("the prompt is empty; give --prompt TEXT")
+    ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    bos = bos_token(tokenizer)
+    return ([bos] if bos is not None else []) + ids
+
+
+def compare(model, tokenizer, folder: str, prompt: str, tokens: int = 40) -> dict:
+    """Greedy continuations of ``prompt`` by ``model`` and then by ``model`` with the replacements of
+    ``folder`` installed (in place: ``model`` is the compressed one afterwards).
+
+    Returns ``{"prompt_ids", "original", "compressed"}`` (new token ids) and ``first_difference``
+    (index of the first differing new token, None if none).
+    """
+    from galinear.compress import saving
+
+    if tokens < 1:
+        raise ValueError(f"--tokens must be >= 1, got {tokens}")
+    ids = prompt_ids(tokenizer, prompt)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    original = greedy(model, ids, tokens, eos)
+    saving.load(folder, model)
+    compressed = greedy(model, ids, tokens, eos)
+    first = next((i for i, (a, b) in enumerate(zip(original, compressed)) if a != b), None)
+    if first is None and len(original) != len(compressed):
+        first = min(len(original), len(compressed))
+    return {"prompt_ids": ids, "original": original, "compressed": compressed, "first_difference": first}
+
+
+def side_by_side(left: str, right: str, width: int = 100, titles=("original", "compressed")) -> str:
+    """Two texts in two wrapped columns under their titles."""
+    import itertools
+    import textwrap
+
+    col = max(10, (width - 3) // 2)
+    a = textwrap.wrap(left, col) or [""]
+    b = textwrap.wrap(right, col) or [""]
+    lines = [f"{titles[0]:<{col}} | {titles[1]}", f"{'-' * col}-+-{'-' * col}"]
+    lines += [f"{x:<{col}} | {y}" for x, y in itertools.zip_longest(a, b, fillvalue="")]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def run(args):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from galinear.compress import models, saving
+
+    try:
+        config = saving.read_config(args.folder)
+        source = args.model or config["model"].get("source")
+        if not source:
+            raise ValueError(f"{args.folder} does not record where its original model comes from; "
+                             "give it with --model PATH")
+        loaded = models.load_model(source, args.gguf_file if args.model else config["model"].get("gguf_file"))
+        out = compare(loaded.model, loaded.tokenizer, config["_folder"], args.prompt, args.tokens)
+    except ValueError as exc:
+        print(f"galinear generate: error: {exc}")
+        return 2
+    decode = loaded.tokenizer.decode
+    print(f"prompt: {args.prompt}")
+    print(f"model: {loaded.name}; compressed: {config['_folder']} ({config.get('method_tag', '?')}, layers "
+          f"{','.join(map(str, config.get('layers', [])))}); greedy, {args.tokens} new tokens")
+    print()
+    print(side_by_side(decode(out["original"]), decode(out["compressed"]), args.width))
+    print()
+    first = out["first_difference"]
+    print("the continuations are identical" if first is None else
+          f"the continuations first differ at new token {first + 1}")
+    return 0

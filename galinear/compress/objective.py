@@ -1,0 +1,309 @@
+"""Fitting a layer's q, k and v replacements jointly to what the model needs.
+
+The default objective ("qkv", :mod:`galinear.compress.fit`) fits each projection on its own to
+the original projection's outputs. Two joint objectives fit the three replacements of one layer
+together:
+
+``attention``
+    The layer's attention output (the output of o_proj, what the residual stream receives),
+    computed by the model's own attention module (its RoPE, grouped key/value heads, causal mask
+    and any q/k norms) on the captured attention inputs of whole windows. With x_w the inputs of
+    window w in the partly compressed network, x°_w the original network's, and Attn_Q,K,V the
+    layer's attention with the projections Q, K, V:
+
+        L = mean over windows, tokens and channels of (Attn_{q',k',v'}(x_w) - Attn_{q,k,v}(x°_w))^2.
+
+``logits``
+    The model's next-token distribution on the training windows: the mean over tokens of
+    KL(p_original || p_replaced), running only the layers from the fitted one upward (from the
+    residual stream captured at its input) with the replacements installed.
+
+Every Adam step takes whole windows (attention needs each token's prefix): ``window_batch``
+windows per step. A fixed-step fit takes as many steps as the projection-wise fit of the same
+rows and epochs (ceil(rows / batch_size) per pass), so the two compare at equal steps; the
+until-converged fit uses the stopping rule of :mod:`galinear.compress.converge` on the same
+objective over the validation windows.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+from galinear.compress import activations, models
+from galinear.compress.converge import Plateau
+from galinear.compress.fit import cosine_lr, progress_steps
+from galinear.compress.models import PROJECTIONS
+
+OBJECTIVES = ("qkv", "attention", "logits")
+_DROP = ("past_key_values", "past_key_value", "cache", "use_cache", "hidden_states", "output_attentions")
+
+
+def check_objective(name: str) -> str:
+    if name not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {name!r}")
+    return name
+
+
+def attention_call(model, layer: int, length: int) -> dict:
+    """The keyword arguments the model passes to layer ``layer``'s attention module for a window
+    of ``length`` tokens (position embeddings, causal mask, ...), recorded from one real forward."""
+    import torch
+
+    attn = models.attention(models.decoder_layers(model)[layer])
+    seen = {}
+
+    def pre_hook(module, args, kwargs):
+        seen.update({k: v for k, v in kwargs.items() if k not in _DROP})
+        raise activations._Stop
+
+    handle = attn.register_forward_pre_hook(pre_hook, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.zeros((1, length), dtype=torch.long), use_cache=False)
+    except activations._Stop:
+        pass
+    else:
+        raise RuntimeError(f"layer {layer}'s attention was never called in the forward pass")
+    finally:
+        handle.remove()
+    return seen
+
+
+def attention_output(model, layer: int, hidden, call: dict, replacements: dict | None = None):
+    """o_proj output of layer ``layer``'s attention on ``hidden`` (windows, L, width), with
+    ``replacements = {"q_proj": module, ...}`` installed for the call (differentiable in them)."""
+    attn = models.attention(models.decoder_layers(model)[layer])
+    swap = {(layer, p): m for p, m in (replacements or {}).items()}
+    with activations.swapped(model, swap):
+        out = attn(hidden_states=hidden, **call)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def next_token_logits(model, layer: int, residual, replacements: dict | None = None):
+    """Logits of the model run from decoder layer ``layer`` on its residual-stream input
+    ``residual`` (windows, L, width), with ``replacements`` installed at that layer."""
+    swap = {(layer, p): m for p, m in (replacements or {}).items()}
+    with activations.swapped(model, swap):
+        if layer == 0:
+            raise ValueError("the logits objective needs layer >= 1 (it starts from the residual stream)")
+        with activations.starting_at(model, layer):
+            return model(inputs_embeds=residual, use_cache=False).logits
+
+
+class LayerObjective:
+    """One layer's joint objective on fixed windows.
+
+    Parameters
+    ----------
+    model, layer
+        The model (with any earlier replacements already installed by the caller) and the layer.
+    objective : {"attention", "logits"}
+    inputs, original_inputs : (windows, L, width) tensors
+        attention: the attention inputs in the partly compressed and in the original network.
+        logits: the residual-stream inputs of the layer in the same two networks.
+    """
+
+    def __init__(self, model, layer: int, objective: str, inputs, original_inputs):
+        import torch
+
+        self.model, self.layer, self.objective = model, layer, check_objective(objective)
+        if objective == "qkv":
+            raise ValueError("the qkv objective is fitted projection by projection (galinear.compress.fit)")
+        if inputs.dim() != 3 or inputs.shape != original_inputs.shape:
+            raise ValueError(f"inputs must be (windows, L, width) and match the original inputs; got "
+                             f"{tuple(inputs.shape)} and {tuple(original_inputs.shape)}")
+        self.inputs, self.original_inputs = inputs, original_inputs
+        self.call = attention_call(model, layer, inputs.shape[1]) if objective == "attention" else None
+        self._targets = None
+        if objective == "attention":  # (windows, L, width): small, computed once
+            with torch.no_grad():
+                self._targets = torch.cat([attention_output(model, layer, original_inputs[i:i + 4], self.call)
+                                           for i in range(0, len(original_inputs), 4)])
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def loss(self, replacements: dict, idx):
+        """The objective on windows ``idx`` (a differentiable scalar)."""
+        import torch
+
+        if self.objective == "attention":
+            out = attention_output(self.model, self.layer, self.inputs[idx], self.call, replacements)
+            return torch.nn.functional.mse_loss(out, self._targets[idx])
+        with torch.no_grad():
+            target = torch.log_softmax(next_token_logits(self.model, self.layer, self.original_inputs[idx]).float(), -1)
+        logp = torch.log_softmax(next_token_logits(self.model, self.layer, self.inputs[idx], replacements).float(), -1)
+        return (target.exp() * (target - logp)).sum(-1).mean()
+
+    def value(self, replacements: dict, window_batch: int = 2) -> float:
+        """The objective over all windows (no gradients)."""
+        import torch
+
+        total = 0.0
+        with torch.no_grad():
+            for i in range(0, len(self), window_batch):
+                idx = torch.arange(i, min(i + window_batch, len(self)))
+                total += float(self.loss(replacements, idx)) * len(idx)
+        return total / max(len(self), 1)
+
+    def target_mean_square(self) -> float:
+        """Mean square of the attention target (to make the attention loss relative); 1 for logits."""
+        return float(self._targets.double().pow(2).mean()) if self._targets is not None else 1.0
+
+
+def fit_layer(modules: dict, objective: LayerObjective, *, lr: float, steps: int | None = None,
+              window_batch: int = 1, seed: int = 0, valid: LayerObjective | None = None,
+              max_steps: int | None = None, eval_every: int = 25, patience: int = 4, min_delta: float = 1e-3,
+              decay: float = 0.3, decays: int = 1, progress: str | None = None) -> dict:
+    """Fit ``modules = {"q_proj": ..., "k_proj": ..., "v_proj": ...}`` jointly to ``objective`` by Adam.
+
+    Fixed steps (``steps``): cosine schedule from ``lr`` to 0. Until converged (``max_steps`` and
+    ``valid``): constant ``lr``, the validation objective every ``eval_every`` steps, decays and stop
+    as in :func:`galinear.compress.converge.fit_until_converged`, best parameters restored.
+    ``progress``: the label of a :class:`galinear.compress.fit.Progress` (None: silent).
+
+    Returns a dict with ``steps``, ``final_loss`` (mean of the last 10 batch losses), ``lr_last``,
+    ``seconds`` and, until converged, ``best_step``, ``stopped``, ``valid_loss`` and ``curve``.
+    """
+    import torch
+
+    converged = max_steps is not None
+    if converged and valid is None:
+        raise ValueError("a fit until convergence needs validation windows (valid=...)")
+    total = int(max_steps if converged else (steps or 0))
+    if total < 1:
+        raise ValueError(f"the number of steps must be >= 1, got {total}")
+    params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
+    if not params:
+        return {"steps": 0, "final_loss": float("nan"), "lr_last": 0.0, "seconds": 0.0}
+    opt = torch.optim.Adam(params, lr=lr)
+    sched = None if converged else torch.optim.lr_scheduler.LambdaLR(opt, lambda t: cosine_lr(t, total, 1.0))
+    generator = torch.Generator().manual_seed(seed)
+    order, pos, recent = torch.empty(0, dtype=torch.long), 0, []
+    plateau, curve, best_state = None, [], None
+    if converged:
+        plateau = Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays)
+        _mode(modules, train=False)
+        first = valid.value(modules)
+        plateau.update(first, 0)
+        curve.append([0, first])
+        best_state = copy.deepcopy({p: m.state_dict() for p, m in modules.items()})
+    t0, step, stopped = time.perf_counter(), 0, "steps"
+    bar = progress_steps(total, progress)
+    for step in range(1, total + 1):
+        _mode(modules, train=True)
+        if pos >= len(order):
+            order, pos = torch.randperm(len(objective), generator=generator), 0
+        idx = order[pos:pos + window_batch]
+        pos += window_batch
+        loss = objective.loss(modules, idx)
+        if not torch.isfinite(loss.detach()):
+            raise FloatingPointError(f"non-finite {objective.objective} loss at step {step}; lower the learning rate")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+        recent = (recent + [loss.item()])[-10:]
+        checkpoint = step % eval_every == 0 or step == total
+        if converged and checkpoint:
+            _mode(modules, train=False)
+            value = valid.value(modules)
+            curve.append([step, value])
+            if plateau.update(value, step, opt) != "worse":
+                best_state = copy.deepcopy({p: m.state_dict() for p, m in modules.items()})
+            if plateau.stopped:
+                stopped = "plateau"
+                break
+        bar.step(step, f"loss {recent[-1]:.4g}" + (f", validation {curve[-1][1]:.4g}" if converged else ""))
+    bar.close(f"{step} steps, final loss {sum(recent) / len(recent):.4g}")
+    if best_state is not None:
+        for p, m in modules.items():
+            m.load_state_dict(best_state[p])
+    _mode(modules, train=False)
+    stats = {"steps": int(step), "final_loss": sum(recent) / len(recent), "lr_last": opt.param_groups[0]["lr"],
+             "seconds": time.perf_counter() - t0, "objective": objective.objective,
+             "target_mean_square": objective.target_mean_square(), "window_batch": window_batch}
+    if converged:
+        stats.update(best_step=int(plateau.best_step), stopped=stopped if stopped == "plateau" else "max_steps",
+                     valid_loss=plateau.best, curve=curve)
+    return stats
+
+
+def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements: dict) -> LayerObjective:
+    """The objective on windows ``ids`` (windows, L): from the attention-input rows ``x_in`` /
+    ``x_orig`` (windows * L, width), or for logits from residual streams captured here."""
+    windows, length = ids.shape
+    if name == "attention":
+        return LayerObjective(model, layer, name, x_in.reshape(windows, length, -1), x_orig.reshape(windows, length, -1))
+    res_orig = activations.residual_inputs(model, layer, ids)
+    if replacements:
+        with activations.swapped(model, replacements):
+            res_in = activations.residual_inputs(model, layer, ids)
+    else:
+        res_in = res_orig
+    return LayerObjective(model, layer, name, res_in, res_orig)
+
+
+def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
+    """Fit (or load) the q, k, v replacements of ``layer_set[i]`` jointly with ``spec.objective``
+    inside a :class:`galinear.compress.Study`; one checkpoint per projection as for the
+    projection-wise fits (the shared fit statistics in each), the test MSE per projection."""
+    import torch
+
+    from galinear.compress import evaluate, fit, methods
+    from galinear.compress.study import _install
+
+    model, layer, prefix = study.model, layer_set[i], tuple(layer_set[:i])
+    paths = {p: study.store.unit_path(spec, seed, prefix, layer, p) for p in PROJECTIONS}
+    saved = {p: fit.load(path) for p, path in paths.items()}
+    modules = {}
+    for j, proj in enumerate(PROJECTIONS):
+        torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # the projection-wise fits' initialisation
+        modules[proj] = study._build(spec, layer, proj)
+    if any(c is None for c in saved.values()):
+        x_orig, x_orig_test = study.original_capture(layer)
+        key = study.store.input_key(spec, seed, prefix, layer)
+        x_in, x_in_test = study._capture_pair(layer, "attn_in", replacements, key) if prefix else (x_orig, x_orig_test)
+        train = _objective_on(model, layer, spec.objective, study._train_ids(), x_in, x_orig, replacements)
+        valid = None
+        if spec.max_steps:
+            xv_in, xv_orig = study.valid_capture(layer, replacements, key)
+            valid = _objective_on(model, layer, spec.objective, study._valid_ids(), xv_in, xv_orig, replacements)
+        label = f"fit {spec.name} s{seed} L{layer} q,k,v ({spec.objective})" if study._bars else None
+        stats = fit_layer(modules, train, lr=spec.learning_rate, steps=steps_for(len(x_in), spec.epochs, spec.batch_size),
+                          seed=1_000_003 * seed + 131 * layer, valid=valid, max_steps=spec.max_steps,
+                          eval_every=spec.eval_every or 25, patience=spec.patience or 4, progress=label)
+        study.log(f"fitted {spec.tag()} s{seed} L{layer} q,k,v jointly ({spec.objective}): {stats['steps']} steps"
+                  + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
+                  + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
+        for proj, module in modules.items():
+            orig = models.projection(model, layer, proj)
+            target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
+            unit = dict(stats, test_mse=evaluate.mse(module, x_in_test, target_test),
+                        target_mean_square=float(target_test.double().pow(2).mean()),
+                        objective_target_mean_square=stats["target_mean_square"],
+                        params=methods.count_parameters(module), dense_params=methods.count_parameters(orig))
+            if "curve" in unit:  # the learning curve of the joint objective, kept under its own name
+                unit["objective_curve"] = unit.pop("curve")
+            saved[proj] = {"state": module.state_dict(), "stats": unit, "spec": spec.to_dict(),
+                           "layer": layer, "projection": proj, "seed": seed}
+            fit.atomic_save(saved[proj], paths[proj])
+    for proj, module in modules.items():
+        module.load_state_dict(saved[proj]["state"])
+        _install(module, (layer, proj), saved[proj]["stats"], replacements, info)
+
+
+def _mode(modules: dict, train: bool) -> None:
+    for m in modules.values():
+        m.train(train)
+
+
+def steps_for(rows: int, epochs: float, batch_size: int) -> int:
+    """Steps of the projection-wise fit of ``rows`` rows: round(epochs * ceil(rows / batch_size))."""
+    return max(1, int(round(epochs * math.ceil(rows / batch_size))))
+
+
+__all__ = ["OBJECTIVES", "LayerObjective", "attention_call", "attention_output", "check_objective", "fit_in_study",
+           "fit_layer", "next_token_logits", "steps_for"]
