@@ -36,10 +36,27 @@ from galinear.blades import shortlex_bitmasks
 from galinear.kernels import rotor_chain
 from galinear.kernels.factors import factor_coefficient_grads
 
-__all__ = ["TOKENS_PER_JOB", "sandwich_forward", "sandwich_backward"]
+__all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "sandwich_forward",
+           "sandwich_backward"]
 
 #: Tokens per parallel job (the parameter-gradient partial sums are kept per job).
 TOKENS_PER_JOB = 8
+#: Cross-over measured with benchmarks/bench_resident.py (docs/performance.md): up to this many
+#: tokens per chunk pair the token-resident kernel is faster than the tile kernel (which pads a
+#: batch to a 16-token tile and vectorises along tokens); above it the tile kernel is.
+RESIDENT_MAX_TOKENS = 8
+#: Kernel names accepted by :func:`pick_kernel` and the "numba" backend.
+KERNELS = ("auto", "resident", "tile")
+
+
+def pick_kernel(kernel: str, tokens: int) -> str:
+    """"resident" or "tile" for a batch of ``tokens`` tokens per chunk pair; ``kernel`` "auto"
+    chooses by the measured cross-over :data:`RESIDENT_MAX_TOKENS`, other names are kept."""
+    if kernel == "auto":
+        return "resident" if tokens <= RESIDENT_MAX_TOKENS else "tile"
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    return kernel
 
 _FASTMATH = {"contract"}  # fused multiply-add, nothing that reorders sums
 

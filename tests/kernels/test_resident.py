@@ -1,0 +1,130 @@
+"""The token-resident kernels (galinear.kernels.resident) against the tile kernels, the dense
+oracle (tests/kernels/oracle.py), central differences, and across thread counts.
+
+Tolerances: norm-wise relative error against a float64 reference on the same inputs, float32
+1e-5 and float64 1e-12 (the dense oracle) / 1e-12 (the tile kernel in the same dtype: both sum
+the same terms in different orders).
+"""
+import numpy as np
+import pytest
+import torch
+
+from galinear.kernels import resident, rotor_chain
+from galinear.nn.fast import numba_sandwich
+from galinear.testing import assert_gradient_matches_fd
+from tests.kernels.oracle import dense_sandwich
+from tests.kernels.test_rotor_chain import make_case, reference, rel_err
+
+TOL = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("double", [False, True])
+@pytest.mark.parametrize("n,B,P", [(1, 1, 2), (2, 3, 1), (3, 1, 2), (4, 5, 3), (5, 9, 1), (6, 1, 3), (7, 2, 1),
+                                   (8, 1, 1)])
+def test_matches_dense_oracle_and_tile_kernel(rng, n, B, P, double, dtype):
+    x, factors = make_case(rng, n, B, P, dtype, double)
+    grad_y = rng.standard_normal(x.shape).astype(dtype)
+    y = resident.sandwich_forward(x, *factors)
+    assert y.dtype == dtype and y.shape == x.shape
+    y_ref, grads_ref = reference(x, factors, grad_y, dense_sandwich)
+    assert rel_err(y, y_ref) < TOL[dtype]
+    grads = [g for g in resident.sandwich_backward(y, grad_y, *factors) if g is not None]
+    assert len(grads) == len(grads_ref)
+    for name, g, g_ref in zip(["x", "VL", "WL", "VR", "WR"], grads, grads_ref):
+        assert g.dtype == dtype and g.shape == g_ref.shape, name
+        assert rel_err(g, g_ref) < TOL[dtype], (name, rel_err(g, g_ref))
+    y_tile = rotor_chain.sandwich_forward(x, *factors)
+    assert rel_err(y, y_tile) < TOL[dtype]
+    tile_grads = [g for g in rotor_chain.sandwich_backward(y_tile, grad_y, *factors) if g is not None]
+    for g, g_tile in zip(grads, tile_grads):
+        assert rel_err(g, g_tile) < TOL[dtype]
+
+
+@pytest.mark.parametrize("n,B", [(9, 1), (10, 3), (11, 1)])
+def test_large_n_matches_tile_kernel(rng, n, B):
+    x, factors = make_case(rng, n, B, 1, np.float64, True)
+    grad_y = rng.standard_normal(x.shape)
+    y = resident.sandwich_forward(x, *factors)
+    assert rel_err(y, rotor_chain.sandwich_forward(x, *factors)) < 1e-12
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
+    for g, g_tile in zip(resident.sandwich_backward(y, grad_y, *factors),
+                         rotor_chain.sandwich_backward(y, grad_y, *factors)):
+        assert rel_err(g, g_tile) < 1e-12
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_thread_count_gives_identical_bits(rng, dtype):
+    import numba
+    x, factors = make_case(rng, 7, 19, 3, dtype, True)  # 19 tokens: full and partial jobs
+    grad_y = rng.standard_normal(x.shape).astype(dtype)
+    before = numba.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            y = resident.sandwich_forward(x, *factors)
+            results.append((y, *resident.sandwich_backward(y, grad_y, *factors)))
+    finally:
+        numba.set_num_threads(before)
+    for a, b in zip(*results):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("point", ["random", "zero_angle", "large_angle"])
+def test_gradient_matches_central_differences(point):
+    gen = torch.Generator().manual_seed(5)
+    n, B, P = 4, 3, 2
+    x = torch.randn(B, P, 1 << n, generator=gen, dtype=torch.float64)
+    factors = [torch.randn(P, 2, n, generator=gen, dtype=torch.float64) / 2 for _ in range(4)]
+    if point == "zero_angle":
+        factors[1] = 0.5 * factors[0]  # v parallel to w: theta = 0, the left rotor is 1
+    if point == "large_angle":
+        factors = [4.0 * f for f in factors]
+    probe = torch.randn(B, P, 1 << n, generator=gen, dtype=torch.float64)
+    for i in range(5):
+        def loss(t, i=i):
+            args = [x, *factors]
+            args[i] = t
+            return (numba_sandwich(*args, kernel="resident") * probe).sum()
+        assert_gradient_matches_fd(loss, [x, *factors][i], rtol=1e-8)
+
+
+@pytest.mark.parametrize("tokens,expected", [(1, "resident"), (resident.RESIDENT_MAX_TOKENS, "resident"),
+                                             (resident.RESIDENT_MAX_TOKENS + 1, "tile"), (2048, "tile")])
+def test_pick_kernel_follows_the_cross_over(tokens, expected):
+    assert resident.pick_kernel("auto", tokens) == expected
+    assert resident.pick_kernel("tile", 1) == "tile"
+    assert resident.pick_kernel("resident", 4096) == "resident"
+
+
+def test_backend_kernels_agree_and_bad_names_are_refused():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(11, 2, 32, generator=gen, dtype=torch.float64)
+    factors = [torch.randn(2, 2, 5, generator=gen, dtype=torch.float64) for _ in range(4)]
+    outs = [numba_sandwich(x, *factors, kernel=k) for k in ("auto", "resident", "tile")]
+    for y in outs[1:]:
+        assert rel_err(y.numpy(), outs[0].numpy()) < 1e-12
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        numba_sandwich(x, *factors, kernel="fast")
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        resident.pick_kernel("fast", 1)
+
+
+def test_bad_input_is_refused(rng):
+    x, (V, W) = make_case(rng, 4, 2, 3, np.float64, False)
+    with pytest.raises(ValueError, match="2\\*\\*n"):
+        resident.sandwich_forward(x[..., :15], V, W)
+    with pytest.raises(ValueError, match="shape \\(P, k, n\\)"):
+        resident.sandwich_forward(x, V[:1], W[:1])
+    with pytest.raises(TypeError, match="float32 or float64"):
+        resident.sandwich_forward(x.astype(np.int64), V, W)
+    with pytest.raises(ValueError, match="grad_y"):
+        resident.sandwich_backward(x, x[:1], V, W)
+
+
+def test_empty_batch(rng):
+    x, factors = make_case(rng, 5, 0, 2, np.float32, True)
+    assert resident.sandwich_forward(x, *factors).shape == x.shape
+    gx, dVL, *_ = resident.sandwich_backward(x, x, *factors)
+    assert gx.shape == x.shape and np.all(dVL == 0)
