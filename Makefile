@@ -67,6 +67,10 @@ bench-gradient: $(STAMP)
 bench-kernels: $(STAMP)
 	$(PY) benchmarks/bench_kernels.py
 
+.PHONY: bench-resident
+bench-resident: $(STAMP)
+	$(PY) benchmarks/bench_resident.py
+
 verify: $(STAMP)
 	$(PY) -m galinear verify
 
