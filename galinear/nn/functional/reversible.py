@@ -9,8 +9,8 @@ and :math:`a_j = \cos\theta_j - s_j\,(v_j\cdot w_j)`, :math:`\theta_j = |v_j\wed
 
 with :math:`L_u z = u z` and :math:`\mathcal{R}_u z = z u` (each n signed permutations of the
 coefficients). The map applies the factors of R, then those of :math:`\tilde S`, in the
-coefficient-first layout (2**n, P, B) through a few preallocated buffers, and saves only its
-output y.
+coefficient-first layout (2**n, P, T) on tiles of T tokens through a few preallocated buffers,
+and saves only its output y.
 
 Backward walks the factors from the last to the first. :math:`L_u` and :math:`\mathcal{R}_u` are
 self-adjoint (:math:`e_i e_i = 1`), so for an output gradient g:
@@ -90,26 +90,24 @@ class _Chain:
 
 
 def _forward_chain(chain: _Chain, z):
-    """Apply every factor to z (d, P, B) in place of a copy; returns the result."""
-    current = z.clone()
+    """Apply every factor to z (d, P, T) in place; returns z."""
     product, turned, buffer = torch.empty_like(z), torch.empty_like(z), torch.empty_like(z)
     for side, j in chain.order:
         v, w, a, s, sign = chain.factor(side, j)
-        _apply_vector(current, _coefficients(w, sign), chain.gather, product, buffer)
+        _apply_vector(z, _coefficients(w, sign), chain.gather, product, buffer)
         _apply_vector(product, _coefficients(v, sign), chain.gather, turned, buffer)
-        turned.mul_(s).addcmul_(current, a.expand_as(current))  # a z + s M_v M_w z
-        current, turned = turned, current
-    return current
+        z.mul_(a).addcmul_(turned, s.expand_as(turned))  # a z + s M_v M_w z
+    return z
 
 
 def _backward_chain(chain: _Chain, y, g):
-    """Walk the factors backwards from the output y and its gradient g (both (d, P, B); g is
+    """Walk the factors backwards from the output y and its gradient g (both (d, P, T); both are
     overwritten). Returns (gradient of the input, {(side, j): (grad_a, grad_s, grad_v, grad_w)}).
 
-    Buffers: besides y and g, four of y's size (the recovered input, two products, a gather).
+    Buffers: besides y and g, three of their size (the recovered input, a product, a gather).
     """
     grads = {}
-    z, work, other, buffer, spare = y, torch.empty_like(y), torch.empty_like(y), torch.empty_like(y), None
+    z, work, other, buffer = y, torch.empty_like(y), torch.empty_like(y), torch.empty_like(y)
     for side, j in reversed(chain.order):
         v, w, a, s, sign = chain.factor(side, j)
         cv, cw = _coefficients(v, sign), _coefficients(w, sign)
@@ -119,18 +117,14 @@ def _backward_chain(chain: _Chain, y, g):
         _apply_vector(other, cv, chain.gather, work, buffer)
         work.mul_(-s).addcmul_(z, (a + 2 * s * dot).expand_as(z))
         z_in = work
-        if z is not y:
-            spare = z
-        elif spare is None:
-            spare = torch.empty_like(y)
-        grad_a = (g * z_in).sum((0, 2))
+        spare = z  # the factor's output is no longer needed (y is a tile copy, free to overwrite)
+        grad_a = torch.mul(g, z_in, out=buffer).sum((0, 2))
         _apply_vector(z_in, cw, chain.gather, other, buffer)  # u = M_w z_in
         inner_v = _gathered_inner(g, other, sign, chain.gather, buffer)  # <g, M_{e_i} u>
         grad_s = (inner_v * v).sum(-1)
         _apply_vector(g, cv, chain.gather, other, buffer)  # h = M_v g
         inner_w = _gathered_inner(other, z_in, sign, chain.gather, buffer)  # <h, M_{e_i} z_in>
-        scale = s
-        grads[(side, j)] = (grad_a, grad_s, scale * inner_v, scale * inner_w)
+        grads[(side, j)] = (grad_a, grad_s, s * inner_v, s * inner_w)
         # the gradient of the input: a g + s M_w M_v g
         _apply_vector(other, cw, chain.gather, spare, buffer)
         spare.mul_(s).addcmul_(g, a.expand_as(g))
@@ -142,15 +136,27 @@ def _stacked(grads, sides, k, item, axis):
     return sum(torch.stack([grads[(side, j)][item] for j in range(k)], axis) for side in sides)
 
 
+#: Tokens are processed in tiles of at least this many coefficients (all chunk pairs together)
+#: and at most an eighth of the batch, so that the work buffers stay a fraction of an activation.
+TILE_ELEMENTS = 2**18
+
+
+def _tiles(B: int, P: int, d: int):
+    size = max(-(-B // 8), -(-TILE_ELEMENTS // (P * d)), 1)
+    return [(start, min(start + size, B)) for start in range(0, B, size)]
+
+
 class ReversibleSandwich(torch.autograd.Function):
     """y = R x S~ for x (B, P, 2**n) and factors (P, k, n) (VR = WR = None for S = R); only y is saved."""
 
     @staticmethod
     def forward(ctx, x, VL, WL, VR, WR):
-        n = x.shape[-1].bit_length() - 1
+        B, P, d = x.shape
+        y = torch.empty_like(x, memory_format=torch.contiguous_format)
         with torch.no_grad():
-            chain = _Chain(VL, WL, VR, WR, n, x.device, x.dtype)
-            y = _forward_chain(chain, x.permute(2, 1, 0).contiguous()).permute(2, 1, 0).contiguous()
+            chain = _Chain(VL, WL, VR, WR, d.bit_length() - 1, x.device, x.dtype)
+            for start, stop in _tiles(B, P, d):
+                y[start:stop] = _forward_chain(chain, x[start:stop].permute(2, 1, 0).contiguous()).permute(2, 1, 0)
         ctx.single = VR is None
         ctx.save_for_backward(y, VL, WL, *(() if VR is None else (VR, WR)))
         return y
@@ -160,14 +166,17 @@ class ReversibleSandwich(torch.autograd.Function):
     def backward(ctx, grad_y):
         y, VL, WL, *right = ctx.saved_tensors
         VR, WR = (None, None) if ctx.single else right
-        n = y.shape[-1].bit_length() - 1
-        chain = _Chain(VL, WL, VR, WR, n, y.device, y.dtype)
-        yt = y.permute(2, 1, 0).contiguous()
-        gt = grad_y.to(y.dtype).permute(2, 1, 0).clone(memory_format=torch.contiguous_format)
-        grad_xt, grads = _backward_chain(chain, yt, gt)
-        del yt, gt
-        grad_x = grad_xt.permute(2, 1, 0).contiguous() if ctx.needs_input_grad[0] else None
-        del grad_xt
+        B, P, d = y.shape
+        chain = _Chain(VL, WL, VR, WR, d.bit_length() - 1, y.device, y.dtype)
+        grad_x = torch.empty_like(y)
+        totals = {}
+        for start, stop in _tiles(B, P, d):
+            gt = grad_y[start:stop].to(y.dtype).permute(2, 1, 0).clone(memory_format=torch.contiguous_format)
+            grad_xt, grads = _backward_chain(chain, y[start:stop].permute(2, 1, 0).contiguous(), gt)
+            grad_x[start:stop] = grad_xt.permute(2, 1, 0)
+            del gt, grad_xt
+            for key, values in grads.items():
+                totals[key] = values if key not in totals else tuple(a + b for a, b in zip(totals[key], values))
         out = [None, None, None, None]
         if any(ctx.needs_input_grad[1:]):
             k = VL.shape[-2]
@@ -178,11 +187,11 @@ class ReversibleSandwich(torch.autograd.Function):
                     V0, W0 = V.detach().requires_grad_(True), W.detach().requires_grad_(True)
                     a, s = _factor_scalars(V0, W0)
                     dV, dW = torch.autograd.grad(
-                        (a, s), (V0, W0), (_stacked(grads, sides, k, 0, -1), _stacked(grads, sides, k, 1, -1))
+                        (a, s), (V0, W0), (_stacked(totals, sides, k, 0, -1), _stacked(totals, sides, k, 1, -1))
                     )
-                out[2 * index] = dV + _stacked(grads, sides, k, 2, -2)
-                out[2 * index + 1] = dW + _stacked(grads, sides, k, 3, -2)
-        return grad_x, out[0], out[1], out[2], out[3]
+                out[2 * index] = dV + _stacked(totals, sides, k, 2, -2)
+                out[2 * index + 1] = dW + _stacked(totals, sides, k, 3, -2)
+        return grad_x if ctx.needs_input_grad[0] else None, out[0], out[1], out[2], out[3]
 
 
 def reversible_sandwich(x, VL, WL, VR=None, WR=None):

@@ -1,0 +1,239 @@
+"""Rotor sandwich backends side by side: the `auto` table, peak memory, and one-token latency.
+
+    python benchmarks/bench_backends.py [--write] [--n 3 5 7 9 11] [--batches 1 32 512] [--device cpu]
+    python benchmarks/bench_backends.py --memory [--tokens 64] [--n 11]
+    python benchmarks/bench_backends.py --decode
+
+Table (default): for every n, batch and mode ("training": forward + backward of a whole
+RotorLinear(d, d), d = max(2**n, 512), bivectors requiring gradients; "inference": eval-mode
+forward without gradients, caches warm) the median time of each backend, interleaved round by
+round; ``--write`` stores the fastest per key in galinear/nn/functional/backend_table.json,
+which ``backend="auto"`` reads (keys measured on other devices are kept).
+
+Memory: peak bytes of live tensors (torch allocations seen by a dispatch mode, numpy ones by
+tracemalloc) during forward + backward of ``rotor_sandwich`` with gradients in x, V and W, above
+those alive before, in units of the input x (``activations``); ``extra`` subtracts the three
+that any map has (y, its gradient, the input gradient).
+
+Decode: per-call time of RotorLinear(576, 576) and RotorNetwork(576, 576, hidden 512) on one
+token (eval, no grad, 1 thread) against F.linear(576, 576), and the overhead beyond the
+arithmetic (the same module's time minus its matrices applied by plain torch calls).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+import weakref
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
+from galinear.nn import functional as F  # noqa: E402
+from galinear.nn.functional import autotable  # noqa: E402
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_times(calls: dict, rounds: int, device) -> dict:
+    times = {name: [] for name in calls}
+    for name, call in calls.items():  # warm-up: tables, compilation, caches
+        call()
+    for _ in range(rounds):
+        for name, call in calls.items():
+            _sync(device)
+            start = time.perf_counter()
+            call()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def measure_table(ns, batches, device, rounds) -> list[dict]:
+    rows = []
+    backends = F.available_sandwich_backends(device, torch.float32)
+    for n in ns:
+        d = max(2**n, 512)
+        for batch in batches:
+            for mode in autotable.MODES:
+                torch.manual_seed(0)
+                layers = {name: RotorLinear(d, d, chunk_size=2**n, backend=name, device=device) for name in backends}
+                x = torch.randn(batch, d, device=device)
+                calls = {}
+                for name, layer in layers.items():
+                    if mode == "training":
+                        def call(layer=layer):
+                            layer.zero_grad(set_to_none=True)
+                            layer(x).square().sum().backward()
+                    else:
+                        layer.eval()
+
+                        def call(layer=layer):
+                            with torch.no_grad():
+                                layer(x)
+                    calls[name] = call
+                median = _median_times(calls, rounds, device)
+                best = min(median, key=median.get)
+                rows.append({"key": autotable.table_key(n, batch, device, mode), "n": n, "d": d, "batch": batch,
+                             "mode": mode, "seconds": median, "best": best})
+                print(f"n={n} d={d} batch={batch} {mode}: " + ", ".join(
+                    f"{name} {seconds * 1e3:.2f} ms" for name, seconds in median.items()) + f" -> {best}", flush=True)
+    return rows
+
+
+def write_table(rows, command):
+    path = autotable.TABLE_PATH
+    data = json.loads(path.read_text()) if path.exists() else {"choices": {}, "seconds": {}}
+    for row in rows:
+        data["choices"][row["key"]] = row["best"]
+        data["seconds"][row["key"]] = row["seconds"]
+    data["command"] = command
+    data["note"] = ("fastest backend of a whole RotorLinear call per 'n|batch bucket|device|mode', "
+                    "written by benchmarks/bench_backends.py --write; read by backend='auto'")
+    data["torch"], data["threads"], data["date"] = torch.__version__, torch.get_num_threads(), time.strftime("%Y-%m-%d")
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(temporary, path)
+    print(f"wrote {path.relative_to(ROOT)} ({len(data['choices'])} keys)")
+
+
+class LiveBytes(TorchDispatchMode):
+    """Bytes of the torch storages alive, and their peak, counted from every op's outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.live, self.now, self.peak = {}, 0, 0
+
+    def _release(self, key):
+        self.now -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_flatten(out)[0]:
+            if isinstance(tensor, torch.Tensor) and tensor.device.type != "meta":
+                storage = tensor.untyped_storage()
+                key = storage.data_ptr()
+                if key in self.live or storage.nbytes() == 0:
+                    continue
+                self.live[key] = storage.nbytes()
+                self.now += storage.nbytes()
+                self.peak = max(self.peak, self.now + _numpy_now())
+                weakref.finalize(storage, self._release, key)
+        return out
+
+
+def _numpy_now():
+    return tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+
+
+def peak_activations(backend: str, n: int, tokens: int) -> dict:
+    torch.manual_seed(0)
+    k = n // 2
+    x = torch.randn(tokens, 1, 2**n, requires_grad=True)
+    V, W = (torch.randn(1, k, n, requires_grad=True) for _ in range(2))
+    fn = F.resolve_sandwich_backend(backend, "cpu", torch.float32)[1]
+    fn(x.detach(), V.detach(), W.detach(), None, None)  # warm-up: tables, compilation
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    with LiveBytes() as meter:
+        y = fn(x, V, W, None, None)
+        y.backward(torch.ones_like(y))
+        del y
+    numpy_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    peak = max(meter.peak, numpy_peak)
+    units = x.numel() * x.element_size()
+    return {"backend": backend, "n": n, "tokens": tokens, "peak_bytes": peak,
+            "activations": peak / units, "extra": peak / units - 3}
+
+
+def decode_latency(rounds: int) -> list[dict]:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x = torch.randn(1, 576)
+    dense = torch.nn.Linear(576, 576, bias=False)
+    layer = RotorLinear(576, 576).eval()
+    network = RotorNetwork(576, 576, hidden=512).eval()
+    with torch.no_grad():
+        weights = {name: m.assembled_weight() for name, m in network.named_modules() if isinstance(m, RotorLinear)}
+        layer_weight = layer.assembled_weight()
+
+        def plain_network():  # the same arithmetic by plain torch calls on the cached matrices
+            def block(name, permutation, h):
+                z = torch.nn.functional.linear(h, weights[name])[..., permutation]
+                return network.activation(torch.nn.functional.layer_norm(z, (network.hidden,), eps=network.eps))
+
+            h = block("input_gadget", network.input_permutation, x)
+            for i in range(network.hidden_layers):
+                h = sum(network.branch_weights[i, b] * block(f"hidden_gadgets.{i}.{b}", network.hidden_permutations[i, b], h)
+                        for b in range(network.breadth))
+            return torch.nn.functional.linear(h, weights["output_gadget"])
+
+        calls = {
+            "F.linear(576, 576)": lambda: dense(x),
+            "RotorLinear(576, 576)": lambda: layer(x),
+            "its matrix by F.linear": lambda: torch.nn.functional.linear(x, layer_weight),
+            "RotorNetwork(576, 576, hidden 512)": lambda: network(x),
+            "its matrices by plain torch calls": plain_network,
+        }
+        torch.testing.assert_close(network(x), plain_network())
+        median = _median_times(calls, rounds, torch.device("cpu"))
+    rows = [{"call": name, "us": seconds * 1e6, "vs_linear": median["F.linear(576, 576)"] / seconds}
+            for name, seconds in median.items()]
+    rows.append({"call": "RotorLinear overhead", "us": (median["RotorLinear(576, 576)"]
+                                                        - median["its matrix by F.linear"]) * 1e6})
+    rows.append({"call": "RotorNetwork overhead", "us": (median["RotorNetwork(576, 576, hidden 512)"]
+                                                         - median["its matrices by plain torch calls"]) * 1e6})
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=None)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 32, 512])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--write", action="store_true", help="store the fastest backends in the auto table")
+    parser.add_argument("--memory", action="store_true", help="peak memory of forward + backward per backend")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--decode", action="store_true", help="one-token latency and per-call overhead")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.memory:
+        print("| backend | n | tokens | peak (MiB) | activations | extra beyond y, dy, dx |\n|---|---|---|---|---|---|")
+        for n in args.n or [11]:
+            for backend in F.available_sandwich_backends("cpu", torch.float32):
+                row = peak_activations(backend, n, args.tokens)
+                print(f"| {backend} | {n} | {args.tokens} | {row['peak_bytes'] / 2**20:.1f} | "
+                      f"{row['activations']:.1f} | {row['extra']:.1f} |", flush=True)
+        return 0
+    if args.decode:
+        print("| call (1 token, eval, no grad, 1 thread) | us | F.linear / this |\n|---|---|---|")
+        for row in decode_latency(max(args.rounds, 200)):
+            ratio = f"{row['vs_linear']:.2f}" if "vs_linear" in row else "-"
+            print(f"| {row['call']} | {row['us']:.1f} | {ratio} |")
+        return 0
+    device = torch.device(args.device)
+    rows = measure_table(args.n or [3, 5, 7, 9, 11], args.batches, device, args.rounds)
+    if args.write:
+        write_table(rows, "python benchmarks/bench_backends.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
