@@ -374,6 +374,13 @@ class Study:
                 if self.config.refit_o_proj:
                     self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
                 continue
+            if spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
+                from galinear.compress import objective
+
+                objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
+                if self.config.refit_o_proj:
+                    self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
+                continue
             x_orig, x_orig_test = self.original_capture(layer)
             need = [p for p in models.PROJECTIONS  # an unreadable unit file is removed here and refitted
                     if fit.load(self._unit_path(spec, seed, prefix, layer, p)) is None]
@@ -604,6 +611,8 @@ class Study:
             how = "-"
         else:
             how = f"Adam, {stats[(first, 'q_proj')]['steps']} steps"
+        if spec.objective != "qkv":
+            how += f", q/k/v jointly ({spec.objective} objective)"
         if self.config.save_models:
             save_compressed(os.path.join(self.config.out_dir, "models",
                                          f"{spec.tag()}-s{seed}-L{_set_name(layer_set)}.pt"),

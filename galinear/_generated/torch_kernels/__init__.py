@@ -1,1 +1,0 @@
-"""Generated torch kernels (see galinear._generated)."""
