@@ -206,3 +206,28 @@ def test_fit_progress_on_stderr_in_a_log(capsys):
     fit.fit_projection(module, x, x, torch.randn(4, 8), lr=0.01, epochs=2, batch_size=16, progress="fit demo")
     err = capsys.readouterr().err
     assert "\r" not in err and err.count("\n") == 1 and err.startswith("fit demo: 8 steps")
+
+
+@pytest.mark.parametrize("name", ["attention", "logits"])
+def test_study_with_a_joint_objective(tmp_path, name):
+    """--objective through a Study: one joint fit per layer, checkpoints per projection, cached apart."""
+    from galinear.compress import Study
+    from galinear.compress.models import LoadedModel
+
+    from .conftest import TEXTS, CharTokenizer, tiny_config
+
+    config = tiny_config(tmp_path, methods=("lr1", "lr1-cf"), layer_sets=((1, 2),), datasets=("a",), objective=name,
+                         epochs=1.0)
+    study = Study(config, LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama"), texts=TEXTS)
+    entries = study.run()["entries"]
+    rows = {e["tag"]: e for e in entries.values() if e.get("method") != "original"}
+    assert set(rows) == {f"lr1-e1-lr0.05-obj{name}", "lr1-cf"}
+    joint = rows[f"lr1-e1-lr0.05-obj{name}"]
+    assert f"({name} objective)" in joint["fit"] and np.isfinite(joint["log_ppl"])
+    spec = config.method_spec("lr1")
+    assert spec.objective == name and config.method_spec("lr1-cf").objective == "qkv"
+    for layer in (1, 2):
+        units = [fit.load(study.store.unit_path(spec, 0, (1,) if layer == 2 else (), layer, p))
+                 for p in ("q_proj", "k_proj", "v_proj")]
+        assert all(u["stats"]["objective"] == name for u in units)
+        assert len({u["stats"]["final_loss"] for u in units}) == 1  # one joint fit

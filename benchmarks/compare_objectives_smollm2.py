@@ -1,0 +1,103 @@
+"""Projection MSE (the qkv objective) against the joint attention / logits objectives, by ln PPL.
+
+The setting of ``galinear demo`` (SmolLM2-135M-Instruct, layer 15, Wikipedia, 16 training
+windows, 8 held-out windows; see ``compare_gradients_smollm2.demo_setting``). For each method the
+three replacements start from the same initialisation (the study's seeds) and take the same number
+of Adam steps, cosine schedule from the method's learning rate:
+
+- ``qkv``: each projection on its own, batches of 256 rows (:func:`galinear.compress.fit.fit_projection`);
+  ``round(epochs * 32)`` steps each;
+- ``attention`` / ``logits``: q, k and v jointly (:func:`galinear.compress.objective.fit_layer`),
+  one window (512 tokens + BOS) per step, the same number of steps.
+
+Prints ln PPL on the 8 held-out windows, the relative test MSE of q, k, v (2 held-out windows)
+and the fit time. Usage::
+
+    python benchmarks/compare_objectives_smollm2.py --methods rotor --objectives qkv,attention --epochs 1
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from compare_gradients_smollm2 import demo_setting, relative_test_mse  # noqa: E402
+
+
+def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int, hidden: int, extra=None):
+    """Replacements {proj: module} of ``name`` fitted with ``objective_name``, and the fit time."""
+    import torch
+
+    from galinear.compress import fit, methods, models, objective
+
+    model, layer = setting["loaded"].model, setting["layer"]
+    spec = methods.MethodSpec(name, epochs=epochs, hidden=hidden if name == "rotor" else None)
+    modules = {}
+    for j, proj in enumerate(models.PROJECTIONS):
+        orig = models.projection(model, layer, proj)
+        torch.manual_seed(1_000_003 * seed + 131 * layer + j)
+        modules[proj] = methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
+    x = setting["x_train"]
+    steps = objective.steps_for(len(x), epochs, spec.batch_size)
+    t0 = time.perf_counter()
+    if objective_name == "qkv":
+        for j, proj in enumerate(models.PROJECTIONS):
+            orig = models.projection(model, layer, proj)
+            fit.fit_projection(modules[proj], x, x, orig.weight, lr=spec.learning_rate, epochs=epochs,
+                               seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias, progress=f"qkv {name} {proj}")
+    else:
+        windows, length = setting["train_ids"].shape
+        if objective_name == "attention":
+            inputs = x.reshape(windows, length, -1)
+        else:
+            inputs = setting["train_residual"]
+        target = objective.LayerObjective(model, layer, objective_name, inputs, inputs)
+        objective.fit_layer(modules, target, lr=spec.learning_rate, steps=steps, seed=1_000_003 * seed + 131 * layer,
+                            progress=f"{objective_name} {name}")
+    return modules, steps, time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", default="rotor,lr1,lr4,bh1")
+    parser.add_argument("--objectives", default="qkv,attention")
+    parser.add_argument("--epochs", type=float, default=1.0, help="1 = 32 Adam steps")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--layer", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", default=None, help="append the results to this JSON-lines file")
+    args = parser.parse_args(argv)
+
+    from galinear.compress import activations, evaluate, models
+
+    setting = demo_setting(args.layer, threads=args.threads)
+    model, layer, w = setting["loaded"].model, args.layer, setting["windows"]
+    start = (layer, setting["heldout_residual"])
+    original = evaluate.log_perplexity(model, w, start=start)["log_ppl"]
+    print(f"original ln PPL {original:.4f}")
+    print("| method | objective | steps | ln PPL | rel. test MSE q | k | v | fit time (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in args.methods.split(","):
+        for obj in args.objectives.split(","):
+            modules, steps, seconds = fit_method(setting, name, obj, args.epochs, args.seed, args.hidden)
+            with activations.swapped(model, {(layer, p): m for p, m in modules.items()}):
+                log_ppl = evaluate.log_perplexity(model, w, start=start)["log_ppl"]
+            mse = {p: relative_test_mse(m, setting["x_test"], models.projection(model, layer, p))
+                   for p, m in modules.items()}
+            print(f"| {name} | {obj} | {steps} | {log_ppl:.4f} | "
+                  + " | ".join(f"{mse[p]:.3f}" for p in models.PROJECTIONS) + f" | {seconds:.0f} |", flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps({"method": name, "objective": obj, "epochs": args.epochs, "seed": args.seed,
+                                        "steps": steps, "log_ppl": log_ppl, "original": original,
+                                        "relative_test_mse": mse, "seconds": seconds}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
