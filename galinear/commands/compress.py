@@ -155,8 +155,9 @@ def run(args):
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import time
 
-    from galinear.compress import PAPER_SETS_NOTE, Study
+    from galinear.compress import PAPER_SETS_NOTE, Study, distributed
 
+    ranks = distributed.init_from_env()  # under torchrun: join the ranks (gloo on CPU, nccl on GPU)
     try:
         config = config_from_args(args)
         t0 = time.perf_counter()
@@ -164,6 +165,11 @@ def run(args):
     except (ValueError, TypeError) as exc:
         print(f"galinear compress: error: {exc}")
         return 2
+    if ranks.rank != 0:  # every rank does its share; rank 0 reports
+        study.run()
+        return 0
+    if ranks.size > 1:
+        print(f"{ranks.size} ranks share the study (torchrun); rank 0 writes the report")
     print(f"model {study.loaded.name}; texts {', '.join(config.datasets)}; layer sets "
           f"{'; '.join(','.join(map(str, s)) for s in config.layer_sets)}; methods {', '.join(config.methods)}")
     for name, w in study.windows.items():

@@ -10,6 +10,8 @@ from galinear.compress.methods import base_name, display_name
 from galinear.compress.models import PROJECTIONS
 
 DATASET_TITLES = {"wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
+PAPER_SETS_NOTE = ("The texts Wikipedia (lead paragraphs), Shakespeare (modern spelling) and the King "
+                   "James Bible replace the paper's Wikitext-2, C4 and PTB, which are not available offline.")
 
 
 def summarize(entries: dict, datasets) -> list:
@@ -142,8 +144,6 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
 
 def write(study, plot: bool = True) -> dict:
     """Write summary.json, results.md and logppl_vs_params.png into the study's output folder."""
-    from galinear.compress.study import PAPER_SETS_NOTE
-
     from galinear.compress import curves
 
     config = study.config

@@ -1,0 +1,141 @@
+"""Rotor layers under DistributedDataParallel: two gloo ranks match one process on the same global batches.
+
+Every registered sandwich backend, RotorNetwork (decomposition "exact" and the warm-started
+"power") and a chunked RotorLinear (2 x 2 overlapping, wrapping chunks), float64, SGD. Each
+rank sees half of every global batch; DDP averages the gradients, which equals the gradient of
+the mean loss over the whole batch, so the parameters must agree with a single process to
+rounding (1e-12), with DDP's buffer broadcast on and off. The warm starts of the power method
+agree to 1e-12 too. Those of the exact method are eigenvectors of a doubly degenerate
+eigenvalue (any unit vector of the rotation plane): a last-bit difference in the gradient sum
+picks another vector of the same plane, so they are compared as planes.
+"""
+import os
+import socket
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
+from galinear.nn.functional import available_sandwich_backends  # noqa: E402
+from galinear.nn.functional.decomposition import bivector_to_skew  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+
+STEPS, BATCH, LR = 4, 8, 0.2
+
+
+def _configs():
+    out = []
+    for backend in available_sandwich_backends("cpu", torch.float64):
+        for decomposition in ("exact", "power"):
+            out.append(("network", backend, decomposition, True))
+        out.append(("network", backend, "power", False))  # no buffer broadcast: every rank updates alike
+        out.append(("chunked", backend, "exact", True))
+    return out
+
+
+def _build(kind, backend, decomposition):
+    torch.manual_seed(0)
+    if kind == "network":
+        return RotorNetwork(8, 6, hidden=8, backend=backend, decomposition=decomposition, dtype=torch.float64)
+    return RotorLinear(12, 10, chunk_size=8, bias=True, backend=backend, decomposition=decomposition,
+                       dtype=torch.float64)
+
+
+def _batches(module):
+    g = torch.Generator().manual_seed(1)
+    target = torch.randn(module.out_features, module.in_features, generator=g, dtype=torch.float64)
+    xs = [torch.randn(BATCH, module.in_features, generator=g, dtype=torch.float64) for _ in range(STEPS)]
+    return [(x, x @ target.T) for x in xs]
+
+
+def _train(module, batches, rank=0, size=1):
+    opt = torch.optim.SGD(module.parameters(), lr=LR)
+    share = BATCH // size
+    for x, y in batches:
+        x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(module(x), y).backward()
+        opt.step()
+
+
+def _state(module):
+    inner = getattr(module, "module", module)
+    return {k: v.detach().clone() for k, v in inner.state_dict().items()}
+
+
+def _worker(rank, size, port, folder, configs):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    try:
+        states = []
+        for kind, backend, decomposition, broadcast in configs:
+            module = _build(kind, backend, decomposition)
+            batches = _batches(module)
+            with warnings.catch_warnings():  # newer torch renames broadcast_buffers (same meaning here)
+                warnings.simplefilter("ignore", FutureWarning)
+                ddp = torch.nn.parallel.DistributedDataParallel(module, broadcast_buffers=broadcast)
+            _train(ddp, batches, rank, size)
+            states.append(_state(ddp))
+        torch.save(states, os.path.join(folder, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _off_plane(v, v_ref, bivectors):
+    """Largest distance of the unit vectors v (P, k, n) from the planes span(v_ref, A v_ref), A = skew(B)."""
+    u = torch.einsum("pij,pkj->pki", bivector_to_skew(bivectors), v_ref)
+    u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+    rest = v - (v * v_ref).sum(-1, keepdim=True) * v_ref - (v * u).sum(-1, keepdim=True) * u
+    assert torch.allclose(torch.linalg.vector_norm(v, dim=-1), torch.ones((), dtype=v.dtype))
+    return float(rest.abs().max())
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ddp")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    configs = _configs()
+    mp.start_processes(_worker, args=(2, port, str(folder), configs), nprocs=2, start_method="spawn")
+    states = [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    return dict(zip(configs, zip(*states)))
+
+
+def test_every_backend_is_tested():
+    assert {"dense", "factored"} <= set(available_sandwich_backends("cpu", torch.float64))
+    assert len(_configs()) == 4 * len(available_sandwich_backends("cpu", torch.float64))
+
+
+@pytest.mark.parametrize("config", _configs(), ids=lambda c: "-".join(map(str, c)))
+def test_ddp_matches_one_process(ranks, config):
+    kind, backend, decomposition, _ = config
+    module = _build(kind, backend, decomposition)
+    start = _state(module)
+    _train(module, _batches(module))
+    reference = _state(module)
+    assert any("warm_start" in k for k in reference)
+    for state in ranks[config]:
+        assert state.keys() == reference.keys()
+        for k in reference:
+            if decomposition == "exact" and "warm_start" in k:
+                assert _off_plane(state[k], reference[k], reference[k.replace("warm_start", "bivectors")]) < 1e-9, k
+            else:
+                error = (state[k] - reference[k]).abs().max()
+                assert torch.allclose(state[k], reference[k], rtol=0, atol=1e-12), (k, error)
+    # the steps moved the parameters and the warm starts (the comparison is not of untouched tensors)
+    assert all(not torch.equal(reference[k], start[k]) for k in reference if "bivectors" in k or "warm_start" in k)
+
+
+def test_the_plane_comparison_can_fail():
+    torch.manual_seed(3)
+    b = torch.randn(2, 3, dtype=torch.float64)
+    v_ref = torch.nn.functional.normalize(torch.randn(2, 1, 3, dtype=torch.float64), dim=-1)
+    assert _off_plane(v_ref, v_ref, b) < 1e-15
+    assert _off_plane(torch.nn.functional.normalize(torch.randn(2, 1, 3, dtype=torch.float64), dim=-1), v_ref, b) > 1e-3
