@@ -1,0 +1,123 @@
+"""Grade-aware products of galinear.MultiVector against kingdon and clifford, side by side.
+
+Workloads in PGA Cl(3,0,1) and CGA Cl(4,1): vector * vector, bivector * vector, a motor
+sandwich of points (one motor applied to every point, and one motor per point) and
+even * even, each on a batch of N multivectors. Every library works on its own batched layout
+(galinear: rows of coefficients; kingdon: one numpy array per blade; clifford: its MVArray,
+timed at N <= 10**4 only, being an object array). Times are the best of the repeats, taken
+round-robin in one process so that load drifts hit all alike; the ratios are what to read.
+Results are checked against each other before timing (max difference printed).
+
+Run: .venv/bin/python benchmarks/bench_graded.py [--batch 10000 1000000] [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+from galinear import Algebra, MultiVector
+
+CLIFFORD_MAX_BATCH = 10_000
+
+
+def _time(fn, results: list) -> None:
+    t0 = time.perf_counter()
+    fn()
+    results.append(time.perf_counter() - t0)
+
+
+def _operands(alg, rng, batch):
+    """name -> (grades, values (batch, dim)) for the workloads' operands."""
+    even = tuple(range(0, alg.n + 1, 2))
+    point = (3,) if 0 in alg.metric else (1,)  # PGA points are trivectors, CGA points vectors
+
+    def draw(grades, rows):
+        values = rng.standard_normal((rows, alg.dim))
+        values[:, ~np.isin(alg.grades, grades)] = 0.0
+        return grades, values
+
+    motor = alg.exp(draw((2,), 1)[1][0] * 0.5)
+    motors = alg.exp(draw((2,), batch)[1] * 0.5)
+    return {
+        "vector": draw((1,), batch), "vector2": draw((1,), batch), "bivector": draw((2,), batch),
+        "even": draw(even, batch), "even2": draw(even, batch), "point": draw(point, batch),
+        "motor": (even, motor), "motors": (even, motors),
+    }
+
+
+WORKLOADS = [
+    ("vector * vector", "gp", "vector", "vector2"),
+    ("bivector * vector", "gp", "bivector", "vector"),
+    ("even * even", "gp", "even", "even2"),
+    ("one motor >> N points", "sw", "motor", "point"),
+    ("N motors >> N points", "sw", "motors", "point"),
+]
+
+
+def _galinear(alg, grades, values):
+    return MultiVector(alg, values, grades=grades)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    try:
+        import kingdon
+    except ImportError:
+        raise SystemExit("bench_graded compares against kingdon: pip install kingdon") from None
+    try:
+        import clifford  # noqa: F401
+    except ImportError:
+        clifford = None
+    print(f"# grade-aware products vs kingdon {kingdon.__version__} and clifford "
+          f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()}, numpy {np.__version__}; "
+          f"milliseconds per call, best of {args.repeats}; ratio = other / galinear)")
+    print()
+    print("| algebra | N | workload | galinear | galinear dense | kingdon | clifford | kingdon / galinear | clifford / galinear | max diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for signature, label in [((3, 0, 1), "PGA Cl(3,0,1)"), ((4, 1, 0), "CGA Cl(4,1)")]:
+        alg = Algebra(*signature)
+        kalg = kingdon.Algebra(*signature)
+        for batch in args.batch:
+            rng = np.random.default_rng(0)
+            ops = _operands(alg, rng, batch)
+            for name, kind, left, right in WORKLOADS:
+                (ga, a), (gb, b) = ops[left], ops[right]
+                A, B = _galinear(alg, ga, a), _galinear(alg, gb, b)
+                KA, KB = A.to_kingdon(kalg), B.to_kingdon(kalg)  # only the blades of the grades
+                if kind == "gp":
+                    ours, dense, theirs = (lambda: A * B), (lambda: alg.gp(a, b)), (lambda: KA * KB)
+                else:
+                    ours = lambda: A @ B  # noqa: E731
+                    dense = lambda: alg.gp(alg.gp(a, b), alg.reverse(a))  # noqa: E731
+                    theirs = lambda: KA >> KB  # noqa: E731
+                cases = {"galinear": ours, "dense": dense, "kingdon": theirs}
+                if clifford is not None and batch <= CLIFFORD_MAX_BATCH:
+                    CA, CB = alg.to_clifford(a), alg.to_clifford(b)
+                    cases["clifford"] = (lambda: CA * CB) if kind == "gp" else (lambda: CA * CB * ~CA)
+                results = {key: fn() for key, fn in cases.items()}  # compile / warm up, then check
+                want = np.asarray(results["dense"])
+                diff = max(np.max(np.abs(results["galinear"].values - want)),
+                           np.max(np.abs(MultiVector.from_kingdon(results["kingdon"], alg).values - want)))
+                if "clifford" in results:
+                    diff = max(diff, np.max(np.abs(alg.from_clifford(results["clifford"]) - want)))
+                times = {key: [] for key in cases}
+                for _ in range(args.repeats):
+                    for key, fn in cases.items():
+                        _time(fn, times[key])
+                best = {key: min(t) * 1e3 for key, t in times.items()}
+                cl = best.get("clifford")
+                cl_ratio = "—" if cl is None else f"{cl / best['galinear']:.1f}"
+                print(f"| {label} | {batch:,} | {name} | {best['galinear']:.3f} | {best['dense']:.3f} | "
+                      f"{best['kingdon']:.3f} | {'—' if cl is None else f'{cl:.3f}'} | "
+                      f"{best['kingdon'] / best['galinear']:.2f} | "
+                      f"{cl_ratio} | {diff:.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
