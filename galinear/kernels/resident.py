@@ -107,33 +107,41 @@ def _vmul(dst, src, cv, scale, side, tab, base, a):
     Bits i >= 3: blocks of 2**(i+1) rows whose halves pair up (runs of 2**i, vectorised);
     bits 0, 1, 2 together on groups of 8 rows (:func:`_low_bits`).
     """
-    tau, pat = tab
+    tau, pat, signed = tab
     D = dst.shape[0]
     n = cv.shape[0]
     for r in range(D):
         dst[r] = a * base[r]
     lo = 3 if n >= 3 else 0
+    if side == 0 and lo < n:
+        # tau(t) src[blk + h + t] = tau(blk + h) signed[blk + h + t] with signed = tau * src
+        # (t < 2**i has no bit in common with blk + h): one sign per run on both sides
+        for r in range(D):
+            signed[r] = tau[r] * src[r]
+        runs = signed
+    else:
+        runs = src
     for i in range(lo, n):
         h = 1 << i
         c = scale * cv[i]
         for blk in range(0, D, 2 * h):
-            d0 = dst[blk:blk + h]
-            d1 = dst[blk + h:blk + 2 * h]
-            s0 = src[blk:blk + h]
-            s1 = src[blk + h:blk + 2 * h]
             if side == 0:
-                tt = tau[:h]
-                for t in range(h):
-                    cs = c * tt[t]
-                    d0[t] += cs * s1[t]
-                    d1[t] += cs * s0[t]
+                c0 = c * tau[blk + h]
+                c1 = c * tau[blk]
             else:
-                cs = c * tau[blk >> (i + 1)]
-                for t in range(h):
-                    d0[t] += cs * s1[t]
-                    d1[t] += cs * s0[t]
+                c0 = c * tau[blk >> (i + 1)]
+                c1 = c0
+            _axpy(dst[blk:blk + h], runs[blk + h:blk + 2 * h], c0)
+            _axpy(dst[blk + h:blk + 2 * h], runs[blk:blk + h], c1)
     if lo == 3:
         _low_bits(dst, src, scale * cv[0], scale * cv[1], scale * cv[2], pat[side], tau, side)
+
+
+@jit(fastmath=_FASTMATH)
+def _axpy(d, s, c):
+    """d += c s (one contiguous run)."""
+    for t in range(d.shape[0]):
+        d[t] += c * s[t]
 
 
 @jit(fastmath=_FASTMATH)
@@ -153,18 +161,18 @@ def _low_bits(dst, src, c0, c1, c2, ps, tau, side):
 @jit(fastmath={"contract", "reassoc"})
 def _vdots(src, other, side, tab, acc):
     """acc[i] += <other, e_i src> (e_i on the side ``side``), summed over the 2**n rows."""
-    tau, pat = tab
+    tau, pat, signed = tab
     D = src.shape[0]
     n = acc.shape[0]
     for i in range(n):
         h = 1 << i
-        tot = src[0] * 0
+        tot = 0.0
         for blk in range(0, D, 2 * h):
             o0 = other[blk:blk + h]
             o1 = other[blk + h:blk + 2 * h]
             s0 = src[blk:blk + h]
             s1 = src[blk + h:blk + 2 * h]
-            part = src[0] * 0
+            part = src[0] - src[0]  # runs summed in the arrays' dtype, runs in float64
             if side == 0:
                 tt = tau[:h]
                 for t in range(h):
@@ -179,7 +187,7 @@ def _vdots(src, other, side, tab, acc):
 
 @jit(fastmath={"contract", "reassoc"})
 def _dot(a, b):
-    tot = a[0] * 0
+    tot = 0.0
     for r in range(a.shape[0]):
         tot += a[r] * b[r]
     return tot
@@ -207,10 +215,10 @@ def _forward_kernel(x, VL, WL, aL, sL, VR, WR, aR, sR, perm, tau, pat, consts, p
     zero = consts[0]
     one = consts[1]
     n_bj = (B + per_job - 1) // per_job
-    tab = (tau, pat)
     for job in prange(P * n_bj):
         p = job // n_bj
         b0 = (job % n_bj) * per_job
+        tab = (tau, pat, np.empty(D, dtype=x.dtype))
         z = np.empty(D, dtype=x.dtype)
         nxt = np.empty(D, dtype=x.dtype)
         tmp = np.empty(D, dtype=x.dtype)
@@ -256,10 +264,10 @@ def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, tau, pat, cons
     k = VL.shape[1]
     n = VL.shape[2]
     n_bj = (B + per_job - 1) // per_job
-    tab = (tau, pat)
     for job in prange(P * n_bj):
         p = job // n_bj
         b0 = (job % n_bj) * per_job
+        tab = (tau, pat, np.empty(D, dtype=y.dtype))
         z = np.empty(D, dtype=y.dtype)
         g = np.empty(D, dtype=y.dtype)
         z2 = np.empty(D, dtype=y.dtype)
