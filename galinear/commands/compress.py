@@ -93,6 +93,10 @@ def add_arguments(parser):
                         help="Adam fits run until the validation MSE stops improving (demo preset: on)")
     parser.add_argument("--fixed-steps", dest="until_converged", action="store_false", default=None,
                         help="Adam fits run --epochs passes with a cosine schedule (full preset)")
+    parser.add_argument("--objective", choices=("qkv", "attention", "logits"), default="qkv",
+                        help="what Adam fits match: each of q, k, v on its own (qkv, default), or q, k, v jointly "
+                             "to the layer's attention output (attention) or to the model's next-token "
+                             "distribution (logits, KL); closed-form fits stay qkv")
     parser.add_argument("--max-steps", type=int, default=None, help="step budget of a converged fit")
     parser.add_argument("--eval-every", type=int, default=None, help="steps between validation checks")
     parser.add_argument("--patience", type=int, default=None,
@@ -147,7 +151,8 @@ def config_from_args(args):
         out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
         progress=not args.no_progress, text_files=files, text_field=args.text_field,
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
-        patience=pick("patience"), valid_windows=args.valid_windows, save_dir=getattr(args, "save_dir", None))
+        patience=pick("patience"), valid_windows=args.valid_windows, save_dir=getattr(args, "save_dir", None),
+        objective=getattr(args, "objective", "qkv"))
 
 
 def run(args):
