@@ -61,6 +61,8 @@ def _train(module, batches, rank=0, size=1):
         opt.zero_grad()
         torch.nn.functional.mse_loss(module(x), y).backward()
         opt.step()
+    with torch.no_grad():  # one more training-mode forward: warm starts of the final bivectors
+        getattr(module, "module", module)(batches[0][0][:2])
 
 
 def _state(module):
