@@ -17,7 +17,8 @@ ever write one file:
 3. **evaluation**: ln PPL of every (method, seed, layer set) on every text, from the checkpoints.
 
 Within a stage the units are dealt out longest first to the least loaded rank (estimated
-costs: a rotor network fit counts 20, any other unit 1) - a rule every rank computes alike.
+costs: a rotor network fit 20, an evaluation 1 per text, a residual stream 0.5, any other
+unit 1) - a rule every rank computes alike.
 Rank r records its evaluations in ``results-rank<r>.json``; after the last barrier rank 0
 merges them into ``results.json`` and writes the report. Units whose files are on disk are
 skipped, so a run killed anywhere is resumed by running the same command again (with any number
