@@ -14,10 +14,12 @@ second half, i.e. contiguous runs of length :math:`2^i`. With :math:`\tau(m) = (
 the signs are
 
 - left (:math:`e_i z`): :math:`\sigma_i(r) = \tau(r \bmod 2^i)`, the same run pattern in every block;
+  with the source multiplied once by :math:`\tau` it becomes one sign per run, since
+  :math:`\tau(t)\, z[b + t] = \tau(b)\, (\tau z)[b + t]` when b and t share no bit;
 - right (:math:`z e_i`): :math:`\sigma_i(r) = \tau(\lfloor r / 2^{i+1} \rfloor)`, one sign per block.
 
 Runs of length 1, 2 and 4 (bits 0, 1, 2) are too short to vectorise, so those three bits are
-applied together on groups of 8 rows, with unrolled code, after the long runs.
+applied together on groups of 8 rows (a fixed pattern of 3 x 8 signs), after the long runs.
 
 Parallel work: one job per (chunk pair, block of ``TOKENS_PER_JOB`` tokens); every token is
 computed by the same operations whatever the thread count, parameter gradients are summed per
@@ -34,7 +36,6 @@ import numpy as np
 from galinear._numba import jit, prange
 from galinear.blades import shortlex_bitmasks
 from galinear.kernels import rotor_chain
-from galinear.kernels.factors import factor_coefficient_grads
 
 __all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "sandwich_forward",
            "sandwich_backward"]
@@ -44,7 +45,7 @@ TOKENS_PER_JOB = 8
 #: Cross-over measured with benchmarks/bench_resident.py (docs/performance.md): up to this many
 #: tokens per chunk pair the token-resident kernel is faster than the tile kernel (which pads a
 #: batch to a 16-token tile and vectorises along tokens); above it the tile kernel is.
-RESIDENT_MAX_TOKENS = 8
+RESIDENT_MAX_TOKENS = 4
 #: Kernel names accepted by :func:`pick_kernel` and the "numba" backend.
 KERNELS = ("auto", "resident", "tile")
 
