@@ -12,8 +12,7 @@ run, interleaved (every repeat times every method once, best of the repeats is k
 - ``einsum``: numpy ``einsum("bi,bj,ijk->bk")`` over the dense Cayley tensor from
   ``galinear.blades.cayley_tables``.
 
-Also the simple-rotor sandwich ``R x ~R``: the generated ``sandwich`` kernel vs two table
-products. Speed is reported as ratios (> 1: the generated kernel is faster). Results go to
+Speed is reported as ratios (> 1: the generated kernel is faster). Results go to
 benchmarks/results/bench_codegen.{md,json}. Compilation is excluded (every kernel is called
 once before timing); the first-call compile cost is reported separately.
 """
@@ -108,32 +107,11 @@ def main(argv=None):
                 },
                 args.repeats,
             )
-            # simple-rotor sandwich: generated kernel vs two table products
-            width = 1 + n * (n - 1) // 2
-            r = rng.standard_normal((args.batch, width)).astype(dtype)
-            full = np.zeros((args.batch, dim), dtype=dtype)
-            full[:, 0] = r[:, 0]
-            full[:, 1 + n : 1 + n + width - 1] = r[:, 1:]  # bivectors follow the n vectors in shortlex
-            full_rev = algebra.reverse(full)
-            sandwich = find_kernel("sandwich", n)
-            sandwich(r, a, out)
-            two = algebra.gp(algebra.gp(full, a, method="table"), full_rev, method="table")
-            np.testing.assert_allclose(out, two, rtol=tol * 10, atol=tol * 10)
-            sbest = interleaved_best(
-                {
-                    "sandwich_generated": lambda: sandwich(r, a, out),
-                    "sandwich_two_table_gps": lambda: algebra.gp(
-                        algebra.gp(full, a, method="table"), full_rev, method="table"
-                    ),
-                },
-                args.repeats,
-            )
             row = {
                 "dtype": dtype_name,
                 "n": n,
                 "batch": args.batch,
                 **{f"{k}_ms": v * 1e3 for k, v in best.items()},
-                **{f"{k}_ms": v * 1e3 for k, v in sbest.items()},
                 "first_call_generated_s": compile_generated,
                 "first_call_table_s": compile_table,
                 "table_over_generated": best["table"] / best["generated"],
@@ -141,14 +119,13 @@ def main(argv=None):
                 "einsum_over_generated": best["einsum"] / best["generated"],
                 "table_over_kernel": best["table"] / best["kernel"],
                 "table_1thread_over_kernel": best["table_1thread"] / best["kernel"],
-                "sandwich_table_over_generated": sbest["sandwich_two_table_gps"] / sbest["sandwich_generated"],
             }
             rows.append(row)
             print(
                 f"{dtype_name:8s} n={n}  generated {row['generated_ms']:8.3f} ms  table {row['table_ms']:8.3f} ms  "
                 f"einsum {row['einsum_ms']:9.3f} ms  table/gen {row['table_over_generated']:6.2f}  "
                 f"table(1 thread)/gen {row['table_1thread_over_generated']:6.2f}  "
-                f"einsum/gen {row['einsum_over_generated']:7.2f}  sandwich table/gen {row['sandwich_table_over_generated']:6.2f}",
+                f"einsum/gen {row['einsum_over_generated']:7.2f}",
                 flush=True,
             )
     def winning(numerator_keys):
@@ -188,19 +165,17 @@ def main(argv=None):
         f"numba {meta['numba']} with {meta['numba_threads']} threads, {meta['cpu_count']} CPUs (shared: read the ratios).",
         "",
         "`generated` / `table`: `Algebra(n).gp(..., method=...)`; `kernel`: the generated kernel called directly; "
-        "`einsum`: numpy over the dense Cayley tensor. Ratios > 1 mean the generated kernel is faster. "
-        "Sandwich: generated simple-rotor kernel vs two table products.",
+        "`einsum`: numpy over the dense Cayley tensor. Ratios > 1 mean the generated kernel is faster.",
         "",
-        "| dtype | n | generated ms | table ms | table 1 thread ms | kernel ms | einsum ms | table / generated | table 1 thread / generated | table / kernel | table 1 thread / kernel | einsum / generated | sandwich: 2 table gps / generated | first call generated s | first call table s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dtype | n | generated ms | table ms | table 1 thread ms | kernel ms | einsum ms | table / generated | table 1 thread / generated | table / kernel | table 1 thread / kernel | einsum / generated | first call generated s | first call table s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['dtype']} | {r['n']} | {r['generated_ms']:.3f} | {r['table_ms']:.3f} | {r['table_1thread_ms']:.3f} | "
             f"{r['kernel_ms']:.3f} | {r['einsum_ms']:.3f} | {r['table_over_generated']:.2f} | "
             f"{r['table_1thread_over_generated']:.2f} | {r['table_over_kernel']:.2f} | {r['table_1thread_over_kernel']:.2f} | "
-            f"{r['einsum_over_generated']:.1f} | "
-            f"{r['sandwich_table_over_generated']:.2f} | {r['first_call_generated_s']:.2f} | {r['first_call_table_s']:.2f} |"
+            f"{r['einsum_over_generated']:.1f} | {r['first_call_generated_s']:.2f} | {r['first_call_table_s']:.2f} |"
         )
     lines += [
         "",

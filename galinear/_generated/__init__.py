@@ -1,14 +1,18 @@
-r"""Kernels written by the symbolic generator (``galinear codegen``); do not edit by hand.
+r"""Everything derived from the symbolic specification and used at run time; do not edit by hand.
 
-Every file here is produced by :mod:`galinear.symbolic.codegen` from a spec in
-:mod:`galinear.symbolic.spec`; its header names the spec and the command that regenerates it
-(``galinear codegen --all``, or ``make codegen``). The numba kernels import only numpy and
-:mod:`galinear._numba`, and they are plain ``.py`` files so numba can cache them on disk.
+Every file here is produced by :mod:`galinear.symbolic.codegen` (``galinear codegen --all``, or
+``make codegen``); its header names the spec and the command that regenerates it, and the tests
+check that regenerating gives the same bytes.
 
 Layout
 ------
-``numba_kernels/<op>_<metric code>.py``  numba kernels (found by :func:`find_kernel`)
-``torch_kernels/<op>_<metric code>.py``  torch kernels (found by :func:`find_torch_kernel`)
+``rotor_spec.py``  constants and formulas of the rotor maths (series, switch points, error
+                   bounds, power-method contract) from :mod:`galinear.symbolic.rotor_spec`,
+                   read by numpy, numba and torch alike
+``numba_kernels/<op>_<metric code>.py``  numba kernels (found by :func:`find_kernel`); shipped:
+                   gp for Euclidean n = 1..6, which ``Algebra.gp(method="auto")`` uses. Other ops
+                   (below) and a torch target are generated on demand with
+                   ``galinear codegen --op OP --n N [--target torch] --out DIR``.
 
 The metric code has one letter per basis vector: ``p`` for :math:`e_i^2 = +1`, ``m`` for
 :math:`-1`, ``z`` for :math:`0`; Euclidean Cl(3) is ``ppp``.
@@ -31,9 +35,9 @@ Every numba kernel returns True when all its input entries are finite and False 
 ``out`` may be one of the inputs (in place: each block of 64 rows is read before it is
 written); other partial overlaps are not supported.
 
-Torch kernels take and return tensors: ``kernel(a, b) -> out`` for the products,
-``kernel(r, x)`` and ``kernel(r, s, x)`` for the sandwiches, with any leading batch shape;
-they are differentiable by autograd.
+Torch kernels (generated on demand) take and return tensors: ``kernel(a, b) -> out`` for the
+products, ``kernel(r, x)`` and ``kernel(r, s, x)`` for the sandwiches, with any leading batch
+shape; they are differentiable by autograd.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ import importlib
 import importlib.util
 from functools import lru_cache
 
-__all__ = ["find_kernel", "find_torch_kernel", "metric_code", "module_name", "available"]
+__all__ = ["find_kernel", "metric_code", "module_name", "available"]
 
 _LETTER = {1: "p", -1: "m", 0: "z"}
 OPS = ("gp", "op", "lc", "rc", "sandwich", "sandwich2")
@@ -115,21 +119,14 @@ def find_kernel(op: str, metric):
     return _load("numba_kernels", module_name(op, metric))
 
 
-def find_torch_kernel(op: str, metric):
-    """The generated torch kernel for ``op`` over ``metric``, or None (imports torch)."""
-    if op not in OPS:
-        return None
-    metric = _normalise_metric(metric)
-    if not metric:
-        return None
-    return _load("torch_kernels", module_name(op, metric))
-
-
 def available(target: str = "numba") -> list[str]:
-    """Names of the generated modules for ``target`` (``"numba"`` or ``"torch"``), sorted."""
+    """Names of the shipped kernel modules for ``target`` (only ``"numba"`` kernels are shipped), sorted."""
     import pathlib
 
-    if target not in ("numba", "torch"):
-        raise ValueError(f"target must be 'numba' or 'torch', got {target!r}")
+    if target != "numba":
+        raise ValueError(
+            f"only numba kernels are shipped (target 'numba'), got target {target!r}; generate torch "
+            "kernels with `galinear codegen --op OP --n N --target torch --out DIR`"
+        )
     folder = pathlib.Path(__file__).parent / f"{target}_kernels"
     return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")

@@ -1,11 +1,10 @@
-"""`galinear verify`: run the exact proof scripts in proofs/ and print a table."""
+"""`galinear verify`: run the exact proofs shipped in galinear.proofs and print a table."""
 import argparse
 
-HELP = "run the exact symbolic proofs in proofs/ and print a table (identity, n range, result, seconds)"
+HELP = "run the exact symbolic proofs (galinear.proofs) and print a table (identity, n range, result, seconds)"
 
-#: Largest --n accepted. A dense product in Cl(n) has 4**n terms and the gadget count checks
-#: 4**n width pairs, so every n above a script's default multiplies its time by at least 4;
-#: the defaults (n = 5..7) take a few minutes in all.
+#: Largest --n accepted. A dense product in Cl(n) has 4**n terms, so every n above a proof's
+#: default multiplies its time by at least 4; the defaults (n = 4..7) take a few minutes in all.
 N_LIMIT = 8
 
 
@@ -14,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"largest n for every proof, at most {N_LIMIT} (default: each script's own bound)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
                         help="run only this proof (script name without .py; repeatable)")
-    parser.add_argument("--proofs-dir", default=None, help="folder with the proof scripts (default: <repo>/proofs)")
+    parser.add_argument("--proofs-dir", default=None, help="folder with proof scripts of your own (default: the proofs shipped in galinear.proofs)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per proof (default 1800)")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each proof's log")
 
@@ -33,18 +32,20 @@ def _constants(path):
 
 
 def find_proofs(directory=None):
-    """Mapping name -> (path, IDENTITY, N_MIN, N_DEFAULT) for every proof script."""
+    """Mapping name -> (path, IDENTITY, N_MIN, N_DEFAULT) for every proof script.
+
+    ``directory`` None: the proofs shipped inside the package (:mod:`galinear.proofs`), so an
+    installed galinear verifies itself without a source checkout.
+    """
     from pathlib import Path
 
-    import galinear
+    import galinear.proofs
 
-    folder = Path(directory) if directory else Path(galinear.__file__).resolve().parent.parent / "proofs"
+    folder = Path(directory) if directory else Path(galinear.proofs.__file__).resolve().parent
     if not folder.is_dir():
-        raise ValueError(
-            f"no proofs folder at {folder}; run from a source checkout of galinear or pass --proofs-dir"
-        )
+        raise ValueError(f"no proofs folder at {folder}; pass --proofs-dir with a folder of proof scripts")
     out = {}
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(p for p in folder.glob("*.py") if p.name != "__init__.py"):
         constants = _constants(path)
         if {"IDENTITY", "N_MIN", "N_DEFAULT"} <= constants.keys():
             out[path.stem] = (path, constants["IDENTITY"], constants["N_MIN"], constants["N_DEFAULT"])

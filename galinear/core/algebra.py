@@ -13,32 +13,11 @@ import numpy as np
 
 from galinear import blades
 from galinear._limits import check_max_iter, check_memory, check_tolerance
-from galinear.core import maps, products, rotors
+from galinear.core import checks, maps, products, rotors
+from galinear.core.checks import _check_finite, coerce_float  # noqa: F401  (imported from here by other modules)
 from galinear.core.products import AUTO_GENERATED_MAX_N  # noqa: F401  (documented here)
 
 __all__ = ["Algebra", "coerce_float"]
-
-def coerce_float(x, name: str = "x") -> np.ndarray:
-    """``x`` as a float32 or float64 array (integers and booleans become float64)."""
-    arr = np.asarray(x)
-    kind = arr.dtype.kind
-    if kind in "biu":
-        return arr.astype(np.float64)
-    if kind == "f":
-        if arr.dtype == np.float16:
-            return arr.astype(np.float32)
-        if arr.dtype not in (np.float32, np.float64):
-            return arr.astype(np.float64)
-        return arr
-    if kind == "c":
-        raise TypeError(f"{name} is complex ({arr.dtype}); galinear works with real float32 or float64 arrays")
-    raise TypeError(f"{name} has dtype {arr.dtype}; expected a real float32 or float64 array")
-
-
-def _check_finite(arr: np.ndarray, name: str) -> None:
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinity; every coefficient must be finite")
-
 
 class Algebra:
     r"""The Clifford algebra Cl(p, q, r) with batched numpy/numba operations.
@@ -373,20 +352,7 @@ class Algebra:
 
     def _bivector_arg(self, B, name: str = "B") -> np.ndarray:
         """Compact bivector coefficients (..., C(n,2)) of a full multivector that must be a bivector."""
-        B = self._mv(B, name)
-        m = self.num_bivectors
-        biv = B[..., 1 + self.n : 1 + self.n + m]
-        other = np.concatenate([B[..., : 1 + self.n], B[..., 1 + self.n + m :]], axis=-1)
-        size = np.sqrt(np.sum(B * B, axis=-1))
-        off = np.sqrt(np.sum(other * other, axis=-1))
-        tol = 64 * np.finfo(B.dtype).eps * np.maximum(size, np.finfo(B.dtype).tiny)
-        if np.any(off > tol):
-            raise ValueError(
-                f"{name} must be a bivector (only grade-2 coefficients non-zero); it has parts of other "
-                f"grades (largest relative size {float(np.max(off / np.maximum(size, np.finfo(B.dtype).tiny))):.2g}). "
-                f"Use alg.grade({name}, 2) to keep the bivector part, or alg.bivector(coefficients) to build one."
-            )
-        return np.ascontiguousarray(biv)
+        return checks.bivector_part(self.n, self._mv(B, name), name)
 
     def exp(self, B, method: str = "decompose") -> np.ndarray:
         r"""Exponential of a bivector: a rotor with :math:`R \tilde R = 1`, shape (..., 2**n).
@@ -484,19 +450,9 @@ class Algebra:
         return self.bivector(b)
 
     def _rotor_arg(self, R, name: str = "R") -> np.ndarray:
+        """R itself after checking it is a unit rotor (even, R ~R = 1); ValueError naming the fix."""
         R = self._mv(R, name)
-        odd = R * (self.grades % 2 == 1)
-        RR = self.gp(R, self.reverse(R))
-        RR[..., 0] -= 1
-        err = np.sqrt(np.sum(RR * RR, axis=-1))
-        odd_size = np.sqrt(np.sum(odd * odd, axis=-1))
-        tol = 1e3 * np.finfo(R.dtype).eps * max(1, self.n)
-        if np.any(err > tol) or np.any(odd_size > tol):
-            raise ValueError(
-                f"{name} must be a unit rotor (even, R ~R = 1); largest |R ~R - 1| = {float(np.max(err)):.3g}, "
-                f"largest odd part {float(np.max(odd_size)):.3g}. Build rotors with alg.exp(B)."
-            )
-        return R
+        return checks.unit_rotor(self.n, R, self.gp(R, self.reverse(R)), name)
 
     def rotation_matrix(self, R) -> np.ndarray:
         r"""The n x n rotation M of the vector map :math:`x \mapsto R x \tilde R`, shape (..., n, n).

@@ -3,7 +3,7 @@ r"""Closed forms for rotors in Euclidean Cl(n), derived and checked with sympy.
 Exponential of a simple bivector
     For :math:`b = v \wedge w`, :math:`b^2 = -|b|^2` is a scalar, so the power series splits
     into even and odd powers: :math:`e^b = \cos|b| + \operatorname{sinc}|b|\, b` with
-    :math:`\operatorname{sinc} x = \sin x / x` (1 at 0). See ``proofs/exp_simple_bivector.py``.
+    :math:`\operatorname{sinc} x = \sin x / x` (1 at 0). See :mod:`galinear.proofs.exp_simple_bivector`.
 
 Invariant decomposition (Roelfs & De Keninck 2021, "Graded symmetry groups: plane and simple")
     A bivector is :math:`B = \sum_{j=1}^k b_j` with k = floor(n/2) commuting simple bivectors
@@ -24,7 +24,7 @@ Invariant decomposition (Roelfs & De Keninck 2021, "Graded symmetry groups: plan
     unique. There :func:`invariant_decomposition` uses the distinct roots in closed form and
     splits the isoclinic remainder :math:`B'` by deflation, :math:`u = e_i \rfloor B'`,
     :math:`b = u \wedge (u \rfloor B') / |u|^2` (every vector in the support of an isoclinic
-    bivector lies in one of its invariant planes). See ``proofs/invariant_decomposition.py``.
+    bivector lies in one of its invariant planes). See :mod:`galinear.proofs.invariant_decomposition`.
 
 Rotor gadget parameter count (paper Eq. 6, paper-notes section 4)
     :func:`rotor_gadget_parameter_count` and :func:`rotor_network_parameter_count`.

@@ -256,7 +256,11 @@ def write_rotor_spec(root=None) -> Path:
     return path
 
 
-def generate_all(root=None, targets=TARGETS, progress=None) -> list[Path]:
+#: Targets whose kernels are shipped in galinear/_generated (nothing at run time uses torch kernels).
+SHIPPED_TARGETS = ("numba",)
+
+
+def generate_all(root=None, targets=SHIPPED_TARGETS, progress=None) -> list[Path]:
     """Regenerate the rotor spec and every shipped kernel (:func:`~galinear.symbolic.spec.shipped_specs`)."""
     root = GENERATED_ROOT if root is None else Path(root)
     paths = [write_rotor_spec(root)]

@@ -1,4 +1,4 @@
-"""Small helpers shared by the proof scripts in ``proofs/`` (sympy only).
+"""Small helpers shared by the proofs in :mod:`galinear.proofs` (sympy only).
 
 A proof script defines ``IDENTITY`` (one line), ``N_MIN``, ``N_DEFAULT`` and
 ``prove(n_max, log)``, and ends with ``raise SystemExit(run_proof(IDENTITY, N_MIN, N_DEFAULT, prove))``.
