@@ -131,9 +131,12 @@ class LayerObjective:
         if self.objective == "attention":
             out = attention_output(self.model, self.layer, self.inputs[idx], self.call, replacements)
             return torch.nn.functional.mse_loss(out, self._targets[idx])
+        def log_probs(logits):  # half-precision logits in float32, float64 ones kept
+            return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
+
         with torch.no_grad():
-            target = torch.log_softmax(next_token_logits(self.model, self.layer, self.original_inputs[idx]).float(), -1)
-        logp = torch.log_softmax(next_token_logits(self.model, self.layer, self.inputs[idx], replacements).float(), -1)
+            target = log_probs(next_token_logits(self.model, self.layer, self.original_inputs[idx]))
+        logp = log_probs(next_token_logits(self.model, self.layer, self.inputs[idx], replacements))
         return (target.exp() * (target - logp)).sum(-1).mean()
 
     def value(self, replacements: dict, window_batch: int = 2) -> float:
