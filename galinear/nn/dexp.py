@@ -144,10 +144,29 @@ def _torch_part_tables(n, device, dtype):
 CORRELATION_LIMIT = 256
 
 
-def bivector_parts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _numba_parts_usable(a: torch.Tensor) -> bool:
+    """The numba kernel serves float32/float64 CPU tensors when numba compiles (under
+    NUMBA_DISABLE_JIT its loops would run as plain Python: the torch path is faster then)."""
+    if a.dtype not in (torch.float32, torch.float64):
+        return False
+    try:
+        from numba import config
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    return not config.DISABLE_JIT
+
+
+def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     r"""Summed bivector parts :math:`\sum_t \langle a_t \tilde b_t\rangle_2` and
     :math:`\sum_t \langle \tilde b_t a_t\rangle_2` for a, b of shape (T, P, 2**n): each (P, C(n, 2)).
+
+    ``kernel``: "torch" (one batched matrix product per chunk pair up to
+    :data:`CORRELATION_LIMIT` coefficients, one gather pass per blade above), "numba"
+    (:mod:`galinear.kernels.bivector_parts`: every blade from one resident pass, CPU only) or
+    "auto" (numba above the limit on the CPU when it compiles, torch otherwise).
     """
+    if kernel not in ("auto", "torch", "numba"):
+        raise ValueError(f"kernel must be 'auto', 'torch' or 'numba', got {kernel!r}")
     if a.shape != b.shape or a.dim() != 3:
         raise ValueError(f"a and b must both be (T, P, 2**n), got {tuple(a.shape)} and {tuple(b.shape)}")
     d = a.shape[-1]
@@ -158,6 +177,15 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torc
     if M == 0:
         empty = a.new_zeros(P, 0)
         return empty, empty
+    use_numba = kernel == "numba" or (kernel == "auto" and d > CORRELATION_LIMIT and a.device.type == "cpu"
+                                       and _numba_parts_usable(a))
+    if use_numba:
+        if a.device.type != "cpu":
+            raise ValueError(f"kernel='numba' runs on the CPU only, got tensors on {a.device}; use kernel='torch'")
+        from galinear.kernels.bivector_parts import bivector_parts as numba_parts
+
+        left, right = numba_parts(a.detach().contiguous().numpy(), b.detach().to(a.dtype).contiguous().numpy())
+        return torch.from_numpy(left), torch.from_numpy(right)
     if d <= CORRELATION_LIMIT:
         # corr[p, i, c] = sum_t a[t, p, i] b[t, p, c]; the part of blade m picks i = gather[m, c]
         corr = torch.bmm(a.permute(1, 2, 0), b.permute(1, 0, 2))
