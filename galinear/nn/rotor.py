@@ -15,8 +15,10 @@ from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.dexp import exact_rotor_sandwich
-from galinear.nn.functional.autotable import choose_backend
-from galinear.nn.functional.matrices import assemble_weight, exact_sandwich_matrices, parity_order
+from galinear.nn.functional.autotable import batch_bucket, choose_backend
+from galinear.nn.functional.matrices import (
+    assemble_weight, chunk_coordinates, chunk_weight, exact_parity_blocks, parity_blocks,
+)
 
 __all__ = ["RotorLinear", "RotorNetwork", "check_finite", "fitting_chunk_size"]
 
@@ -157,6 +159,7 @@ class RotorLinear(nn.Module):
         # last checked for NaN/inf (an unchanged parameter is not checked again).
         self._weight_cache = None
         self._checked = None
+        self._choices = {}  # backend="auto": the choice per (batch, device, dtype, mode)
 
         P, m, k, n = self.pairs, self.bivector_size, self.planes, self.n
         self.left_bivectors = nn.Parameter(torch.empty(P, m, **factory))
@@ -264,31 +267,50 @@ class RotorLinear(nn.Module):
         if self.backend != "auto":
             return self.backend
         mode = "training" if torch.is_grad_enabled() and self.left_bivectors.requires_grad else "inference"
-        return choose_backend(self.n, batch, x.device, x.dtype, mode)
+        key = (batch_bucket(batch), x.device, x.dtype, mode)
+        name = self._choices.get(key)
+        if name is None:
+            name = self._choices[key] = choose_backend(self.n, batch, x.device, x.dtype, mode)
+        return name
 
     def _versions(self, *tensors):
         return tuple(None if t is None else (id(t), t.data_ptr(), t._version) for t in tensors)
 
+    def _chunk_weight(self, update_warm_start):
+        """(J c, I c) matrix of all chunk pairs (parity basis) and its (input, output) coordinates."""
+        output_index = self.output_index.view(self.output_chunks, self.chunk_size)
+        if self.n == 0:  # Cl(0): every chunk map is the 1 x 1 identity, the weight is alpha
+            one = self.left_bivectors.new_ones(self.pairs)
+            weight = (one if self.alpha is None else one * self.alpha).view(self.output_chunks, self.input_chunks)
+            return weight, self.input_index.reshape(-1), output_index.reshape(-1)
+        left, right = self.rotor_factors(update_warm_start)
+        if self.gradient == "exact":
+            blocks = exact_parity_blocks(self.left_bivectors, self.right_bivectors, left, right)
+        else:
+            blocks = parity_blocks(left, right)
+        return (chunk_weight(blocks, self.alpha, self.output_chunks), chunk_coordinates(self.input_index),
+                chunk_coordinates(output_index))
+
     def assembled_weight(self, update_warm_start: bool = False) -> torch.Tensor:
-        """The (out_features, in_features) matrix built from all chunk-pair matrices in one batched
+        """The (out_features, in_features) matrix, built from all chunk-pair matrices in one batched
         call (differentiable; cached like the factors when nothing needs a gradient)."""
         cacheable = not update_warm_start and not torch.is_grad_enabled() and not F._compiling()
         if cacheable:
             state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
             if self._weight_cache is not None and self._weight_cache[0] == state:
                 return self._weight_cache[1]
-        left, right = self.rotor_factors(update_warm_start)
-        if self.n == 0 or self.gradient != "exact":
-            matrices, basis = F.sandwich_matrix(left, right), None
-        else:
-            matrices = exact_sandwich_matrices(self.left_bivectors, self.right_bivectors, left, right, basis="parity")
-            basis = parity_order(self.n, matrices.device)
-        weight = assemble_weight(
-            matrices, self.alpha, self.input_index, self.output_index.view(self.output_chunks, self.chunk_size),
-            self.output_scale, self.in_features, basis,
-        )
+        weight = assemble_weight(*self._chunk_weight(update_warm_start), self.output_scale, self.in_features)
         self._weight_cache = (state, weight, (self.alpha,)) if cacheable else None
         return weight
+
+    def _matrix_forward(self, flat, update_warm_start):
+        if not update_warm_start and not torch.is_grad_enabled():
+            return nn.functional.linear(flat, self.assembled_weight(update_warm_start), self.bias)
+        # training: activations permuted into the chunks' parity basis (cheaper than the weight)
+        weight, inputs, outputs = self._chunk_weight(update_warm_start)
+        mapped = flat.index_select(1, inputs) @ weight.t()
+        out = mapped.new_zeros(flat.shape[0], self.out_features).index_add(1, outputs, mapped) * self.output_scale
+        return out if self.bias is None else out + self.bias
 
     def _forward(self, x, update_warm_start):
         _check_input(self, x)
@@ -302,8 +324,7 @@ class RotorLinear(nn.Module):
         batch = flat.shape[0]
         backend = self._backend_for(batch, flat)
         if backend == "dense":  # every chunk-pair matrix in one batched call, then one GEMM
-            out = nn.functional.linear(flat, self.assembled_weight(update_warm_start), self.bias)
-            return out.reshape(*lead, self.out_features)
+            return self._matrix_forward(flat, update_warm_start).reshape(*lead, self.out_features)
         c, I, J = self.chunk_size, self.input_chunks, self.output_chunks
         if self._plain_input:
             chunks = flat.view(batch, I, c)

@@ -8,9 +8,10 @@ fastest backend of a whole :class:`~galinear.nn.RotorLinear` call. Batch buckets
 :data:`BATCH_BUCKETS` (a batch goes to the first bucket >= it, or the last).
 
 Rule for a missing key, a backend that is no longer registered, or a dtype it does not support:
-chunks with n <= :data:`MATRIX_MAX_N` use ``"dense"`` (every chunk-pair matrix in one batched call,
-then one GEMM); larger chunks use the registered backend of highest priority that supports the
-device and dtype (``numba`` on the CPU, ``reversible`` on CUDA).
+``"dense"`` (every chunk-pair matrix in one batched call, then one GEMM; in inference the layer's
+assembled matrix is cached) for chunks with n <= :data:`MATRIX_MAX_N`, and in inference also for
+batches of at most :data:`MATRIX_MAX_INFERENCE_BATCH` tokens; otherwise the registered backend of
+highest priority that supports the device and dtype (``numba`` on the CPU, ``reversible`` on CUDA).
 """
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ from pathlib import Path
 import torch
 
 __all__ = ["BATCH_BUCKETS", "MATRIX_MAX_N", "TABLE_PATH", "batch_bucket", "choose_backend", "load_table",
-           "table_key"]
+           "rule_backend", "table_key"]
 
 #: Batch buckets of the table: 1 token (decoding), up to 32, up to 512, more.
 BATCH_BUCKETS = (1, 32, 512, 4096)
 #: Largest n for which the rule (not the table) picks the chunk matrices ("dense").
 MATRIX_MAX_N = 7
+#: In inference, batches up to this size use the cached matrix whatever n (decoding).
+MATRIX_MAX_INFERENCE_BATCH = 32
 TABLE_PATH = Path(__file__).with_name("backend_table.json")
 MODES = ("training", "inference")
 
@@ -66,11 +69,11 @@ def load_table(path=None) -> dict:
     return _LOADED[key]
 
 
-def rule_backend(n: int, device, dtype) -> str:
-    """The documented fallback: "dense" for n <= MATRIX_MAX_N, else the best registered backend."""
+def rule_backend(n: int, batch: int, device, dtype, mode: str) -> str:
+    """The documented fallback (see the module docstring)."""
     from galinear.nn.functional.backends import resolve_sandwich_backend
 
-    if n <= MATRIX_MAX_N:
+    if n <= MATRIX_MAX_N or (mode == "inference" and batch <= MATRIX_MAX_INFERENCE_BATCH):
         return "dense"
     return resolve_sandwich_backend("auto", device, dtype)[0]
 
@@ -89,4 +92,4 @@ def choose_backend(n: int, batch: int, device, dtype, mode: str, table=None) -> 
         entry = _REGISTRY.get(name)
         if entry is not None and entry.supports(torch.device(device), dtype):
             return name
-    return rule_backend(n, device, dtype)
+    return rule_backend(n, batch, device, dtype, mode)

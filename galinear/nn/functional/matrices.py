@@ -23,8 +23,8 @@ from galinear.nn import _tables
 from galinear.nn.functional._common import _TABLE_CACHE
 from galinear.nn.functional.rotors import compose_rotors
 
-__all__ = ["exact_sandwich_matrices", "assemble_weight", "correlation_bivector_parts", "parity_block_matrices",
-           "parity_order"]
+__all__ = ["assemble_weight", "chunk_coordinates", "chunk_weight", "correlation_bivector_parts", "exact_parity_blocks",
+           "exact_sandwich_matrices", "parity_blocks", "parity_order"]
 
 
 def correlation_bivector_parts(corr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,41 +56,58 @@ def parity_order(n: int, device=None) -> torch.Tensor:
 
 
 def _parity_tables(n: int, device, dtype):
-    """Per parity block (even, odd): flat gather index and the left/right signs, each (2, h*h)."""
+    """Gather index (2, h*h) and left/right signs (2, h*h) of the two parity blocks of the
+    product matrices, the reverse signs (2**n,), and the (C(n, 2) * 2**n,) positions in the flat
+    (2, h, h) blocks of the correlation entries that carry bivector parts."""
     key = ("parity blocks", n, str(device), dtype)
     tables = _TABLE_CACHE.get(key)
     if tables is None:
+        from galinear.blades import bivector_part_tables
+
         index, left, right = _tables.full_tables(n)
         grades = blade_grades(n)
         blocks = [np.flatnonzero(grades % 2 == parity) for parity in (0, 1)]
+        h = 2 ** (n - 1)
         gather = np.stack([index[np.ix_(b, b)].reshape(-1) for b in blocks])
         signs = [np.stack([table[np.ix_(b, b)].reshape(-1) for b in blocks]).astype(np.float64)
                  for table in (left, right)]
         reverse = _tables.reverse_signs(n).astype(np.float64)
+        position = np.empty(2**n, dtype=np.int64)
+        for b in blocks:
+            position[b] = np.arange(len(b))
+        part_rows = np.asarray(bivector_part_tables(n)[0], dtype=np.int64)  # (M, 2**n): corr[row, col]
+        columns = np.arange(2**n)[None, :]
+        part_index = (grades[columns] % 2) * h * h + position[part_rows] * h + position[columns]
         tables = (torch.as_tensor(gather, device=device),
-                  *(torch.as_tensor(t, device=device).to(dtype) for t in (*signs, reverse)))
+                  *(torch.as_tensor(t, device=device).to(dtype) for t in (*signs, reverse)),
+                  torch.as_tensor(part_index.reshape(-1), device=device))
         _TABLE_CACHE[key] = tables
     return tables
 
 
-def parity_block_matrices(left, right=None) -> torch.Tensor:
-    r"""(P, 2**n, 2**n) matrices of x -> R x S~ in the basis :func:`parity_order` (n >= 1).
+def parity_blocks(left, right=None) -> torch.Tensor:
+    r"""(P, 2, c/2, c/2): the even and odd blocks of the matrices of x -> R x S~ (n >= 1).
 
     A rotor is even, so :math:`x \mapsto R x` and :math:`x \mapsto x \tilde S` keep the parity of a
-    blade: in the even-then-odd basis both are block diagonal with two (c/2, c/2) blocks, and the
-    map is two products of c/2 x c/2 matrices (a quarter of the c x c product).
+    blade: in the basis :func:`parity_order` (even blades, then odd) both are block diagonal, and
+    the map is two products of c/2 x c/2 matrices (a quarter of one c x c product). Block q, entry
+    (r, s) is M[b_q[r], b_q[s]] with b_q the shortlex positions of parity q.
     """
     VL, WL = left
     n = VL.shape[-1]
-    P, c, h = VL.shape[0], 2**n, 2 ** (n - 1)
-    gather, left_sign, right_sign, reverse = _parity_tables(n, VL.device, VL.dtype)
+    P, h = VL.shape[0], 2 ** (n - 1)
+    gather, left_sign, right_sign, reverse, _ = _parity_tables(n, VL.device, VL.dtype)
     rotor = compose_rotors(VL, WL)
     other = rotor if right is None else compose_rotors(*right)
     flat = gather.reshape(-1)
     a = rotor.index_select(-1, flat).view(P, 2, h * h).mul_(left_sign).view(P, 2, h, h)
     b = (other * reverse).index_select(-1, flat).view(P, 2, h * h).mul_(right_sign).view(P, 2, h, h)
-    blocks = a @ b
-    out = blocks.new_zeros(P, c, c)
+    return a @ b
+
+
+def _full_from_blocks(blocks):
+    P, _, h, _ = blocks.shape
+    out = blocks.new_zeros(P, 2 * h, 2 * h)
     out[:, :h, :h] = blocks[:, 0]
     out[:, h:, h:] = blocks[:, 1]
     return out
@@ -101,71 +118,78 @@ def _unpermute(matrix, n):
     return matrix.index_select(-2, inverse).index_select(-1, inverse)
 
 
-class _ExactSandwichMatrices(torch.autograd.Function):
-    """(P, c, c) parity-block matrices of x -> R x S~ from exact factors, exact gradient in B and C."""
+class _ExactParityBlocks(torch.autograd.Function):
+    """:func:`parity_blocks` from exact factors, with the exact gradient in B and C."""
 
     @staticmethod
     def forward(ctx, left_bivectors, right_bivectors, VL, WL, VR, WR):
-        M = parity_block_matrices((VL, WL), None if VR is None else (VR, WR))
+        blocks = parity_blocks((VL, WL), None if VR is None else (VR, WR))
         ctx.single = right_bivectors is None
-        ctx.save_for_backward(M, left_bivectors, *(() if ctx.single else (right_bivectors,)))
-        return M
+        ctx.save_for_backward(blocks, left_bivectors, *(() if ctx.single else (right_bivectors,)))
+        return blocks
 
     @staticmethod
-    def backward(ctx, grad_m):
-        from galinear.nn.dexp import phi_ad
+    def backward(ctx, grad_blocks):
+        from galinear.nn.dexp import _torch_part_tables, phi_ad
 
-        M, BL, *rest = ctx.saved_tensors
-        c = M.shape[-1]
-        h = c // 2
-        grad_m = grad_m.to(M.dtype)
-        corr = torch.zeros_like(M)  # only the parity blocks of sum_t G_t y_t^T carry bivector parts
-        corr[:, :h, :h] = grad_m[:, :h, :h] @ M[:, :h, :h].transpose(-1, -2)
-        corr[:, h:, h:] = grad_m[:, h:, h:] @ M[:, h:, h:].transpose(-1, -2)
-        left_part, right_part = correlation_bivector_parts(_unpermute(corr, c.bit_length() - 1))
+        blocks, BL, *rest = ctx.saved_tensors
+        P, _, h, _ = blocks.shape
+        n = (2 * h).bit_length() - 1
+        # only the parity blocks of sum_t G_t y_t^T = (dL/dM) M^T carry bivector parts
+        corr = grad_blocks.to(blocks.dtype) @ blocks.transpose(-1, -2)
+        part_index = _parity_tables(n, blocks.device, blocks.dtype)[4]
+        _, signs = _torch_part_tables(n, blocks.device, blocks.dtype)
+        picked = corr.reshape(P, 2 * h * h).index_select(-1, part_index).view(P, signs.shape[0], 2 * h)
+        left_part, right_part = torch.einsum("pmd,mds->spm", picked, signs)
         if ctx.single:
             return phi_ad(BL, (left_part - right_part).to(BL.dtype)), None, None, None, None, None
         (BR,) = rest
         return phi_ad(BL, left_part.to(BL.dtype)), -phi_ad(BR, right_part.to(BR.dtype)), None, None, None, None
 
 
-def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None, basis: str = "shortlex"):
-    """(P, 2**n, 2**n) matrices M_p of x -> R_p x S_p~ (S = R when ``right_bivectors`` is None).
-
-    ``left``/``right`` are exact factor pairs (V, W) of the bivectors (constants: the gradient is
-    that of exp, as in :func:`galinear.nn.dexp.exact_rotor_sandwich`). ``basis="parity"`` returns
-    them in the basis :func:`parity_order` (block diagonal), "shortlex" in the usual one.
-    """
+def exact_parity_blocks(left_bivectors, right_bivectors, left, right=None) -> torch.Tensor:
+    """:func:`parity_blocks` of exact factor pairs, differentiable in the bivectors (the factors
+    are constants: the gradient is that of exp, as in :func:`galinear.nn.dexp.exact_rotor_sandwich`)."""
     if (right_bivectors is None) != (right is None):
         raise ValueError("give right_bivectors and right factors together (both None for S = R)")
-    if basis not in ("shortlex", "parity"):
-        raise ValueError(f"basis must be 'shortlex' or 'parity', got {basis!r}")
     VL, WL = (t.detach() for t in left)
-    n = VL.shape[-1]
-    if n == 0:  # Cl(0): the 1 x 1 identity
-        return VL.new_ones(VL.shape[0], 1, 1)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
-    M = _ExactSandwichMatrices.apply(left_bivectors, right_bivectors, VL, WL, VR, WR)
-    return M if basis == "parity" else _unpermute(M, n)
+    return _ExactParityBlocks.apply(left_bivectors, right_bivectors, VL, WL, VR, WR)
 
 
-def assemble_weight(matrices, alpha, input_index, output_index, output_scale, in_features, basis=None):
-    """The (out_features, in_features) matrix of a rotor layer from its (J I, c, c) chunk matrices.
+def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None) -> torch.Tensor:
+    """(P, 2**n, 2**n) matrices M_p of x -> R_p x S_p~ (S = R when ``right_bivectors`` is None),
+    shortlex basis, exact gradient in the bivectors; see :func:`exact_parity_blocks`."""
+    n = left[0].shape[-1]
+    if n == 0:  # Cl(0): the 1 x 1 identity
+        return left[0].new_ones(left[0].shape[0], 1, 1)
+    return _unpermute(_full_from_blocks(exact_parity_blocks(left_bivectors, right_bivectors, left, right)), n)
 
-    Pair p = j I + i maps input chunk i to output chunk j; ``input_index`` (I, c) and
-    ``output_index`` (J, c) hold the layer coordinates of the chunks' coefficients (in shortlex
-    order; ``basis`` (c,), e.g. :func:`parity_order`, when the matrices use another coefficient
-    order); rows are then scaled by ``output_scale`` (out_features,). Differentiable in
-    ``matrices`` and ``alpha``.
-    """
-    P, c, _ = matrices.shape
-    J, I = output_index.shape[0], input_index.shape[0]
-    out_features = output_scale.shape[0]
-    if basis is not None:
-        input_index, output_index = input_index[:, basis], output_index[:, basis]
+
+def chunk_weight(blocks, alpha, output_chunks: int) -> torch.Tensor:
+    """(J c, I c) matrix of all chunk pairs p = j I + i (block (j, i) = alpha_p M_p), rows and
+    columns of every chunk in the basis :func:`parity_order`; ``blocks`` from :func:`parity_blocks`."""
+    P, _, h, _ = blocks.shape
+    J = output_chunks
+    I = P // J
     if alpha is not None:
-        matrices = matrices * alpha[:, None, None].to(matrices.dtype)
-    weight = matrices.reshape(J, I, c, c).permute(0, 2, 1, 3).reshape(J * c, I * c)
-    weight = weight.new_zeros(J * c, in_features).index_add(1, input_index.reshape(-1), weight)
-    weight = weight.new_zeros(out_features, in_features).index_add(0, output_index.reshape(-1), weight)
+        blocks = blocks * alpha[:, None, None, None].to(blocks.dtype)
+    weight = blocks.new_zeros(J, 2 * h, I, 2 * h)
+    weight[:, :h, :, :h] = blocks[:, 0].view(J, I, h, h).permute(0, 2, 1, 3)
+    weight[:, h:, :, h:] = blocks[:, 1].view(J, I, h, h).permute(0, 2, 1, 3)
+    return weight.view(J * 2 * h, I * 2 * h)
+
+
+def chunk_coordinates(index: torch.Tensor) -> torch.Tensor:
+    """(chunks * c,) layer coordinates of the rows/columns of :func:`chunk_weight` from a chunk
+    index (chunks, c) in shortlex order."""
+    n = index.shape[-1].bit_length() - 1
+    return index[:, parity_order(n, index.device)].reshape(-1)
+
+
+def assemble_weight(weight, input_coordinates, output_coordinates, output_scale, in_features):
+    """The layer's (out_features, in_features) matrix from :func:`chunk_weight` (overlapping chunks
+    summed, rows scaled by ``output_scale``)."""
+    weight = weight.new_zeros(weight.shape[0], in_features).index_add(1, input_coordinates, weight)
+    weight = weight.new_zeros(output_scale.shape[0], in_features).index_add(0, output_coordinates, weight)
     return weight * output_scale.to(weight.dtype).unsqueeze(-1)
