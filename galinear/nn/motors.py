@@ -13,8 +13,8 @@ Closed form of the exponential (dual numbers, e.g. Roelfs and De Keninck 2023): 
    e^B = \cos\theta + \tfrac{p}{2} c_1 I + \big(c_1 - \tfrac{p}{2} c_2 I\big) B,\qquad
    c_1 = \frac{\sin\theta}{\theta},\quad c_2 = \frac{\theta\cos\theta - \sin\theta}{\theta^3},
 
-all three coefficients written as functions of :math:`\theta^2` (Taylor series below
-:data:`SERIES_BELOW`), so the map and its gradient are smooth at pure translations and at 0.
+all three coefficients written as functions of :math:`\theta^2` (the series of the rotor
+specification near 0), so the map and its gradient are smooth at pure translations and at 0.
 The logarithm inverts it for :math:`\theta < \pi`. Products use the Cayley table of the
 numeric core, so the torch code shares its sign conventions.
 """
@@ -25,10 +25,12 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from galinear._generated import rotor_spec
+
 __all__ = ["SIGNATURE", "motor_exp", "motor_log", "sandwich", "gp", "reverse", "bivector", "point", "point_coordinates"]
 
 SIGNATURE = (3, 0, 1)
-#: theta**2 below which the coefficients use their Taylor series (error < 1e-14).
+#: (atan u) / u below this u**2 by its Taylor series (relative error below 1e-17).
 SERIES_BELOW = 1e-2
 
 
@@ -91,16 +93,19 @@ def point_coordinates(P: torch.Tensor) -> torch.Tensor:
 
 
 def _coefficients(a: torch.Tensor):
-    """cos(theta), c1, c2 as functions of a = theta**2 >= 0, smooth at 0."""
-    small = a < SERIES_BELOW
+    """cos(theta), c1 = sinc(theta) and c2 = 2 d sinc / d(theta**2) as functions of
+    a = theta**2 >= 0, smooth at 0: the series and switch point of the rotor specification
+    (:mod:`galinear._generated.rotor_spec`) below it, the closed forms above."""
+    key = "float64" if a.dtype == torch.float64 else "float32"
+    small = a < rotor_spec.SERIES_SWITCH[key]
     safe = torch.where(small, torch.ones_like(a), a)
     th = torch.sqrt(safe)
     cos_e, sin_e = torch.cos(th), torch.sin(th)
     c1_e = sin_e / th
     c2_e = (th * cos_e - sin_e) / (safe * th)
-    cos_s = 1 - a / 2 + a**2 / 24 - a**3 / 720 + a**4 / 40320
-    c1_s = 1 - a / 6 + a**2 / 120 - a**3 / 5040 + a**4 / 362880
-    c2_s = -1 / 3 + a / 30 - a**2 / 840 + a**3 / 45360
+    cos_s = rotor_spec.horner(rotor_spec.COS_SERIES[key], a)
+    c1_s = rotor_spec.horner(rotor_spec.SINC_SERIES[key], a)
+    c2_s = 2 * rotor_spec.horner(rotor_spec.DSINC_SERIES[key], a)
     return torch.where(small, cos_s, cos_e), torch.where(small, c1_s, c1_e), torch.where(small, c2_s, c2_e)
 
 
