@@ -162,8 +162,8 @@ def check_identity(config: dict, model, check_weights: bool = True) -> None:
     for key in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size"):
         if saved.get(key) is not None and here.get(key) is not None and saved[key] != here[key]:
             raise ValueError(f"{config['_folder']} was made for {label} ({key} = {saved[key]}), but this model has "
-                             f"{key} = {here[key]}; load it into the model it was made from, or call "
-                             f"galinear.compress.load(folder) without a model to load that one")
+                             f"{key} = {here[key]}; " + config.get("_fix", "load it into the model it was made "
+                             "from, or call galinear.compress.load(folder) without a model to load that one"))
     for entry in config["modules"]:
         layer, proj = entry["layer"], entry["projection"]
         if layer >= here["num_hidden_layers"]:
@@ -173,7 +173,8 @@ def check_identity(config: dict, model, check_weights: bool = True) -> None:
         want = (entry["settings"].get("in_features"), entry["settings"].get("out_features"))
         if shape != want:
             raise ValueError(f"{config['_folder']}: layer {layer} {proj} is {want[0]} -> {want[1]} there, "
-                             f"{shape[0]} -> {shape[1]} in this model; it was made for {label}")
+                             f"{shape[0]} -> {shape[1]} in this model; it was made for {label}: load it into that "
+                             "model")
     if check_weights and saved.get("fingerprint") and saved["fingerprint"] != here["fingerprint"]:
         raise ValueError(f"{config['_folder']} was made for {label}, and this model has the same shapes but other "
                          "weights (embedding / norm fingerprint differs); load it into the model it was made "

@@ -123,11 +123,20 @@ class Store:
 
 
 # ---------------------------------------------------------------------- compressed models
-def save_compressed(path: str, replacements: dict, spec, model_name: str) -> None:
-    """Save the replacement modules of a compressed model (state dicts + how to rebuild them)."""
+def save_compressed(path: str, replacements: dict, spec, model_name: str, model=None) -> None:
+    """Save the replacement modules of a compressed model (state dicts + how to rebuild them).
+
+    With ``model`` (the model they were made for) the file also records its identity
+    (:func:`galinear.compress.saving.identity`: family, widths, depth, vocabulary, weight
+    fingerprint), which :func:`load_compressed` checks; every file records each module's widths.
+    """
     payload = {"format": "galinear-compressed-v1", "model": model_name, "spec": spec.to_dict(),
                "modules": {f"{layer}.{proj}": {"state": m.state_dict(), "in": _in_out(m)[0], "out": _in_out(m)[1]}
                            for (layer, proj), m in replacements.items()}}
+    if model is not None:
+        from galinear.compress import saving
+
+        payload["identity"] = saving.identity(model, name=model_name)
     atomic_save(payload, path)
 
 
@@ -145,17 +154,41 @@ def freeze(module):
     return module
 
 
-def load_compressed(model, path: str) -> dict:
-    """Put the modules saved by :func:`save_compressed` into ``model`` (in place); returns them."""
+def _as_folder_config(path: str, payload: dict) -> dict:
+    """The parts of a v1 file that :func:`galinear.compress.saving.check_identity` reads."""
+    saved = dict(payload.get("identity") or {})
+    saved.setdefault("name", payload.get("model"))
+    modules = []
+    for key, entry in payload["modules"].items():
+        layer, proj = key.split(".")
+        modules.append({"layer": int(layer), "projection": proj,
+                        "settings": {"in_features": int(entry["in"]), "out_features": int(entry["out"])}})
+    return {"_folder": path, "model": saved, "modules": modules,
+            "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
+
+
+def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
+    """Put the modules saved by :func:`save_compressed` into ``model`` (in place); returns them.
+
+    ``model`` is checked first, as :func:`galinear.compress.load` checks it: every replaced
+    projection must have the saved widths, and when the file records the model's identity the
+    family, hidden width, depth, vocabulary and (``check_weights``) the weight fingerprint must
+    match; a mismatch raises ValueError naming it and nothing is installed. Afterwards
+    ``model.save_pretrained`` refuses while the replacements are installed
+    (:func:`galinear.compress.saving.guard_save_pretrained`).
+    """
     import torch
+
+    from galinear.compress import saving
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such compressed model file")
     payload = fit.load(path, recompute=False)
     if not isinstance(payload, dict) or payload.get("format") != "galinear-compressed-v1":
         raise ValueError(f"{path} is not a compressed model written by galinear")
+    saving.check_identity(_as_folder_config(path, payload), model, check_weights)
     spec = methods.MethodSpec(**payload["spec"])
-    out = {}
+    built = {}
     for key, entry in payload["modules"].items():
         layer, proj = key.split(".")
         layer = int(layer)
@@ -165,6 +198,8 @@ def load_compressed(model, path: str) -> dict:
         else:
             module = methods.build_module(spec, entry["in"], entry["out"], bias=has_bias)
         module.load_state_dict(entry["state"])
-        models.set_projection(model, layer, proj, freeze(module))
-        out[(layer, proj)] = module
-    return out
+        built[(layer, proj)] = freeze(module)
+    for (layer, proj), module in built.items():  # installed only once every module was built
+        models.set_projection(model, layer, proj, module)
+    saving.guard_save_pretrained(model)
+    return built

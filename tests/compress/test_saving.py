@@ -186,3 +186,72 @@ def test_encoders_are_refused_with_a_clear_message():
                                       intermediate_size=64))
     with pytest.raises(ValueError, match="only causal LMs"):
         models.check_model(bert, [0])
+
+
+# ---------------------------------------------------------------------- the single-file format (load_compressed)
+def _wide_llama(hidden: int = 48, seed: int = 0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=hidden, intermediate_size=64, num_hidden_layers=3,
+                                        num_attention_heads=4, num_key_value_heads=2)).eval()
+
+
+def _rotor_file(path, model, with_identity: bool):
+    """A v1 file with rotor networks for layer 1's q and k of ``model``."""
+    from galinear.compress import methods
+    from galinear.compress.store import save_compressed
+
+    spec = methods.MethodSpec("rotor", hidden=16)
+    torch.manual_seed(3)
+    replacements = {(1, p): methods.build_module(spec, models.projection(model, 1, p).in_features,
+                                                 models.projection(model, 1, p).out_features)
+                    for p in ("q_proj", "k_proj")}
+    save_compressed(str(path), replacements, spec, "wide-llama", model=model if with_identity else None)
+    return replacements
+
+
+@pytest.mark.parametrize("with_identity", [False, True])
+def test_load_compressed_refuses_a_file_for_another_model(tmp_path, with_identity):
+    """A 48-wide model's rotor networks put into a 32-wide one: refused on load, nothing installed."""
+    from galinear.compress import load_compressed
+
+    _rotor_file(tmp_path / "wide.pt", _wide_llama(), with_identity)
+    model = tiny_llama()
+    before = {p: models.projection(model, 1, p) for p in models.PROJECTIONS}
+    match = "hidden_size = 48.*hidden_size = 32" if with_identity else "layer 1 q_proj is 48 -> 48 there, 32 -> 32"
+    with pytest.raises(ValueError, match=match):
+        load_compressed(model, str(tmp_path / "wide.pt"))
+    assert all(models.projection(model, 1, p) is m for p, m in before.items())  # untouched
+    assert "save_pretrained" not in vars(model)
+
+
+def test_load_compressed_checks_the_weight_fingerprint(tmp_path):
+    from galinear.compress import load_compressed
+
+    saved = _rotor_file(tmp_path / "same.pt", tiny_llama(seed=0), with_identity=True)
+    with pytest.raises(ValueError, match="other weights"):
+        load_compressed(tiny_llama(seed=5), str(tmp_path / "same.pt"))
+    other = tiny_llama(seed=5)
+    load_compressed(other, str(tmp_path / "same.pt"), check_weights=False)  # the caller knows better
+    model = tiny_llama(seed=0)
+    installed = load_compressed(model, str(tmp_path / "same.pt"))
+    for key, module in saved.items():
+        got = models.projection(model, *key)
+        assert got is installed[key] and type(got).__name__ == "RotorNetwork"
+        for (name, a), (_, b) in zip(module.state_dict().items(), got.state_dict().items()):
+            assert torch.equal(a, b), name
+        x = torch.randn(5, 32)
+        assert torch.equal(module.eval()(x), got(x))
+
+
+def test_load_compressed_guards_save_pretrained(tmp_path):
+    """As for galinear.compress.load: HF's save_pretrained would drop the rotor modules, so it refuses."""
+    from galinear.compress import load_compressed
+
+    _rotor_file(tmp_path / "m.pt", tiny_llama(), with_identity=True)
+    model = tiny_llama()
+    load_compressed(model, str(tmp_path / "m.pt"))
+    with pytest.raises(ValueError, match="galinear replacements.*layer 1 q_proj \\(RotorNetwork\\)"):
+        model.save_pretrained(tmp_path / "dropped")
+    assert not (tmp_path / "dropped").exists()
