@@ -21,6 +21,30 @@ PRESETS = {
 BASELINE_FITS = ("adam", "closed-form", "both")
 
 
+class StudyDefault:
+    """The default of an option that is a :class:`~galinear.compress.config.StudyConfig` field of the
+    same name: written only there, and read (with the torch stack that module imports) when a help
+    text shows it, never while the parser is built, so ``galinear --help`` stays fast."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def value(self):
+        from galinear.compress.config import StudyConfig
+
+        return getattr(StudyConfig, self.field)
+
+    def __str__(self):
+        return str(self.value())
+
+    def __repr__(self):
+        return f"StudyDefault({self.field!r})"
+
+
+# options whose default is the StudyConfig field of the same name
+STUDY_FIELDS = ("model", "window", "stride", "split_seed", "hidden", "o_epochs", "valid_windows", "objective")
+
+
 def expand_methods(names, baseline_fit: str) -> tuple:
     """Apply --baseline-fit to the method list: lr1/lr4/bh1 become their Adam fit, their closed-form
     fit (lr1-cf, ...) or both; other methods (and explicit -cf names) are kept as given."""
@@ -71,8 +95,8 @@ def parse_layer_sets(text):
 def add_arguments(parser):
     parser.add_argument("--preset", choices=sorted(PRESETS), default="demo",
                         help="starting point for every setting not given (default: demo)")
-    parser.add_argument("--model", default="smollm2-135m",
-                        help="'smollm2-135m' (embedded default), a save_pretrained folder, a folder with "
+    parser.add_argument("--model", default=StudyDefault("model"),
+                        help="'%(default)s' (embedded default), a save_pretrained folder, a folder with "
                              "--gguf-file, or a .gguf path")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
     parser.add_argument("--texts", dest="datasets", default=None,
@@ -93,32 +117,37 @@ def add_arguments(parser):
                         help="Adam fits run until the validation MSE stops improving (demo preset: on)")
     parser.add_argument("--fixed-steps", dest="until_converged", action="store_false", default=None,
                         help="Adam fits run --epochs passes with a cosine schedule (full preset)")
-    parser.add_argument("--objective", choices=("qkv", "attention", "logits"), default="qkv",
-                        help="what Adam fits match: each of q, k, v on its own (qkv, default), or q, k, v jointly "
+    parser.add_argument("--objective", choices=("qkv", "attention", "logits"), default=StudyDefault("objective"),
+                        help="what Adam fits match: each of q, k, v on its own (qkv), or q, k, v jointly "
                              "to the layer's attention output (attention) or to the model's next-token "
-                             "distribution (logits, KL); closed-form fits stay qkv")
+                             "distribution (logits, KL); closed-form fits stay qkv (default %(default)s)")
     parser.add_argument("--max-steps", type=int, default=None, help="step budget of a converged fit")
     parser.add_argument("--eval-every", type=int, default=None, help="steps between validation checks")
     parser.add_argument("--patience", type=int, default=None,
                         help="validation checks without improvement before a learning-rate decay / the stop")
-    parser.add_argument("--valid-windows", type=int, default=2,
-                        help="validation windows per text for the stopping rule (default 2)")
+    parser.add_argument("--valid-windows", type=int, default=StudyDefault("valid_windows"),
+                        help="validation windows per text for the stopping rule (default %(default)s)")
     parser.add_argument("--seeds", default=None, help="comma-separated seeds for single-layer sets")
     parser.add_argument("--multi-seeds", default=None, help="seeds for sets of 2+ layers (default: --seeds)")
     parser.add_argument("--train-windows", type=int, default=None, help="training windows per text")
     parser.add_argument("--eval-windows", type=int, default=None, help="held-out windows per text")
     parser.add_argument("--mse-windows", type=int, default=None, help="held-out windows per text for test MSE")
     parser.add_argument("--epochs", type=float, default=None, help="passes over the regression rows")
-    parser.add_argument("--hidden", type=int, default=512, help="rotor network hidden width (default 512)")
+    parser.add_argument("--hidden", type=int, default=StudyDefault("hidden"),
+                        help="rotor network hidden width (default %(default)s)")
     parser.add_argument("--bh-blocks", type=int, default=None,
                         help="BH1 block count (default: the largest common divisor of the q/k/v widths up to 48, "
                              "e.g. 48 for SmolLM2's 576 -> 576 / 192; the count used and the parameter ratio "
                              "to the rotor network are reported)")
-    parser.add_argument("--window", type=int, default=512)
-    parser.add_argument("--stride", type=int, default=256)
-    parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--window", type=int, default=StudyDefault("window"),
+                        help="tokens per window (default %(default)s)")
+    parser.add_argument("--stride", type=int, default=StudyDefault("stride"),
+                        help="tokens between window starts (default %(default)s)")
+    parser.add_argument("--split-seed", type=int, default=StudyDefault("split_seed"),
+                        help="seed of the training / held-out split (default %(default)s)")
     parser.add_argument("--refit-o-proj", action="store_true", help="refit o_proj after each replaced layer")
-    parser.add_argument("--o-epochs", type=float, default=15.0, help="epochs of the o_proj refit (paper: 15)")
+    parser.add_argument("--o-epochs", type=float, default=StudyDefault("o_epochs"),
+                        help="epochs of the o_proj refit (default %(default)s, as in the paper)")
     parser.add_argument("--out", default=None, help="output folder (default runs/compress-<preset>)")
     parser.add_argument("--save", dest="save_dir", default=None, metavar="DIR",
                         help="also write every compressed model as a folder under DIR (safetensors + JSON), "
@@ -141,18 +170,19 @@ def config_from_args(args):
     datasets += tuple(name for name, _ in files)
     methods = expand_methods(tuple(x.strip() for x in pick("methods").split(",") if x.strip()), pick("baseline_fit"))
     multi = pick("multi_seeds")
+    # an option left at its StudyDefault is not passed: StudyConfig fills it
+    given = {name: getattr(args, name) for name in STUDY_FIELDS
+             if not isinstance(getattr(args, name, None), (StudyDefault, type(None)))}
     return StudyConfig(
-        model=args.model, gguf_file=args.gguf_file, datasets=datasets,
+        gguf_file=args.gguf_file, datasets=datasets,
         layer_sets=parse_layer_sets(pick("layer_sets")), methods=methods,
         seeds=_ints(pick("seeds"), "--seeds"), multi_seeds=None if multi is None else _ints(multi, "--multi-seeds"),
         train_windows=pick("train_windows"), eval_windows=pick("eval_windows"), mse_windows=pick("mse_windows"),
-        window=args.window, stride=args.stride, split_seed=args.split_seed, epochs=pick("epochs"),
-        hidden=args.hidden, bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj, o_epochs=args.o_epochs,
+        epochs=pick("epochs"), bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj,
         out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
         progress=not args.no_progress, text_files=files, text_field=args.text_field,
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
-        patience=pick("patience"), valid_windows=args.valid_windows, save_dir=getattr(args, "save_dir", None),
-        objective=getattr(args, "objective", "qkv"))
+        patience=pick("patience"), save_dir=getattr(args, "save_dir", None), **given)
 
 
 def run(args):

@@ -47,42 +47,57 @@ def _nonnegative_int(text):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # the model and optimiser defaults are the fields of MLPConfig and TrainConfig (the measured
+    # configuration of docs/results.md), written once there
+    from galinear.train.config import ACTIVATIONS, HEADS, MODEL_KINDS, ROTOR_GRADIENTS, MLPConfig, TrainConfig
+
+    model, train = MLPConfig(), TrainConfig()
+    chunk_n = model.chunk_size.bit_length() - 1
     parser.add_argument("--data", choices=("fashion-mnist", "mnist"), default="fashion-mnist")
     parser.add_argument("--data-dir", default=None,
                         help="folder of the idx files (default: $GALINEAR_FASHION_MNIST / $GALINEAR_MNIST, "
                              "then /usr/share/datasets/fashion-mnist)")
-    parser.add_argument("--model", nargs="+", choices=("rotor", "dense", "lowrank"), default=["rotor", "dense"],
+    parser.add_argument("--model", nargs="+", choices=MODEL_KINDS, default=["rotor", "dense"],
                         help="one or more model kinds, trained one after another (default: rotor dense)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--hidden", type=_positive_int, default=1024, help="hidden width (default 1024)")
-    parser.add_argument("--depth", type=_positive_int, default=2, help="hidden layers (default 2)")
-    parser.add_argument("--activation", choices=("relu", "gelu", "prelu", "tanh"), default="gelu")
-    parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false",
+    parser.add_argument("--hidden", type=_positive_int, default=model.hidden, help="hidden width (default %(default)s)")
+    parser.add_argument("--depth", type=_positive_int, default=model.depth, help="hidden layers (default %(default)s)")
+    parser.add_argument("--activation", choices=ACTIVATIONS, default=model.activation,
+                        help="(default %(default)s)")
+    parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false", default=model.layer_norm,
                         help="drop the parameter-free LayerNorm after each hidden map")
-    parser.add_argument("--no-bias", dest="bias", action="store_false", help="no biases in the hidden maps")
-    parser.add_argument("--head", choices=("dense", "rotor"), default="dense", help="last map hidden -> 10")
-    parser.add_argument("--rank", type=_positive_int, default=4, help="rank of the low-rank maps (default 4)")
-    parser.add_argument("--chunk-size", type=_positive_int, default=128,
-                        help="rotor chunk size, a power of two (default 128: Cl(7), 21 bivector coefficients per "
-                             "rotor, one rotor pair per pair of 128-blocks); capped, per layer, at the largest power of "
-                             "two <= both widths, so a large value gives one chunk per layer")
-    parser.add_argument("--backend", default="dense",
-                        help="rotor sandwich backend (default dense: for n <= 10 and batches of hundreds, building "
-                             "the chunk matrices once per step costs less CPU than the factored kernels; see "
-                             "docs/results.md)")
-    parser.add_argument("--rotor-init-std", type=_nonnegative_float, default=1.0,
-                        help="std of the normal initialisation of rotor bivector coefficients (default 1.0: "
-                             "rotations far from the identity)")
-    parser.add_argument("--dropout", type=_probability, default=0.0,
-                        help="probability of dropping a hidden unit after each activation in training (default 0)")
-    parser.add_argument("--rotor-gradient", choices=("exact", "power-step"), default="exact",
-                        help="gradient of the rotor layers: the exact derivative of exp(B) (default) or "
-                             "the paper's one-step approximation")
-    parser.add_argument("--epochs", type=_positive_int, default=10)
-    parser.add_argument("--batch-size", type=_positive_int, default=256)
-    parser.add_argument("--lr", type=_positive_float, default=7e-3, help="peak Adam learning rate (same for every model)")
-    parser.add_argument("--weight-decay", type=_nonnegative_float, default=0.0, help="AdamW weight decay (default 0)")
-    parser.add_argument("--warmup-steps", type=_nonnegative_int, default=50)
+    parser.add_argument("--no-bias", dest="bias", action="store_false", default=model.bias,
+                        help="no biases in the hidden maps")
+    parser.add_argument("--head", choices=HEADS, default=model.head,
+                        help="last map hidden -> 10 (default %(default)s)")
+    parser.add_argument("--rank", type=_positive_int, default=model.rank,
+                        help="rank of the low-rank maps (default %(default)s)")
+    parser.add_argument("--chunk-size", type=_positive_int, default=model.chunk_size,
+                        help=f"rotor chunk size, a power of two (default %(default)s: Cl({chunk_n}), "
+                             f"{chunk_n * (chunk_n - 1) // 2} bivector coefficients per rotor, one rotor pair per "
+                             "pair of blocks); capped, per layer, at the largest power of two <= both widths, so a "
+                             "large value gives one chunk per layer")
+    parser.add_argument("--backend", default=model.backend,
+                        help="rotor sandwich backend (default %(default)s; dense: for n <= 10 and batches of "
+                             "hundreds, building the chunk matrices once per step costs less CPU than the factored "
+                             "kernels; see docs/results.md)")
+    parser.add_argument("--rotor-init-std", type=_nonnegative_float, default=model.rotor_init_std,
+                        help="std of the normal initialisation of rotor bivector coefficients (default "
+                             "%(default)s; a large value starts from rotations far from the identity)")
+    parser.add_argument("--dropout", type=_probability, default=model.dropout,
+                        help="probability of dropping a hidden unit after each activation in training "
+                             "(default %(default)s)")
+    parser.add_argument("--rotor-gradient", choices=ROTOR_GRADIENTS, default=model.rotor_gradient,
+                        help="gradient of the rotor layers: the exact derivative of exp(B) (exact) or "
+                             "the paper's one-step approximation (power-step); default %(default)s")
+    parser.add_argument("--epochs", type=_positive_int, default=train.epochs, help="(default %(default)s)")
+    parser.add_argument("--batch-size", type=_positive_int, default=train.batch_size, help="(default %(default)s)")
+    parser.add_argument("--lr", type=_positive_float, default=train.lr,
+                        help="peak Adam learning rate, the same for every model (default %(default)s)")
+    parser.add_argument("--weight-decay", type=_nonnegative_float, default=train.weight_decay,
+                        help="AdamW weight decay (default %(default)s)")
+    parser.add_argument("--warmup-steps", type=_nonnegative_int, default=train.warmup_steps,
+                        help="linear warm-up steps before the cosine decay (default %(default)s)")
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
     parser.add_argument("--tag", default="", help="suffix of the run names, to keep variants apart")
     parser.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")

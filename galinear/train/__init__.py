@@ -1,8 +1,9 @@
 """Training loops: rotor, dense and low-rank MLPs on Fashion-MNIST / MNIST (``galinear train-mlp``).
 
-- :mod:`galinear.train.models`: :class:`MLPConfig`, :func:`build_mlp`, :func:`count_parameters`;
-- :mod:`galinear.train.loop`: :class:`TrainConfig`, :func:`train_classifier` (atomic, resumable
-  per-epoch checkpoints);
+- :mod:`galinear.train.config`: :class:`MLPConfig` and :class:`TrainConfig`, whose defaults are
+  those of ``galinear train-mlp`` (plain Python, no torch import);
+- :mod:`galinear.train.models`: :func:`build_mlp`, :func:`count_parameters`;
+- :mod:`galinear.train.loop`: :func:`train_classifier` (atomic, resumable per-epoch checkpoints);
 - :mod:`galinear.train.report`: markdown table, JSON summary and accuracy plot over seeds;
 - :mod:`galinear.train.timing`: CPU cost of one training step, every sandwich backend side by side.
 """

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -28,47 +28,10 @@ from torch import nn
 
 from galinear import _io
 from galinear._util import cosine_schedule
-from galinear.train.models import MLPConfig, build_mlp, check_training_memory, count_parameters
+from galinear.train.config import MLPConfig, TrainConfig
+from galinear.train.models import build_mlp, check_training_memory, count_parameters
 
 __all__ = ["TrainConfig", "train_classifier", "load_history", "atomic_write_json", "evaluate"]
-
-
-@dataclass
-class TrainConfig:
-    """Optimiser budget of a run (identical for every model kind in a comparison).
-
-    Parameters
-    ----------
-    epochs, batch_size : int
-    lr : float
-        Peak learning rate of Adam; cosine-annealed to 0 over all steps after a linear warm-up.
-    weight_decay : float
-        AdamW decoupled weight decay (0 = plain Adam).
-    warmup_steps : int
-    seed : int
-        Seeds the initialisation (torch) and the shuffling (numpy, per epoch).
-    eval_batch_size : int
-    """
-
-    epochs: int = 15
-    batch_size: int = 128
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 100
-    seed: int = 0
-    eval_batch_size: int = 2000
-
-    def validate(self) -> None:
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
 
 
 def atomic_write_json(path, payload) -> None:
@@ -102,14 +65,18 @@ def load_history(run_dir) -> dict | None:
                                    "from its checkpoint")
 
 
+# MLPConfig fields added after runs were first saved, with the value the code before them used
+_ADDED_MODEL_FIELDS = {"rotor_init_std": None, "dropout": 0.0, "rotor_gradient": "exact"}
+
+
 def _comparable(config: dict) -> dict:
     """The run configuration as a rerun compares it: without the sandwich backend (it changes
     speed, not results).
 
     Fields missing from a saved configuration (added to MLPConfig/TrainConfig after that run
-    was written) take their defaults, which reproduce the behaviour of the older code.
+    was written) take the values that reproduce the behaviour of the older code.
     """
-    model = {**asdict(MLPConfig()), **config.get("model", {})}
+    model = {**asdict(MLPConfig()), **_ADDED_MODEL_FIELDS, **config.get("model", {})}
     model.pop("backend", None)
     train = {**asdict(TrainConfig()), **config.get("train", {})}
     return {**config, "model": model, "train": train}

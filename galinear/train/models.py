@@ -17,95 +17,13 @@ parameter is counted, the head and biases included.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import torch
 from torch import nn
 
 from galinear._util import count_parameters
+from galinear.train.config import MODEL_KINDS, MLPConfig
 
 __all__ = ["MLPConfig", "build_mlp", "count_parameters", "MODEL_KINDS", "training_bytes", "check_training_memory"]
-
-MODEL_KINDS = ("dense", "rotor", "lowrank")
-_ACTIVATIONS = ("relu", "gelu", "prelu", "tanh")
-
-
-@dataclass
-class MLPConfig:
-    """Architecture of one MLP.
-
-    Parameters
-    ----------
-    kind : {"dense", "rotor", "lowrank"}
-        Which linear map the hidden layers use.
-    in_features, num_classes : int
-        784 and 10 for (Fashion-)MNIST.
-    hidden : int
-        Width of every hidden layer (a power of two suits rotor layers: a single chunk of
-        n = log2(hidden) basis vectors).
-    depth : int
-        Number of hidden layers (linear map + norm + activation), at least 1.
-    layer_norm : bool
-        LayerNorm without affine parameters after every hidden linear map.
-    activation : {"relu", "gelu", "prelu", "tanh"}
-        "prelu" is one slope shared by the whole network (one parameter, as in the paper).
-    bias : bool
-        Biases in the hidden linear maps.
-    head : {"dense", "rotor"}
-        The last map hidden -> classes.
-    rank : int
-        Rank of the low-rank maps (kind "lowrank").
-    chunk_size : int or None
-        Rotor chunk size, a power of two, capped per layer at the largest power of two <= both
-        widths of that layer (None: that cap, i.e. RotorLinear's default).
-    backend : str
-        Rotor sandwich backend passed to RotorLinear ("auto" picks the fastest registered).
-    rotor_init_std : float or None
-        Standard deviation of the normal initialisation of every bivector coefficient of the
-        rotor maps (None keeps RotorLinear's default). A larger value starts from rotations far
-        from the identity, so that every hidden unit mixes many inputs from the first step.
-    rotor_gradient : str
-        ``gradient`` of every RotorLinear: "exact" (default, the derivative of exp(B)) or
-        "power-step" (the paper's one-step approximation, for comparisons).
-    """
-
-    kind: str = "dense"
-    in_features: int = 784
-    num_classes: int = 10
-    hidden: int = 1024
-    depth: int = 2
-    layer_norm: bool = True
-    activation: str = "relu"
-    bias: bool = True
-    head: str = "dense"
-    rank: int = 4
-    chunk_size: int | None = None
-    backend: str = "auto"
-    rotor_init_std: float | None = None
-    dropout: float = 0.0
-    rotor_gradient: str = "exact"
-
-    def validate(self) -> None:
-        if self.kind not in MODEL_KINDS:
-            raise ValueError(f"unknown model kind {self.kind!r}; choose one of {MODEL_KINDS}")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}; choose one of {_ACTIVATIONS}")
-        if self.head not in ("dense", "rotor"):
-            raise ValueError(f"unknown head {self.head!r}; choose 'dense' or 'rotor'")
-        for name in ("in_features", "num_classes", "hidden", "depth", "rank"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.rotor_gradient not in ("exact", "power-step"):
-            raise ValueError(f"rotor_gradient must be 'exact' or 'power-step', got {self.rotor_gradient!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
-        chunk = self.chunk_size
-        if chunk is not None and (not isinstance(chunk, int) or chunk < 1 or chunk & (chunk - 1)):
-            raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...) or None, got {chunk!r}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _linear(config: MLPConfig, d_in: int, d_out: int, kind: str) -> nn.Module:

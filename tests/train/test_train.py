@@ -64,7 +64,7 @@ def test_resume_refuses_other_configuration(rng, tmp_path):
     train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), data, tmp_path / "run",
                      progress=False, log=lambda *_: None)
     with pytest.raises(ValueError, match="another configuration"):
-        train_classifier(_tiny(activation="gelu"),
+        train_classifier(_tiny(activation="tanh"),
                          TrainConfig(epochs=1, batch_size=64), data, tmp_path / "run",
                          progress=False, log=lambda *_: None)
 
@@ -83,6 +83,22 @@ def test_resume_accepts_config_written_before_a_field_existed(rng, tmp_path):
     assert len(history["epochs"]) == 1  # resumed: nothing left to train
     with pytest.raises(ValueError, match="another configuration"):
         train_classifier(_tiny(dropout=0.5), TrainConfig(epochs=1, batch_size=64), **run)
+
+
+def test_missing_rotor_init_std_means_the_older_layer_default(rng, tmp_path):
+    # before MLPConfig had rotor_init_std, rotor layers kept RotorLinear's initialisation (None);
+    # a saved configuration without the field is that run, not one of today's default 1.0
+    data = _synthetic(rng)
+    run = dict(data=data, run_dir=tmp_path / "run", progress=False, log=lambda *_: None)
+    train_classifier(_tiny(rotor_init_std=None), TrainConfig(epochs=1, batch_size=64), **run)
+    path = tmp_path / "run" / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["model"]["rotor_init_std"]
+    path.write_text(json.dumps(saved))
+    assert len(train_classifier(_tiny(rotor_init_std=None), TrainConfig(epochs=1, batch_size=64), **run)["epochs"]) == 1
+    assert MLPConfig().rotor_init_std == 1.0
+    with pytest.raises(ValueError, match="another configuration"):
+        train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), **run)
 
 
 def test_dense_parameter_count_by_formula():
