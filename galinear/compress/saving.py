@@ -21,11 +21,13 @@ the model with randomly initialised q/k/v projections. The one-liner is::
 
 Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``.
 
-For the linear replacements (LR, BH, and the closed-form LR*/BH*), :func:`export_dense` bakes
-every replacement into an ``nn.Linear`` holding its (out, in) matrix, so the model is a plain
-Hugging Face model again (``save_pretrained`` / ``from_pretrained`` work as usual, at the original
-size). The paper's rotor network is nonlinear (LayerNorm and PReLU between rotor gadgets) and
-has no matrix: :func:`export_dense` refuses it.
+For the linear replacements (LR and BH, Adam-fitted or closed-form LR*/BH*, the single linear
+rotor gadget ``RotorLinear`` of method ``rotorlin-m``, and the zero baseline),
+:func:`export_dense` bakes every replacement into an ``nn.Linear`` holding its (out, in) matrix,
+so the model is a plain Hugging Face model again (``save_pretrained`` / ``from_pretrained`` work
+as usual, at the original size). The paper's rotor network (``RotorNetwork``, method ``rotor``)
+is nonlinear (LayerNorm and PReLU between rotor gadgets) and has no matrix: :func:`export_dense`
+refuses it.
 """
 from __future__ import annotations
 
@@ -49,9 +51,10 @@ Replacements of attention projections of `{name}` ({method}; layers {layers}).
     model = galinear.compress.load("{folder}", model)   # or into a model already loaded (checked)
 
 `transformers.AutoModelForCausalLM.from_pretrained` cannot read this folder on purpose (it would
-build random q/k/v projections). For LR and BH replacements,
+build random q/k/v projections). For the linear replacements (LR, BH, LR*, BH*, RotorLinear),
 `galinear.compress.export_dense(model)` turns the loaded model into a plain one
-(`model.save_pretrained(...)` then works); the rotor network is nonlinear and cannot be baked.
+(`model.save_pretrained(...)` then works); the paper's rotor network is nonlinear and cannot be
+baked.
 """
 
 
@@ -275,19 +278,22 @@ def guard_save_pretrained(model) -> None:
             raise ValueError(f"this model holds galinear replacements ({where}{', ...' if len(replaced) > 4 else ''}); "
                              "Hugging Face's from_pretrained would rebuild them as random nn.Linear layers. Keep the "
                              "folder written by `galinear compress --save` and reload it with galinear.compress.load, "
-                             "or, for LR/BH replacements, call galinear.compress.export_dense(model) first")
+                             "or, for linear replacements (LR, BH, RotorLinear), call galinear.compress.export_dense(model) "
+                             "first")
         return original(*args, **kwargs)
 
     model.save_pretrained = save_pretrained
 
 
 def export_dense(model, layers=None):
-    """Replace every linear replacement (LR, BH, zero) in the attention projections by an ``nn.Linear``
-    with the same (out, in) matrix and bias, in place; returns the model.
+    """Replace every linear replacement in the attention projections by an ``nn.Linear`` with the
+    same (out, in) matrix and bias, in place; returns the model.
 
-    Afterwards the model holds only standard modules (``save_pretrained`` / ``from_pretrained``
-    round-trip it), at the original size. A rotor network cannot be baked (it is nonlinear):
-    ValueError.
+    Linear replacements: ``LowRankLinear`` (LR1, LR4, LR1*, LR4*), ``BlockHadamardLinear`` (BH1,
+    BH1*), ``RotorLinear`` (``rotorlin-m``: one rotor gadget, a linear map whose matrix is
+    ``dense_weight()``) and the zero baseline. Afterwards the model holds only standard modules
+    (``save_pretrained`` / ``from_pretrained`` round-trip it), at the original size. The paper's
+    ``RotorNetwork`` cannot be baked (it is nonlinear): ValueError.
     """
     import torch
 

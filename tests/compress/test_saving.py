@@ -255,3 +255,43 @@ def test_load_compressed_guards_save_pretrained(tmp_path):
     with pytest.raises(ValueError, match="galinear replacements.*layer 1 q_proj \\(RotorNetwork\\)"):
         model.save_pretrained(tmp_path / "dropped")
     assert not (tmp_path / "dropped").exists()
+
+
+def test_export_dense_bakes_rotor_linear(tmp_path):
+    """rotorlin-m (one RotorLinear gadget per projection) is linear: baked into nn.Linear it gives the
+    same logits, and a plain save_pretrained / from_pretrained keeps them."""
+    from transformers import AutoModelForCausalLM
+
+    from galinear.compress import methods, saving
+    from galinear.nn import RotorLinear
+
+    spec = methods.MethodSpec("rotorlin-m")
+    model = tiny_llama()
+    torch.manual_seed(11)
+    replacements = {}
+    for layer in (0, 2):
+        for p in models.PROJECTIONS:
+            orig = models.projection(model, layer, p)
+            module = methods.build_module(spec, orig.in_features, orig.out_features)
+            with torch.no_grad():  # away from the initialisation, so the rotors are not near the identity
+                for param in module.parameters():
+                    param.add_(0.3 * torch.randn_like(param))
+            replacements[(layer, p)] = module
+    folder = saving.save(str(tmp_path / "kept"), model, replacements, spec, name="tiny-llama")
+    compressed = load(folder, tiny_llama())
+    assert isinstance(models.projection(compressed, 2, "v_proj"), RotorLinear)
+    ids = torch.as_tensor(np.random.default_rng(0).integers(0, 64, (2, 24)))
+    with torch.no_grad():
+        before = compressed(input_ids=ids).logits
+        original = tiny_llama()(input_ids=ids).logits
+    assert (before - original).abs().max() > 1e-2  # the replacements change the model
+    export_dense(compressed)
+    assert all(type(models.projection(compressed, layer, p)) is torch.nn.Linear
+               for layer in (0, 2) for p in models.PROJECTIONS)
+    with torch.no_grad():
+        after = compressed(input_ids=ids).logits
+    torch.testing.assert_close(after, before, atol=1e-4, rtol=1e-4)  # float32 tolerance
+    compressed.save_pretrained(tmp_path / "plain")  # the guard is lifted: only nn.Linear left
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "plain").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(again(input_ids=ids).logits, after, atol=0, rtol=0)
