@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from galinear.compress import activations, closed_form, converge, distributed, evaluate, fit, methods, models
+from galinear.compress.captures import CaptureMethods
 from galinear.compress import report as reporting
 from galinear.compress import windows as win
 from galinear.compress.config import StudyConfig, validate_cheap, validate_request
@@ -42,7 +43,7 @@ def _install(module, key, stats, replacements, info) -> None:
     info[key] = stats
 
 
-class Study:
+class Study(CaptureMethods):
     """A resumable compression study. ``Study(config).run()`` does everything.
 
     Parameters
@@ -118,67 +119,12 @@ class Study:
             who = f"rank {self.ranks.rank}: " if self.ranks.size > 1 else ""
             print(f"[{time.perf_counter() - self._t0:7.1f} s] {who}{message}", file=sys.stderr, flush=True)
 
-    # ------------------------------------------------------------------ data
-    def _train_ids(self) -> np.ndarray:
-        return np.concatenate([w.batch(w.train) for w in self.windows.values()])
-
-    def _test_ids(self) -> np.ndarray:
-        return np.concatenate([w.batch(w.heldout[:self.config.mse_windows]) for w in self.windows.values()])
-
-    def _valid_ids(self) -> np.ndarray:
-        return np.concatenate([w.batch(w.valid) for w in self.windows.values()])
-
     @property
     def _bars(self) -> bool:
         """tqdm bars only on a terminal; in a log, one line per unit instead."""
         import sys
 
         return bool(self.config.progress and sys.stderr.isatty())
-
-    def valid_capture(self, layer: int, replacements: dict, key: str | None):
-        """(inputs, original inputs) at ``layer`` on the validation windows (stopping rule); cached."""
-        key = f"original-attn_in-L{layer}" if key is None else key
-        if key in self._valid_captures:
-            return self._valid_captures[key]
-        ids = self._valid_ids()
-        if len(ids) == 0:
-            raise ValueError("no validation window is left beside the training windows; give a longer text "
-                             "or fewer --train-windows, or run without --until-converged")
-        path = self.store.valid_path(key)
-        cached = fit.load(path)
-        if cached is None:
-            x_orig = activations.capture(self.model, layer, ids)
-            if replacements:
-                with activations.swapped(self.model, replacements):
-                    x_in = activations.capture(self.model, layer, ids)
-            else:
-                x_in = x_orig
-            cached = {"input": x_in, "original": x_orig}
-            atomic_save(cached, path)
-        self._valid_captures[key] = (cached["input"], cached["original"])
-        return self._valid_captures[key]
-
-    def _capture_pair(self, layer: int, where: str, replacements: dict, key: str):
-        """(train, test) captures at ``layer`` in the network with ``replacements``; cached on disk."""
-        path = self.store.capture_path(key)
-        cached = fit.load(path)
-        if cached is not None:
-            return cached["train"], cached["test"]
-        ids = np.concatenate([self._train_ids(), self._test_ids()])
-        label = f"capture {key}" if self._bars else None
-        with activations.swapped(self.model, replacements):
-            rows = activations.capture(self.model, layer, ids, where=where, progress=label)
-        n_train = self._train_ids().size  # windows x ids per window (the BOS included)
-        train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
-        atomic_save({"train": train, "test": test}, path)
-        self.log(f"captured {key}: {tuple(train.shape)} training rows")
-        return train, test
-
-    def original_capture(self, layer: int, where: str = "attn_in"):
-        key = (layer, where)
-        if key not in self._original_captures:
-            self._original_captures[key] = self._capture_pair(layer, where, {}, f"original-{where}-L{layer}")
-        return self._original_captures[key]
 
     # ------------------------------------------------------------------ fitting
     def _build(self, spec, layer, proj):
@@ -261,43 +207,6 @@ class Study:
                 self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
         return {"replacements": replacements, "stats": info}
 
-    def moments(self, layer: int, replacements: dict, key: str):
-        """Second moments (train, test) of the q/k/v input at ``layer``, streamed; cached as .npz.
-
-        With no replacement the input is the original network's (one accumulator of x x^T);
-        otherwise each chunk of windows runs through the original and the partly compressed
-        network and the cross moments E[x x_o^T] are accumulated too. At most ``chunk`` windows
-        of activations are in memory at a time (a capture already held in memory is reused).
-        """
-        paths = self.store.moments_paths(key)
-        cached = [closed_form.SecondMoments.load(p) for p in paths]
-        if all(m is not None for m in cached):
-            return tuple(cached)
-        width = models.projection(self.model, layer, "q_proj").in_features
-        out = []
-        t0 = time.perf_counter()
-        for ids, path in zip((self._train_ids(), self._test_ids()), paths):
-            acc = closed_form.SecondMoments(width)
-            held = self._original_captures.get((layer, "attn_in"))
-            held = None if held is None else held[0 if path is paths[0] else 1]
-            chunk, length = 4, ids.shape[1]  # the same chunks whether or not a capture is held (same sums)
-            for start in range(0, len(ids), chunk):
-                part = ids[start:start + chunk]
-                if held is not None:
-                    x_orig = held[start * length:(start + len(part)) * length]
-                else:
-                    x_orig = activations.capture(self.model, layer, part)
-                if replacements:
-                    with activations.swapped(self.model, replacements):
-                        x_in = activations.capture(self.model, layer, part)
-                    acc.update(x_in, x_orig)
-                else:
-                    acc.update(x_orig)
-            acc.save(path)
-            out.append(acc)
-        self.log(f"second moments {key}: {out[0].n} training rows, {time.perf_counter() - t0:.1f} s")
-        return tuple(out)
-
     def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info) -> None:
         """Set each q/k/v replacement of ``layer_set[i]`` from the second moments of all training rows:
         the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
@@ -367,21 +276,6 @@ class Study:
         _install(module, (layer, "o_proj"), ckpt["stats"], replacements, info)
 
     # ------------------------------------------------------------------ evaluation
-    def _start(self, dataset: str, layer: int):
-        """(layer, residual inputs of the held-out windows) to skip the untouched lower layers."""
-        if not self.skip_lower_layers or layer == 0:
-            return None
-        key = (dataset, layer)
-        if key not in self._residuals:
-            path = self.store.residual_path(dataset, layer)
-            cached = fit.load(path)
-            if cached is None:
-                w = self.windows[dataset]
-                cached = activations.residual_inputs(self.model, layer, w.batch(w.heldout))
-                atomic_save(cached, path)
-            self._residuals[key] = cached
-        return layer, self._residuals[key]
-
     def _record(self, key: str, entry: dict) -> None:
         """Keep one evaluation and write it: to results.json, or under torchrun to this rank's own file."""
         self.results["entries"][key] = entry

@@ -1,0 +1,128 @@
+"""Captures of a :class:`~galinear.compress.study.Study` (a base class of it): the token rows of
+the training, held-out and validation windows, the attention inputs captured at a layer in the
+original or partly compressed network, their second moments and the residual inputs of the
+held-out windows; each cached on disk through the study's store."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from galinear.compress import activations, closed_form, fit, models
+from galinear.compress.fit import atomic_save
+
+__all__ = ["CaptureMethods"]
+
+
+class CaptureMethods:
+    """Captures, second moments and residual inputs of a Study (uses its model, windows, store)."""
+
+    # ------------------------------------------------------------------ data
+    def _train_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.train) for w in self.windows.values()])
+
+    def _test_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.heldout[:self.config.mse_windows]) for w in self.windows.values()])
+
+    def _valid_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.valid) for w in self.windows.values()])
+
+    def valid_capture(self, layer: int, replacements: dict, key: str | None):
+        """(inputs, original inputs) at ``layer`` on the validation windows (stopping rule); cached."""
+        key = f"original-attn_in-L{layer}" if key is None else key
+        if key in self._valid_captures:
+            return self._valid_captures[key]
+        ids = self._valid_ids()
+        if len(ids) == 0:
+            raise ValueError("no validation window is left beside the training windows; give a longer text "
+                             "or fewer --train-windows, or run without --until-converged")
+        path = self.store.valid_path(key)
+        cached = fit.load(path)
+        if cached is None:
+            x_orig = activations.capture(self.model, layer, ids)
+            if replacements:
+                with activations.swapped(self.model, replacements):
+                    x_in = activations.capture(self.model, layer, ids)
+            else:
+                x_in = x_orig
+            cached = {"input": x_in, "original": x_orig}
+            atomic_save(cached, path)
+        self._valid_captures[key] = (cached["input"], cached["original"])
+        return self._valid_captures[key]
+
+    def _capture_pair(self, layer: int, where: str, replacements: dict, key: str):
+        """(train, test) captures at ``layer`` in the network with ``replacements``; cached on disk."""
+        path = self.store.capture_path(key)
+        cached = fit.load(path)
+        if cached is not None:
+            return cached["train"], cached["test"]
+        ids = np.concatenate([self._train_ids(), self._test_ids()])
+        label = f"capture {key}" if self._bars else None
+        with activations.swapped(self.model, replacements):
+            rows = activations.capture(self.model, layer, ids, where=where, progress=label)
+        n_train = self._train_ids().size  # windows x ids per window (the BOS included)
+        train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
+        atomic_save({"train": train, "test": test}, path)
+        self.log(f"captured {key}: {tuple(train.shape)} training rows")
+        return train, test
+
+    def original_capture(self, layer: int, where: str = "attn_in"):
+        key = (layer, where)
+        if key not in self._original_captures:
+            self._original_captures[key] = self._capture_pair(layer, where, {}, f"original-{where}-L{layer}")
+        return self._original_captures[key]
+
+    # ------------------------------------------------------------------ second moments
+    def moments(self, layer: int, replacements: dict, key: str):
+        """Second moments (train, test) of the q/k/v input at ``layer``, streamed; cached as .npz.
+
+        With no replacement the input is the original network's (one accumulator of x x^T);
+        otherwise each chunk of windows runs through the original and the partly compressed
+        network and the cross moments E[x x_o^T] are accumulated too. At most ``chunk`` windows
+        of activations are in memory at a time (a capture already held in memory is reused).
+        """
+        paths = self.store.moments_paths(key)
+        cached = [closed_form.SecondMoments.load(p) for p in paths]
+        if all(m is not None for m in cached):
+            return tuple(cached)
+        width = models.projection(self.model, layer, "q_proj").in_features
+        out = []
+        t0 = time.perf_counter()
+        for ids, path in zip((self._train_ids(), self._test_ids()), paths):
+            acc = closed_form.SecondMoments(width)
+            held = self._original_captures.get((layer, "attn_in"))
+            held = None if held is None else held[0 if path is paths[0] else 1]
+            chunk, length = 4, ids.shape[1]  # the same chunks whether or not a capture is held (same sums)
+            for start in range(0, len(ids), chunk):
+                part = ids[start:start + chunk]
+                if held is not None:
+                    x_orig = held[start * length:(start + len(part)) * length]
+                else:
+                    x_orig = activations.capture(self.model, layer, part)
+                if replacements:
+                    with activations.swapped(self.model, replacements):
+                        x_in = activations.capture(self.model, layer, part)
+                    acc.update(x_in, x_orig)
+                else:
+                    acc.update(x_orig)
+            acc.save(path)
+            out.append(acc)
+        self.log(f"second moments {key}: {out[0].n} training rows, {time.perf_counter() - t0:.1f} s")
+        return tuple(out)
+
+    # ------------------------------------------------------------------ residual inputs
+    def _start(self, dataset: str, layer: int):
+        """(layer, residual inputs of the held-out windows) to skip the untouched lower layers."""
+        if not self.skip_lower_layers or layer == 0:
+            return None
+        key = (dataset, layer)
+        if key not in self._residuals:
+            path = self.store.residual_path(dataset, layer)
+            cached = fit.load(path)
+            if cached is None:
+                w = self.windows[dataset]
+                cached = activations.residual_inputs(self.model, layer, w.batch(w.heldout))
+                atomic_save(cached, path)
+            self._residuals[key] = cached
+        return layer, self._residuals[key]
+
