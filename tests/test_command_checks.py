@@ -26,7 +26,7 @@ def no_loading(monkeypatch):
 
 def _compress(capsys, *argv):
     code = main(["compress", "--no-progress", *argv])
-    return code, capsys.readouterr().out
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -120,7 +120,7 @@ def test_train_mlp_refuses_bad_numbers(capsys, no_loading, option, value, messag
 
 def test_train_mlp_huge_width_fails_fast_with_the_memory_it_needs(capsys, no_loading, tmp_path):
     code = main(["train-mlp", "--no-progress", "--out", str(tmp_path), "--hidden", "1000000000"])
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert code == 2 and "hidden width 1,000,000,000" in out and "to train (batch 256" in out and "smaller --hidden" in out
     assert not (tmp_path / "fashion-mnist").exists()
 

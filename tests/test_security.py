@@ -159,8 +159,8 @@ def test_train_mlp_command_refuses_payload_checkpoint(tmp_path, capsys):
     checkpoint = tmp_path / "out" / "fashion-mnist" / "dense-seed0" / "checkpoint.pt"
     _write_payload(checkpoint, tmp_path / "marker")
     assert main(argv) == 2
-    out = capsys.readouterr().out
-    assert "galinear train-mlp: error:" in out and str(checkpoint) in out and "delete" in out
+    err = capsys.readouterr().err
+    assert "galinear train-mlp: error:" in err and str(checkpoint) in err and "delete" in err
     assert not (tmp_path / "marker").exists()
 
 

@@ -1,6 +1,8 @@
 """`galinear codegen`: write straight-line kernels generated from symbolic specs."""
 import argparse
 
+from galinear.commands._report import fail
+
 HELP = "generate straight-line kernels (numba or torch) from symbolic specs; --all regenerates galinear/_generated"
 
 OPS = ("gp", "op", "lc", "rc", "sandwich", "sandwich2")
@@ -17,26 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import sys
-
     from galinear.blades import metric_from_signature
     from galinear.symbolic.codegen import generate, generate_all, write_kernel
     from galinear.symbolic.spec import KernelSpec
 
     if args.all:
         if args.op or args.n is not None or args.signature or args.out:
-            print("error: --all regenerates the shipped kernels; do not combine it with --op/--n/--signature/--out",
-                  file=sys.stderr)
-            return 2
+            return fail("codegen", "--all regenerates the shipped kernels; do not combine it with "
+                        "--op/--n/--signature/--out")
         paths = generate_all(progress=lambda path: print(f"wrote {path}"))
         print(f"{len(paths)} kernel files up to date")
         return 0
     if not args.op:
-        print("error: give --op (one of " + ", ".join(OPS) + ") or --all", file=sys.stderr)
-        return 2
+        return fail("codegen", "give --op (one of " + ", ".join(OPS) + ") or --all")
     if (args.n is None) == (args.signature is None):
-        print("error: give exactly one of --n N or --signature p,q,r", file=sys.stderr)
-        return 2
+        return fail("codegen", "give exactly one of --n N or --signature p,q,r")
     try:
         if args.signature is not None:
             try:
@@ -60,8 +57,7 @@ def run(args) -> int:
         except OSError as exc:
             raise ValueError(f"cannot write into --out {args.out}: {exc.strerror or exc}; choose a writable folder") from None
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail("codegen", str(exc))
     print(f"wrote {path}")
     return 0
 

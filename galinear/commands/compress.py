@@ -1,6 +1,8 @@
 """``galinear compress``: replace q/k/v projections of a causal LM by rotor networks and baselines."""
 import os
 
+from galinear.commands._report import fail
+
 HELP = ("Compress attention q/k/v projections of a causal LM layer by layer (rotor, LR1, LR4, BH1; the linear "
         "baselines also at their closed-form optimum) and report ln PPL")
 
@@ -198,8 +200,7 @@ def run(args):
         t0 = time.perf_counter()
         study = Study(config)
     except (ValueError, TypeError) as exc:
-        print(f"galinear compress: error: {exc}")
-        return 2
+        return fail("compress", str(exc))
     if ranks.rank != 0:  # every rank does its share; rank 0 reports
         study.run()
         return 0

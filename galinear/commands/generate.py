@@ -1,6 +1,8 @@
 """``galinear generate``: a greedy continuation from the original and a compressed model, side by side."""
 import os
 
+from galinear.commands._report import fail
+
 HELP = ("Print a greedy continuation of a prompt from the original model and from a compressed model kept with "
         "`galinear compress --save DIR`, side by side")
 DEFAULT_PROMPT = "The history of the printing press begins"
@@ -96,8 +98,7 @@ def run(args):
         loaded = models.load_model(source, args.gguf_file if args.model else config["model"].get("gguf_file"))
         out = compare(loaded.model, loaded.tokenizer, config["_folder"], args.prompt, args.tokens)
     except ValueError as exc:
-        print(f"galinear generate: error: {exc}")
-        return 2
+        return fail("generate", str(exc))
     decode = loaded.tokenizer.decode
     print(f"prompt: {args.prompt}")
     print(f"model: {loaded.name}; compressed: {config['_folder']} ({config.get('method_tag', '?')}, layers "

@@ -3,6 +3,8 @@ import argparse
 import math
 import os
 
+from galinear.commands._report import fail
+
 HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
 
 
@@ -143,8 +145,7 @@ def run(args) -> int:
                 train_config(args.seeds[0]).validate()
                 check_training_memory(config, args.batch_size)
         except ValueError as error:
-            print(f"galinear train-mlp: error: {error}")
-            return 2
+            return fail("train-mlp", str(error))
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.out) / args.data
@@ -164,16 +165,14 @@ def run(args) -> int:
                                                train_config(seed), data, root / name,
                                                progress=args.progress, description=name)
                 except ValueError as error:  # a run folder of another configuration, a damaged checkpoint
-                    print(f"galinear train-mlp: error: {error}")
-                    return 2
+                    return fail("train-mlp", str(error))
                 print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
                       f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
                 write_report(root, title, references)
     try:
         rows = write_report(root, title, references)
     except ValueError as error:  # a damaged history.json
-        print(f"galinear train-mlp: error: {error}")
-        return 2
+        return fail("train-mlp", str(error))
     if not rows:
         print(f"no finished runs in {root}: train some first (galinear train-mlp --out {args.out})")
         return 1

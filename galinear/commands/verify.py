@@ -1,6 +1,8 @@
 """`galinear verify`: run the exact proofs shipped in galinear.proofs and print a table."""
 import argparse
 
+from galinear.commands._report import fail
+
 HELP = "run the exact symbolic proofs (galinear.proofs) and print a table (identity, n range, result, seconds)"
 
 #: Largest --n accepted. A dense product in Cl(n) has 4**n terms, so every n above a proof's
@@ -61,26 +63,22 @@ def run(args) -> int:
     try:
         proofs = find_proofs(args.proofs_dir)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail("verify", str(exc))
     if args.only:
         unknown = [name for name in args.only if name not in proofs]
         if unknown:
-            print(f"error: unknown proof(s) {', '.join(unknown)}; available: {', '.join(proofs)}", file=sys.stderr)
-            return 2
+            return fail("verify", f"unknown proof(s) {', '.join(unknown)}; available: {', '.join(proofs)}")
         proofs = {name: proofs[name] for name in args.only}
     if args.n is not None and args.n < 1:
-        print("error: --n must be a positive integer", file=sys.stderr)
-        return 2
+        return fail("verify", "--n must be a positive integer")
     if args.n is not None and args.n > N_LIMIT:
-        print(
-            f"error: --n {args.n} is too large; the largest accepted is {N_LIMIT}. Each n above a proof's "
+        return fail(
+            "verify",
+            f"--n {args.n} is too large; the largest accepted is {N_LIMIT}. Each n above a proof's "
             f"default (5..7) multiplies its time by at least 4 (4**n terms per product), so --n {args.n} "
             f"would take at least 4**{args.n - 7} times the default run of a few minutes. "
             "Run without --n for the default bounds, or prove one identity further with --only NAME --n N",
-            file=sys.stderr,
         )
-        return 2
     slow = [name for name, (_, _, _, n_default) in proofs.items() if args.n is not None and args.n > n_default]
     if slow:
         factor = 4 ** max(args.n - proofs[name][3] for name in slow)

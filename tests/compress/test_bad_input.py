@@ -101,11 +101,11 @@ def test_command_line_reports_bad_input_before_loading(capsys):
     from galinear.cli import main
 
     assert main(["compress", "--texts", "c4", "--no-progress"]) == 2
-    assert "unknown text corpus 'c4'" in capsys.readouterr().out
+    assert "unknown text corpus 'c4'" in capsys.readouterr().err
     assert main(["compress", "--layers", "3;2,1", "--no-progress"]) == 2
-    assert "strictly increasing" in capsys.readouterr().out
+    assert "strictly increasing" in capsys.readouterr().err
     assert main(["compress", "--methods", "rotor,svd", "--no-progress"]) == 2
-    assert "unknown method 'svd'" in capsys.readouterr().out
+    assert "unknown method 'svd'" in capsys.readouterr().err
 
 
 def test_command_line_parses_presets():

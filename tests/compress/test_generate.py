@@ -79,7 +79,7 @@ def test_bad_input_is_named(tmp_path, capsys):
     from galinear.cli import main
 
     assert main(["generate", str(tmp_path)]) == 2
-    assert "not a compressed model written by galinear" in capsys.readouterr().out
+    assert "not a compressed model written by galinear" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--tokens must be >= 1"):
         generate.compare(tiny_llama(), DecodingCharTokenizer(), str(tmp_path), "ab", tokens=0)
     with pytest.raises(ValueError, match="the prompt is empty"):
