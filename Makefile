@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient verify codegen fashion-mnist clean help
+.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -66,6 +66,10 @@ bench-gradient: $(STAMP)
 
 bench-kernels: $(STAMP)
 	$(PY) benchmarks/bench_kernels.py
+
+# CPU seconds of one train-mlp step (default configuration), every sandwich backend side by side (prints only)
+bench-mlp: $(STAMP)
+	$(PY) benchmarks/bench_mlp_step.py
 
 .PHONY: bench-resident
 bench-resident: $(STAMP)

@@ -4,6 +4,8 @@
   those of ``galinear train-mlp`` (plain Python, no torch import);
 - :mod:`galinear.train.models`: :func:`build_mlp`, :func:`count_parameters`;
 - :mod:`galinear.train.loop`: :func:`train_classifier` (atomic, resumable per-epoch checkpoints);
-- :mod:`galinear.train.report`: markdown table, JSON summary and accuracy plot over seeds;
-- :mod:`galinear.train.timing`: CPU cost of one training step, every sandwich backend side by side.
+- :mod:`galinear.train.report`: markdown table, JSON summary and accuracy plot over seeds.
+
+The CPU cost of one training step, every sandwich backend side by side, is measured by
+``benchmarks/bench_mlp_step.py`` (``make bench-mlp``).
 """

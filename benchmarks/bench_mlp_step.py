@@ -1,7 +1,7 @@
 """CPU cost of one training step of the MLPs, every sandwich backend side by side in one run.
 
-``python -m galinear.train.timing [--hidden H] [--chunk-size C] [--batch-size B] [--steps 5]`` (defaults:
-those of ``galinear train-mlp``) prints, for
+``python benchmarks/bench_mlp_step.py [--hidden H] [--chunk-size C] [--batch-size B] [--steps 5]``
+(defaults: those of ``galinear train-mlp``, the fields of MLPConfig and TrainConfig) prints, for
 the dense MLP and for the rotor MLP on every registered sandwich backend, the median CPU
 seconds (``time.process_time``: all threads of this process, so the number does not depend
 on how busy the other processes on the machine are) of one step: forward, backward, Adam.
@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from galinear.train.models import MLPConfig, build_mlp, count_parameters
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from galinear.train.config import MLPConfig, TrainConfig  # noqa: E402
+from galinear.train.models import build_mlp, count_parameters  # noqa: E402
 
 __all__ = ["step_seconds", "compare_backends"]
 
@@ -65,18 +70,14 @@ def compare_backends(hidden: int, depth: int, batch_size: int, steps: int = 5, b
 
 
 def main(argv=None) -> int:
-    from galinear.commands import train_mlp
-
-    # the model and batch defaults are those of `galinear train-mlp`, read from its parser
-    defaults = argparse.ArgumentParser()
-    train_mlp.add_arguments(defaults)
-    defaults = defaults.parse_args([])
+    # the model and batch defaults are those of `galinear train-mlp`: the fields of its dataclasses
+    model, train = MLPConfig(), TrainConfig()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=defaults.hidden)
-    parser.add_argument("--depth", type=int, default=defaults.depth)
-    parser.add_argument("--chunk-size", type=int, default=defaults.chunk_size)
-    parser.add_argument("--activation", default=defaults.activation)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--hidden", type=int, default=model.hidden)
+    parser.add_argument("--depth", type=int, default=model.depth)
+    parser.add_argument("--chunk-size", type=int, default=model.chunk_size)
+    parser.add_argument("--activation", default=model.activation)
+    parser.add_argument("--batch-size", type=int, default=train.batch_size)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--backends", nargs="+", default=None,
