@@ -67,6 +67,21 @@ class Plateau:
         return self._decay
 
 
+def _target_mean_square(target_inputs, weight, bias, batch_size: int = 4096) -> float:
+    """Mean square of ``target_inputs @ weight.T + bias``, accumulated in float64 chunk by chunk."""
+    import torch
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(target_inputs), batch_size):
+            target = target_inputs[i:i + batch_size] @ weight.T
+            if bias is not None:
+                target = target + bias
+            total += float(target.double().pow(2).sum())
+            count += target.numel()
+    return total / max(count, 1)
+
+
 def _validation_mse(module, inputs, target_inputs, weight, bias, batch_size: int = 4096) -> float:
     import torch
 
@@ -88,6 +103,10 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
                         decays: int = 1, progress: str | None = None) -> dict:
     """Fit ``module(inputs) ~ target_inputs @ weight.T + bias`` until the validation MSE stops improving.
 
+    ``inputs``, ``target_inputs`` and the validation rows are (N, d_in) tensors or
+    :class:`galinear.compress.activations.CaptureShards` (rows read from disk batch by batch,
+    with the same result).
+
     Returns a dict with ``steps`` (taken), ``best_step``, ``stopped`` ("plateau" or "max_steps"),
     ``final_loss`` (mean of the last 10 batch losses), ``valid_mse`` (best), ``valid_target_mean_square``,
     ``lr_last`` and ``curve`` (a list of [step, validation MSE]).
@@ -103,9 +122,7 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     weight = weight.detach()
-    with torch.no_grad():
-        vt = valid_target_inputs @ weight.T + (0 if bias is None else bias)
-        valid_ms = float(vt.double().pow(2).mean())
+    valid_ms = _target_mean_square(valid_target_inputs, weight, bias)
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         mse = _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias)

@@ -131,10 +131,11 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
 
     Parameters
     ----------
-    inputs : (N, d_in) tensor
-        Inputs in the partly compressed network.
-    target_inputs : (N, d_in) tensor
-        The original network's inputs at the same tokens (may be the same tensor).
+    inputs : (N, d_in) tensor or :class:`galinear.compress.activations.CaptureShards`
+        Inputs in the partly compressed network. A CaptureShards (a capture kept on disk) is read
+        batch by batch, and the fit is the same, bit for bit, as with the tensor it holds.
+    target_inputs : (N, d_in) tensor or CaptureShards
+        The original network's inputs at the same tokens (may be the same object).
     weight : (d_out, d_in) tensor
         The original projection's weight; targets are formed batch by batch.
     epochs : float

@@ -208,7 +208,7 @@ def product(alg, kind: str, a: np.ndarray, pa: int | None, b: np.ndarray, pb: in
             a2 = np.ascontiguousarray(np.broadcast_to(a2, out.shape))
             b2 = np.ascontiguousarray(np.broadcast_to(b2, out.shape))
             ts = ts.astype(dtype)
-            _check(products.table_product(a2, b2, out, ti, tj, tk, ts, products.chunk_rows(alg.dim)), a2, b2)
+            _check(products.table_product(a2, b2, out, ti, tj, tk, ts, products.chunk_rows()), a2, b2)
     return out.reshape(shape + (alg.dim,)), out_pattern
 
 

@@ -102,8 +102,8 @@ def product_triples(metric, kind: str = "gp", dtype=np.float64):
 CHUNK_ROWS = 64
 
 
-def chunk_rows(dim: int) -> int:
-    """:data:`CHUNK_ROWS` (the argument is ignored; kept until every caller reads CHUNK_ROWS)."""
+def chunk_rows() -> int:
+    """Rows per transposed chunk of :func:`table_product`: :data:`CHUNK_ROWS`, for every algebra."""
     return CHUNK_ROWS
 
 
