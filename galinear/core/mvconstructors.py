@@ -1,0 +1,61 @@
+"""Constructors of :class:`~galinear.core.multivector.MultiVector` (a base class of it): zeros,
+scalars, vectors, bivectors, named blades, the basis and the pseudoscalar, each with its grades
+recorded."""
+from __future__ import annotations
+
+import numpy as np
+
+from galinear.core.algebra import Algebra, coerce_float
+from galinear.core.mvmaps import _blade_lookup
+
+__all__ = ["ConstructorMethods"]
+
+
+class ConstructorMethods:
+    """Class methods building MultiVectors of known grades (through ``MultiVector._wrap``)."""
+
+    __slots__ = ()
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def zeros(cls, algebra: Algebra, shape=(), dtype=np.float64) -> "MultiVector":
+        """Zero multivectors with batch shape ``shape`` (no grade; set blades by name)."""
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        return cls._wrap(algebra, np.zeros(shape + (algebra.dim,), dtype=dtype), 0)
+
+    @classmethod
+    def scalar(cls, algebra: Algebra, s) -> "MultiVector":
+        """Scalars ``s`` (shape (...))."""
+        return cls._wrap(algebra, algebra.scalar(s), 0b1)
+
+    @classmethod
+    def vector(cls, algebra: Algebra, v) -> "MultiVector":
+        """Vectors from coefficients (..., n) on e1..en."""
+        return cls._wrap(algebra, algebra.vector(v), 0b10)
+
+    @classmethod
+    def bivector(cls, algebra: Algebra, b) -> "MultiVector":
+        """Bivectors from coefficients (..., C(n, 2)) in :func:`galinear.blades.bivector_pairs` order."""
+        return cls._wrap(algebra, algebra.bivector(b), 0b100)
+
+    @classmethod
+    def blade(cls, algebra: Algebra, name: str, coefficient=1.0) -> "MultiVector":
+        """``coefficient`` times the blade called ``name`` (``"e13"``; ``"e31"`` is ``-e13``)."""
+        index, sign = _blade_lookup(algebra.n, name)
+        values = algebra.blade(algebra.blade_names[index], sign * coerce_float(coefficient))
+        return cls._wrap(algebra, values, 1 << int(algebra.grades[index]))
+
+    @classmethod
+    def basis_vectors(cls, algebra: Algebra) -> tuple["MultiVector", ...]:
+        """The n basis vectors e1..en (for ``e1, e2, e3 = MultiVector.basis_vectors(alg)``)."""
+        return tuple(cls.blade(algebra, f"e{i + 1}" if i < 9 else f"e({i + 1})") for i in range(algebra.n))
+
+    @classmethod
+    def basis(cls, algebra: Algebra) -> dict[str, "MultiVector"]:
+        """Every basis blade by name, in shortlex order: ``{"1": 1, "e1": e1, ..., "e12": e12, ...}``."""
+        return {name: cls.blade(algebra, name) for name in algebra.blade_names}
+
+    @classmethod
+    def pseudoscalar(cls, algebra: Algebra) -> "MultiVector":
+        """The unit pseudoscalar :math:`I = e_{12\\dots n}`."""
+        return cls._wrap(algebra, algebra.blade(algebra.blade_names[-1]), 1 << algebra.n)
