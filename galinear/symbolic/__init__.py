@@ -25,6 +25,14 @@ from galinear.symbolic.closed_forms import (
     sandwich,
 )
 
+from galinear.symbolic.signatures import (
+    exp_signature,
+    exp_simple_signature,
+    screw_decomposition,
+    signature_decomposition,
+    signature_roots,
+)
+
 __all__ = [
     "exp_simple",
     "invariant_decomposition",
@@ -33,6 +41,11 @@ __all__ = [
     "rotor_gadget_parameter_count",
     "rotor_network_parameter_count",
     "sandwich",
+    "exp_signature",
+    "exp_simple_signature",
+    "screw_decomposition",
+    "signature_decomposition",
+    "signature_roots",
     "MultiVector",
     "basis",
     "bivector",

@@ -64,16 +64,29 @@ MAX_CLOSED_FORM_K = 3
 
 
 # ------------------------------------------------------------------------ checks
-def _require_euclidean(x: MultiVector, what: str) -> None:
+def _require_multivector(x, what: str) -> None:
     if not isinstance(x, MultiVector):
         raise TypeError(f"{what} must be a galinear.symbolic.MultiVector, got {type(x).__name__}")
+
+
+def _require_euclidean(x: MultiVector, what: str) -> None:
+    _require_multivector(x, what)
     if any(m != 1 for m in x.metric):
-        raise ValueError(f"{what}: closed forms here are for Euclidean Cl(n); got metric {x.metric}")
+        raise ValueError(
+            f"{what}: closed forms here are for Euclidean Cl(n); got metric {x.metric}. "
+            "galinear.symbolic.signatures has the closed forms of every signature (n <= 5)"
+        )
 
 
-def check_bivector(b: MultiVector, what: str = "b") -> MultiVector:
-    """Raise ValueError unless ``b`` is a pure bivector (other grades identically zero)."""
-    _require_euclidean(b, what)
+def check_bivector(b: MultiVector, what: str = "b", *, euclidean: bool = True) -> MultiVector:
+    """Raise ValueError unless ``b`` is a pure bivector (other grades identically zero).
+
+    ``euclidean=False`` accepts every metric (for the formulas that hold in every signature).
+    """
+    if euclidean:
+        _require_euclidean(b, what)
+    else:
+        _require_multivector(b, what)
     grades = blades.blade_grades(b.n).tolist()
     bad = sorted({g for g, c in zip(grades, b.coefficients) if g != 2 and sp.simplify(c) != 0})
     if bad:
@@ -133,8 +146,8 @@ def wedge_powers(B: MultiVector, k: int | None = None) -> list[MultiVector]:
 
 
 def invariants(B: MultiVector) -> list:
-    r"""The scalar invariants :math:`e_m = \langle W_m W_m \rangle_0`, m = 0..k (e_0 = 1)."""
-    check_bivector(B, "B")
+    r"""The scalar invariants :math:`e_m = \langle W_m W_m \rangle_0`, m = 0..k (e_0 = 1), any signature."""
+    check_bivector(B, "B", euclidean=False)
     return [sp.expand(w.scalar_product(w)) for w in wedge_powers(B)]
 
 
@@ -213,9 +226,10 @@ def closed_form_parts(B: MultiVector, roots) -> list[MultiVector]:
     r"""The Lagrange formula :math:`b_j = \sum_m (-1)^m \lambda_j^{k-1-m} Y_m / \prod_{l\ne j}(\lambda_j-\lambda_l)`.
 
     Valid only for pairwise distinct ``roots``; for numeric B with two equal roots it raises
-    ValueError (use :func:`invariant_decomposition`, which has a fallback there).
+    ValueError (use :func:`invariant_decomposition`, which has a fallback there). The formula
+    holds in every signature (:mod:`galinear.symbolic.signatures` uses it with complex roots too).
     """
-    check_bivector(B, "B")
+    check_bivector(B, "B", euclidean=False)
     k = len(roots)
     W = wedge_powers(B, k)
     Y = [W[m].gp(W[m + 1]).grade_part(2).expand() for m in range(k)]
