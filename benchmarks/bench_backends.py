@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -38,6 +37,7 @@ from torch.utils._pytree import tree_flatten
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from galinear import _io  # noqa: E402
 from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
 from galinear.nn import functional as F  # noqa: E402
 from galinear.nn.functional import autotable  # noqa: E402
@@ -104,9 +104,7 @@ def write_table(rows, command):
     data["note"] = ("fastest backend of a whole RotorLinear call per 'n|batch bucket|device|mode', "
                     "written by benchmarks/bench_backends.py --write; read by backend='auto'")
     data["torch"], data["threads"], data["date"] = torch.__version__, torch.get_num_threads(), time.strftime("%Y-%m-%d")
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(temporary, path)
+    _io.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {path.relative_to(ROOT)} ({len(data['choices'])} keys)")
 
 

@@ -71,7 +71,7 @@ def main(argv=None):
 
     import numba
 
-    from galinear import Algebra
+    from galinear import Algebra, _io
     from galinear._generated import find_kernel
 
     rng = np.random.default_rng(0)
@@ -155,9 +155,7 @@ def main(argv=None):
     }
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / "bench_codegen.json.tmp"
-    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    os.replace(tmp, out_dir / "bench_codegen.json")
+    _io.atomic_write_text(out_dir / "bench_codegen.json", json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = [
         "# Generated vs table-driven kernels (geometric product, Euclidean Cl(n))",
         "",
@@ -184,9 +182,7 @@ def main(argv=None):
         f"Kernel against kernel (generated kernel called directly vs `Algebra.gp(method='table')`): n = {kernel_wins}.",
         "",
     ]
-    tmp = out_dir / "bench_codegen.md.tmp"
-    tmp.write_text("\n".join(lines))
-    os.replace(tmp, out_dir / "bench_codegen.md")
+    _io.atomic_write_text(out_dir / "bench_codegen.md", "\n".join(lines))
     print("\n".join(lines[-3:]))
     return 0
 

@@ -36,7 +36,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 
 import numba  # noqa: E402
 
-from galinear import Algebra, blades  # noqa: E402
+from galinear import Algebra, _io, blades  # noqa: E402
 from galinear._generated import find_kernel  # noqa: E402
 
 PAIRS = {3: 100_000, 4: 100_000, 5: 100_000, 6: 100_000, 7: 20_000, 8: 5_000, 9: 2_000, 10: 500}
@@ -170,12 +170,8 @@ def main(argv=None):
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(args.out + ".json.tmp")
-    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    os.replace(tmp, args.out + ".json")
-    tmp = Path(args.out + ".md.tmp")
-    tmp.write_text(markdown(meta, rows))
-    os.replace(tmp, args.out + ".md")
+    _io.atomic_write_text(args.out + ".json", json.dumps({"meta": meta, "rows": rows}, indent=2))
+    _io.atomic_write_text(args.out + ".md", markdown(meta, rows))
     print(f"wrote {args.out}.md and .json")
     return 0
 

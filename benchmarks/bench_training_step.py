@@ -32,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from galinear import _io  # noqa: E402
 from galinear.nn import RotorNetwork  # noqa: E402
 from galinear.nn import functional as F  # noqa: E402
 
@@ -237,9 +238,7 @@ def main(argv=None) -> int:
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         for name, content in (("bench_training_step.md", text), ("bench_training_step.json", json.dumps({"runs": runs}, indent=2) + "\n")):
-            temporary = RESULTS / (name + ".tmp")
-            temporary.write_text(content)
-            os.replace(temporary, RESULTS / name)
+            _io.atomic_write_text(RESULTS / name, content)
     return 0
 
 
