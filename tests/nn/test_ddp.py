@@ -1,7 +1,7 @@
 """Rotor layers under DistributedDataParallel: two gloo ranks match one process on the same global batches.
 
-Every registered sandwich backend, RotorNetwork (decomposition "exact" and the warm-started
-"power") and a chunked RotorLinear (2 x 2 overlapping, wrapping chunks), float64, SGD. Each
+Every registered sandwich backend, RotorNetwork and a chunked RotorLinear (2 x 2 overlapping,
+wrapping chunks), each with decomposition "exact" and the warm-started "power", float64, SGD. Each
 rank sees half of every global batch; DDP averages the gradients, which equals the gradient of
 the mean loss over the whole batch, so the parameters must agree with a single process to
 rounding (1e-12), with DDP's buffer broadcast on and off. The warm starts of the power method
@@ -34,7 +34,8 @@ def _configs():
         for decomposition in ("exact", "power"):
             out.append(("network", backend, decomposition, True))
         out.append(("network", backend, "power", False))  # no buffer broadcast: every rank updates alike
-        out.append(("chunked", backend, "exact", True))
+        for decomposition in ("exact", "power"):  # power: warm starts updated in forward, broadcast by DDP
+            out.append(("chunked", backend, decomposition, True))
     return out
 
 
@@ -112,7 +113,7 @@ def ranks(tmp_path_factory):
 
 def test_every_backend_is_tested():
     assert {"dense", "factored"} <= set(available_sandwich_backends("cpu", torch.float64))
-    assert len(_configs()) == 4 * len(available_sandwich_backends("cpu", torch.float64))
+    assert len(_configs()) == 5 * len(available_sandwich_backends("cpu", torch.float64))
 
 
 @pytest.mark.parametrize("config", _configs(), ids=lambda c: "-".join(map(str, c)))
