@@ -49,6 +49,14 @@ demo: $(STAMP)
 demo-full: $(STAMP)
 	$(PY) -m galinear demo --full
 
+# The converged study (docs/compress.md, "The converged study"), without and then with the o_proj
+# refit, one job at a time on an otherwise idle machine; estimated at 1-2 days on 2 cores. Each
+# command resumes where an interrupted run stopped.
+.PHONY: study-converged
+study-converged: $(STAMP)
+	$(PY) -m galinear compress --preset converged --threads 2 --out runs/study-converged
+	$(PY) -m galinear compress --preset converged --refit-o-proj --threads 2 --out runs/study-converged-orefit
+
 # Benchmarks: each prints a side-by-side table of ratios and writes benchmarks/results/<name>.{md,json}.
 bench: bench-core bench-codegen bench-nn bench-kernels bench-gradient
 

@@ -19,6 +19,14 @@ PRESETS = {
                  methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=2,
                  eval_windows=2, mse_windows=1, epochs=1.0, baseline_fit="both", until_converged=False,
                  max_steps=2000, eval_every=25, patience=4),
+    # the converged study (make study-converged; wall-time estimate in docs/compress.md): seven single
+    # layers over the depth (8, 16 and 24 of the small study among them), the pair and the triple at 16,
+    # 3 seeds each, all three texts, 16 training windows per text (24,576 rows), Adam fits until the
+    # validation MSE stops improving (at most 1,000 steps, about 10 passes), baselines also in closed form
+    "converged": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="2;8;12;16;20;24;28;16,17;16,17,18",
+                      methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds=None, train_windows=16,
+                      eval_windows=8, mse_windows=2, epochs=1.0, baseline_fit="both", until_converged=True,
+                      max_steps=1000, eval_every=25, patience=4),
 }
 BASELINE_FITS = ("adam", "closed-form", "both")
 
