@@ -36,7 +36,7 @@ from galinear.nn.functional.backends import (
     rotor_sandwich,
 )
 from galinear.nn.functional.decomposition import (
-    Decomposition,
+    FactorPairs,
     bivector_to_skew,
     default_tolerance,
     factors_to_bivectors,
@@ -78,7 +78,7 @@ from galinear.nn.functional.decomposition import (  # noqa: F401
 from galinear.nn.functional.rotors import _SERIES_LIMIT, _full_tables, _vector_tables  # noqa: F401
 
 __all__ = [
-    "Decomposition",
+    "FactorPairs",
     "bivector_to_skew",
     "skew_to_bivector",
     "wedge",

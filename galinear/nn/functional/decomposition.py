@@ -64,8 +64,8 @@ def default_tolerance(dtype: torch.dtype) -> float:
     return rotor_spec.POWER_TOL["float64" if dtype == torch.float64 else "float32"]
 
 
-class Decomposition(NamedTuple):
-    """Result of :func:`invariant_decomposition`.
+class FactorPairs(NamedTuple):
+    """Result of :func:`invariant_decomposition`: the factor pairs, their warm starts, the steps taken.
 
     V, W: factor pairs (..., k, n) (b_j = v_j ^ w_j); warm_start: unit vectors (..., k, n),
     detached, to pass as ``warm_start`` next time; iterations: power steps taken in the
@@ -156,7 +156,7 @@ def invariant_decomposition(
     max_iter: int = rotor_spec.POWER_MAX_ITER,
     method: str = "power",
     refresh: bool = True,
-) -> Decomposition:
+) -> FactorPairs:
     r"""Split bivectors into k = floor(n/2) exactly simple factors v_j ^ w_j.
 
     ``method="power"`` (the paper's Algorithm 2, per row): for plane j, iterate
@@ -201,7 +201,7 @@ def invariant_decomposition(
 
     Returns
     -------
-    Decomposition(V, W, warm_start, iterations)
+    FactorPairs(V, W, warm_start, iterations)
     """
     if not isinstance(bivector, torch.Tensor):
         raise TypeError(f"bivector must be a torch.Tensor, got {type(bivector).__name__}")
@@ -214,7 +214,7 @@ def invariant_decomposition(
     if bivector.shape[-1] == 0:  # Cl(0) or Cl(1): no planes, the rotor is 1
         n = warm_start.shape[-1] if warm_start is not None else 1
         empty = bivector.new_zeros(*bivector.shape[:-1], 0, n)
-        return Decomposition(empty, empty, empty, 0)
+        return FactorPairs(empty, empty, empty, 0)
     n = _dimension_from_bivectors(bivector.shape[-1])
     k = n // 2
     dtype = bivector.dtype
@@ -264,7 +264,7 @@ def invariant_decomposition(
             refreshed = V
     if dtype in _HALF_TYPES:
         V, W = V.to(dtype), W.to(dtype)
-    return Decomposition(V, W, refreshed.detach(), steps)
+    return FactorPairs(V, W, refreshed.detach(), steps)
 
 
 def _default_start(n, k, dtype, device):
