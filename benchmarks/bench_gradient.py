@@ -6,8 +6,8 @@ sum(w * layer(x)**2), 5 random tokens), for RotorLinear(d, d) with d = 8, 16, 64
 B ~ N(0, 0.1) and B ~ N(0, 1), on every backend, with ``gradient="exact"`` (galinear.nn.dexp)
 and ``gradient="power-step"`` (the paper's one-step approximation, power decomposition).
 
-Part 2 (cost, float32, training mode, CPU): forward + backward of RotorLinear(2048, 2048) on
-2048 tokens and one Adam step of the q-network RotorNetwork(2048, 2048) on 256 tokens, exact vs
+Part 2 (cost, float32, training mode, CPU): forward + backward, and the backward alone, of
+RotorLinear(2048, 2048) on 2048 tokens and one Adam step of the q-network RotorNetwork(2048, 2048) on 256 tokens, exact vs
 power-step, interleaved rounds, medians and the ratio exact / power-step measured in one run.
 
     python benchmarks/bench_gradient.py [--rounds 5] [--threads 2] [--skip-cost]
@@ -80,25 +80,33 @@ def cost_table(rounds: int) -> list[dict]:
 
         def layer_step(layer=layer, x=x):
             layer.zero_grad(set_to_none=True)
-            layer(x).pow(2).mean().backward()
+            return _timed(lambda: layer(x).pow(2).mean().backward())
+
+        def layer_backward(layer=layer, x=x):  # the backward alone, after an untimed forward
+            layer.zero_grad(set_to_none=True)
+            loss = layer(x).pow(2).mean()
+            return _timed(loss.backward)
 
         net = RotorNetwork(2048, 2048, backend="numba", **options).train()
         optimizer = torch.optim.Adam(net.parameters(), lr=0.05)
         xq, target = torch.randn(256, 2048), torch.randn(256, 2048)
 
         def net_step(net=net, optimizer=optimizer, xq=xq, target=target):
-            optimizer.zero_grad(set_to_none=True)
-            torch.nn.functional.mse_loss(net(xq), target).backward()
-            optimizer.step()
+            def step():
+                optimizer.zero_grad(set_to_none=True)
+                torch.nn.functional.mse_loss(net(xq), target).backward()
+                optimizer.step()
+            return _timed(step)
 
         cases[("RotorLinear(2048, 2048) forward + backward, 2048 tokens", gradient)] = layer_step
+        cases[("RotorLinear(2048, 2048) backward alone, 2048 tokens", gradient)] = layer_backward
         cases[("q-network RotorNetwork(2048, 2048) Adam step, 256 tokens", gradient)] = net_step
     for fn in cases.values():  # warm-up (numba compilation, caches)
         fn()
     timings = {key: [] for key in cases}
     for _ in range(rounds):
         for key, fn in cases.items():
-            timings[key].append(_timed(fn))
+            timings[key].append(fn())
     rows = []
     for measure in dict.fromkeys(key[0] for key in cases):
         exact = statistics.median(timings[(measure, "exact")])
