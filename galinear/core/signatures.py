@@ -36,6 +36,7 @@ from math import comb
 
 import numpy as np
 
+from galinear._generated import rotor_spec
 from galinear.core.invariants import (  # noqa: F401  (invariants, left_matrix, MERGE_TOL: re-exported)
     MERGE_TOL,
     _complex_product,
@@ -70,12 +71,20 @@ class SignatureDecomposition(Decomposition):
 
 # ---------------------------------------------------------------------------- helpers
 def _cosh_sinhc(lam: np.ndarray):
-    r""":math:`\cosh\sqrt\lambda` and :math:`\sinh\sqrt\lambda / \sqrt\lambda` for complex lambda (series near 0)."""
-    root = np.sqrt(lam.astype(np.complex128))
-    small = np.abs(root) < 1e-3
+    r""":math:`\cosh\sqrt\lambda` and :math:`\sinh\sqrt\lambda / \sqrt\lambda` for complex lambda.
+
+    These are the rotor specification's cos and sinc of :math:`\theta` at :math:`q = \theta^2 = -\lambda`
+    (:math:`\cosh x = \cos ix`, :math:`\sinh x / x = \operatorname{sinc} ix`): its float64 series
+    in q where :math:`|q| <` its switch point, the closed forms elsewhere
+    (:mod:`galinear._generated.rotor_spec`).
+    """
+    lam = np.asarray(lam, dtype=np.complex128)
+    q = -lam
+    small = np.abs(q) < rotor_spec.SERIES_SWITCH["float64"]
+    root = np.sqrt(lam)
     safe = np.where(small, 1.0, root)
-    c = np.cosh(root)
-    s = np.where(small, 1 + lam / 6 + lam * lam / 120, np.sinh(safe) / safe)
+    c = np.where(small, rotor_spec.horner(rotor_spec.COS_SERIES["float64"], q), np.cosh(root))
+    s = np.where(small, rotor_spec.horner(rotor_spec.SINC_SERIES["float64"], q), np.sinh(safe) / safe)
     return c, s
 
 

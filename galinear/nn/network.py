@@ -10,6 +10,7 @@ import math
 import torch
 from torch import nn
 
+from galinear._generated import rotor_spec
 from galinear.nn import functional as F
 from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
@@ -53,7 +54,7 @@ class RotorNetwork(nn.Module):
         *,
         eps=1e-5,
         tol=None,
-        max_iter=100,
+        max_iter=rotor_spec.POWER_MAX_ITER,
         decomposition="exact",
         gradient="exact",
     ):

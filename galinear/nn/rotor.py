@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from galinear._generated import rotor_spec
 from galinear.nn import functional as F
 from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
@@ -106,7 +107,7 @@ class RotorLinear(nn.Module):
         dtype=None,
         *,
         tol=None,
-        max_iter=100,
+        max_iter=rotor_spec.POWER_MAX_ITER,
         decomposition="exact",
         refresh=True,
         gradient="exact",

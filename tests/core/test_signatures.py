@@ -145,6 +145,27 @@ def test_decomposition_parts(signature, rng):
         assert np.allclose(s[..., None] * wedge(alg.n, u, w), dec.bivectors, atol=1e-10)
 
 
+def test_cosh_sinhc_matches_mpmath_on_both_sides_of_the_series_switch():
+    """cosh(sqrt(lam)) and sinh(sqrt(lam))/sqrt(lam) of complex lam (the rotor specification's cos and
+    sinc at q = -lam) against 40-digit mpmath, 1e-15 relative (numpy's complex cosh and sinh reach
+    5e-16 at |lam| = 30; the series below the switch 2e-16): boosts, rotations and complex
+    invariants from |lam| = 1e-14 to 30, just below and above the switch |lam| = 0.01."""
+    mpmath = pytest.importorskip("mpmath", reason="mpmath gives the reference values")
+    from galinear._generated import rotor_spec
+
+    switch = rotor_spec.SERIES_SWITCH["float64"]
+    sizes = np.array([1e-14, 1e-8, 1e-4, 0.5 * switch, 0.999 * switch, 1.001 * switch, 2 * switch, 0.3, 4.0, 30.0])
+    phases = np.exp(1j * np.array([0.0, np.pi, np.pi / 2, 0.7, -2.9]))
+    lam = (sizes[:, None] * phases[None, :]).ravel()
+    c, s = signatures._cosh_sinhc(lam)
+    with mpmath.workdps(40):
+        for value, c_j, s_j in zip(lam, c, s):
+            z = mpmath.sqrt(mpmath.mpc(value.real, value.imag))
+            want_c, want_s = mpmath.cosh(z), mpmath.sinh(z) / z
+            assert abs(complex(c_j) - want_c) <= 1e-15 * abs(want_c), (value, c_j, want_c)
+            assert abs(complex(s_j) - want_s) <= 1e-15 * abs(want_s), (value, s_j, want_s)
+
+
 def test_decomposition_kinds_minkowski():
     """Cl(3,1): one boost (lambda > 0) and one rotation (lambda < 0), rotations sorted first."""
     alg = Algebra(3, 1)
