@@ -175,8 +175,9 @@ def _is_numeric(B: MultiVector) -> bool:
 
 
 def _exact(B: MultiVector) -> MultiVector:
-    """Floats -> nearest rationals (documented: the symbolic layer computes exactly)."""
-    return B.applyfunc(lambda c: sp.nsimplify(c, rational=True) if c.has(sp.Float) else c)
+    """Every float -> the rational it holds exactly (its binary value; nothing is rounded), so the
+    symbolic layer computes exactly on the numbers given."""
+    return B.applyfunc(lambda c: c.xreplace({f: sp.Rational(f) for f in c.atoms(sp.Float)}))
 
 
 def decomposition_roots(B: MultiVector) -> list:
@@ -196,7 +197,7 @@ def decomposition_roots(B: MultiVector) -> list:
         roots = poly.real_roots()
         if len(roots) != k:  # pragma: no cover - impossible for a real bivector (p has k real roots)
             raise ValueError("the characteristic polynomial has complex roots: B is not a real Euclidean bivector")
-        return [sp.nsimplify(r) if r.is_Rational else r for r in roots]
+        return list(roots)
     e = invariants(B)
     if k == 1:
         return [e[1]]
@@ -261,7 +262,7 @@ def _deflate_isoclinic(rest: MultiVector, count: int) -> list[MultiVector]:
             e_i = MultiVector(rest.metric, [0] * (1 << n))
             coefficients = list(e_i.coefficients)
             coefficients[1 + i] = 1
-            u = MultiVector(rest.metric, coefficients).lc(rest).applyfunc(sp.nsimplify)
+            u = MultiVector(rest.metric, coefficients).lc(rest).applyfunc(sp.simplify)
             if not u.is_zero():
                 chosen = u
                 break
@@ -282,8 +283,8 @@ def invariant_decomposition(B: MultiVector, *, method: str = "auto") -> list[Mul
     Parameters
     ----------
     B : MultiVector
-        A bivector of Euclidean Cl(n), n <= 7; symbolic or numeric (floats are converted to
-        the nearest rationals, and the computation is exact).
+        A bivector of Euclidean Cl(n), n <= 7; symbolic or numeric (each float is converted
+        to the rational it holds exactly, and the computation is exact: the parts sum to B).
     method : {"auto", "closed"}
         ``"closed"``: the closed form of the module docstring (symbolic B: valid wherever the
         roots are distinct; numeric B: ValueError at equal roots). ``"auto"``: for numeric B,
