@@ -336,7 +336,8 @@ class Study(CaptureMethods):
         if spec.objective != "qkv":
             how += f", q/k/v jointly ({spec.objective} objective)"
         if self.config.save_models:
-            save_compressed(self.store.model_path(spec, seed, layer_set), fitted["replacements"], spec, self.loaded.name)
+            save_compressed(self.store.model_path(spec, seed, layer_set), fitted["replacements"], spec, self.loaded.name,
+                            model=self.model)
         if self.config.save_dir:
             from galinear.compress import saving
 
