@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import sympy as sp
 
-from galinear.symbolic.closed_forms import check_bivector, closed_form_parts, invariants, wedge_powers
+from galinear.symbolic.closed_forms import _exact, check_bivector, closed_form_parts, invariants, wedge_powers
 from galinear.symbolic.multivector import MultiVector
 
 __all__ = [
@@ -172,6 +172,7 @@ def signature_roots(B: MultiVector) -> list:
     real ones in increasing order (rotations first), a complex pair with positive imaginary part first.
     """
     check_bivector(B, "B", euclidean=False)
+    B = _exact(B)  # floats -> the rationals they hold: exact arithmetic
     k = _check_k(B)
     sigma = invariants(B)
     if k == 0:
@@ -202,6 +203,7 @@ def signature_decomposition(B: MultiVector) -> list[Part]:
     is not 0.
     """
     check_bivector(B, "B", euclidean=False)
+    B = _exact(B)  # floats -> the rationals they hold: exact arithmetic
     k = _check_k(B)
     roots = signature_roots(B)
     if k == 0:
@@ -244,6 +246,7 @@ def exp_signature(B: MultiVector) -> MultiVector:
     without that (B is then not a sum of commuting simple parts) raise ValueError.
     """
     check_bivector(B, "B", euclidean=False)
+    B = _exact(B)  # floats -> the rationals they hold: exact arithmetic
     k = _check_k(B)
     if k <= 1 or B.op(B).is_zero():
         return exp_simple_signature(B, assume_simple=True)
@@ -282,6 +285,7 @@ def screw_decomposition(B: MultiVector) -> Screw:
     Then :math:`e^B = e^{b_r}(1 + b_t)`.
     """
     check_bivector(B, "B", euclidean=False)
+    B = _exact(B)  # floats -> the rationals they hold: exact arithmetic
     if B.n != 4 or B.metric.count(0) != 1:
         raise ValueError(
             f"the screw decomposition is for 3D PGA: n = 4 with one null basis vector (Cl(3,0,1)); "

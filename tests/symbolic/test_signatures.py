@@ -199,6 +199,15 @@ def test_euclidean_input_agrees_with_closed_forms():
         exp_simple(bivector((1, 1, -1), [1, 0, 0]))
 
 
+def test_float_coefficients_are_taken_exactly():
+    m = blades.metric_from_signature(3, 1)
+    B = bivector(m, [0.5, 0, 1.25, 0, 0, -2.0])
+    R = exp_signature(B)
+    assert not any(c.has(sp.Float) for c in R.coefficients)
+    assert (R - exp_signature(bivector(m, [sp.Rational(1, 2), 0, sp.Rational(5, 4), 0, 0, -2]))).is_zero()
+    assert_matches(R, references((3, 1), [0.5, 0, 1.25, 0, 0, -2.0]))
+
+
 def test_bad_input_errors():
     with pytest.raises(ValueError, match="n <= 5"):
         exp_signature(bivector(6, [1] * 15))
