@@ -15,6 +15,7 @@ EXPECTED = {
     "generated_kernels",
     "dexp",
     "multivector_inverse",
+    "signature_rotors",
 }
 
 
