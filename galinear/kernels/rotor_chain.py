@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from galinear._numba import jit, prange
-from galinear.blades import check_dimension, shortlex_bitmasks
+from galinear.blades import check_dimension, reorder_signs, shortlex_bitmasks
 from galinear.kernels.factors import factor_coefficient_grads, factor_coefficients
 
 __all__ = [
@@ -58,15 +58,6 @@ _FASTMATH = {"contract"}  # allow fused multiply-add, nothing that reorders sums
 # output row; they are tabulated once per (n, side) as signs[side, row, i] (0 in padding columns).
 
 
-def _parity(values: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(values)
-    v = values.copy()
-    while np.any(v):
-        out ^= v & 1
-        v >>= 1
-    return out
-
-
 _SIGN_CACHE: dict = {}
 
 
@@ -83,9 +74,9 @@ def sign_tables(n: int, dtype) -> np.ndarray:
         n_pad = (n + 3) // 4 * 4
         rows = np.arange(D, dtype=np.int64)
         table = np.zeros((2, D, n_pad), dtype=dtype)
-        for i in range(n):
-            table[0, :, i] = 1 - 2 * _parity(rows & ((1 << i) - 1))
-            table[1, :, i] = 1 - 2 * _parity(rows >> (i + 1))
+        for i in range(n):  # the blade reordering signs of galinear.blades (Euclidean: e_i^2 = 1)
+            table[0, :, i] = reorder_signs(np.int64(1 << i), rows, n)
+            table[1, :, i] = reorder_signs(rows, np.int64(1 << i), n)
         table.setflags(write=False)
         _SIGN_CACHE[key] = table
     return table
