@@ -15,7 +15,7 @@ from galinear.testing import clifford_reference
 
 clifford = pytest.importorskip("clifford", reason="clifford is the reference implementation (test extra)")
 
-SIGNATURES = [(3, 0, 0), (2, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (1, 1, 1), (2, 2, 0)]
+SIGNATURES = [(3, 0, 0), (2, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (1, 1, 1), (2, 2, 0), (2, 0, 2)]
 TOL = {np.float64: 1e-12, np.float32: 1e-5}
 INV_TOL = {np.float64: 1e-10, np.float32: 1e-4}
 
@@ -259,6 +259,33 @@ def test_property_meet_join(seed, signature, r, s):
     sign = (-1) ** ((n - r) * (n - s))
     assert (b & a).allclose(sign * m, rtol=0, atol=1e-12 * float(_norms(a, b)))
     assert a.join(b) == (a ^ b)
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 6), scale=st.floats(1e-6, 10.0),
+       kind=st.sampled_from(["random", "isoclinic", "one plane"]),
+       dtype=st.sampled_from([np.float64, np.float32]))
+def test_property_exp_log_euclidean(seed, n, scale, kind, dtype):
+    """exp(log R) = R for rotors of Euclidean Cl(n), n = 2..6, through the class: random
+    bivectors of norm up to 10 (angles past pi), isoclinic ones (all k angles equal, planes
+    turned by a random rotor) and single planes. float64 within 1e-10, float32 within 1e-4
+    (float32 rotors are unit only to rounding). The other signatures: test_signatures.py."""
+    rng = np.random.default_rng(seed)
+    alg = Algebra(n)
+    if kind == "random":
+        b = rng.standard_normal(alg.num_bivectors)
+    else:
+        b = np.zeros(alg.num_bivectors)
+        b[0] = 1.0  # e12
+        if kind == "isoclinic":
+            for j in range(1, n // 2):  # e12 + e34 + e56: every plane turned by the same angle
+                b[alg.blade_names.index(f"e{2 * j + 1}{2 * j + 2}") - 1 - n] = 1.0
+    B = MultiVector.bivector(alg, scale * b / np.linalg.norm(b))
+    turn = MultiVector.bivector(alg, rng.standard_normal(alg.num_bivectors)).exp()
+    R = (turn @ B).exp().astype(dtype)
+    back = R.log().exp()
+    assert back.dtype == dtype
+    tol = 1e-10 if dtype == np.float64 else 1e-4
+    assert np.max(np.abs(back.values.astype(np.float64) - R.values)) <= tol
 
 
 @pytest.mark.nojit
