@@ -162,6 +162,10 @@ def add_arguments(parser):
     parser.add_argument("--save", dest="save_dir", default=None, metavar="DIR",
                         help="also write every compressed model as a folder under DIR (safetensors + JSON), "
                              "loadable with galinear.compress.load(DIR/<name>)")
+    parser.add_argument("--shard-windows", type=int, default=None, metavar="N",
+                        help="keep each training capture on disk in shards of N windows and read the fits' "
+                             "batches from it, so memory holds one shard and one batch instead of the whole "
+                             "split (same results, bit for bit; default: captures in memory)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -192,7 +196,8 @@ def config_from_args(args):
         out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
         progress=not args.no_progress, text_files=files, text_field=args.text_field,
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
-        patience=pick("patience"), save_dir=getattr(args, "save_dir", None), **given)
+        patience=pick("patience"), save_dir=getattr(args, "save_dir", None),
+        shard_windows=getattr(args, "shard_windows", None), **given)
 
 
 def run(args):

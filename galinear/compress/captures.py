@@ -1,13 +1,28 @@
 """Captures of a :class:`~galinear.compress.study.Study` (a base class of it): the token rows of
 the training, held-out and validation windows, the attention inputs captured at a layer in the
 original or partly compressed network, their second moments and the residual inputs of the
-held-out windows; each cached on disk through the study's store."""
+held-out windows; each cached on disk through the study's store.
+
+With ``shard_windows`` (``--shard-windows N``) a training / test capture is written in
+safetensors shards of N windows (:func:`galinear.compress.activations.capture_to_shards`) and
+its training rows are returned as a :class:`~galinear.compress.activations.CaptureShards` read
+batch by batch, so neither the capture nor the fits hold more than one shard and one batch of
+the training split; the test rows (``mse_windows`` per text) are returned as a tensor. The fits
+are the same, bit for bit. The joint objectives (:mod:`galinear.compress.objective`) take
+whole windows of every training row at once, so inside :meth:`CaptureMethods.whole_captures`
+the training rows are read back whole.
+"""
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
+import shutil
 import time
 
 import numpy as np
 
+from galinear import _io
 from galinear.compress import activations, closed_form, fit, models
 from galinear.compress.fit import atomic_save
 
@@ -50,8 +65,29 @@ class CaptureMethods:
         self._valid_captures[key] = (cached["input"], cached["original"])
         return self._valid_captures[key]
 
+    @contextlib.contextmanager
+    def whole_captures(self):
+        """Inside the block :meth:`original_capture` and :meth:`_capture_pair` return the training
+        rows as one tensor even when they are kept in shards (for fits that need every row at once)."""
+        before, self._whole = getattr(self, "_whole", False), True
+        try:
+            yield self
+        finally:
+            self._whole = before
+
+    def _as_needed(self, pair: tuple) -> tuple:
+        train, test = pair
+        if getattr(self, "_whole", False) and isinstance(train, activations.CaptureShards):
+            return train.to_tensor(), test
+        return pair
+
     def _capture_pair(self, layer: int, where: str, replacements: dict, key: str):
         """(train, test) captures at ``layer`` in the network with ``replacements``; cached on disk."""
+        return self._as_needed(self._pair(layer, where, replacements, key))
+
+    def _pair(self, layer: int, where: str, replacements: dict, key: str):
+        if self.config.shard_windows is not None:
+            return self._sharded_pair(layer, where, replacements, key)
         path = self.store.capture_path(key)
         cached = fit.load(path)
         if cached is not None:
@@ -66,11 +102,48 @@ class CaptureMethods:
         self.log(f"captured {key}: {tuple(train.shape)} training rows")
         return train, test
 
+    def _sharded_pair(self, layer: int, where: str, replacements: dict, key: str):
+        """:meth:`_capture_pair` kept in shards: (CaptureShards of the training rows, test tensor)."""
+        folder = self.store.capture_folder(key)
+        n_train = self._train_ids().size  # windows x ids per window (the BOS included)
+        n_rows = n_train + self._test_ids().size
+        shards = self._complete_capture(folder, n_rows)
+        if shards is None:
+            ids = np.concatenate([self._train_ids(), self._test_ids()])
+            label = f"capture {key}" if self._bars else None
+            _remove_unfinished(folder)
+            t0 = time.perf_counter()
+            with activations.swapped(self.model, replacements):
+                shards = activations.capture_to_shards(self.model, layer, ids, folder, where=where, progress=label,
+                                                       shard_windows=self.config.shard_windows)
+            self.log(f"captured {key}: ({n_train}, {shards.width}) training rows in shards of "
+                     f"{self.config.shard_windows} windows, {time.perf_counter() - t0:.1f} s")
+        return shards.view(0, n_train), shards.view(n_train, n_rows).to_tensor()
+
+    def _complete_capture(self, folder: str, rows: int):
+        """The capture in ``folder`` when it is whole (its index, ``rows`` rows, every shard readable);
+        otherwise None, and a damaged folder is removed (a rerun captures it again)."""
+        if not os.path.isdir(folder):
+            return None
+        try:
+            shards = activations.CaptureShards(folder)
+            if len(shards) != rows:
+                raise _io.CorruptFileError(folder, f"{len(shards)} rows, the study's windows have {rows}",
+                                           "it is captured again")
+            index = _io.load_json(os.path.join(folder, activations._SHARDS_INDEX))
+            for start in np.concatenate([[0], np.cumsum(index["rows"])[:-1]]):
+                shards[int(start)]  # opens every shard (its header and one row)
+        except (ValueError, KeyError, TypeError) as error:  # CorruptFileError is a ValueError
+            self.log(f"{error}; capturing it again")
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return shards
+
     def original_capture(self, layer: int, where: str = "attn_in"):
         key = (layer, where)
         if key not in self._original_captures:
-            self._original_captures[key] = self._capture_pair(layer, where, {}, f"original-{where}-L{layer}")
-        return self._original_captures[key]
+            self._original_captures[key] = self._pair(layer, where, {}, f"original-{where}-L{layer}")
+        return self._as_needed(self._original_captures[key])
 
     # ------------------------------------------------------------------ second moments
     def moments(self, layer: int, replacements: dict, key: str):
@@ -126,3 +199,10 @@ class CaptureMethods:
             self._residuals[key] = cached
         return layer, self._residuals[key]
 
+
+def _remove_unfinished(folder: str) -> None:
+    """Remove the temporary folders a killed capture of ``folder`` left beside it
+    (:func:`galinear._io.atomic_folder`; one writer per capture, so none is still being filled)."""
+    parent, name = os.path.split(os.path.abspath(folder))
+    for stale in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.*.tmp")):
+        shutil.rmtree(stale, ignore_errors=True)

@@ -47,6 +47,8 @@ class StudyConfig:
     valid_windows: int = 2             # validation windows per text (spare training-side windows)
     save_dir: str | None = None        # --save: one loadable folder per compressed model (galinear.compress.saving)
     objective: str = "qkv"             # --objective: attention / logits fit q, k, v jointly (compress.objective)
+    shard_windows: int | None = None   # --shard-windows: captures on disk in shards of this many windows
+                                       # (None: in memory); the results are the same, bit for bit
 
     def method_spec(self, name: str) -> methods.MethodSpec:
         converged = (self.until_converged and name not in ("zero",) and not name.endswith("-cf")) or name == "rotorlin-m"
@@ -90,6 +92,10 @@ def validate_request(c: StudyConfig, loaded) -> None:
         value = getattr(c, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    if c.shard_windows is not None and (isinstance(c.shard_windows, bool) or not isinstance(c.shard_windows, int)
+                                        or c.shard_windows < 1):
+        raise ValueError(f"shard_windows must be a positive integer (windows per capture shard on disk) or None "
+                         f"(captures held in memory), got {c.shard_windows!r}")
     for name in ("epochs", "o_epochs"):
         value = getattr(c, name)
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):

@@ -81,6 +81,10 @@ class Store:
     def capture_path(self, key: str) -> str:
         return os.path.join(self.work, "captures", f"{key}.pt")
 
+    def capture_folder(self, key: str) -> str:
+        """The folder of the capture ``key`` kept in shards (``--shard-windows``): its file name, ``-shards``."""
+        return self.capture_path(key)[:-len(".pt")] + "-shards"
+
     def valid_path(self, key: str) -> str:
         return os.path.join(self.work, "captures", f"{key}-valid{self.config.valid_windows}.pt")
 

@@ -153,7 +153,8 @@ class Study(CaptureMethods):
             if spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
                 from galinear.compress import objective
 
-                objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
+                with self.whole_captures():  # the joint objectives take every training window at once
+                    objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
                 if self.config.refit_o_proj:
                     self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
                 continue
