@@ -12,8 +12,10 @@ core. Products follow the usual grade rules: with :math:`A_r, B_s` of grades r a
 - inner product :math:`A | B = \langle A B \rangle_{|r-s|}` (scalars included),
 - regressive product :math:`A \& B = \star^{-1}(\star A \wedge \star B)`,
 
-extended bilinearly; ``R @ x`` is :math:`R x \tilde R`, ``a / b`` is :math:`a b^{-1}` and
-``A.inv()`` the inverse, the operator meanings of the numeric :class:`galinear.MultiVector`. Reverse, grade involution and Clifford conjugation multiply grade g by
+extended bilinearly; ``R @ x`` is :math:`R x \tilde R`, ``a / b`` is :math:`a b^{-1}`,
+``A.inv()`` the inverse, ``meet`` / ``join`` the regressive / outer product and ``project`` /
+``reject`` :math:`(x \rfloor B) \rfloor B^{-1}` and the rest, the operator meanings of the
+numeric :class:`galinear.MultiVector`. Reverse, grade involution and Clifford conjugation multiply grade g by
 :math:`(-1)^{g(g-1)/2}`, :math:`(-1)^g` and :math:`(-1)^{g(g+1)/2}`.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sympy as sp
 from galinear import blades
 from galinear.symbolic.inverses import MultiVectorInverse
 from galinear.symbolic.printing import MultiVectorPrinting
+from galinear.symbolic.subspaces import MultiVectorSubspaces
 
 __all__ = ["MultiVector", "symbols", "vector", "bivector", "scalar", "blade", "basis", "product_rules"]
 
@@ -77,7 +80,7 @@ def _grade_sign(kind: str, g: int) -> int:
     raise ValueError(kind)
 
 
-class MultiVector(MultiVectorInverse, MultiVectorPrinting):
+class MultiVector(MultiVectorInverse, MultiVectorPrinting, MultiVectorSubspaces):
     r"""A multivector of Cl(metric) with sympy coefficients in shortlex order.
 
     Parameters
