@@ -1,6 +1,7 @@
 """`galinear tour`: a short tour of the algebra core, every result checked against a reference."""
 
-HELP = "a short tour of galinear.Algebra and MultiVector: products, exp, decomposition, log, sandwich maps, a boost and a motor, checked against clifford and scipy"
+HELP = ("a short tour of galinear.Algebra and MultiVector: products, exp, decomposition, log, sandwich maps, a boost "
+        "and a motor, a torch motor and the planes of a rotor layer, checked against clifford, scipy and known values")
 
 
 def add_arguments(parser) -> None:
@@ -14,8 +15,12 @@ def run(args) -> int:
     from galinear import Algebra
     from galinear.core import rotors
 
+    from galinear.commands._report import fail
+
     if not 2 <= args.n <= 8:
-        raise SystemExit(f"galinear tour: --n must be between 2 and 8, got {args.n}")
+        return fail("tour", f"--n must be between 2 and 8, got {args.n}")
+    if args.seed < 0:
+        return fail("tour", f"--seed must be a non-negative integer, got {args.seed}")
     rng = np.random.default_rng(args.seed)
     alg = Algebra(args.n)
     n = alg.n
@@ -105,8 +110,51 @@ def run(args) -> int:
             ref = expm(left_matrix(other, Bo[None])[0])[:, 0]
             report(f"exp in {other!r}", np.max(np.abs(Ro - ref)), 1e-12 * max(1.0, np.max(np.abs(ref))), "scipy expm(L_B) 1")
         report(f"exp(log R) - R in {other!r}", np.max(np.abs(other.exp(other.log(Ro)) - Ro)), 1e-10, "R")
+    _torch_steps(rng, report, expm)
     if failures:
         print(f"{len(failures)} check(s) failed: {', '.join(failures)}")
         return 1
     print("all checks passed")
     return 0
+
+
+def _torch_steps(rng, report, expm) -> None:
+    """A differentiable PGA motor (galinear.nn.motors) and the planes of a RotorLinear."""
+    import numpy as np
+
+    try:
+        import torch
+    except ImportError:
+        print("  (torch not installed: the torch motor and the rotor-layer inspection are skipped)")
+        return
+    from galinear import Algebra
+    from galinear.core.rotors import wedge
+    from galinear.core.signatures import left_matrix
+    from galinear.nn import RotorLinear, motors
+    from galinear.nn.inspect import planes
+
+    pga = Algebra(*motors.SIGNATURE)
+    b = np.array([0.3, -0.5, 0.2, 0.4, 0.1, -0.6])  # e12 e13 e14 (translation), e23 e24 e34 (rotation)
+    M = motors.motor_exp(torch.tensor(b, dtype=torch.float64))
+    print(f"torch motor (galinear.nn.motors): exp of {b.tolist()} in Cl(3,0,1), differentiable")
+    if expm is not None:
+        ref = expm(left_matrix(pga, pga.bivector(b)[None])[0])[:, 0]
+        report("motor_exp vs expm", float(np.max(np.abs(M.numpy() - ref))), 1e-12, "scipy expm(L_B) 1")
+    xyz = torch.tensor(rng.standard_normal((5, 3)))
+    moved = motors.point_coordinates(motors.sandwich(M, motors.point(xyz)))
+    report("distances kept by the motor's sandwich", float((torch.cdist(moved, moved) - torch.cdist(xyz, xyz)).abs().max()),
+           1e-12, "the points' distances")
+
+    layer = RotorLinear(32, 16, chunk_size=16).double()  # Cl(4): two chunk pairs, two planes per rotor
+    set_angles = np.array([[0.7, 0.2], [0.45, 0.05]])
+    frames = [np.linalg.qr(rng.standard_normal((4, 4)))[0] for _ in range(2)]  # orthonormal u1 w1 u2 w2
+    parts = np.stack([[set_angles[p, j] * wedge(4, frames[p][:, 2 * j], frames[p][:, 2 * j + 1]) for j in range(2)]
+                      for p in range(2)])
+    with torch.no_grad():
+        layer.left_bivectors.copy_(torch.tensor(parts.sum(axis=1)))
+    listing = planes(layer)
+    print("planes of a RotorLinear (galinear.nn.inspect.planes), left rotors set to known planes and angles:")
+    print("\n".join("  " + line for line in listing.table(limit=4).splitlines()))
+    report("listed angles - the angles set", float(np.max(np.abs(listing.left_angles - set_angles))), 1e-12, "angles set")
+    report("listed planes' parts - theta u ^ w set", float(np.max(np.abs(listing.left_bivectors - parts))), 1e-12,
+           "planes set")

@@ -1,4 +1,4 @@
-"""`galinear tour` runs its checks and reports success."""
+"""`galinear tour` runs its checks and reports success; bad arguments are one error line."""
 import pytest
 
 from galinear.cli import main
@@ -12,8 +12,14 @@ def test_tour_passes(capsys):
     assert "all checks passed" in out and "FAIL" not in out
     assert "clifford" in out and "expm" in out
     assert "MultiVector" in out and "Cl(3,1)" in out and "PGA" in out
+    pytest.importorskip("torch", reason="the torch steps need torch")
+    assert "motor_exp vs expm" in out and "galinear.nn.inspect.planes" in out
+    assert "listed angles - the angles set" in out
 
 
-def test_tour_rejects_bad_dimension():
-    with pytest.raises(SystemExit, match="between 2 and 8"):
-        main(["tour", "--n", "12"])
+@pytest.mark.parametrize("args,message", [(["--n", "12"], "--n must be between 2 and 8, got 12"),
+                                          (["--seed", "-3"], "--seed must be a non-negative integer, got -3")])
+def test_tour_rejects_bad_arguments(capsys, args, message):
+    assert main(["tour", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"galinear tour: error: {message}\n" and captured.out == ""
