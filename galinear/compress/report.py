@@ -12,6 +12,20 @@ from galinear.compress.models import PROJECTIONS
 DATASET_TITLES = {"wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
 PAPER_SETS_NOTE = ("The texts Wikipedia (lead paragraphs), Shakespeare (modern spelling) and the King "
                    "James Bible replace the paper's Wikitext-2, C4 and PTB, which are not available offline.")
+_TEXT_DESCRIPTIONS = {"wikipedia": "Wikipedia (lead paragraphs)", "shakespeare": "Shakespeare (modern spelling)",
+                      "kjv": "the King James Bible"}
+
+
+def texts_note(datasets) -> str:
+    """The sentence naming the built-in texts among ``datasets`` (those used, not all three) and
+    what they stand in for; "" when none is built in."""
+    used = [_TEXT_DESCRIPTIONS[d] for d in datasets if d in _TEXT_DESCRIPTIONS]
+    if not used:
+        return ""
+    names = used[0] if len(used) == 1 else ", ".join(used[:-1]) + " and " + used[-1]
+    verb = "stands" if len(used) == 1 else "stand"
+    return (f"The built-in text{'s' if len(used) > 1 else ''} {names} {verb} in for the paper's Wikitext-2, C4 and "
+            "PTB, which are not available offline.")
 
 
 def summarize(entries: dict, datasets) -> list:
@@ -150,8 +164,7 @@ def write(study, plot: bool = True) -> dict:
     datasets = list(config.datasets)
     rows = summarize(study.results["entries"], datasets)
     os.makedirs(config.out_dir, exist_ok=True)
-    builtin = [d for d in datasets if d in DATASET_TITLES]
-    note = PAPER_SETS_NOTE if builtin else ""
+    note = texts_note(datasets)
     user = [f"{d} ({path})" for d, path in config.text_files]
     if user:
         note = (note + " " if note else "") + "Own texts: " + ", ".join(user) + "."
