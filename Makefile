@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp verify codegen fashion-mnist clean help
+.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -74,6 +74,12 @@ bench-gradient: $(STAMP)
 
 bench-kernels: $(STAMP)
 	$(PY) benchmarks/bench_kernels.py
+
+# Grade-aware MultiVector products against kingdon and clifford (PGA, CGA); the table also goes
+# to benchmarks/results/bench_graded.md. Smaller batches: make bench-graded GRADED_ARGS="--batch 10000".
+GRADED_ARGS ?=
+bench-graded: $(STAMP)
+	$(PY) benchmarks/bench_graded.py $(GRADED_ARGS) | tee benchmarks/results/bench_graded.md
 
 # CPU seconds of one train-mlp step (default configuration), every sandwich backend side by side (prints only)
 bench-mlp: $(STAMP)
