@@ -123,7 +123,8 @@ def _kingdon(signature):
 @pytest.mark.parametrize("signature", SIGNATURES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_against_kingdon(signature, dtype, rng):
-    """>>, involutions, grade selection, inv, /, ** and projection through kingdon (batched).
+    """Right contraction, sandwich, involutions, grade selection, inv, /, ** and projection
+    through kingdon (batched).
 
     Conventions: kingdon's ``V >> y`` is :math:`(-1)^{k l}\\, V y V^{-1}` for a k-versor V and
     the grade-l parts of y, with V assumed normalised (:math:`V^{-1} = \\tilde V`); ours,
@@ -151,6 +152,7 @@ def test_against_kingdon(signature, dtype, rng):
     cases = [
         ("R >> a", R @ a, theirs(kR >> ka), _norms(R, R, a), tol),
         ("V >> a (odd)", V @ a.involute(), theirs(kV >> ka), _norms(V, V, a), tol),
+        ("a >> b (right contraction)", a >> b, theirs(ka.rc(kb)), _norms(a, b), tol),
         ("involute", a.involute(), theirs(ka.involute()), _norms(a), tol),
         ("conjugate", a.conjugate(), theirs(ka.conjugate()), _norms(a), tol),
         ("grade 2", a(2), theirs(ka.grade(2)), _norms(a), tol),
