@@ -205,7 +205,8 @@ def run(args):
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import time
 
-    from galinear.compress import PAPER_SETS_NOTE, Study, distributed
+    from galinear.compress import Study, distributed
+    from galinear.compress.report import texts_note
 
     ranks = distributed.init_from_env()  # under torchrun: join the ranks (gloo on CPU, nccl on GPU)
     try:
@@ -236,8 +237,9 @@ def run(args):
     for line in out["markdown"].splitlines():
         if line.startswith("- ") and "blocks" in line:
             print(line[2:])
-    if any(d in ("wikipedia", "shakespeare", "kjv") for d in config.datasets):
-        print(PAPER_SETS_NOTE)
+    note = texts_note(config.datasets)
+    if note:
+        print(note)
     if config.save_dir:
         print(f"compressed models saved under {config.save_dir}/ (index.json lists them); load one with "
               f"galinear.compress.load('{config.save_dir}/<name>')")

