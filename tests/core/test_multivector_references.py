@@ -63,7 +63,7 @@ def test_against_clifford(signature, dtype, rng):
     compared with :math:`(x \\wedge B) B^{-1}` from clifford's operators. clifford's ``**``
     takes non-negative powers only; ``a ** -2`` is compared with ``a.inv() ** 2``.
     """
-    clifford = pytest.importorskip("clifford", reason="clifford is the reference implementation (test extra)")
+    pytest.importorskip("clifford", reason="clifford is the reference implementation (test extra)")
     from clifford import transformations
 
     alg = ALGEBRAS[signature]
