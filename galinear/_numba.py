@@ -29,3 +29,11 @@ def jit(func=None, **options):
 
 
 prange = numba.prange
+
+
+def set_threads(count: int) -> int:
+    """Use ``count`` threads in numba's parallel loops (at most the NUMBA_NUM_THREADS it started
+    with); returns the count set."""
+    count = max(1, min(int(count), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(count)
+    return count

@@ -166,7 +166,7 @@ def add_arguments(parser):
                         help="keep each training capture on disk in shards of N windows and read the fits' "
                              "batches from it, so memory holds one shard and one batch instead of the whole "
                              "split (same results, bit for bit; default: captures in memory)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads of torch and numba (default: all cores; under torchrun the cores divided among the ranks of each machine)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

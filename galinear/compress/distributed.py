@@ -80,6 +80,16 @@ def init_from_env() -> Ranks:
     return current()
 
 
+def default_threads(ranks: Ranks) -> int | None:
+    """Threads per rank when several ranks share a machine and ``--threads`` is not given: the
+    machine's cores divided among its local ranks (torchrun's LOCAL_WORLD_SIZE); None (the
+    libraries' own default) for a single process."""
+    if ranks.size <= 1:
+        return None
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", ranks.size))
+    return max(1, (os.cpu_count() or 1) // max(1, local))
+
+
 def deal(costs: list, size: int) -> list:
     """The rank of each unit: longest first, each to the least loaded rank (ties: lower rank)."""
     load = [0.0] * size

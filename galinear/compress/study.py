@@ -61,10 +61,14 @@ class Study(CaptureMethods):
         self.ranks = distributed.current()
         validate_cheap(config, texts)
         validate_request(config, loaded)
-        if config.threads:
+        threads = config.threads or distributed.default_threads(self.ranks)
+        if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
             import torch
 
-            torch.set_num_threads(config.threads)
+            from galinear import _numba
+
+            torch.set_num_threads(threads)
+            _numba.set_threads(threads)
         self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
         self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
         self.log(f"model {self.loaded.name} loaded")

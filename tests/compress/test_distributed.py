@@ -131,3 +131,15 @@ def test_deal_balances_longest_first():
 def test_without_torchrun_nothing_changes(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert distributed.init_from_env() == distributed.Ranks(0, 1) and not dist.is_initialized()
+
+
+def test_ranks_on_one_machine_share_its_cores(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert distributed.default_threads(distributed.Ranks(0, 8)) == 4  # 8 ranks, 4 per machine
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert distributed.default_threads(distributed.Ranks(1, 2)) == 8
+    assert distributed.default_threads(distributed.Ranks()) is None  # one process: the libraries' default
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert distributed.default_threads(distributed.Ranks(3, 4)) == 1
