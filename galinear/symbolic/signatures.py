@@ -186,7 +186,7 @@ def signature_roots(B: MultiVector) -> list:
         disc = sp.sqrt(sp.expand(s1**2 - 4 * s2))
         roots = [sp.expand((s1 - disc) / 2), sp.expand((s1 + disc) / 2)]
     if _is_numeric(B):
-        roots = [sp.nsimplify(r) if r.is_Rational else sp.radsimp(r) for r in roots]
+        roots = [r if r.is_Rational else sp.radsimp(r) for r in roots]  # a rational root is kept as it is
         if all(r.is_extended_real for r in roots):
             roots.sort(key=lambda r: sp.N(r, 30))
         else:

@@ -250,3 +250,14 @@ def test_signatures_module_imports_neither_numba_nor_torch_nor_core():
             "print(sorted(m for m in ('numba', 'torch', 'galinear.core') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_rational_roots_are_kept_exactly():
+    """Roots near simple numbers are not rounded: (e12 + b e34)^2 in Cl(3,1) has roots -1 and b^2
+    with b^2 = 1.00000002000000010000 (sympy's nsimplify would give 1)."""
+    m = blades.metric_from_signature(3, 1)
+    b = sp.Rational(100000001, 100000000)
+    roots = signature_roots(blade(m, "e12", 1) + blade(m, "e34", b))
+    assert roots == [-1, b**2]
+    parts = signature_decomposition(blade(m, "e12", 1) + blade(m, "e34", b))
+    assert (parts[0].bivector + parts[1].bivector - blade(m, "e12", 1) - blade(m, "e34", b)).is_zero()
