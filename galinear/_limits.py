@@ -131,7 +131,9 @@ def rotor_linear_size(in_features: int, out_features: int, chunk_size: int, doub
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         return 0, 0  # an invalid chunk size is reported by the layer itself
     n = chunk_size.bit_length() - 1
-    inputs, outputs = -(-in_features // chunk_size), -(-out_features // chunk_size)
+    from galinear._generated.rotor_spec import chunk_layout
+
+    _, inputs, outputs = chunk_layout(in_features, out_features, chunk_size)
     pairs = inputs * outputs
     sides = 2 if double_rotor else 1
     values = pairs * (n * (n - 1) // 2 + (n // 2) * n) * sides + pairs * bool(alpha)

@@ -44,3 +44,15 @@ def factor_scalar(cos_theta, sinc_theta, vw):
 def power_start(n):
     """Start vectors (k rows of n, not normalised): (1, ..., 1) + e_{2j} for plane j."""
     return [[1.0 + (i == 2 * j) for i in range(n)] for j in range(n // 2)]
+
+
+def chunk_layout(d_in, d_out, chunk=None):
+    """(c, I, J): chunk size (the largest power of two <= both widths when None), input and output chunk counts."""
+    if chunk is None:
+        chunk = 1 << (min(d_in, d_out).bit_length() - 1)
+    return chunk, -(-d_in // chunk), -(-d_out // chunk)
+
+
+def chunk_starts(size, chunks):
+    """First coordinate of each of ``chunks`` chunks of a width-``size`` side: floor(i size / chunks)."""
+    return [i * size // chunks for i in range(chunks)]

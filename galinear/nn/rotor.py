@@ -29,7 +29,7 @@ def _is_power_of_two(value) -> bool:
 
 def fitting_chunk_size(in_features: int, out_features: int, chunk_size: int | None = None) -> int:
     """``chunk_size`` capped at the largest power of two <= both widths (the cap itself if None)."""
-    cap = 1 << (min(in_features, out_features).bit_length() - 1)
+    cap = rotor_spec.chunk_layout(in_features, out_features)[0]
     return cap if chunk_size is None else min(chunk_size, cap)
 
 
@@ -144,8 +144,7 @@ class RotorLinear(nn.Module):
         self.n = chunk_size.bit_length() - 1
         self.planes = self.n // 2
         self.bivector_size = self.n * (self.n - 1) // 2
-        self.input_chunks = -(-in_features // chunk_size)
-        self.output_chunks = -(-out_features // chunk_size)
+        _, self.input_chunks, self.output_chunks = rotor_spec.chunk_layout(in_features, out_features, chunk_size)
         self.pairs = self.input_chunks * self.output_chunks
         self.double_rotor = bool(double_rotor)
         self.backend = backend
@@ -191,8 +190,8 @@ class RotorLinear(nn.Module):
 
     @staticmethod
     def _chunk_index(size, chunks, width, device):
-        """(chunks, width) coordinates: chunk i reads (floor(i size / chunks) + t) mod size."""
-        start = torch.tensor([i * size // chunks for i in range(chunks)], dtype=torch.long, device=device)
+        """(chunks, width) coordinates: chunk i reads (start_i + t) mod size (the specification's layout)."""
+        start = torch.tensor(rotor_spec.chunk_starts(size, chunks), dtype=torch.long, device=device)
         return (start[:, None] + torch.arange(width, device=device)) % size
 
     def reset_parameters(self):

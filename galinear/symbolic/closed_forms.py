@@ -36,6 +36,7 @@ import sympy as sp
 
 from galinear import blades
 from galinear.symbolic.multivector import MultiVector
+from galinear.symbolic import rotor_spec
 
 __all__ = [
     "MAX_CLOSED_FORM_K",
@@ -412,11 +413,10 @@ def gadget_chunks(d_in: int, d_out: int, chunk: int | None = None) -> tuple[int,
     for name, value in (("d_in", d_in), ("d_out", d_out)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if chunk is None:
-        chunk = min(1 << (d_in.bit_length() - 1), 1 << (d_out.bit_length() - 1))
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1 or chunk & (chunk - 1):
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1
+                              or chunk & (chunk - 1)):
         raise ValueError(f"chunk must be a power of two (the size of a multivector), got {chunk!r}")
-    return chunk, -(-d_in // chunk), -(-d_out // chunk)
+    return rotor_spec.chunk_layout(d_in, d_out, chunk)
 
 
 def rotor_gadget_parameter_count(

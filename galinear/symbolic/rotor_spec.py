@@ -27,9 +27,17 @@ Power decomposition contract
     then :math:`w = -A v`, the part is :math:`v \wedge w` and :math:`A \leftarrow A - (v \wedge w)`.
     The last plane is taken by one power step on the remainder (which has rank <= 2), so every
     part is exactly a wedge of two vectors.
+Gadget chunk layout
+    A rotor layer :math:`d_{in} \to d_{out}` works on chunks of :math:`c = 2^n` coordinates, by
+    default the largest power of two no larger than both widths (:func:`chunk_layout`), with
+    :math:`I = \lceil d_{in}/c\rceil` input and :math:`J = \lceil d_{out}/c\rceil` output chunks;
+    chunk i of a width-d side covers the coordinates :math:`(\lfloor i d / \text{chunks}\rfloor + t)
+    \bmod d`, t < c (:func:`chunk_starts`: evenly spread, overlapping or wrapping when c does not
+    divide d); chunk pair p = j I + i maps input chunk i to output chunk j.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import sympy as sp
@@ -44,6 +52,8 @@ __all__ = [
     "exact_function",
     "truncation_bound",
     "factor_formula",
+    "chunk_layout",
+    "chunk_starts",
     "generate",
 ]
 
@@ -125,6 +135,22 @@ def _table(values: dict) -> str:
     return "{" + ", ".join(f"{key!r}: {value}" for key, value in values.items()) + "}"
 
 
+def chunk_layout(d_in, d_out, chunk=None):
+    """(c, I, J): chunk size (the largest power of two <= both widths when None), input and output chunk counts."""
+    if chunk is None:
+        chunk = 1 << (min(d_in, d_out).bit_length() - 1)
+    return chunk, -(-d_in // chunk), -(-d_out // chunk)
+
+
+def chunk_starts(size, chunks):
+    """First coordinate of each of ``chunks`` chunks of a width-``size`` side: floor(i size / chunks)."""
+    return [i * size // chunks for i in range(chunks)]
+
+
+#: Plain-Python functions of the specification, copied verbatim into the generated module.
+LAYOUT_FUNCTIONS = (chunk_layout, chunk_starts)
+
+
 def generate() -> str:
     """Source text of ``galinear/_generated/rotor_spec.py`` (deterministic, no imports)."""
     (vv, ww, vw, c, s), square, a = factor_formula()
@@ -185,4 +211,6 @@ def generate() -> str:
         "    return [[1.0 + (i == 2 * j) for i in range(n)] for j in range(n // 2)]",
         "",
     ]
-    return "\n".join(lines)
+    for function in LAYOUT_FUNCTIONS:
+        lines += ["", inspect.getsource(function)]
+    return "\n".join(lines).rstrip("\n") + "\n"

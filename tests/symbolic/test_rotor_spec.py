@@ -78,3 +78,25 @@ def test_core_power_method_follows_the_contract():
     import inspect
 
     assert inspect.signature(rotors.decompose_power).parameters["max_iter"].default == generated.POWER_MAX_ITER
+
+
+def test_chunk_layout_is_the_one_every_layer_uses():
+    """The generated layout functions are the specification's, and RotorLinear, the parameter
+    count of the symbolic layer and the size check all read them."""
+    import torch
+
+    from galinear._limits import rotor_linear_size
+    from galinear.nn import RotorLinear
+    from galinear.symbolic.closed_forms import gadget_chunks
+
+    for d_in, d_out, chunk in [(576, 576, None), (576, 192, None), (784, 1024, 128), (12, 10, 8), (7, 5, 2)]:
+        c, I, J = rotor_spec.chunk_layout(d_in, d_out, chunk)
+        assert (c, I, J) == generated.chunk_layout(d_in, d_out, chunk) == gadget_chunks(d_in, d_out, chunk)
+        assert c & (c - 1) == 0 and c <= min(d_in, d_out) and I * c >= d_in and J * c >= d_out
+        layer = RotorLinear(d_in, d_out, chunk_size=chunk)
+        assert (layer.chunk_size, layer.input_chunks, layer.output_chunks) == (c, I, J)
+        starts = generated.chunk_starts(d_in, I)
+        want = (torch.tensor(starts)[:, None] + torch.arange(c)) % d_in
+        assert torch.equal(layer.input_index, want)
+        assert set(want.reshape(-1).tolist()) == set(range(d_in))  # every coordinate is read
+        assert rotor_linear_size(d_in, d_out, c)[0] > 0
