@@ -30,3 +30,19 @@ def rng(request):
     """A numpy Generator seeded from the test's name, so every test is reproducible."""
     seed = sum(map(ord, request.node.nodeid)) % (2**32)
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Loading a model, a data set or a text fails the test: the checks must come first."""
+    from galinear.compress import models
+    from galinear.data import text
+    from galinear.train import data
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model or data set was loaded before the input was checked")
+
+    monkeypatch.setattr(models, "load_model", loaded)
+    monkeypatch.setattr(data, "image_tensors", loaded)
+    monkeypatch.setattr(text, "check_available", lambda name: None)  # corpora need not be installed
+    monkeypatch.setattr(text, "load_text", loaded)

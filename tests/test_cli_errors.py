@@ -12,21 +12,6 @@ def test_fail_writes_one_line_to_stderr(capsys):
     assert captured.out == ""
 
 
-@pytest.fixture
-def no_loading(monkeypatch):
-    from galinear.compress import models
-    from galinear.data import text
-    from galinear.train import data
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("a model or data set was loaded before the input was checked")
-
-    monkeypatch.setattr(models, "load_model", loaded)
-    monkeypatch.setattr(data, "image_tensors", loaded)
-    monkeypatch.setattr(text, "check_available", lambda name: None)
-    monkeypatch.setattr(text, "load_text", loaded)
-
-
 @pytest.mark.parametrize("argv, message", [
     (["verify", "--n", "0"], "--n must be a positive integer"),
     (["verify", "--only", "no_such_proof"], "unknown proof(s) no_such_proof"),

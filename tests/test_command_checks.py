@@ -8,22 +8,6 @@ import pytest
 from galinear.cli import main
 
 
-@pytest.fixture
-def no_loading(monkeypatch):
-    """Loading a model or a data set fails the test: every check below must come first."""
-    from galinear.compress import models
-    from galinear.data import text
-    from galinear.train import data
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("a model or data set was loaded before the input was checked")
-
-    monkeypatch.setattr(models, "load_model", loaded)
-    monkeypatch.setattr(data, "image_tensors", loaded)
-    monkeypatch.setattr(text, "check_available", lambda name: None)  # corpora need not be installed
-    monkeypatch.setattr(text, "load_text", loaded)
-
-
 def _compress(capsys, *argv):
     code = main(["compress", "--no-progress", *argv])
     return code, capsys.readouterr().err

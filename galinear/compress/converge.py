@@ -67,34 +67,30 @@ class Plateau:
         return self._decay
 
 
-def _target_mean_square(target_inputs, weight, bias, batch_size: int = 4096) -> float:
-    """Mean square of ``target_inputs @ weight.T + bias``, accumulated in float64 chunk by chunk."""
+def _mean_square(target_inputs, weight, bias, module=None, inputs=None, batch_size: int = 4096) -> float:
+    """Mean square of ``target_inputs @ weight.T + bias`` (minus ``module(inputs)`` when given),
+    accumulated in float64 chunk by chunk."""
     import torch
 
     total, count = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(target_inputs), batch_size):
-            target = target_inputs[i:i + batch_size] @ weight.T
+            value = target_inputs[i:i + batch_size] @ weight.T
             if bias is not None:
-                target = target + bias
-            total += float(target.double().pow(2).sum())
-            count += target.numel()
+                value = value + bias
+            if module is not None:
+                value = module(inputs[i:i + batch_size]) - value
+            total += float(value.double().pow(2).sum())
+            count += value.numel()
     return total / max(count, 1)
+
+
+def _target_mean_square(target_inputs, weight, bias, batch_size: int = 4096) -> float:
+    return _mean_square(target_inputs, weight, bias, batch_size=batch_size)
 
 
 def _validation_mse(module, inputs, target_inputs, weight, bias, batch_size: int = 4096) -> float:
-    import torch
-
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(inputs), batch_size):
-            target = target_inputs[i:i + batch_size] @ weight.T
-            if bias is not None:
-                target = target + bias
-            diff = module(inputs[i:i + batch_size]) - target
-            total += float(diff.double().pow(2).sum())
-            count += diff.numel()
-    return total / max(count, 1)
+    return _mean_square(target_inputs, weight, bias, module, inputs, batch_size)
 
 
 def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, valid_target_inputs,
