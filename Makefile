@@ -55,7 +55,8 @@ demo-full: $(STAMP)
 .PHONY: study-converged
 study-converged: $(STAMP)
 	$(PY) -m galinear compress --preset converged --threads 2 --out runs/study-converged
-	$(PY) -m galinear compress --preset converged --refit-o-proj --threads 2 --out runs/study-converged-orefit
+	$(PY) -m galinear compress --preset converged --refit-o-proj --threads 2 --out runs/study-converged-orefit \
+	  --cache runs/study-converged/cache
 
 # Benchmarks: each prints a side-by-side table of ratios and writes benchmarks/results/<name>.{md,json}.
 bench: bench-core bench-codegen bench-nn bench-kernels bench-gradient

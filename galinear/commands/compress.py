@@ -19,14 +19,14 @@ PRESETS = {
                  methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=2,
                  eval_windows=2, mse_windows=1, epochs=1.0, baseline_fit="both", until_converged=False,
                  max_steps=2000, eval_every=25, patience=4),
-    # the converged study (make study-converged; wall-time estimate in docs/compress.md): seven single
-    # layers over the depth (8, 16 and 24 of the small study among them), the pair and the triple at 16,
-    # 3 seeds each, all three texts, 16 training windows per text (24,576 rows), Adam fits until the
-    # validation MSE stops improving (at most 1,000 steps, about 10 passes), baselines also in closed form
+    # the converged study (make study-converged; wall time in docs/compress.md): seven single layers over
+    # the depth (8, 16 and 24 of the small study among them) with 3 seeds, the pair and the triple at 16
+    # with seed 0, all three texts, 16 training windows per text (24,576 rows), Adam fits until the
+    # validation MSE stops improving (at most 600 steps, about 6 passes), baselines also in closed form
     "converged": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="2;8;12;16;20;24;28;16,17;16,17,18",
-                      methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds=None, train_windows=16,
-                      eval_windows=8, mse_windows=2, epochs=1.0, baseline_fit="both", until_converged=True,
-                      max_steps=1000, eval_every=25, patience=4),
+                      methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=16,
+                      eval_windows=4, mse_windows=2, epochs=1.0, baseline_fit="both", until_converged=True,
+                      max_steps=600, eval_every=25, patience=4),
 }
 BASELINE_FITS = ("adam", "closed-form", "both")
 
@@ -159,6 +159,9 @@ def add_arguments(parser):
     parser.add_argument("--o-epochs", type=float, default=StudyDefault("o_epochs"),
                         help="epochs of the o_proj refit (default %(default)s, as in the paper)")
     parser.add_argument("--out", default=None, help="output folder (default runs/compress-<preset>)")
+    parser.add_argument("--cache", dest="cache_dir", default=None, metavar="DIR",
+                        help="folder of fits and captures (default OUT/cache); a study with --refit-o-proj "
+                             "given the cache of the same study without it reuses its first-layer q/k/v fits")
     parser.add_argument("--save", dest="save_dir", default=None, metavar="DIR",
                         help="also write every compressed model as a folder under DIR (safetensors + JSON), "
                              "loadable with galinear.compress.load(DIR/<name>)")
@@ -194,6 +197,7 @@ def config_from_args(args):
         train_windows=pick("train_windows"), eval_windows=pick("eval_windows"), mse_windows=pick("mse_windows"),
         epochs=pick("epochs"), bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj,
         out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
+        cache_dir=getattr(args, "cache_dir", None),
         progress=not args.no_progress, text_files=files, text_field=args.text_field,
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
         patience=pick("patience"), save_dir=getattr(args, "save_dir", None),

@@ -34,6 +34,8 @@ class StudyConfig:
     refit_o_proj: bool = False
     o_epochs: float = 15.0
     out_dir: str = os.path.join("runs", "compress")
+    cache_dir: str | None = None       # --cache: fits and captures (default out_dir/cache); two studies that
+                                       # differ only in the o_proj refit can share one (first-layer fits reused)
     threads: int | None = None
     progress: bool = True              # tqdm bars on a terminal; one line per unit otherwise
     verbose: bool = True               # one timed line per stage on stderr

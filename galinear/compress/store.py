@@ -49,7 +49,7 @@ class Store:
     def __init__(self, config, key: str):
         self.config = config
         self.key = key
-        self.work = os.path.join(config.out_dir, "cache", key)
+        self.work = os.path.join(config.cache_dir or os.path.join(config.out_dir, "cache"), key)
         self.results_path = os.path.join(config.out_dir, "results.json")
 
     # ------------------------------------------------------------------ keys
@@ -70,7 +70,11 @@ class Store:
                 f"-o_in-L{layer_set_upto[-1]}")
 
     def unit_path(self, spec, seed, prefix, layer, proj) -> str:
-        pre = "P" + (set_name(prefix) if prefix else "none") + self._refit()
+        """A fitted unit. The q/k/v fits of a set's first layer see the original network whatever
+        the o_proj refit, so their name does not carry it: studies with and without the refit that
+        share a cache (``--cache``) share those fits."""
+        refit = self._refit() if prefix or proj == "o_proj" else ""
+        pre = "P" + (set_name(prefix) if prefix else "none") + refit
         return os.path.join(self.work, "fits", spec.tag(), f"s{seed}", pre, f"L{layer}_{proj}.pt")
 
     def unit_done(self, spec, seed, prefix, layer) -> bool:

@@ -171,3 +171,30 @@ def test_o_proj_refit(tmp_path, tiny):
     installed = load_compressed(fresh, str(tmp_path / "models" / saved[0]))
     assert (2, "o_proj") in installed
     assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == pytest.approx(entry["log_ppl"], abs=1e-6)
+
+
+def test_refit_study_shares_first_layer_fits(tmp_path, tiny, monkeypatch):
+    """--cache: a study with --refit-o-proj given the cache of the same study without it refits only
+    what the refit changes (o_proj, and q/k/v behind a refitted layer), with the results of a
+    study that has its own cache."""
+    common = dict(methods=("lr1",), layer_sets=((1,), (0, 2)), datasets=("a",), o_epochs=2.0)
+    plain = Study(tiny_config(tmp_path / "plain", **common), tiny, texts=TEXTS).run()
+    alone = Study(tiny_config(tmp_path / "alone", refit_o_proj=True, **common), tiny, texts=TEXTS).run()
+    real_fit = fit.fit_projection
+    fitted = []
+
+    def counting(module, *args, **kwargs):
+        fitted.append(tuple(module.weight.shape) if isinstance(module, torch.nn.Linear) else "q/k/v")
+        return real_fit(module, *args, **kwargs)
+
+    monkeypatch.setattr(fit, "fit_projection", counting)
+    shared = Study(tiny_config(tmp_path / "shared", refit_o_proj=True, cache_dir=str(tmp_path / "plain" / "cache"),
+                               **common), tiny, texts=TEXTS).run()
+    o_refits = 3  # layer 1; layers 0 and 2
+    assert len(fitted) == o_refits + 3  # and the q/k/v of layer 2 behind the refitted layer 0
+    assert not os.path.exists(tmp_path / "shared" / "cache")
+    for key, entry in alone["entries"].items():
+        assert shared["entries"][key]["log_ppl"] == entry["log_ppl"], key
+    # the refit changed the answer, so the shared fits were not mistaken for refitted ones
+    assert any(plain["entries"][k]["log_ppl"] != alone["entries"][k]["log_ppl"] for k in plain["entries"]
+               if not k.startswith("original"))

@@ -25,9 +25,10 @@ def test_converged_preset_covers_the_study():
     assert {8, 16, 24} <= set(singles)  # the small-budget study's layers, for comparison
     assert max(b - a for a, b in zip(singles, singles[1:])) <= 6
     assert {len(s) for s in c.layer_sets} == {1, 2, 3}  # pairs and triples
-    assert all(len(c.seeds_for(s)) >= 3 for s in c.layer_sets)
+    assert all(len(c.seeds_for(s)) >= 3 for s in c.layer_sets if len(s) == 1)
+    assert all(c.seeds_for(s) for s in c.layer_sets)
     assert c.datasets == ("wikipedia", "shakespeare", "kjv")
-    assert c.until_converged and c.max_steps >= 1000 and c.eval_every >= 1 and c.patience >= 1
+    assert c.until_converged and c.max_steps >= 600 and c.eval_every >= 1 and c.patience >= 1
     assert set(c.methods) == {"rotor", "lr1", "lr4", "bh1", "lr1-cf", "lr4-cf", "bh1-cf"}
     for name in c.methods:  # Adam methods stop on the validation plateau, closed forms are exact
         spec = c.method_spec(name)
