@@ -3,9 +3,9 @@
 Workloads in PGA Cl(3,0,1) and CGA Cl(4,1): vector * vector, bivector * vector, a motor
 sandwich of points (one motor applied to every point, and one motor per point) and
 even * even, each on a batch of N multivectors. Every library works on its own batched layout
-(galinear: rows of coefficients; kingdon: one numpy array per blade; clifford: its MVArray,
-timed at N <= 10**4 only, being an object array). Times are the best of the repeats, taken
-round-robin in one process so that load drifts hit all alike; the ratios are what to read.
+(galinear: rows of the coefficients of the operands' grades, packed; kingdon: one numpy array per blade; clifford: its MVArray,
+timed at N <= 10**4 only, being an object array). Times are the best of the repeats (each a
+loop of calls), taken round-robin in one process so that load drifts hit all alike; the ratios are what to read.
 Results are checked against each other before timing (max difference printed).
 
 Run: .venv/bin/python benchmarks/bench_graded.py [--batch 10000 1000000] [--repeats 5]
@@ -23,10 +23,24 @@ from galinear import Algebra, MultiVector
 CLIFFORD_MAX_BATCH = 10_000
 
 
-def _time(fn, results: list) -> None:
+#: Shortest duration of one timing sample (calls are repeated in a loop until it is reached).
+SAMPLE_SECONDS = 0.02
+
+
+def _calls(fn) -> int:
+    """Calls per sample: enough back-to-back calls of fn for one sample to last SAMPLE_SECONDS
+    (as timeit does), so a sample measures the call, not the caches another library left."""
     t0 = time.perf_counter()
     fn()
-    results.append(time.perf_counter() - t0)
+    once = max(time.perf_counter() - t0, 1e-7)
+    return max(1, int(SAMPLE_SECONDS / once))
+
+
+def _time(fn, calls: int, results: list) -> None:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    results.append((time.perf_counter() - t0) / calls)
 
 
 def _operands(alg, rng, batch):
@@ -76,7 +90,8 @@ def main(argv=None) -> None:
         clifford = None
     print(f"# grade-aware products vs kingdon {kingdon.__version__} and clifford "
           f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()}, numpy {np.__version__}; "
-          f"milliseconds per call, best of {args.repeats}; ratio = other / galinear)")
+          f"milliseconds per call: the best of {args.repeats} samples, interleaved, each a loop of "
+          f"calls lasting at least {SAMPLE_SECONDS * 1e3:g} ms; ratio = other / galinear)")
     print()
     print("| algebra | N | workload | galinear | galinear dense | kingdon | clifford | kingdon / galinear | clifford / galinear | max diff |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -107,9 +122,10 @@ def main(argv=None) -> None:
                 if "clifford" in results:
                     diff = max(diff, np.max(np.abs(alg.from_clifford(results["clifford"]) - want)))
                 times = {key: [] for key in cases}
+                calls = {key: _calls(fn) for key, fn in cases.items()}
                 for _ in range(args.repeats):
                     for key, fn in cases.items():
-                        _time(fn, times[key])
+                        _time(fn, calls[key], times[key])
                 best = {key: min(t) * 1e3 for key, t in times.items()}
                 cl = best.get("clifford")
                 cl_ratio = "—" if cl is None else f"{cl / best['galinear']:.1f}"

@@ -16,6 +16,10 @@ instead (long straight-line code compiles slowly).
 The sandwich :math:`R\, x\, \tilde R` gets a fused kernel: :math:`t = R x` and :math:`t \tilde R`
 are computed in registers, and only the output blades whose polynomial in the coefficients of
 R and x is not identically zero (found by expanding it with integer coefficients) are written.
+
+The ``*_packed`` functions take and return *packed* arrays, the coefficients of the pattern's
+blades only (:func:`blades_of`); :class:`~galinear.core.multivector.MultiVector` keeps tracked
+results packed, so memory traffic follows the grades as the multiply-adds do.
 """
 from __future__ import annotations
 
@@ -40,6 +44,11 @@ __all__ = [
     "product",
     "sandwich",
     "sandwich_pattern",
+    "blades_of",
+    "pack",
+    "unpack",
+    "product_packed",
+    "sandwich_packed",
     "STRAIGHT_LINE_MAX_TERMS",
 ]
 
@@ -109,8 +118,12 @@ def _signed_sum(terms) -> str:
     return out
 
 
-def _module_source(loads_a, loads_b, lines, tail="") -> str:
-    load = [f"        a{i} = a[ra, {i}]" for i in loads_a] + [f"        b{j} = b[rb, {j}]" for j in loads_b]
+def _module_source(loads_a, loads_b, lines, tail="", at_a=None, at_b=None) -> str:
+    """Kernel source; ``at_a`` / ``at_b`` map a blade index to its column (packed operands)."""
+    at_a = at_a or {}
+    at_b = at_b or {}
+    load = ([f"        a{i} = a[ra, {at_a.get(i, i)}]" for i in loads_a]
+            + [f"        b{j} = b[rb, {at_b.get(j, j)}]" for j in loads_b])
     probe = " + ".join([f"a{i}" for i in loads_a] + [f"b{j}" for j in loads_b]) or "0.0"
     body = "\n".join(load + [f"        probe += ({probe}) * 0.0"] + lines)
     return (
@@ -144,25 +157,36 @@ def _load(source: str):
     return sys.modules[name].kernel
 
 
-@lru_cache(maxsize=1024)
-def _product_kernel(metric: tuple[int, ...], kind: str, pa: int, pb: int):
+def _product_sums(metric: tuple[int, ...], kind: str, pa: int, pb: int):
+    """(blades of a read, blades of b read, {output blade: its signed sum as code}), or None when
+    the kept terms are too many for straight-line code."""
     ti, tj, tk, ts = _kept_terms(metric, kind, pa, pb)
     if ti.size > STRAIGHT_LINE_MAX_TERMS:
         return None
     by_output = defaultdict(list)
     for i, j, k, s in zip(ti.tolist(), tj.tolist(), tk.tolist(), ts.tolist()):
         by_output[k].append((s, f"a{i}*b{j}"))
-    lines = [f"        out[r, {k}] = {_signed_sum(terms)}" for k, terms in sorted(by_output.items())]
-    return _load(_module_source(sorted(set(ti.tolist())), sorted(set(tj.tolist())), lines))
+    sums = {k: _signed_sum(terms) for k, terms in sorted(by_output.items())}
+    return sorted(set(ti.tolist())), sorted(set(tj.tolist())), sums
 
 
-def _rows(a: np.ndarray, b: np.ndarray, dim: int):
-    """a, b as (rows, dim) arrays with row strides 0 or 1 when one side is a single multivector;
-    else both broadcast and materialised. Returns (a2, b2, sa, sb, batch shape)."""
+@lru_cache(maxsize=1024)
+def _product_kernel(metric: tuple[int, ...], kind: str, pa: int, pb: int):
+    parts = _product_sums(metric, kind, pa, pb)
+    if parts is None:
+        return None
+    loads_a, loads_b, sums = parts
+    return _load(_module_source(loads_a, loads_b, [f"        out[r, {k}] = {v}" for k, v in sums.items()]))
+
+
+def _rows(a: np.ndarray, b: np.ndarray):
+    """a, b as (rows, columns) arrays with row strides 0 or 1 when one side is a single multivector;
+    else both broadcast and materialised. Returns (a2, sa, b2, sb, batch shape)."""
     shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
     rows = int(np.prod(shape, dtype=np.int64))
     pieces = []
     for x in (a, b):
+        dim = x.shape[-1]
         if x.shape[:-1] == shape:
             pieces += [np.ascontiguousarray(x).reshape(rows, dim), 1]
         elif x.size == dim:
@@ -197,7 +221,7 @@ def product(alg, kind: str, a: np.ndarray, pa: int | None, b: np.ndarray, pb: in
     dtype = np.result_type(a.dtype, b.dtype)
     a = a.astype(dtype, copy=False)
     b = b.astype(dtype, copy=False)
-    a2, sa, b2, sb, shape = _rows(a, b, alg.dim)
+    a2, sa, b2, sb, shape = _rows(a, b)
     out = np.zeros((a2.shape[0] if sa else b2.shape[0], alg.dim), dtype=dtype)
     if out.shape[0] and out_pattern:
         kernel = _product_kernel(alg.metric, kind, pa, pb)
@@ -271,8 +295,109 @@ def sandwich(alg, R: np.ndarray, pr: int | None, x: np.ndarray, px: int | None):
         t, tp = product(alg, "gp", R, pr, x, px)
         return product(alg, "gp", t, tp, alg.reverse(R), pr)
     dtype = np.result_type(R.dtype, x.dtype)
-    a2, sa, b2, sb, shape = _rows(R.astype(dtype, copy=False), x.astype(dtype, copy=False), alg.dim)
+    a2, sa, b2, sb, shape = _rows(R.astype(dtype, copy=False), x.astype(dtype, copy=False))
     out = np.zeros((a2.shape[0] if sa else b2.shape[0], alg.dim), dtype=dtype)
     if out.shape[0]:
         _check(kernel(a2, b2, out, sa, sb), a2, b2)
     return out.reshape(shape + (alg.dim,)), sandwich_pattern(n, alg.metric, pr, px)
+
+
+# ---------------------------------------------------------------------- packed operands
+# A packed multivector holds only the coefficients of the blades of its grade pattern, in blade
+# order: an (..., 4) array for a PGA vector instead of (..., 16). Products of packed operands read
+# and write those columns only, so memory traffic follows the grades as the multiply-adds do.
+
+
+@lru_cache(maxsize=1024)
+def blades_of(n: int, pattern: int) -> np.ndarray:
+    """Indices of the blades whose grade is in ``pattern``, ascending (the packed columns)."""
+    out = np.flatnonzero((pattern >> blades.blade_grades(n)) & 1)
+    out.setflags(write=False)
+    return out
+
+
+def pack(n: int, values: np.ndarray, pattern: int) -> np.ndarray:
+    """The packed columns of dense ``values`` (..., 2**n) for ``pattern``."""
+    return np.ascontiguousarray(values[..., blades_of(n, pattern)])
+
+
+def unpack(n: int, packed: np.ndarray, pattern: int) -> np.ndarray:
+    """Dense (..., 2**n) coefficients of a packed array (zero outside ``pattern``)."""
+    out = np.zeros(packed.shape[:-1] + (1 << n,), dtype=packed.dtype)
+    out[..., blades_of(n, pattern)] = packed
+    return out
+
+
+def _columns(n: int, pattern: int) -> dict:
+    return {int(k): c for c, k in enumerate(blades_of(n, pattern).tolist())}
+
+
+def _packed_writes(n: int, out_pattern: int, sums: dict) -> list:
+    """One line per packed output column: its sum, or 0.0 for a blade with no term (the output
+    array is not zeroed first)."""
+    return [f"        out[r, {c}] = {sums[k] if k in sums else '0.0'}"
+            for k, c in _columns(n, out_pattern).items()]
+
+
+@lru_cache(maxsize=1024)
+def _packed_product_kernel(metric: tuple[int, ...], kind: str, pa: int, pb: int):
+    n = len(metric)
+    parts = _product_sums(metric, kind, pa, pb)
+    if parts is None:
+        return None
+    loads_a, loads_b, sums = parts
+    lines = _packed_writes(n, product_pattern(n, kind, pa, pb), sums)
+    return _load(_module_source(loads_a, loads_b, lines, at_a=_columns(n, pa), at_b=_columns(n, pb)))
+
+
+def _run_packed(kernel, a, b, columns: int):
+    dtype = np.result_type(a.dtype, b.dtype)
+    a2, sa, b2, sb, shape = _rows(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
+    out = np.empty((a2.shape[0] if sa else b2.shape[0], columns), dtype=dtype)
+    if out.shape[0]:
+        if columns:
+            _check(kernel(a2, b2, out, sa, sb), a2, b2)
+    return out.reshape(shape + (columns,))
+
+
+def product_packed(alg, kind: str, a: np.ndarray, pa: int, b: np.ndarray, pb: int):
+    """``kind`` product of packed arrays (columns :func:`blades_of` of pa and pb).
+
+    Returns ``(packed values, pattern)``, or None where no straight-line kernel is made (more
+    than :data:`STRAIGHT_LINE_MAX_TERMS` terms, or n above the blade tables' limit): the caller
+    then takes the dense path.
+    """
+    if alg.n > products.TABLE_MAX_N:
+        return None
+    kernel = _packed_product_kernel(alg.metric, kind, pa, pb)
+    if kernel is None:
+        return None
+    pattern = product_pattern(alg.n, kind, pa, pb)
+    return _run_packed(kernel, a, b, len(blades_of(alg.n, pattern))), pattern
+
+
+@lru_cache(maxsize=256)
+def _packed_sandwich_kernel(metric: tuple[int, ...], pr: int, px: int):
+    n = len(metric)
+    first, second = _sandwich_terms(metric, pr, px)
+    used_m = sorted({m for terms in second.values() for _, m, _ in terms})
+    if sum(len(first[m]) for m in used_m) + sum(len(t) for t in second.values()) > STRAIGHT_LINE_MAX_TERMS:
+        return None
+    lines = [f"        t{m} = {_signed_sum([(s, f'a{i}*b{j}') for s, i, j in first[m]])}" for m in used_m]
+    sums = {k: _signed_sum([(s, f"t{m}*a{l}") for s, m, l in terms]) for k, terms in second.items()}
+    lines += _packed_writes(n, sandwich_pattern(n, metric, pr, px), sums)
+    loads_a = sorted({i for m in used_m for _, i, _ in first[m]} | {l for t in second.values() for _, _, l in t})
+    loads_b = sorted({j for m in used_m for _, _, j in first[m]})
+    return _load(_module_source(loads_a, loads_b, lines, at_a=_columns(n, pr), at_b=_columns(n, px)))
+
+
+def sandwich_packed(alg, R: np.ndarray, pr: int, x: np.ndarray, px: int):
+    r""":math:`R\, x\, \tilde R` of packed arrays; ``(packed values, pattern)`` or None (as
+    :func:`product_packed`)."""
+    if alg.n > products.TABLE_MAX_N:
+        return None
+    kernel = _packed_sandwich_kernel(alg.metric, pr, px)
+    if kernel is None:
+        return None
+    pattern = sandwich_pattern(alg.n, alg.metric, pr, px)
+    return _run_packed(kernel, R, x, len(blades_of(alg.n, pattern))), pattern

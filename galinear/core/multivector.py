@@ -26,12 +26,11 @@ Operators (grades r, s of homogeneous parts, extended bilinearly):
 """
 from __future__ import annotations
 
-from numbers import Number
-
 import numpy as np
 
 from galinear.core import graded
 from galinear.core.algebra import Algebra
+from galinear.core.products import TABLE_MAX_N
 from galinear.core.mvmaps import (
     CLOSED_FORM_MAX_N,
     NotInvertibleError,
@@ -42,20 +41,13 @@ from galinear.core.mvmaps import (
 )
 from galinear.core.mvconstructors import ConstructorMethods
 from galinear.core.mvinterop import InteropMethods
+from galinear.core.mvnorms import NormMethods, _is_scalar
 from galinear.core.mvsubspaces import SubspaceMethods
 
 __all__ = ["MultiVector", "outermorphism_matrix", "hodge_signs", "inverse", "NotInvertibleError", "CLOSED_FORM_MAX_N"]
 
 
-def _is_scalar(x) -> bool:
-    if isinstance(x, (bool, np.bool_)):
-        return False
-    if isinstance(x, Number) and not isinstance(x, complex):
-        return True
-    return isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iuf"
-
-
-class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
+class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMethods):
     r"""A batch of multivectors of an :class:`~galinear.core.algebra.Algebra`.
 
     Parameters
@@ -84,7 +76,7 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
     (0, 2)
     """
 
-    __slots__ = ("algebra", "values", "_pattern")
+    __slots__ = ("algebra", "_values", "_pattern", "_packed")
     # numpy must defer to the reflected operators (2.0 * mv, np.float64(2) + mv)
     __array_ufunc__ = None
 
@@ -114,6 +106,39 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
         _init(out, algebra, values, pattern)
         return out
 
+    @staticmethod
+    def _wrap_packed(algebra: Algebra, packed: np.ndarray, pattern: int) -> "MultiVector":
+        """A tracked multivector held as the packed columns of its pattern (graded.blades_of)."""
+        out = _new(MultiVector)
+        _init(out, algebra, None, pattern, packed)
+        return out
+
+    @property
+    def values(self) -> np.ndarray:
+        """The coefficients, shape (..., 2**n) in blade order; read-only when the grades are tracked."""
+        values = self._values
+        if values is None:  # held packed: the dense array is made once, on first use
+            values = graded.unpack(self.algebra.n, self._packed, self._pattern)
+            values.setflags(write=False)
+            _set_values(self, values)
+        return values
+
+    def _packed_values(self) -> np.ndarray | None:
+        """The packed columns of a multivector whose tracked grades are not all of them (made once
+        and kept; the values of a tracked multivector are read-only); None when untracked."""
+        packed = self._packed
+        if packed is None:
+            pattern, n = self._pattern, self.algebra.n
+            if pattern is None or pattern == graded.ALL(n) or n > TABLE_MAX_N:
+                return None
+            packed = graded.pack(n, self._values, pattern)
+            packed.setflags(write=False)
+            _set_packed(self, packed)
+        return packed
+
+    def _data(self) -> np.ndarray:
+        return self._values if self._values is not None else self._packed
+
     @property
     def known_grades(self) -> tuple[int, ...] | None:
         """The grades this multivector may hold, as tracked (None: not tracked, any grade)."""
@@ -126,20 +151,20 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
     @property
     def shape(self) -> tuple[int, ...]:
         """Batch shape (the values' shape without the last axis)."""
-        return self.values.shape[:-1]
+        return self._data().shape[:-1]
 
     @property
     def ndim(self) -> int:
-        return self.values.ndim - 1
+        return self._data().ndim - 1
 
     @property
     def dtype(self):
-        return self.values.dtype
+        return self._data().dtype
 
     def __len__(self) -> int:
-        if self.values.ndim == 1:
+        if self._data().ndim == 1:
             raise TypeError("len() of an unbatched MultiVector; it has no batch axis")
-        return self.values.shape[0]
+        return self._data().shape[0]
 
     def __iter__(self):
         if self.values.ndim == 1:
@@ -166,11 +191,7 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
     def _other(self, other):
         """(values, pattern) of another MultiVector of the same algebra, None for a real scalar; else raise."""
         if isinstance(other, MultiVector):
-            if other.algebra is not self.algebra and other.algebra != self.algebra:
-                raise ValueError(
-                    f"cannot combine multivectors of {self.algebra!r} and {other.algebra!r}; "
-                    f"convert one of them first"
-                )
+            self._same_algebra(other)
             return other.values, other._pattern
         if _is_scalar(other):
             return None
@@ -178,6 +199,12 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
             f"cannot combine a MultiVector with {type(other).__name__}; use a real number, or wrap "
             f"coefficient arrays first: MultiVector(alg, values) or MultiVector.scalar(alg, array)"
         )
+
+    def _same_algebra(self, other: "MultiVector") -> None:
+        if other.algebra is not self.algebra and other.algebra != self.algebra:
+            raise ValueError(
+                f"cannot combine multivectors of {self.algebra!r} and {other.algebra!r}; convert one of them first"
+            )
 
     def _operand(self, other):
         """(values, pattern) of a MultiVector or a real scalar."""
@@ -214,6 +241,11 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
 
     # ---------------------------------------------------------------- products
     def _binary(self, kind: str, other, reflected: bool = False):
+        if not reflected and isinstance(other, MultiVector) and self._pattern is not None and other._pattern is not None:
+            self._same_algebra(other)
+            packed = self._packed_product(kind, other)
+            if packed is not None:
+                return packed
         b = self._other(other)
         if b is None:
             if kind in ("gp", "op"):
@@ -226,6 +258,14 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
             return self._like(getattr(self.algebra, kind)(a[0], b[0]), None)
         values, pattern = graded.product(self.algebra, kind, a[0], a[1], b[0], b[1])
         return self._like(values, pattern)
+
+    def _packed_product(self, kind: str, other: "MultiVector"):
+        """The product of two tracked multivectors on their packed columns, or None (dense path)."""
+        pa, pb = self._packed_values(), other._packed_values()
+        if pa is None or pb is None:
+            return None
+        result = graded.product_packed(self.algebra, kind, pa, self._pattern, pb, other._pattern)
+        return None if result is None else MultiVector._wrap_packed(self.algebra, *result)
 
     def __mul__(self, other):
         return self._binary("gp", other)
@@ -299,10 +339,16 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
         """
         if not isinstance(x, MultiVector):
             raise TypeError(f"R @ x needs a MultiVector x, got {type(x).__name__}")
-        self._other(x)
+        self._same_algebra(x)
         if self._pattern is None and x._pattern is None:
             alg = self.algebra
             return self._like(alg.gp(alg.gp(self.values, x.values), alg.reverse(self.values)), None)
+        if self._pattern is not None and x._pattern is not None:
+            pr, px = self._packed_values(), x._packed_values()
+            if pr is not None and px is not None:
+                result = graded.sandwich_packed(self.algebra, pr, self._pattern, px, x._pattern)
+                if result is not None:
+                    return MultiVector._wrap_packed(self.algebra, *result)
         values, pattern = graded.sandwich(self.algebra, self.values, self._pattern, x.values, x._pattern)
         return self._like(values, pattern)
 
@@ -415,48 +461,26 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods):
             return
         raise AttributeError(f"'MultiVector' object has no attribute {name!r}")
 
-    # ---------------------------------------------------------------- norms and comparison
-    def norm(self) -> np.ndarray:
-        """:math:`\\sqrt{|\\langle \\tilde x x\\rangle_0|}` per batch entry (clifford's ``abs``)."""
-        return self.algebra.norm(self.values)
-
-    def norm_squared(self) -> np.ndarray:
-        return self.algebra.norm_squared(self.values)
-
-    def normalized(self) -> "MultiVector":
-        """``x / norm(x)`` per batch entry."""
-        nrm = self.norm()
-        if np.any(nrm == 0):
-            raise ValueError("normalized() of a multivector with zero norm (zero or null); nothing to divide by")
-        return self._like(self.values / nrm[..., None])
-
-    def __eq__(self, other):
-        if isinstance(other, MultiVector):
-            return other.algebra == self.algebra and bool(np.array_equal(self.values, other.values))
-        if _is_scalar(other):
-            return bool(np.array_equal(self.values, np.broadcast_to(self._scalar_mv(other), self.values.shape)))
-        return NotImplemented
-
-    __hash__ = None
-
-    def allclose(self, other, rtol: float = 1e-7, atol: float = 1e-9) -> bool:
-        """``np.allclose`` on the coefficients (other: a MultiVector or a scalar)."""
-        return bool(np.allclose(self.values, self._operand(other)[0], rtol=rtol, atol=atol))
-
 
 _new = object.__new__
 _set_algebra = MultiVector.algebra.__set__
-_set_values = MultiVector.values.__set__
+_set_values = MultiVector._values.__set__
 _set_pattern = MultiVector._pattern.__set__
+_set_packed = MultiVector._packed.__set__
 
 
-def _init(mv: MultiVector, algebra: Algebra, values: np.ndarray, pattern: int | None) -> None:
-    if pattern is not None and values.flags.writeable:
+def _init(mv: MultiVector, algebra: Algebra, values: np.ndarray | None, pattern: int | None,
+          packed: np.ndarray | None = None) -> None:
+    """Set the slots: dense ``values``, or (tracked only) ``packed`` columns with values None."""
+    if values is not None and pattern is not None and values.flags.writeable:
         values = values.view()
         values.setflags(write=False)
+    if packed is not None and packed.flags.writeable:
+        packed.setflags(write=False)
     _set_algebra(mv, algebra)
     _set_values(mv, values)
     _set_pattern(mv, pattern)
+    _set_packed(mv, packed)
 
 
 def _union(p: int | None, q: int | None) -> int | None:

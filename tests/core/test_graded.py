@@ -143,3 +143,56 @@ def test_reported_grades_follow_the_rules(signature, ga, gb, seed):
         rule = graded.product_pattern(alg.n, kind, graded.mask_of(ga), graded.mask_of(gb))
         assert got.known_grades == graded.grades_of(rule)
         _outside_is_zero(got)
+
+
+@pytest.mark.parametrize("signature", [(3, 0, 1), (4, 1, 0), (2, 0, 2)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_packed_products_stay_packed(signature, dtype, rng):
+    """Products of tracked multivectors read and write the columns of their grades only: the
+    result holds no dense array until one is asked for, chains stay packed, and every value
+    equals the dense product of the same arrays (with exact zeros outside the grades)."""
+    alg = Algebra(*signature)
+    R = _graded(rng, alg, (0, 2), (), dtype)
+    x = _graded(rng, alg, (1,), (4, 3), dtype)
+    t = R * x  # one operand broadcast against a batch
+    assert t._values is None and t._packed.shape == (4, 3, len(graded.blades_of(alg.n, t._pattern)))
+    assert t.shape == (4, 3) and t.ndim == 2 and t.dtype == dtype and len(t) == 4
+    assert t._values is None  # shape, ndim, dtype and len read the packed array
+    y = t * ~R  # a packed left operand (the reverse is dense: the dense path takes over)
+    s = R @ x
+    assert s._values is None and s._pattern == graded.sandwich_pattern(alg.n, alg.metric, R._pattern, x._pattern)
+    w = (t ^ x) << s  # packed operands on both sides
+    assert w._values is None
+    Rv, xv = R.values.astype(np.float64), x.values.astype(np.float64)
+    tv = alg.gp(Rv, xv)
+    scale = float(np.abs(Rv).sum() * np.abs(xv).max()) ** 2
+    _assert_close(t.values, tv, scale, TOL[dtype])
+    _assert_close(y.values, alg.gp(tv, alg.reverse(Rv)), scale, TOL[dtype])
+    _assert_close(s.values, alg.gp(tv, alg.reverse(Rv)), scale, TOL[dtype])
+    _assert_close(w.values, alg.lc(alg.op(tv, xv), alg.gp(tv, alg.reverse(Rv))), scale ** 2, TOL[dtype])
+    for mv in (t, s, w):
+        assert mv.values.dtype == dtype and not mv.values.flags.writeable
+        _outside_is_zero(mv)
+    # the packed array of an operand is made once and kept
+    assert R._packed is not None and R._packed is R._packed_values()
+    # setting a blade by name drops the packed copy with the old values
+    t["e1"] = 5.0
+    assert t._packed is None and np.all(t.values[..., 1] == 5.0)
+    assert np.all((t * 1.0).values[..., 1] == 5.0)
+
+
+def test_packed_edge_cases(rng):
+    alg = Algebra(3, 0, 1)
+    zero = MultiVector.zeros(alg, 2)
+    x = _graded(rng, alg, (1,), (2,))
+    assert (zero * x)._packed.shape == (2, 0) and np.all((zero * x).values == 0)
+    empty = _graded(rng, alg, (1,), (0,))
+    assert (empty * x[:0]).shape == (0,)
+    full = _graded(rng, alg, tuple(range(5)), (2,))  # every grade: the dense kernels
+    assert (full * x)._values is not None
+    with pytest.raises(ValueError, match="cannot combine"):
+        x * _graded(rng, Algebra(3), (1,), (2,))
+    bad = x.values.copy()
+    bad[0, 2] = np.inf
+    with pytest.raises(ValueError, match="inf"):
+        MultiVector(alg, bad, grades=(1,)) @ x
