@@ -188,13 +188,24 @@ def write(study, plot: bool = True) -> dict:
             f"{fits}; LR1*, LR4*, BH1*: closed-form optimum over all training rows (second moments); "
             f"rotor hidden width {config.hidden}; o_proj refit "
             f"{'on' if config.refit_o_proj else 'off'}. ln PPL is mean ± sample std over seeds where "
-            f"several seeds ran.\n\n{table}" + block_note(rows))
+            f"several seeds ran.\n\n{table}" + block_note(rows) + _claim_section(rows, datasets))
     md_path = os.path.join(config.out_dir, "results.md")
     _io.atomic_write_text(md_path, text)
     curves.write(study, plot=plot)
     if plot:
         plot_figure(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
     return {"rows": rows, "table": table, "markdown": text}
+
+
+def _claim_section(rows: list, datasets) -> str:
+    from galinear.compress.verdict import claim_markdown
+
+    table = claim_markdown(rows, datasets, DATASET_TITLES)
+    if not table:
+        return ""
+    return ("\n## The paper's claim (rotor network vs the best LR4 / BH1 fit, and vs the best LR1 fit)\n\n"
+            "Differences of mean ln PPL (negative: the rotor network is better) with two standard errors "
+            "from the seed spreads; verdict rule in galinear/compress/verdict.py.\n\n" + table)
 
 
 def block_note(rows: list) -> str:

@@ -77,6 +77,9 @@ def test_end_to_end_study(tmp_path, tiny):
     table = (tmp_path / "run" / "results.md").read_text()
     # the note on Wikipedia / Shakespeare / KJV standing in for the paper's texts only where they ran
     assert "Wikitext-2" not in table and "| 0,2 | rotor |" in table
+    # the claim table compares the rotor network with the best LR4 / BH1 and LR1 fits on each text
+    claim = table[table.index("## The paper's claim"):]
+    assert claim.count("\n| 0,2 | ") == 2 and ("LR4 Adam" in claim or "BH1 Adam" in claim)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert {r["method"] for r in summary["rows"]} == {"original", "dense", "zero", "lr1", "lr4", "bh1", "rotor"}
     # captures are keyed by the network they came from: the pair's layer 2 has one capture per method
