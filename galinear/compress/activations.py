@@ -45,8 +45,10 @@ class _Stop(Exception):
 
 
 def _captured_batches(model, layer: int, token_windows: np.ndarray, where: str, progress: str | None,
-                      batch_size: int):
-    """Yield the (batch windows * length, width) activations of ``capture``, one forward batch at a time."""
+                      batch_size: int, residuals=None):
+    """Yield the (batch windows * length, width) activations of ``capture``, one forward batch at a
+    time; with ``residuals`` (windows, length, width), the residual-stream inputs of ``layer``, only
+    layers ``layer..`` run (:func:`starting_at`)."""
     import torch
 
     from galinear.compress.fit import progress_steps
@@ -74,10 +76,11 @@ def _captured_batches(model, layer: int, token_windows: np.ndarray, where: str, 
         starts = range(0, len(token_windows), batch_size)
         bar = progress_steps(len(starts), progress)
         for n, i in enumerate(starts, 1):
-            ids = torch.as_tensor(token_windows[i:i + batch_size])
-            with torch.no_grad():
+            with torch.no_grad(), (starting_at(model, layer) if residuals is not None else contextlib.nullcontext()):
+                inputs = ({"input_ids": torch.as_tensor(token_windows[i:i + batch_size])} if residuals is None
+                          else {"inputs_embeds": residuals[i:i + batch_size]})
                 try:
-                    model(input_ids=ids, use_cache=False)
+                    model(**inputs, use_cache=False)
                 except _Stop:
                     pass
                 else:
@@ -90,7 +93,7 @@ def _captured_batches(model, layer: int, token_windows: np.ndarray, where: str, 
 
 
 def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in",
-            progress: str | None = None, batch_size: int = 1):
+            progress: str | None = None, batch_size: int = 1, residuals=None):
     """Activations at ``layer`` for every token of every window, as a (windows*length, width) tensor.
 
     Parameters
@@ -98,13 +101,18 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
     where : {"attn_in", "o_in"}
         ``attn_in``: output of the layer's input norm (the q/k/v input). ``o_in``: input of o_proj
         (the concatenated per-head attention outputs).
+    residuals : tensor (windows, length, width), optional
+        The residual-stream inputs of ``layer`` for these windows (:func:`residual_inputs`): only
+        layers ``layer..`` run. Valid when nothing below ``layer`` differs from the network that
+        produced them and :func:`skip_is_exact` holds for the model.
     progress : str, optional
         Label of the progress display (:class:`galinear.compress.fit.Progress`: a bar on a
         terminal, one line per capture in a log); None for none.
     """
     import torch
 
-    return torch.cat(list(_captured_batches(model, layer, token_windows, where, progress, batch_size)), dim=0)
+    return torch.cat(list(_captured_batches(model, layer, token_windows, where, progress, batch_size, residuals)),
+                     dim=0)
 
 
 def capture_to_shards(model, layer: int, token_windows: np.ndarray, folder: str, where: str = "attn_in",

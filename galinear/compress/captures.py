@@ -94,13 +94,33 @@ class CaptureMethods:
             return cached["train"], cached["test"]
         ids = np.concatenate([self._train_ids(), self._test_ids()])
         label = f"capture {key}" if self._bars else None
+        residuals = self._split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
         with activations.swapped(self.model, replacements):
-            rows = activations.capture(self.model, layer, ids, where=where, progress=label)
+            rows = activations.capture(self.model, layer, ids, where=where, progress=label, residuals=residuals)
         n_train = self._train_ids().size  # windows x ids per window (the BOS included)
         train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
         atomic_save({"train": train, "test": test}, path)
         self.log(f"captured {key}: {tuple(train.shape)} training rows")
         return train, test
+
+    def _starts_mid_stack(self, layer: int, replacements: dict) -> bool:
+        """Whether a capture at ``layer`` may start from the original residual stream there: the
+        model supports it and nothing below ``layer`` is replaced (o_proj captures behind a
+        single replaced layer, one per method and seed)."""
+        return (bool(replacements) and layer > 0 and self.skip_lower_layers
+                and min(at for at, _ in replacements) >= layer)
+
+    def _split_residuals(self, layer: int):
+        """Residual-stream inputs of ``layer`` in the original model for the training and test
+        windows (those of :meth:`_pair`), computed once per layer and cached on disk."""
+        path = self.store.split_residual_path(layer)
+        cached = fit.load(path)
+        if cached is None:
+            ids = np.concatenate([self._train_ids(), self._test_ids()])
+            cached = {"residuals": activations.residual_inputs(self.model, layer, ids)}
+            atomic_save(cached, path)
+            self.log(f"residual inputs of layer {layer} for the training and test windows: {tuple(cached['residuals'].shape)}")
+        return cached["residuals"]
 
     def _sharded_pair(self, layer: int, where: str, replacements: dict, key: str):
         """:meth:`_capture_pair` kept in shards: (CaptureShards of the training rows, test tensor)."""

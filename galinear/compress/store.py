@@ -95,6 +95,10 @@ class Store:
     def residual_path(self, dataset: str, layer: int) -> str:
         return os.path.join(self.work, "captures", f"residual-{dataset}-L{layer}.pt")
 
+    def split_residual_path(self, layer: int) -> str:
+        """Residual inputs of ``layer`` (original model) for the training and test windows."""
+        return os.path.join(self.work, "captures", f"residual-split-L{layer}.pt")
+
     def moments_paths(self, key: str) -> list:
         return [os.path.join(self.work, "moments", f"{key}-{part}.npz") for part in ("train", "test")]
 

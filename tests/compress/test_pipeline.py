@@ -201,3 +201,20 @@ def test_refit_study_shares_first_layer_fits(tmp_path, tiny, monkeypatch):
     # the refit changed the answer, so the shared fits were not mistaken for refitted ones
     assert any(plain["entries"][k]["log_ppl"] != alone["entries"][k]["log_ppl"] for k in plain["entries"]
                if not k.startswith("original"))
+
+
+def test_capture_from_the_residual_stream_equals_the_full_forward():
+    """An o_proj capture behind a replaced layer started at that layer's residual input equals the
+    capture through the whole stack (the study uses it for every o_proj refit of a first layer)."""
+    model = tiny_llama(layers=3, seed=4)
+    tokens = np.asarray(CharTokenizer()(TEXTS["a"])["input_ids"])
+    w = split_windows(tokens, 32, 16, 0.3, seed=0, group=2, max_train=4)
+    ids = w.batch(w.train)
+    replaced = {(2, "q_proj"): torch.nn.Linear(32, 32, bias=False)}
+    residuals = activations.residual_inputs(model, 2, ids)
+    with activations.swapped(model, replaced):
+        full = activations.capture(model, 2, ids, where="o_in")
+        started = activations.capture(model, 2, ids, where="o_in", residuals=residuals)
+    assert full.shape == (len(ids) * 32, 32)
+    assert torch.equal(started, full)  # the same operations on the same inputs
+    assert len(model.model.layers) == 3  # the stack is whole again
