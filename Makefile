@@ -50,16 +50,14 @@ demo-full: $(STAMP)
 	$(PY) -m galinear demo --full
 
 # The converged study (docs/compress.md, "The converged study"; tables in docs/results.md): without
-# the o_proj refit (3 seeds), with it (seed 0; the first-layer q/k/v fits are shared through --cache)
-# and the linear rotor gadget fitted on second moments (seed 0), one job at a time on an otherwise
-# idle machine (about 2 h on 2 cores). Each command resumes where an interrupted run stopped.
+# the o_proj refit (3 seeds), then with it (seed 0; the first-layer q/k/v fits are shared through
+# --cache), one job at a time on an otherwise idle machine (about 2 h on 2 cores). Each command
+# resumes where an interrupted run stopped.
 .PHONY: study-converged
 study-converged: $(STAMP)
 	$(PY) -m galinear compress --preset converged --threads 2 --out runs/study-converged
 	$(PY) -m galinear compress --preset converged --refit-o-proj --seeds 0 --threads 2 \
 	  --out runs/study-converged-orefit --cache runs/study-converged/cache
-	$(PY) -m galinear compress --preset converged --methods rotorlin-m --seeds 0 --threads 2 \
-	  --out runs/study-converged-rotorlin --cache runs/study-converged/cache
 
 # Benchmarks: each prints a side-by-side table of ratios and writes benchmarks/results/<name>.{md,json}.
 bench: bench-core bench-codegen bench-nn bench-kernels bench-gradient
