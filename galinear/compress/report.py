@@ -149,8 +149,16 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
         ax.set_title(DATASET_TITLES.get(d, d))
         ax.grid(alpha=0.3)
         ax.tick_params(axis="x", labelsize=7)
-    axes[0][0].legend(loc="best", fontsize=6.5, framealpha=0.85)  # inside the first panel
-    fig.tight_layout()
+    handles = {}
+    for ax in axes[0]:  # one legend for all panels, below them, so it covers no point at any size
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    width = fig.get_size_inches()[0]
+    columns = max(1, min(len(handles), 7, int(width // 1.35)))  # an entry takes about 1.3 inches
+    lines = -(-len(handles) // columns)
+    fig.set_size_inches(width, 3.8 + 0.2 * lines)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=columns, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, (0.2 * lines + 0.1) / (3.8 + 0.2 * lines), 1, 1))
     _io.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, format=os.path.splitext(path)[1][1:] or "png"))
     plt.close(fig)
     return path
