@@ -354,9 +354,8 @@ def _run_packed(kernel, a, b, columns: int):
     dtype = np.result_type(a.dtype, b.dtype)
     a2, sa, b2, sb, shape = _rows(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
     out = np.empty((a2.shape[0] if sa else b2.shape[0], columns), dtype=dtype)
-    if out.shape[0]:
-        if columns:
-            _check(kernel(a2, b2, out, sa, sb), a2, b2)
+    if out.shape[0] and columns:
+        _check(kernel(a2, b2, out, sa, sb), a2, b2)
     return out.reshape(shape + (columns,))
 
 
