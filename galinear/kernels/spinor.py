@@ -1,0 +1,213 @@
+r"""Numba kernels between multivectors and their matrices (:mod:`galinear.matrix_rep`).
+
+``to_matrix`` turns tokens x (B, P, 2**n) (shortlex coefficients) into the matrices
+:math:`\varphi_\rho(x)`, one contiguous N x N matrix per token, laid out (P * irreps, B, N * N):
+rows and columns in the block order, stored block-major as (H, H, W, W) (H = 2 blocks of
+W = N / 2 for even n, H = 1 block of N for odd n). Products with the rotors' diagonal blocks are
+then batched GEMMs of W x W matrices over all tokens. ``from_matrix`` reads the same layout and
+applies the inverse formula.
+
+Per token the work is a signed placement of the 2**n coefficients into the real and imaginary
+parts of an N x N buffer that stays in L1, a Walsh-Hadamard transform of m = n // 2 butterfly
+levels along its rows (contiguous runs, vectorised) and the xor placement into the block layout. Parallel jobs are (chunk pair and representation, block of ``TOKENS_PER_JOB`` tokens);
+every token is computed by the same operations whatever the thread count.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from galinear._numba import jit, prange
+from galinear.matrix_rep import representation
+
+__all__ = ["TOKENS_PER_JOB", "to_matrix", "from_matrix", "kernel_tables"]
+
+TOKENS_PER_JOB = 8
+_FASTMATH = {"contract"}
+
+
+@jit(fastmath=_FASTMATH)
+def _hadamard_rows(u, N):
+    """Both halves of u (2 * N * N,) real, each row-major N x N: u[i, :] <- sum_z (-1)^{|z & i|} u[z, :]
+    (unnormalised); the rows are contiguous runs, so the butterflies vectorise."""
+    for half in range(2):
+        base = half * N * N
+        h = 1
+        while h < N:
+            for r0 in range(0, N, 2 * h):
+                for t in range(h):
+                    a = base + (r0 + t) * N
+                    ua = u[a:a + N]
+                    ub = u[a + h * N:a + h * N + N]
+                    for col in range(N):
+                        p = ua[col]
+                        q = ub[col]
+                        ua[col] = p + q
+                        ub[col] = p - q
+            h *= 2
+
+
+@jit(parallel=True, fastmath=_FASTMATH)
+def _to_matrix_kernel(x, b0, src, sgn, back, out):
+    """out[p * irreps + rho, r, t, j] = phi_rho(x[b0 + t, p])[r, j] (block order)."""
+    P = x.shape[1]
+    irreps = src.shape[0]
+    G = P * irreps
+    N = out.shape[1]
+    nb = out.shape[2]
+    NN = N * N
+    per = TOKENS_PER_JOB
+    n_bj = (nb + per - 1) // per
+    for job in prange(G * n_bj):
+        g = job // n_bj
+        p = g // irreps
+        rho = g % irreps
+        t0 = (job % n_bj) * per
+        u = np.empty(2 * NN, dtype=x.dtype)
+        s0 = src[rho, 0]
+        s1 = src[rho, 1]
+        g0 = sgn[rho, 0]
+        g1 = sgn[rho, 1]
+        for t in range(t0, min(nb, t0 + per)):
+            xt = x[b0 + t, p]
+            for q in range(2 * NN):
+                u[q] = g0[q] * xt[s0[q]] + g1[q] * xt[s1[q]]
+            _hadamard_rows(u, N)
+            for r in range(N):
+                dst = out[g, r, t]
+                row = back[r * N:(r + 1) * N]
+                for j in range(N):
+                    q = row[j]
+                    dst[j] = u[q] + 1j * u[q + NN]
+
+
+@jit(parallel=True, fastmath=_FASTMATH)
+def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, y):
+    """y[b0 + t, p] = (1/s) Re sum_rho tr(phi_rho(e_A)^H Y_rho) for Y (H, P * irreps, N, nb, W):
+    entry (r, j) of token t at Y[j // W, g, r, t, j % W]."""
+    H = Y.shape[0]
+    G = Y.shape[1]
+    N = Y.shape[2]
+    nb = Y.shape[3]
+    W = Y.shape[4]
+    d = y.shape[2]
+    irreps = tgt.shape[0]
+    P = G // irreps
+    NN = N * N
+    per = TOKENS_PER_JOB
+    n_bj = (nb + per - 1) // per
+    inv = 1.0 / scale
+    for job in prange(P * n_bj):
+        p = job // n_bj
+        t0 = (job % n_bj) * per
+        u = np.empty(2 * NN, dtype=y.dtype)
+        for t in range(t0, min(nb, t0 + per)):
+            yt = y[b0 + t, p]
+            for rho in range(irreps):
+                g = p * irreps + rho
+                for r in range(N):
+                    for hb in range(H):
+                        srow = Y[hb, g, r, t]
+                        base = r * N + hb * W
+                        for w in range(W):
+                            q = back[base + w]
+                            v = srow[w]
+                            u[q] = v.real
+                            u[q + NN] = v.imag
+                _hadamard_rows(u, N)
+                tr = tgt[rho]
+                sr = sgnc[rho]
+                if rho == 0:
+                    for c in range(d):
+                        yt[c] = sr[c] * u[tr[c]]
+                else:
+                    for c in range(d):
+                        yt[c] += sr[c] * u[tr[c]]
+            for c in range(d):
+                yt[c] *= inv
+
+
+_TABLES: dict = {}
+
+
+def kernel_tables(n: int, dtype):
+    """Index tables of Cl(n) for real ``dtype``: (src, sgn, back, tgt, sgnc, scale).
+
+    A token's working buffer u holds the real parts of the N x N matrix (rows z, columns x of the
+    Pauli strings) and then the imaginary parts. Each phase i**p is +-1 or +-i, so coefficient c
+    lands in one entry ``tgt[rho, c]`` of u with sign ``sgnc[rho, c]``; read as a gather, entry q
+    of u is ``sgn[rho, 0, q] x[src[rho, 0, q]] + sgn[rho, 1, q] x[src[rho, 1, q]]`` (at most two
+    coefficients share an entry; absent ones have sign 0). After the Walsh-Hadamard transform
+    along the rows, u[i, c] is the matrix entry (i, i xor c); ``back[r * N + j]`` is the q = i * N + c
+    of the entry at row r and column j of the block order.
+    """
+    key = (n, np.dtype(dtype).str)
+    if key not in _TABLES:
+        tab = representation(n)
+        N, H = tab.N, tab.blocks
+        NN = N * N
+        i = tab.order[:, None]
+        back = (i * N + (i ^ tab.order[None, :])).reshape(-1).astype(np.int64)
+        d = 1 << n
+        imag = np.abs(tab.phase.imag) > 0.5                                    # (irreps, d)
+        tgt = (tab.slot[None, :] + np.where(imag, NN, 0)).astype(np.int64)
+        sgnc = np.where(imag, tab.phase.imag, tab.phase.real).round().astype(dtype)
+        src = np.zeros((tab.irreps, 2, 2 * NN), dtype=np.int64)
+        sgn = np.zeros((tab.irreps, 2, 2 * NN), dtype=dtype)
+        for rho in range(tab.irreps):
+            filled = np.zeros(2 * NN, dtype=np.int64)
+            for coefficient in range(d):
+                q = tgt[rho, coefficient]
+                src[rho, filled[q], q] = coefficient
+                sgn[rho, filled[q], q] = sgnc[rho, coefficient]
+                filled[q] += 1
+        _TABLES[key] = (src, sgn, back, tgt, sgnc, float(tab.scale))
+    return _TABLES[key]
+
+
+def _check_real(x, name):
+    if not isinstance(x, np.ndarray) or x.ndim != 3 or x.dtype not in (np.float32, np.float64):
+        raise ValueError(f"{name} must be a float32/float64 array (B, P, 2**n), got "
+                         f"{getattr(x, 'dtype', type(x))} {getattr(x, 'shape', '')}")
+    d = x.shape[2]
+    n = d.bit_length() - 1
+    if d < 2 or 2**n != d:
+        raise ValueError(f"the last axis of {name} must hold 2**n coefficients (n >= 1), got {d}")
+    return n
+
+
+def _complex_of(dtype):
+    return np.complex64 if np.dtype(dtype) == np.float32 else np.complex128
+
+
+def to_matrix(x: np.ndarray, out: np.ndarray, start: int = 0) -> np.ndarray:
+    """Fill ``out`` (P * irreps, N, nb, N) complex with the matrices of tokens x[start:start + nb]
+    (rows and columns in the block order of :mod:`galinear.matrix_rep`)."""
+    n = _check_real(x, "x")
+    src, sgn, back, _, _, _ = kernel_tables(n, x.dtype)
+    tab = representation(n)
+    G, N = x.shape[1] * tab.irreps, tab.N
+    if out.ndim != 4 or out.shape[:2] != (G, N) or out.shape[3] != N or start + out.shape[2] > x.shape[0]:
+        raise ValueError(f"out must have shape (P * irreps, N, tokens, N) = ({G}, {N}, <= {x.shape[0] - start}, "
+                         f"{N}), got {out.shape}")
+    if out.dtype != _complex_of(x.dtype) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {_complex_of(x.dtype).__name__} array, got {out.dtype}")
+    _to_matrix_kernel(np.ascontiguousarray(x), start, src, sgn, back, out)
+    return out
+
+
+def from_matrix(Y: np.ndarray, y: np.ndarray, start: int = 0) -> np.ndarray:
+    """Write the multivectors of matrices Y (H, P * irreps, N, nb, W) (entry (r, j) of token t at
+    Y[j // W, g, r, t, j % W]; H = blocks) into y[start:start + nb]."""
+    n = _check_real(y, "y")
+    _, _, back, tgt, sgnc, scale = kernel_tables(n, y.dtype)
+    tab = representation(n)
+    G, N, H = y.shape[1] * tab.irreps, tab.N, tab.blocks
+    if Y.ndim != 5 or Y.shape[:3] != (H, G, N) or Y.shape[4] != N // H or start + Y.shape[3] > y.shape[0]:
+        raise ValueError(f"Y must have shape (H, P * irreps, N, tokens, N / H) = ({H}, {G}, {N}, "
+                         f"<= {y.shape[0] - start}, {N // H}), got {Y.shape}")
+    if Y.dtype != _complex_of(y.dtype):
+        raise ValueError(f"Y must be {_complex_of(y.dtype).__name__} for y of {y.dtype}, got {Y.dtype}")
+    if not y.flags.c_contiguous:
+        raise ValueError("y must be C-contiguous")
+    _from_matrix_kernel(np.ascontiguousarray(Y), start, tgt, sgnc, back, scale, y)
+    return y

@@ -1,0 +1,278 @@
+r"""The ``"spinor"`` sandwich backend: rotor maps as products of small complex matrices.
+
+Through the matrix representation :math:`\varphi` of :mod:`galinear.matrix_rep`
+(:math:`N = 2^{\lfloor n/2 \rfloor}`), :math:`\varphi(R x \tilde S) = A\, \varphi(x)\, B` with
+:math:`A = \varphi(R)`, :math:`B = \varphi(S)^\dagger`, and
+
+.. math::
+
+    \varphi(R_j) = \cos\theta_j\, I + \operatorname{sinc}\theta_j\,
+    (\varphi(v_j)\varphi(w_j) - (v_j \cdot w_j) I), \qquad \varphi(v) = \textstyle\sum_i v_i \gamma_i,
+
+so A and B are built from the factors by k products of N x N matrices (autograd differentiates
+this part) and the tokens cost two GEMMs: about :math:`4 d^{3/2}` real multiply-adds per token
+(odd n; :math:`2 d^{3/2}` for even n, whose rotors are block diagonal; twice that for
+n = 1 mod 4, which keeps two representations) instead of the dense layer's :math:`d^2`. The
+transforms between coefficients and matrices are numba kernels on the CPU
+(:mod:`galinear.kernels.spinor`) and torch index operations elsewhere (CUDA, or without numba).
+
+Backward (only y is saved). With :math:`Y_b = \varphi(y_b)`, :math:`G_b = \varphi(g_b)` for the
+output gradient g and :math:`s` the scale of the inverse formula, unitarity of A and B gives
+
+.. math::
+
+    \frac{\partial L}{\partial x} = \varphi^{-1}(A^\dagger G B^\dagger), \quad
+    \frac{\partial L}{\partial A} = \tfrac{1}{s} \Big(\sum_b G_b Y_b^\dagger\Big) A, \quad
+    \frac{\partial L}{\partial B} = \tfrac{1}{s} B \Big(\sum_b Y_b^\dagger G_b\Big)
+
+(torch's convention for complex gradients, restricted to the diagonal blocks for even n): two
+GEMMs for the input gradient and two with the token axis as the summed one. Tokens go through in
+blocks of :data:`TOKENS_PER_BLOCK`, so the complex buffers never exceed a few blocks whatever the
+batch.
+"""
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from galinear import matrix_rep
+from galinear.nn.functional._common import _TABLE_CACHE
+from galinear.nn.functional.rotors import simple_rotor_coefficients
+
+__all__ = ["TOKENS_PER_BLOCK", "rotor_matrices", "spinor_sandwich", "SpinorSandwich"]
+
+#: Tokens per pass of the transforms and GEMMs (bounds the complex buffers).
+TOKENS_PER_BLOCK = 256
+
+_COMPLEX = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _gammas(n: int, device, dtype) -> torch.Tensor:
+    """(irreps, n, N, N) gamma matrices in block order, complex ``dtype``."""
+    key = ("spinor-gammas", n, str(device), dtype)
+    if key not in _TABLE_CACHE:
+        tab = matrix_rep.representation(n)
+        order = tab.order
+        mats = [matrix_rep.gamma_matrices(n, rho)[:, order][:, :, order] for rho in range(tab.irreps)]
+        _TABLE_CACHE[key] = torch.stack([torch.as_tensor(m) for m in mats]).to(device=device, dtype=dtype)
+    return _TABLE_CACHE[key]
+
+
+def rotor_matrices(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    r"""Diagonal blocks of :math:`\varphi_\rho(R)` for factors (P, k, n): (P * irreps, H, W, W)
+    complex (H = 2 blocks of W = N / 2 for even n, H = 1 block of N for odd n), differentiable."""
+    P, k, n = V.shape
+    tab = matrix_rep.representation(n)
+    cdtype = _COMPLEX[V.dtype]
+    gam = _gammas(n, V.device, cdtype)                       # (irreps, n, N, N)
+    N = tab.N
+    eye = torch.eye(N, dtype=cdtype, device=V.device)
+    out = eye.expand(P, tab.irreps, N, N)
+    if k:
+        cos, sinc = simple_rotor_coefficients(V, W)          # (P, k)
+        dot = (V * W).sum(-1)
+        Vm = torch.einsum("pki,rimn->pkrmn", V.to(cdtype), gam)
+        Wm = torch.einsum("pki,rimn->pkrmn", W.to(cdtype), gam)
+        scal = (cos - sinc * dot).to(cdtype)[..., None, None, None]
+        factors = scal * eye + sinc.to(cdtype)[..., None, None, None] * (Vm @ Wm)  # (P, k, irreps, N, N)
+        out = factors[:, 0]
+        for j in range(1, k):
+            out = out @ factors[:, j]
+    if tab.blocks == 2:
+        h = N // 2
+        out = torch.stack([out[..., :h, :h], out[..., h:, h:]], dim=-3)   # (P, irreps, 2, h, h)
+    else:
+        out = out.unsqueeze(-3)
+    return out.reshape(P * tab.irreps, tab.blocks, N // tab.blocks, N // tab.blocks)
+
+
+def _torch_tables(n, device):
+    key = ("spinor-index", n, str(device))
+    if key not in _TABLE_CACHE:
+        tab = matrix_rep.representation(n)
+        N = tab.N
+        order = torch.tensor(tab.order)
+        back = (order[:, None] * N + (order[:, None] ^ order[None, :])).reshape(-1)   # (r, j) -> q = i N + c
+        store = torch.empty_like(back)
+        store[back] = torch.arange(N * N)
+        had = torch.tensor(matrix_rep.hadamard(N))
+        _TABLE_CACHE[key] = tuple(t.to(device) for t in (torch.tensor(tab.slot), back, store, had))
+    return _TABLE_CACHE[key]
+
+
+def _phase(n, device, cdtype):
+    key = ("spinor-phase", n, str(device), cdtype)
+    if key not in _TABLE_CACHE:
+        _TABLE_CACHE[key] = torch.tensor(matrix_rep.representation(n).phase).to(device=device, dtype=cdtype)
+    return _TABLE_CACHE[key]
+
+
+def _use_numba(x):
+    if x.device.type != "cpu":
+        return False
+    try:
+        from galinear.kernels import spinor as kernels  # noqa: F401
+    except Exception:  # numba missing or broken: torch index operations instead
+        return False
+    return True
+
+
+def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
+    """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns)."""
+    B, P, d = x.shape
+    n = d.bit_length() - 1
+    tab = matrix_rep.representation(n)
+    N = tab.N
+    nb = out.shape[2]
+    if _use_numba(x):
+        from galinear.kernels import spinor as kernels
+
+        kernels.to_matrix(x.detach().numpy(), out.numpy(), start)
+        return out
+    slot, back, _, had = _torch_tables(n, x.device)
+    src = x[start:start + nb].unsqueeze(-2).to(out.dtype) * _phase(n, x.device, out.dtype)   # (nb, P, irreps, d)
+    u = torch.zeros(nb, P, tab.irreps, N * N, dtype=out.dtype, device=x.device).index_add_(-1, slot, src)
+    hat = (had.to(out.dtype) @ u.reshape(nb, P, tab.irreps, N, N)).reshape(nb, P * tab.irreps, N * N)
+    out.copy_(hat[..., back].reshape(nb, P * tab.irreps, N, N).permute(1, 2, 0, 3))
+    return out
+
+
+def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
+    """y[start:start + nb] = multivectors of Y (H, P * irreps, N, nb, W), entry (r, j) of token t
+    at Y[j // W, g, r, t, j % W]."""
+    B, P, d = y.shape
+    n = d.bit_length() - 1
+    tab = matrix_rep.representation(n)
+    N = tab.N
+    H, G, _, nb, Wd = Y.shape
+    if _use_numba(y):
+        from galinear.kernels import spinor as kernels
+
+        kernels.from_matrix(Y.numpy(), y.numpy(), start)
+        return
+    slot, _, store, had = _torch_tables(n, y.device)
+    flat = Y.permute(1, 3, 2, 0, 4).reshape(P, tab.irreps, nb, N * N)              # [g, t, r * N + j]
+    hat = flat[..., store].reshape(P, tab.irreps, nb, N, N)
+    u = (had.to(Y.dtype) @ hat).reshape(P, tab.irreps, nb, N * N)[..., slot]       # (P, irreps, nb, d)
+    value = (torch.conj(_phase(n, y.device, Y.dtype))[:, None, :] * u).real.sum(1) / tab.scale
+    y[start:start + nb] = value.transpose(0, 1).to(y.dtype)
+
+
+class _Buffers:
+    """Complex buffers of one token block, reused block after block: X and Z (G, N, nb, N), Y
+    (H, G, N, nb, W)."""
+
+    def __init__(self, G, H, Wd, nb, dtype, device):
+        N = H * Wd
+        self.X = torch.empty(G, N, nb, N, dtype=dtype, device=device)
+        self.Z = torch.empty_like(self.X)
+        self.Y = torch.empty(H, G, N, nb, Wd, dtype=dtype, device=device)
+
+    def view(self, nb):
+        """The buffers cut to the first ``nb`` tokens (the last, shorter block)."""
+        if nb == self.X.shape[2]:
+            return self.X, self.Z, self.Y
+        G, N = self.X.shape[:2]
+        H, Wd = self.Y.shape[0], self.Y.shape[-1]
+        size = G * N * nb * N
+        return (self.X.view(-1)[:size].view(G, N, nb, N), self.Z.view(-1)[:size].view(G, N, nb, N),
+                self.Y.view(-1)[:size].view(H, G, N, nb, Wd))
+
+
+def _products(A, X, B, Z, Y):
+    """Z = A X on the rows, Y = Z B on the columns, block by block (A, B (G, H, W, W))."""
+    G, H, Wd, _ = A.shape
+    N = H * Wd
+    nb = X.shape[2]
+    torch.matmul(A, X.view(G, H, Wd, nb * N), out=Z.view(G, H, Wd, nb * N))
+    columns = Z.view(G, N * nb, H, Wd)
+    for b in range(H):
+        torch.matmul(columns[:, :, b], B[:, b], out=Y[b].view(G, N * nb, Wd))
+    return Y
+
+
+def _block_size(G, N, element_size):
+    """Tokens per block: a complex buffer of about 2 MiB, within [8, TOKENS_PER_BLOCK]."""
+    per_token = G * N * N * element_size
+    return max(8, min(TOKENS_PER_BLOCK, (2 << 20) // per_token))
+
+
+def _apply(x, A, B, out):
+    """out = phi^{-1}(A phi(x) B), token block by token block."""
+    total = x.shape[0]
+    G, H, Wd, _ = A.shape
+    N = H * Wd
+    block = min(total, _block_size(G, N, A.element_size()))
+    buffers = _Buffers(G, H, Wd, block, A.dtype, x.device)
+    for start in range(0, total, block):
+        X, Z, Y = buffers.view(min(block, total - start))
+        _from_matrix(_products(A, _to_matrix(x, start, X), B, Z, Y), out, start)
+    return out
+
+
+class SpinorSandwich(torch.autograd.Function):
+    """y = phi^{-1}(A phi(x) B) for x (B, P, 2**n) and blocks A, B (P * irreps, H, W, W)."""
+
+    @staticmethod
+    def forward(ctx, x, A, B):
+        y = _apply(x, A.detach(), B.detach(), torch.empty_like(x))
+        ctx.save_for_backward(y, A, B)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_y):
+        y, A, B = ctx.saved_tensors
+        grad_y = grad_y.to(y.dtype).contiguous()
+        n = y.shape[-1].bit_length() - 1
+        scale = matrix_rep.representation(n).scale
+        Ah = A.conj().transpose(-1, -2).contiguous()
+        Bh = B.conj().transpose(-1, -2).contiguous()
+        grad_x = torch.empty_like(y) if ctx.needs_input_grad[0] else None
+        G, H, Wd, _ = A.shape
+        N = H * Wd
+        C = torch.zeros_like(A)
+        D = torch.zeros_like(B)
+        total = y.shape[0]
+        block = min(total, _block_size(G, N, A.element_size()))
+        grads = _Buffers(G, H, Wd, block, A.dtype, y.device)
+        outputs = _Buffers(G, H, Wd, block, A.dtype, y.device)
+        for start in range(0, total, block):
+            nb = min(block, total - start)
+            Gm, Z, Y = grads.view(nb)
+            Ym = outputs.view(nb)[0]
+            _to_matrix(grad_y, start, Gm)
+            _to_matrix(y, start, Ym)
+            rows_g = Gm.view(G, H, Wd, nb * N)
+            rows_y = Ym.view(G, H, Wd, nb * N)
+            C += rows_g @ rows_y.mH                                                  # sum_b G_b Y_b^H (blocks)
+            cols_g = Gm.view(G, N * nb, H, Wd)
+            cols_y = Ym.view(G, N * nb, H, Wd)
+            for b in range(H):
+                D[:, b] += cols_y[:, :, b].mH @ cols_g[:, :, b]                       # sum_b Y_b^H G_b (blocks)
+            if grad_x is not None:
+                _from_matrix(_products(Ah, Gm, Bh, Z, Y), grad_x, start)
+        grad_A = (C @ A) / scale if ctx.needs_input_grad[1] else None
+        grad_B = (B @ D) / scale if ctx.needs_input_grad[2] else None
+        return grad_x, grad_A, grad_B
+
+
+def spinor_sandwich(x, VL, WL, VR=None, WR=None):
+    """Backend function ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), float32/float64, n >= 1)."""
+    if x.dtype not in _COMPLEX:
+        raise TypeError(f"the spinor backend supports float32 and float64, got {x.dtype}; use backend='factored' "
+                        "or cast x")
+    lead = x.shape[:-2]
+    P, d = x.shape[-2:]
+    if d < 2:
+        raise ValueError("the spinor backend needs n >= 1 (2**n >= 2 coefficients)")
+    dtype = x.dtype
+    VL, WL = VL.to(dtype), WL.to(dtype)
+    A = rotor_matrices(VL, WL)
+    if VR is None:
+        S = A
+    else:
+        S = rotor_matrices(VR.to(dtype), WR.to(dtype))
+    B = S.conj().transpose(-1, -2)
+    flat = x.reshape(-1, P, d).contiguous()
+    return SpinorSandwich.apply(flat, A, B).reshape(*lead, P, d)
