@@ -1,15 +1,17 @@
 r"""The complex matrix representation of Euclidean Cl(n) (numpy only).
 
-Gamma matrices of size :math:`N = 2^m`, :math:`m = \lfloor n/2 \rfloor`, from Pauli strings (the
-Jordan-Wigner construction): with :math:`X_k, Y_k, Z_k` the Pauli matrices on bit k of the row
-index,
+Gamma matrices of size :math:`N = 2^m`, :math:`m = \lfloor n/2 \rfloor`, are Pauli strings (with
+:math:`X_k, Y_k, Z_k` the Pauli matrices on bit k of the row index). For n = 0, 1, 2 mod 8,
+where Cl(n) is a real matrix algebra, they are real strings (an even number of Y factors), the
+first 2m mutually anticommuting ones with a diagonal product found by a depth-first search;
+otherwise the Jordan-Wigner strings
 
 .. math::
 
-    \gamma_{2k} = Z_0 \cdots Z_{k-1} X_k, \quad \gamma_{2k+1} = Z_0 \cdots Z_{k-1} Y_k
-    \quad (k < m), \qquad \gamma_{2m} = \pm Z_0 \cdots Z_{m-1} \ \text{(odd n)}.
+    \gamma_{2k} = Z_0 \cdots Z_{k-1} X_k, \quad \gamma_{2k+1} = Z_0 \cdots Z_{k-1} Y_k \quad (k < m).
 
-They are Hermitian, square to the identity and anticommute, so :math:`e_i \mapsto \gamma_i`
+For odd n, :math:`\gamma_{2m}` is :math:`\pm` the product of the others (times i where that
+squares to -1). They are Hermitian, square to the identity and anticommute, so :math:`e_i \mapsto \gamma_i`
 extends to an algebra homomorphism :math:`\varphi: Cl(n) \to M_N(\mathbb C)` with
 :math:`\varphi(\tilde x) = \varphi(x)^\dagger` for real x. Every blade goes to a Pauli string,
 :math:`\varphi(e_A) = i^{p_A} Z^{z_A} X^{x_A}` with :math:`(Z^z X^x)_{ij} = (-1)^{|z \wedge i|}
@@ -20,10 +22,12 @@ a Walsh-Hadamard transform along one axis and a xor placement along the other:
 
 Which real multivectors the image determines (Lounesto, *Clifford Algebras and Spinors*, ch. 16):
 
-- n even: :math:`\varphi` is injective; even elements commute with
-  :math:`\varphi(e_{1 \dots n}) \propto Z^{\otimes m}`, so in the order of
-  :data:`RepresentationTables.order` (indices of even popcount first) they are block diagonal with
-  two blocks of N/2.
+- n even: :math:`\varphi` is injective; even elements commute with the chirality
+  :math:`\varphi(e_{1 \dots n})`, a Pauli string. Where it is diagonal (every even n except
+  n = 2 mod 8, whose real form has a chirality squaring to -1) even elements are block diagonal
+  in the order of :data:`RepresentationTables.order`, two blocks of N/2.
+- n = 0, 1, 2 mod 8: every gamma matrix is real, so real multivectors have real matrices and
+  the products run in real arithmetic (a quarter of the complex work).
 - n = 3 mod 4: the pseudoscalar is central with square -1 and maps to :math:`\pm i`; two blades
   share each Pauli string with phases differing by :math:`\pm i`, so :math:`\varphi` is injective
   (Cl(3) = M_2(C), Cl(7) = M_8(C), Cl(11) = M_32(C)).
@@ -54,24 +58,79 @@ def _popcount(a) -> np.ndarray:
     return np.bitwise_count(np.asarray(a, dtype=np.int64)).astype(np.int64)
 
 
-def _generators(n: int, irrep: int) -> list[tuple[int, int, int]]:
-    """(phase exponent p, z, x) of gamma_0 .. gamma_{n-1}: gamma_i = i**p Z^z X^x."""
-    m = n // 2
-    gens = []
-    for k in range(m):
-        below = (1 << k) - 1
-        gens.append((0, below, 1 << k))                  # Z_0..Z_{k-1} X_k
-        gens.append((3, below | (1 << k), 1 << k))       # Z_0..Z_{k-1} Y_k, Y = -i Z X
-    if n % 2:
-        gens.append((2 * irrep, (1 << m) - 1, 0))        # +-Z^{(x) m}
-    return gens
-
-
 def _times(a: tuple[int, int, int], b: tuple[int, int, int]) -> tuple[int, int, int]:
     """Product of Pauli strings in the normal form i^p Z^z X^x (X^x Z^z = (-1)^{x.z} Z^z X^x)."""
     pa, za, xa = a
     pb, zb, xb = b
     return ((pa + pb + 2 * bin(xa & zb).count("1")) % 4, za ^ zb, xa ^ xb)
+
+
+def _anticommute(a, b) -> bool:
+    return (bin(a[1] & b[2]).count("1") + bin(a[2] & b[1]).count("1")) % 2 == 1
+
+
+def is_real(n: int) -> bool:
+    """True when Euclidean Cl(n) is a real matrix algebra (or two): n = 0, 1, 2 mod 8."""
+    return n % 8 in (0, 1, 2)
+
+
+@lru_cache(maxsize=None)
+def _real_strings(count: int, m: int, diagonal: bool) -> tuple[tuple[int, int, int], ...]:
+    """``count`` anticommuting real symmetric Pauli strings on m qubits (with a diagonal product,
+    x = 0, when ``diagonal``), the first found by a depth-first search in (z, x) order."""
+    pool = []
+    for z in range(1 << m):
+        for x in range(1 << m):
+            ys = bin(z & x).count("1")
+            if (z or x) and ys % 2 == 0:
+                pool.append(((3 * ys) % 4, z, x))        # Y = -i Z X on the qubits of z & x
+
+    def search(chosen, candidates):
+        if len(chosen) == count:
+            x_all = 0
+            for word in chosen:
+                x_all ^= word[2]
+            return chosen if x_all == 0 or not diagonal else None
+        for index, word in enumerate(candidates):
+            rest = [other for other in candidates[index + 1:] if _anticommute(word, other)]
+            if len(chosen) + 1 + len(rest) < count:
+                continue
+            found = search(chosen + [word], rest)
+            if found:
+                return found
+        return None
+
+    found = search([], pool)
+    if found is None:  # pragma: no cover - exists for every count = 2m with 2m = 0, 2 mod 8
+        raise RuntimeError(f"no {count} real anticommuting Pauli strings on {m} qubits")
+    return tuple(found)
+
+
+def _generators(n: int, irrep: int) -> list[tuple[int, int, int]]:
+    """(phase exponent p, z, x) of gamma_0 .. gamma_{n-1}: gamma_i = i**p Z^z X^x.
+
+    Real Pauli strings (an even number of Y factors) for n = 0, 1, 2 mod 8, Jordan-Wigner strings
+    otherwise; for odd n the last generator is +- the product of the others, made Hermitian.
+    """
+    m = n // 2
+    if is_real(n):
+        # n = 0 mod 8: the chirality squares to +1 and can be diagonal (two blocks); n = 2 mod 8:
+        # it squares to -1, so no real diagonal form exists
+        gens = list(_real_strings(2 * m, m, n % 8 == 0))
+    else:
+        gens = []
+        for k in range(m):
+            below = (1 << k) - 1
+            gens.append((0, below, 1 << k))                  # Z_0..Z_{k-1} X_k
+            gens.append((3, below | (1 << k), 1 << k))       # Z_0..Z_{k-1} Y_k, Y = -i Z X
+    if n % 2:
+        last = (0, 0, 0)
+        for word in gens:
+            last = _times(last, word)
+        # (gamma_0 ... gamma_{2m-1})^2 = (-1)^{m(2m-1)}: times i when that is -1
+        p = (last[0] + (1 if m % 2 else 0) + 2 * irrep) % 4
+        gens.append((p, last[1], last[2]))
+    return gens
 
 
 @dataclass(frozen=True)
@@ -82,12 +141,15 @@ class RepresentationTables:
     ----------
     n, m, N : dimension, m = n // 2, matrix size N = 2**m.
     irreps : 1, or 2 for n = 1 mod 4 (both signs of gamma_{2m} kept).
-    blocks : 2 for even n (rotors are block diagonal in ``order``), else 1.
+    blocks : 2 where the chirality phi(e_{1..n}) is diagonal (even n, except n = 2 mod 8, whose real
+        form has none): rotors are then block diagonal in ``order``; else 1.
+    real : every phase is +-1, so real multivectors have real matrices (n = 0, 1, 2 mod 8).
     slot : (2**n,) int64, z_A * N + x_A of the shortlex coefficient A.
     phase : (irreps, 2**n) complex128, i**p_A per representation.
     z, x : (2**n,) int64.
-    order : (N,) int64, the row/column index at each position of the block order (even popcount
-        first for even n, identity for odd n); ``position`` is its inverse.
+    order : (N,) int64, the row/column index at each position of the block order (for even n the
+        +1 eigenvectors of the diagonal chirality phi(e_{1..n}) first, identity for odd n);
+        ``position`` is its inverse.
     scale : irreps * N, the s of the inverse formula.
     """
 
@@ -96,6 +158,7 @@ class RepresentationTables:
     N: int
     irreps: int
     blocks: int
+    real: bool
     slot: np.ndarray
     phase: np.ndarray
     z: np.ndarray
@@ -130,8 +193,13 @@ def representation(n: int) -> RepresentationTables:
             if rho == 0:
                 z[c], x[c] = word[1], word[2]
     idx = np.arange(N, dtype=np.int64)
-    if n % 2 == 0:
-        order = np.concatenate([idx[_popcount(idx) % 2 == 0], idx[_popcount(idx) % 2 == 1]])
+    chirality = (0, 0, 0)
+    for word in _generators(n, 0):
+        chirality = _times(chirality, word)
+    blocks = 2 if n % 2 == 0 and chirality[2] == 0 else 1
+    if blocks == 2:
+        even = _popcount(idx & chirality[1]) % 2 == 0
+        order = np.concatenate([idx[even], idx[~even]])
     else:
         order = idx.copy()
     position = np.empty_like(order)
@@ -139,7 +207,8 @@ def representation(n: int) -> RepresentationTables:
     slot = z * N + x
     for array in (slot, phase, z, x, order, position):
         array.setflags(write=False)
-    return RepresentationTables(n, m, N, irreps, 2 if n % 2 == 0 else 1, slot, phase, z, x, order,
+    real = bool(np.all(np.abs(phase.imag) < 0.5))
+    return RepresentationTables(n, m, N, irreps, blocks, real, slot, phase, z, x, order,
                                 position, irreps * N)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from galinear._numba import jit, prange
 from galinear.matrix_rep import representation
 
-__all__ = ["TOKENS_PER_JOB", "to_matrix", "from_matrix", "kernel_tables"]
+__all__ = ["TOKENS_PER_JOB", "to_matrix", "from_matrix", "kernel_tables", "matrix_dtype"]
 
 TOKENS_PER_JOB = 8
 _FASTMATH = {"contract"}
@@ -27,9 +27,9 @@ _FASTMATH = {"contract"}
 
 @jit(fastmath=_FASTMATH)
 def _hadamard_rows(u, N):
-    """Both halves of u (2 * N * N,) real, each row-major N x N: u[i, :] <- sum_z (-1)^{|z & i|} u[z, :]
+    """Each N x N part of u (parts * N * N,) real, row-major: u[i, :] <- sum_z (-1)^{|z & i|} u[z, :]
     (unnormalised); the rows are contiguous runs, so the butterflies vectorise."""
-    for half in range(2):
+    for half in range(u.shape[0] // (N * N)):
         base = half * N * N
         h = 1
         while h < N:
@@ -46,9 +46,32 @@ def _hadamard_rows(u, N):
             h *= 2
 
 
+@jit(fastmath=_FASTMATH)
+def _fill(u, xt, s0, g0, s1, g1, shared, N):
+    """u = the signed placement of one token's coefficients, then the transform along rows."""
+    if shared:
+        for q in range(u.shape[0]):
+            u[q] = g0[q] * xt[s0[q]] + g1[q] * xt[s1[q]]
+    else:
+        for q in range(u.shape[0]):
+            u[q] = g0[q] * xt[s0[q]]
+    _hadamard_rows(u, N)
+
+
+@jit(fastmath=_FASTMATH)
+def _read(u, yt, tr, sr, first):
+    """yt (+)= sr * u[tr] (one representation's share of the inverse formula)."""
+    if first:
+        for c in range(yt.shape[0]):
+            yt[c] = sr[c] * u[tr[c]]
+    else:
+        for c in range(yt.shape[0]):
+            yt[c] += sr[c] * u[tr[c]]
+
+
 @jit(parallel=True, fastmath=_FASTMATH)
-def _to_matrix_kernel(x, b0, src, sgn, back, out):
-    """out[p * irreps + rho, r, t, j] = phi_rho(x[b0 + t, p])[r, j] (block order)."""
+def _to_matrix_kernel(x, b0, src, sgn, shared, back, out):
+    """out[p * irreps + rho, r, t, j] = phi_rho(x[b0 + t, p])[r, j] (block order), complex."""
     P = x.shape[1]
     irreps = src.shape[0]
     G = P * irreps
@@ -63,15 +86,8 @@ def _to_matrix_kernel(x, b0, src, sgn, back, out):
         rho = g % irreps
         t0 = (job % n_bj) * per
         u = np.empty(2 * NN, dtype=x.dtype)
-        s0 = src[rho, 0]
-        s1 = src[rho, 1]
-        g0 = sgn[rho, 0]
-        g1 = sgn[rho, 1]
         for t in range(t0, min(nb, t0 + per)):
-            xt = x[b0 + t, p]
-            for q in range(2 * NN):
-                u[q] = g0[q] * xt[s0[q]] + g1[q] * xt[s1[q]]
-            _hadamard_rows(u, N)
+            _fill(u, x[b0 + t, p], src[rho, 0], sgn[rho, 0], src[rho, 1], sgn[rho, 1], shared, N)
             for r in range(N):
                 dst = out[g, r, t]
                 row = back[r * N:(r + 1) * N]
@@ -81,15 +97,40 @@ def _to_matrix_kernel(x, b0, src, sgn, back, out):
 
 
 @jit(parallel=True, fastmath=_FASTMATH)
+def _to_matrix_real_kernel(x, b0, src, sgn, shared, back, out):
+    """As :func:`_to_matrix_kernel` for real representations: out real."""
+    P = x.shape[1]
+    irreps = src.shape[0]
+    G = P * irreps
+    N = out.shape[1]
+    nb = out.shape[2]
+    NN = N * N
+    per = TOKENS_PER_JOB
+    n_bj = (nb + per - 1) // per
+    for job in prange(G * n_bj):
+        g = job // n_bj
+        p = g // irreps
+        rho = g % irreps
+        t0 = (job % n_bj) * per
+        u = np.empty(NN, dtype=x.dtype)
+        for t in range(t0, min(nb, t0 + per)):
+            _fill(u, x[b0 + t, p], src[rho, 0], sgn[rho, 0], src[rho, 1], sgn[rho, 1], shared, N)
+            for r in range(N):
+                dst = out[g, r, t]
+                row = back[r * N:(r + 1) * N]
+                for j in range(N):
+                    dst[j] = u[row[j]]
+
+
+@jit(parallel=True, fastmath=_FASTMATH)
 def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, y):
-    """y[b0 + t, p] = (1/s) Re sum_rho tr(phi_rho(e_A)^H Y_rho) for Y (H, P * irreps, N, nb, W):
-    entry (r, j) of token t at Y[j // W, g, r, t, j % W]."""
+    """y[b0 + t, p] = (1/s) Re sum_rho tr(phi_rho(e_A)^H Y_rho) for Y (H, P * irreps, N, nb, W)
+    complex: entry (r, j) of token t at Y[j // W, g, r, t, j % W]."""
     H = Y.shape[0]
     G = Y.shape[1]
     N = Y.shape[2]
     nb = Y.shape[3]
     W = Y.shape[4]
-    d = y.shape[2]
     irreps = tgt.shape[0]
     P = G // irreps
     NN = N * N
@@ -114,15 +155,42 @@ def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, y):
                             u[q] = v.real
                             u[q + NN] = v.imag
                 _hadamard_rows(u, N)
-                tr = tgt[rho]
-                sr = sgnc[rho]
-                if rho == 0:
-                    for c in range(d):
-                        yt[c] = sr[c] * u[tr[c]]
-                else:
-                    for c in range(d):
-                        yt[c] += sr[c] * u[tr[c]]
-            for c in range(d):
+                _read(u, yt, tgt[rho], sgnc[rho], rho == 0)
+            for c in range(yt.shape[0]):
+                yt[c] *= inv
+
+
+@jit(parallel=True, fastmath=_FASTMATH)
+def _from_matrix_real_kernel(Y, b0, tgt, sgnc, back, scale, y):
+    """As :func:`_from_matrix_kernel` for real representations: Y real."""
+    H = Y.shape[0]
+    G = Y.shape[1]
+    N = Y.shape[2]
+    nb = Y.shape[3]
+    W = Y.shape[4]
+    irreps = tgt.shape[0]
+    P = G // irreps
+    NN = N * N
+    per = TOKENS_PER_JOB
+    n_bj = (nb + per - 1) // per
+    inv = 1.0 / scale
+    for job in prange(P * n_bj):
+        p = job // n_bj
+        t0 = (job % n_bj) * per
+        u = np.empty(NN, dtype=y.dtype)
+        for t in range(t0, min(nb, t0 + per)):
+            yt = y[b0 + t, p]
+            for rho in range(irreps):
+                g = p * irreps + rho
+                for r in range(N):
+                    for hb in range(H):
+                        srow = Y[hb, g, r, t]
+                        base = r * N + hb * W
+                        for w in range(W):
+                            u[back[base + w]] = srow[w]
+                _hadamard_rows(u, N)
+                _read(u, yt, tgt[rho], sgnc[rho], rho == 0)
+            for c in range(yt.shape[0]):
                 yt[c] *= inv
 
 
@@ -151,10 +219,11 @@ def kernel_tables(n: int, dtype):
         imag = np.abs(tab.phase.imag) > 0.5                                    # (irreps, d)
         tgt = (tab.slot[None, :] + np.where(imag, NN, 0)).astype(np.int64)
         sgnc = np.where(imag, tab.phase.imag, tab.phase.real).round().astype(dtype)
-        src = np.zeros((tab.irreps, 2, 2 * NN), dtype=np.int64)
-        sgn = np.zeros((tab.irreps, 2, 2 * NN), dtype=dtype)
+        parts = 1 if tab.real else 2
+        src = np.zeros((tab.irreps, 2, parts * NN), dtype=np.int64)
+        sgn = np.zeros((tab.irreps, 2, parts * NN), dtype=dtype)
         for rho in range(tab.irreps):
-            filled = np.zeros(2 * NN, dtype=np.int64)
+            filled = np.zeros(parts * NN, dtype=np.int64)
             for coefficient in range(d):
                 q = tgt[rho, coefficient]
                 src[rho, filled[q], q] = coefficient
@@ -175,8 +244,12 @@ def _check_real(x, name):
     return n
 
 
-def _complex_of(dtype):
-    return np.complex64 if np.dtype(dtype) == np.float32 else np.complex128
+def matrix_dtype(n: int, dtype):
+    """The dtype of the matrices of Cl(n) for real ``dtype``: itself for real representations,
+    else its complex type."""
+    if representation(n).real:
+        return np.dtype(dtype)
+    return np.dtype(np.complex64 if np.dtype(dtype) == np.float32 else np.complex128)
 
 
 def to_matrix(x: np.ndarray, out: np.ndarray, start: int = 0) -> np.ndarray:
@@ -189,9 +262,10 @@ def to_matrix(x: np.ndarray, out: np.ndarray, start: int = 0) -> np.ndarray:
     if out.ndim != 4 or out.shape[:2] != (G, N) or out.shape[3] != N or start + out.shape[2] > x.shape[0]:
         raise ValueError(f"out must have shape (P * irreps, N, tokens, N) = ({G}, {N}, <= {x.shape[0] - start}, "
                          f"{N}), got {out.shape}")
-    if out.dtype != _complex_of(x.dtype) or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous {_complex_of(x.dtype).__name__} array, got {out.dtype}")
-    _to_matrix_kernel(np.ascontiguousarray(x), start, src, sgn, back, out)
+    if out.dtype != matrix_dtype(n, x.dtype) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {matrix_dtype(n, x.dtype)} array, got {out.dtype}")
+    kernel = _to_matrix_real_kernel if tab.real else _to_matrix_kernel
+    kernel(np.ascontiguousarray(x), start, src, sgn, bool(np.any(sgn[:, 1])), back, out)
     return out
 
 
@@ -205,9 +279,10 @@ def from_matrix(Y: np.ndarray, y: np.ndarray, start: int = 0) -> np.ndarray:
     if Y.ndim != 5 or Y.shape[:3] != (H, G, N) or Y.shape[4] != N // H or start + Y.shape[3] > y.shape[0]:
         raise ValueError(f"Y must have shape (H, P * irreps, N, tokens, N / H) = ({H}, {G}, {N}, "
                          f"<= {y.shape[0] - start}, {N // H}), got {Y.shape}")
-    if Y.dtype != _complex_of(y.dtype):
-        raise ValueError(f"Y must be {_complex_of(y.dtype).__name__} for y of {y.dtype}, got {Y.dtype}")
+    if Y.dtype != matrix_dtype(n, y.dtype):
+        raise ValueError(f"Y must be {matrix_dtype(n, y.dtype)} for y of {y.dtype}, got {Y.dtype}")
     if not y.flags.c_contiguous:
         raise ValueError("y must be C-contiguous")
-    _from_matrix_kernel(np.ascontiguousarray(Y), start, tgt, sgnc, back, scale, y)
+    kernel = _from_matrix_real_kernel if tab.real else _from_matrix_kernel
+    kernel(np.ascontiguousarray(Y), start, tgt, sgnc, back, scale, y)
     return y

@@ -13,7 +13,7 @@ from galinear.testing import (
     rotor_cases,
 )
 
-BACKENDS = ("dense", "factored", "numba")
+BACKENDS = ("dense", "factored", "numba", "spinor")
 
 
 def _dimension_params():
@@ -22,7 +22,7 @@ def _dimension_params():
     params = []
     for backend in BACKENDS:
         for n in range(2, 9):
-            fast = n <= 5 or (backend == "numba" and n in (6, 8))
+            fast = n <= 5 or (backend in ("numba", "spinor") and n in (6, 8))
             marks = [] if fast else [pytest.mark.slow]
             params.append(pytest.param(backend, n, marks=marks, id=f"{backend}-n{n}"))
     return params

@@ -1,7 +1,8 @@
 r"""Sandwich maps x -> R x S~ from factor pairs, through a registry of backends.
 
 ``"dense"`` builds the 2**n x 2**n matrix, ``"factored"`` applies the simple rotors directly with
-signed permutations; other backends (e.g. ``"numba"``) are registered by name, lazily as
+signed permutations, ``"spinor"`` multiplies the matrices of x and of the rotors in the matrix
+representation of Cl(n) (:mod:`galinear.nn.functional.spinor`); other backends (e.g. ``"numba"``) are registered by name, lazily as
 ``"module:function"`` strings imported on first use.
 """
 from __future__ import annotations
@@ -104,6 +105,14 @@ register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_F
 register_sandwich_backend(
     "reversible", "galinear.nn.functional.reversible:reversible_sandwich", devices=("cpu", "cuda"),
     dtypes=(torch.float32, torch.float64), priority=5,
+)
+
+
+#: Rotor maps as products of small complex (or real) matrices through the matrix representation
+#: of Cl(n): two GEMMs per token block, numba transforms on the CPU, torch ones elsewhere.
+register_sandwich_backend(
+    "spinor", "galinear.nn.functional.spinor:spinor_sandwich", devices=("cpu", "cuda"),
+    dtypes=(torch.float32, torch.float64), priority=15,
 )
 
 

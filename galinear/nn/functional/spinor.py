@@ -47,6 +47,11 @@ TOKENS_PER_BLOCK = 256
 _COMPLEX = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 
 
+def _matrix_dtype(n: int, dtype: torch.dtype) -> torch.dtype:
+    """Real ``dtype`` for real representations (n = 0, 1, 2 mod 8), else its complex type."""
+    return dtype if matrix_rep.representation(n).real else _COMPLEX[dtype]
+
+
 def _gammas(n: int, device, dtype) -> torch.Tensor:
     """(irreps, n, N, N) gamma matrices in block order, complex ``dtype``."""
     key = ("spinor-gammas", n, str(device), dtype)
@@ -54,7 +59,8 @@ def _gammas(n: int, device, dtype) -> torch.Tensor:
         tab = matrix_rep.representation(n)
         order = tab.order
         mats = [matrix_rep.gamma_matrices(n, rho)[:, order][:, :, order] for rho in range(tab.irreps)]
-        _TABLE_CACHE[key] = torch.stack([torch.as_tensor(m) for m in mats]).to(device=device, dtype=dtype)
+        stacked = torch.stack([torch.as_tensor(m) for m in mats])
+        _TABLE_CACHE[key] = (stacked.real if not dtype.is_complex else stacked).to(device=device, dtype=dtype)
     return _TABLE_CACHE[key]
 
 
@@ -63,7 +69,7 @@ def rotor_matrices(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     complex (H = 2 blocks of W = N / 2 for even n, H = 1 block of N for odd n), differentiable."""
     P, k, n = V.shape
     tab = matrix_rep.representation(n)
-    cdtype = _COMPLEX[V.dtype]
+    cdtype = _matrix_dtype(n, V.dtype)
     gam = _gammas(n, V.device, cdtype)                       # (irreps, n, N, N)
     N = tab.N
     eye = torch.eye(N, dtype=cdtype, device=V.device)
@@ -130,10 +136,12 @@ def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
         kernels.to_matrix(x.detach().numpy(), out.numpy(), start)
         return out
     slot, back, _, had = _torch_tables(n, x.device)
-    src = x[start:start + nb].unsqueeze(-2).to(out.dtype) * _phase(n, x.device, out.dtype)   # (nb, P, irreps, d)
-    u = torch.zeros(nb, P, tab.irreps, N * N, dtype=out.dtype, device=x.device).index_add_(-1, slot, src)
-    hat = (had.to(out.dtype) @ u.reshape(nb, P, tab.irreps, N, N)).reshape(nb, P * tab.irreps, N * N)
-    out.copy_(hat[..., back].reshape(nb, P * tab.irreps, N, N).permute(1, 2, 0, 3))
+    cdtype = _COMPLEX[x.dtype]
+    src = x[start:start + nb].unsqueeze(-2).to(cdtype) * _phase(n, x.device, cdtype)   # (nb, P, irreps, d)
+    u = torch.zeros(nb, P, tab.irreps, N * N, dtype=cdtype, device=x.device).index_add_(-1, slot, src)
+    hat = (had.to(cdtype) @ u.reshape(nb, P, tab.irreps, N, N)).reshape(nb, P * tab.irreps, N * N)
+    hat = hat[..., back].reshape(nb, P * tab.irreps, N, N).permute(1, 2, 0, 3)
+    out.copy_(hat if out.dtype.is_complex else hat.real)
     return out
 
 
@@ -151,10 +159,11 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
         kernels.from_matrix(Y.numpy(), y.numpy(), start)
         return
     slot, _, store, had = _torch_tables(n, y.device)
-    flat = Y.permute(1, 3, 2, 0, 4).reshape(P, tab.irreps, nb, N * N)              # [g, t, r * N + j]
+    cdtype = _COMPLEX[y.dtype]
+    flat = Y.permute(1, 3, 2, 0, 4).reshape(P, tab.irreps, nb, N * N).to(cdtype)   # [g, t, r * N + j]
     hat = flat[..., store].reshape(P, tab.irreps, nb, N, N)
-    u = (had.to(Y.dtype) @ hat).reshape(P, tab.irreps, nb, N * N)[..., slot]       # (P, irreps, nb, d)
-    value = (torch.conj(_phase(n, y.device, Y.dtype))[:, None, :] * u).real.sum(1) / tab.scale
+    u = (had.to(cdtype) @ hat).reshape(P, tab.irreps, nb, N * N)[..., slot]        # (P, irreps, nb, d)
+    value = (torch.conj(_phase(n, y.device, cdtype))[:, None, :] * u).real.sum(1) / tab.scale
     y[start:start + nb] = value.transpose(0, 1).to(y.dtype)
 
 

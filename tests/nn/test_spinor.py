@@ -1,0 +1,124 @@
+"""The "spinor" sandwich backend (galinear.nn.functional.spinor): values and gradients against
+the dense backend (the 2**n x 2**n matrix), its torch path against its numba path, blocks of
+tokens, thread counts. Central differences at the special points are in test_dexp.py."""
+import numpy as np
+import pytest
+import torch
+
+from galinear import matrix_rep
+from galinear.nn import RotorLinear
+from galinear.nn import functional as F
+from galinear.nn.functional import spinor
+
+
+def _factors(P, n, dtype, seed, scale=0.7):
+    g = torch.Generator().manual_seed(seed)
+    k = n // 2
+    return [(torch.randn(P, k, n, generator=g, dtype=dtype) * scale).requires_grad_() for _ in range(4)]
+
+
+def _run(backend, x, factors, single):
+    VL, WL, VR, WR = factors
+    return F.rotor_sandwich(x, (VL, WL), None if single else (VR, WR), backend=backend)
+
+
+@pytest.mark.parametrize("single", [True, False], ids=["single", "double"])
+@pytest.mark.parametrize("n", range(1, 11))
+def test_matches_the_dense_backend_in_float64(n, single):
+    x = torch.randn(5, 3, 2**n, dtype=torch.float64, requires_grad=True)
+    factors = _factors(3, n, torch.float64, n)
+    y_ref = _run("dense", x, factors, single)
+    y = _run("spinor", x, factors, single)
+    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-12)
+    g = torch.randn_like(y)
+    inputs = [x] + factors[: 2 if single else 4]
+    ref = torch.autograd.grad(y_ref, inputs, g, allow_unused=True)
+    got = torch.autograd.grad(y, inputs, g, allow_unused=True)
+    for a, b in zip(ref, got):
+        if a is None or b is None:  # n = 1 has no factors
+            assert n == 1
+            continue
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("n", [3, 6, 8, 9, 11])
+def test_float32_within_single_precision(n):
+    x = torch.randn(9, 2, 2**n)
+    factors = _factors(2, n, torch.float32, 20 + n)
+    y_ref = _run("dense", x.double(), [f.double() for f in factors], False)
+    y = _run("spinor", x, factors, False)
+    assert float((y.detach().double() - y_ref.detach()).norm() / y_ref.detach().norm()) < 1e-5
+
+
+def test_token_blocks_and_batch_axes(monkeypatch):
+    monkeypatch.setattr(spinor, "TOKENS_PER_BLOCK", 8)
+    n = 7
+    x = torch.randn(3, 7, 2, 2**n, dtype=torch.float64, requires_grad=True)   # 21 tokens: 3 blocks
+    factors = _factors(2, n, torch.float64, 3)
+    y = _run("spinor", x, factors, False)
+    y_ref = _run("dense", x, factors, False)
+    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-12)
+    g = torch.randn_like(y)
+    for a, b in zip(torch.autograd.grad(y_ref, [x] + factors, g), torch.autograd.grad(y, [x] + factors, g)):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-11)
+    one = _run("spinor", x[:1, :1], factors, False)
+    torch.testing.assert_close(one, y_ref[:1, :1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 5, 6, 8, 9])
+def test_torch_path_equals_the_numba_path(n, monkeypatch):
+    x = torch.randn(10, 2, 2**n, dtype=torch.float64, requires_grad=True)
+    factors = _factors(2, n, torch.float64, 40 + n)
+    y = _run("spinor", x, factors, False)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad(y, [x] + factors, g)
+    monkeypatch.setattr(spinor, "_use_numba", lambda tensor: False)
+    y_torch = _run("spinor", x, factors, False)
+    torch.testing.assert_close(y_torch, y, rtol=0, atol=1e-12)
+    for a, b in zip(grads, torch.autograd.grad(y_torch, [x] + factors, g)):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("n", [4, 7, 9, 10])
+def test_rotor_matrices_are_unitary_images_of_the_rotor(n):
+    V, W = _factors(2, n, torch.float64, 60 + n)[:2]
+    A = spinor.rotor_matrices(V, W).detach()
+    tab = matrix_rep.representation(n)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype)
+    torch.testing.assert_close(A @ A.mH, eye.expand_as(A), rtol=0, atol=1e-12)
+    rotor = F.compose_rotors(V.detach(), W.detach()).numpy()                     # (P, 2**n)
+    full = matrix_rep.to_matrix(rotor, n)                                        # (P, irreps, N, N)
+    H, Wd = tab.blocks, tab.N // tab.blocks
+    blocks = np.stack([full[..., h * Wd:(h + 1) * Wd, h * Wd:(h + 1) * Wd] for h in range(H)], axis=-3)
+    np.testing.assert_allclose(A.numpy(), blocks.reshape(A.shape), atol=1e-12)
+
+
+def test_thread_count_does_not_change_the_forward():
+    from galinear import _numba
+
+    n = 9
+    x = torch.randn(40, 2, 2**n)
+    factors = [f.detach() for f in _factors(2, n, torch.float32, 5)]
+    before = (torch.get_num_threads(), _numba.numba.get_num_threads())
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            _numba.set_threads(threads)
+            results.append(_run("spinor", x, factors, False))
+    finally:
+        torch.set_num_threads(before[0])
+        _numba.set_threads(before[1])
+    assert torch.equal(results[0], results[1])
+
+
+def test_registered_for_cpu_and_cuda_and_usable_by_layers():
+    entry = F._REGISTRY["spinor"]
+    assert entry.devices == ("cpu", "cuda")
+    layer = RotorLinear(64, 64, backend="spinor")
+    reference = RotorLinear(64, 64, backend="dense")
+    reference.load_state_dict(layer.state_dict())
+    x = torch.randn(4, 64)
+    torch.testing.assert_close(layer(x), reference(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="float32 and float64"):
+        spinor.spinor_sandwich(torch.zeros(2, 1, 8, dtype=torch.float16), *[torch.zeros(1, 1, 3)] * 2)
