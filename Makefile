@@ -91,6 +91,12 @@ bench-mlp: $(STAMP)
 bench-resident: $(STAMP)
 	$(PY) benchmarks/bench_resident.py
 
+# Rotor layers through the matrix representation ("spinor") vs F.linear and the numba kernels,
+# with the roofline; writes benchmarks/results/bench_spinor.{md,json} and docs/bench_spinor_time_vs_d.png
+.PHONY: bench-spinor
+bench-spinor: $(STAMP)
+	$(PY) benchmarks/bench_spinor.py
+
 verify: $(STAMP)
 	$(PY) -m galinear verify
 

@@ -201,9 +201,9 @@ def _products(A, X, B, Z, Y):
 
 
 def _block_size(G, N, element_size):
-    """Tokens per block: a complex buffer of about 2 MiB, within [8, TOKENS_PER_BLOCK]."""
+    """Tokens per block: a matrix buffer of about 1 MiB (it stays in the caches), within [8, TOKENS_PER_BLOCK]."""
     per_token = G * N * N * element_size
-    return max(8, min(TOKENS_PER_BLOCK, (2 << 20) // per_token))
+    return max(8, min(TOKENS_PER_BLOCK, (1 << 20) // per_token))
 
 
 def _apply(x, A, B, out):

@@ -1,0 +1,201 @@
+"""Rotor layers through the matrix representation ("spinor") against dense layers, side by side.
+
+``make bench-spinor`` (= ``python benchmarks/bench_spinor.py``). Float32, torch threads = numba
+threads = --threads, --tokens tokens, d = 2**n; every timing is the median of --repeats rounds in
+which all contenders run interleaved, after a warm-up:
+
+1. inference: ``torch.nn.functional.linear`` with a (d, d) weight; the map alone
+   (``F.rotor_sandwich``, single-chunk double rotor) with the "spinor" and "numba" backends; a whole
+   ``RotorLinear(d, d)`` in eval mode under ``torch.no_grad()`` with each backend;
+2. training: forward + backward of ``F.linear`` (gradients for x and W) against forward + backward of
+   ``RotorLinear(d, d)`` in training mode (invariant decomposition, exact gradient of exp, gradients for
+   x and both bivectors) with each backend;
+3. the roofline: multiply-adds per token of each method (dense d**2; spinor from the representation
+   tables; the factor chain 2 * 2k * (2n + 1) * d) against the machine's GEMM rate measured by the
+   dense layer at the largest d, and the time each method would take at that rate.
+
+Writes benchmarks/results/bench_spinor.{md,json} and docs/bench_spinor_time_vs_d.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PLOT = ROOT / "docs" / "bench_spinor_time_vs_d.png"
+
+
+def median_times(functions: dict, repeats: int) -> dict:
+    for fn in functions.values():
+        fn()
+    samples = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: float(np.median(values)) for name, values in samples.items()}
+
+
+def spinor_macs(n: int) -> float:
+    """Real multiply-adds per token of the two products (one chunk of 2**n)."""
+    from galinear import matrix_rep
+
+    tab = matrix_rep.representation(n)
+    W = tab.N // tab.blocks
+    per_side = tab.irreps * tab.blocks * tab.blocks * W**3        # every block of X times one block
+    return 2 * per_side * (1 if tab.real else 4)
+
+
+def chain_macs(n: int) -> float:
+    k = n // 2
+    return 2 * 2 * k * (2 * n + 1) * 2**n
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from galinear import _numba
+    from galinear.nn import RotorLinear
+    from galinear.nn import functional as F
+
+    torch.set_num_threads(args.threads)
+    _numba.set_threads(args.threads)
+    torch.manual_seed(0)
+    rows = []
+    for d in args.sizes:
+        n = d.bit_length() - 1
+        if 2**n != d:
+            parser.error(f"--sizes must be powers of two, got {d}")
+        T = args.tokens
+        x = torch.randn(T, d)
+        weight = torch.randn(d, d) / d**0.5
+        k = n // 2
+        VL, WL, VR, WR = (torch.randn(1, k, n) / n**0.5 for _ in range(4))
+        x3 = x.view(T, 1, d)
+        layers = {b: RotorLinear(d, d, backend=b) for b in ("spinor", "numba")}
+        layers["numba"].load_state_dict(layers["spinor"].state_dict())
+        for layer in layers.values():
+            layer.eval()
+        calls = {
+            "dense": lambda: torch.nn.functional.linear(x, weight),
+            "map_spinor": lambda: F.rotor_sandwich(x3, (VL, WL), (VR, WR), backend="spinor"),
+            "map_numba": lambda: F.rotor_sandwich(x3, (VL, WL), (VR, WR), backend="numba"),
+            "layer_spinor": lambda: layers["spinor"](x),
+            "layer_numba": lambda: layers["numba"](x),
+        }
+        with torch.no_grad():
+            inference = median_times(calls, args.repeats)
+
+        xg = x.clone().requires_grad_(True)
+        wg = weight.clone().requires_grad_(True)
+        g = torch.randn(T, d)
+        for layer in layers.values():
+            layer.train()
+
+        def dense_train():
+            torch.autograd.grad(torch.nn.functional.linear(xg, wg), (xg, wg), g)
+
+        def layer_train(backend):
+            layer = layers[backend]
+            params = [p for p in layer.parameters() if p.requires_grad]
+            torch.autograd.grad(layer(xg), [xg] + params, g)
+
+        training = median_times({"dense": dense_train, "spinor": lambda: layer_train("spinor"),
+                                 "numba": lambda: layer_train("numba")}, max(3, args.repeats - 2))
+        row = {"d": d, "n": n, "tokens": T,
+               **{f"inference_{k}_s": v for k, v in inference.items()},
+               **{f"training_{k}_s": v for k, v in training.items()},
+               "macs_dense": float(d * d), "macs_spinor": spinor_macs(n), "macs_chain": float(chain_macs(n))}
+        rows.append(row)
+        print(f"d={d}: inference dense {inference['dense']*1e3:.1f} ms | map spinor "
+              f"{inference['dense']/inference['map_spinor']:.2f}x, numba {inference['dense']/inference['map_numba']:.2f}x"
+              f" | RotorLinear spinor {inference['dense']/inference['layer_spinor']:.2f}x, numba "
+              f"{inference['dense']/inference['layer_numba']:.2f}x || training dense {training['dense']*1e3:.1f} ms | "
+              f"RotorLinear spinor {training['dense']/training['spinor']:.2f}x, numba "
+              f"{training['dense']/training['numba']:.2f}x", flush=True)
+
+    peak = rows[-1]["macs_dense"] * rows[-1]["tokens"] / rows[-1]["inference_dense_s"]   # MAC/s of the GEMM
+    for row in rows:
+        for kind in ("dense", "spinor", "chain"):
+            row[f"limit_{kind}_s"] = row[f"macs_{kind}"] * row["tokens"] / peak
+    result = {"command": "python benchmarks/bench_spinor.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "threads": args.threads, "tokens": args.tokens, "gemm_macs_per_s": peak,
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows}
+    if args.no_write:
+        return 0
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "bench_spinor.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / "bench_spinor.md").write_text(markdown(result))
+    plot(result)
+    print(f"wrote {RESULTS / 'bench_spinor.md'}, {RESULTS / 'bench_spinor.json'}, {PLOT}")
+    return 0
+
+
+def markdown(result) -> str:
+    rows = result["rows"]
+    lines = [f"Command: `{result['command'].strip()}`; {result['date']}; float32, {result['threads']} threads, "
+             f"{result['tokens']} tokens; ratios = F.linear time / ours (above 1: faster than dense).", "",
+             "| d | F.linear (ms) | map spinor | map numba | RotorLinear spinor | RotorLinear numba | "
+             "train F.linear (ms) | train spinor | train numba |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        inf = r["inference_dense_s"]
+        tr = r["training_dense_s"]
+        lines.append(f"| {r['d']} | {inf*1e3:.1f} | {inf/r['inference_map_spinor_s']:.2f}x | "
+                     f"{inf/r['inference_map_numba_s']:.2f}x | {inf/r['inference_layer_spinor_s']:.2f}x | "
+                     f"{inf/r['inference_layer_numba_s']:.2f}x | {tr*1e3:.1f} | {tr/r['training_spinor_s']:.2f}x | "
+                     f"{tr/r['training_numba_s']:.2f}x |")
+    lines += ["", f"Roofline: the dense GEMM at d = {rows[-1]['d']} runs at {result['gemm_macs_per_s']/1e9:.1f} GMAC/s; "
+              "multiply-adds per token and the time at that rate:", "",
+              "| d | dense MACs | spinor MACs | chain MACs | dense at peak (ms) | spinor at peak (ms) | "
+              "spinor measured (ms) | spinor share of peak |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['d']} | {r['macs_dense']:.0f} | {r['macs_spinor']:.0f} | {r['macs_chain']:.0f} | "
+                     f"{r['limit_dense_s']*1e3:.2f} | {r['limit_spinor_s']*1e3:.2f} | "
+                     f"{r['inference_map_spinor_s']*1e3:.2f} | {r['limit_spinor_s']/r['inference_map_spinor_s']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    d = np.array([r["d"] for r in rows], dtype=float)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ax.loglog(d, [r["inference_dense_s"] * 1e3 for r in rows], "o-", label="F.linear")
+    ax.loglog(d, [r["inference_map_spinor_s"] * 1e3 for r in rows], "s-", label="rotor map, spinor")
+    ax.loglog(d, [r["inference_map_numba_s"] * 1e3 for r in rows], "^-", label="rotor map, numba")
+    ax.loglog(d, [r["limit_dense_s"] * 1e3 for r in rows], "k:", label="dense MACs at GEMM rate")
+    ax.loglog(d, [r["limit_spinor_s"] * 1e3 for r in rows], "k--", label="spinor MACs at GEMM rate")
+    ax.set_xlabel("d")
+    ax.set_ylabel(f"forward time for {result['tokens']} tokens (ms)")
+    ax.set_xticks(d)
+    ax.set_xticklabels([str(int(v)) for v in d])
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"float32, {result['threads']} threads")
+    fig.tight_layout()
+    PLOT.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(PLOT, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
