@@ -432,7 +432,7 @@ def test_interrupted_compress_leaves_nothing_half_written(tmp_path, tiny, signal
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:  # wait until units are being written
-            if len(list((out / "cache").rglob("fits/**/*.pt"))) >= 2:
+            if len(list((out / "cache").rglob("fits/**/*.pt"))) >= 1:  # the first fit: most of the work remains
                 break
             time.sleep(0.05)
         assert process.poll() is None, process.communicate()

@@ -337,14 +337,17 @@ class RotorLinear(nn.Module):
             )
         else:
             mapped = F.rotor_sandwich(pairs, left, right, backend=backend)
+        # alpha and the count averaging in one pass over the activations (and none for the sum
+        # when every output chunk has one input chunk)
+        scale = self.output_scale[self.output_index].view(J, 1, c)   # each output's scale, per chunk
         if self.alpha is not None:
-            mapped = mapped * self.alpha.unsqueeze(-1)
-        summed = mapped.view(batch, J, I, c).sum(2).reshape(batch, J * c)
+            scale = self.alpha.view(J, I, 1) * scale
+        mapped = mapped.view(batch, J, I, c) * scale
+        summed = mapped.view(batch, J * c) if I == 1 else mapped.sum(2).reshape(batch, J * c)
         if self._plain_output:
             out = summed
         else:
             out = summed.new_zeros(batch, self.out_features).index_add(1, self.output_index, summed)
-        out = out * self.output_scale
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*lead, self.out_features)

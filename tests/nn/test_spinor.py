@@ -122,3 +122,21 @@ def test_registered_for_cpu_and_cuda_and_usable_by_layers():
     torch.testing.assert_close(layer(x), reference(x), rtol=1e-5, atol=1e-5)
     with pytest.raises(TypeError, match="float32 and float64"):
         spinor.spinor_sandwich(torch.zeros(2, 1, 8, dtype=torch.float16), *[torch.zeros(1, 1, 3)] * 2)
+
+
+def test_inference_reuses_rotor_matrices_only_while_the_factors_are_unchanged():
+    n = 6
+    x = torch.randn(4, 1, 2**n, dtype=torch.float64)
+    factors = [f.detach() for f in _factors(1, n, torch.float64, 8)]
+    spinor._MATRIX_CACHE.clear()
+    with torch.no_grad():
+        first = _run("spinor", x, factors, False)
+        assert len(spinor._MATRIX_CACHE) == 1
+        factors[0].mul_(0.5)                      # in-place change: a new version, rebuilt
+        second = _run("spinor", x, factors, False)
+    torch.testing.assert_close(second, _run("dense", x, factors, False), rtol=0, atol=1e-12)
+    assert not torch.equal(first, second)
+    with torch.enable_grad():                     # with autograd nothing is cached
+        spinor._MATRIX_CACHE.clear()
+        _run("spinor", x, [f.clone().requires_grad_() for f in factors], False)
+        assert not spinor._MATRIX_CACHE

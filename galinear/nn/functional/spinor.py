@@ -32,6 +32,8 @@ batch.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -114,13 +116,17 @@ def _phase(n, device, cdtype):
 
 
 def _use_numba(x):
+    """The numba transforms serve CPU tensors when numba compiles (under NUMBA_DISABLE_JIT their
+    loops would run as plain Python: the torch index operations are faster then)."""
     if x.device.type != "cpu":
         return False
     try:
+        from numba import config
+
         from galinear.kernels import spinor as kernels  # noqa: F401
     except Exception:  # numba missing or broken: torch index operations instead
         return False
-    return True
+    return not config.DISABLE_JIT
 
 
 def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
@@ -266,6 +272,36 @@ class SpinorSandwich(torch.autograd.Function):
         return grad_x, grad_A, grad_B
 
 
+_MATRIX_CACHE: dict = {}
+_MATRIX_CACHE_SIZE = 32
+
+
+def _cached_matrices(VL, WL, VR, WR, dtype):
+    """(A, B) of the factors; without autograd (inference) kept for factor tensors seen before.
+
+    A cache entry holds weak references to the very factor tensors and their version counters, so
+    it is used only while they are alive and unchanged (a layer in eval mode reuses its factors).
+    """
+    factors = (VL, WL) if VR is None else (VL, WL, VR, WR)
+    use_cache = not torch.is_grad_enabled() and not any(f.requires_grad for f in factors)
+    key = None
+    if use_cache:
+        key = (tuple(id(f) for f in factors), dtype)
+        entry = _MATRIX_CACHE.get(key)
+        if entry is not None:
+            refs, versions, matrices = entry
+            if all(r() is f for r, f in zip(refs, factors)) and versions == tuple(f._version for f in factors):
+                return matrices
+    A = rotor_matrices(VL.to(dtype), WL.to(dtype))
+    S = A if VR is None else rotor_matrices(VR.to(dtype), WR.to(dtype))
+    B = S.conj().transpose(-1, -2).contiguous()
+    if use_cache:
+        if len(_MATRIX_CACHE) >= _MATRIX_CACHE_SIZE:
+            _MATRIX_CACHE.pop(next(iter(_MATRIX_CACHE)))
+        _MATRIX_CACHE[key] = (tuple(weakref.ref(f) for f in factors), tuple(f._version for f in factors), (A, B))
+    return A, B
+
+
 def spinor_sandwich(x, VL, WL, VR=None, WR=None):
     """Backend function ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), float32/float64, n >= 1)."""
     if x.dtype not in _COMPLEX:
@@ -276,12 +312,6 @@ def spinor_sandwich(x, VL, WL, VR=None, WR=None):
     if d < 2:
         raise ValueError("the spinor backend needs n >= 1 (2**n >= 2 coefficients)")
     dtype = x.dtype
-    VL, WL = VL.to(dtype), WL.to(dtype)
-    A = rotor_matrices(VL, WL)
-    if VR is None:
-        S = A
-    else:
-        S = rotor_matrices(VR.to(dtype), WR.to(dtype))
-    B = S.conj().transpose(-1, -2)
+    A, B = _cached_matrices(VL, WL, VR, WR, dtype)
     flat = x.reshape(-1, P, d).contiguous()
     return SpinorSandwich.apply(flat, A, B).reshape(*lead, P, d)
