@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -87,8 +88,10 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
                     calls[name] = call
                 median = _median_times(calls, rounds, device)
                 best = min(median, key=median.get)
-                rows.append({"key": autotable.table_key(n, batch, device, mode), "n": n, "d": d, "batch": batch,
-                             "mode": mode, "seconds": median, "best": best})
+                threads = torch.get_num_threads() if device.type == "cpu" else None
+                rows.append({"key": autotable.table_key(n, batch, device, mode, threads),
+                             "plain_key": autotable.table_key(n, batch, device, mode), "n": n, "d": d,
+                             "batch": batch, "mode": mode, "seconds": median, "best": best})
                 print(f"n={n} d={d} batch={batch} {mode}: " + ", ".join(
                     f"{name} {seconds * 1e3:.2f} ms" for name, seconds in median.items()) + f" -> {best}", flush=True)
     return rows
@@ -97,11 +100,15 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
 def write_table(rows, command):
     path = autotable.TABLE_PATH
     data = json.loads(path.read_text()) if path.exists() else {"choices": {}, "seconds": {}}
+    full = torch.get_num_threads() == (os.cpu_count() or 1)
     for row in rows:
-        data["choices"][row["key"]] = row["best"]
-        data["seconds"][row["key"]] = row["seconds"]
+        keys = [row["key"]] + ([row["plain_key"]] if full or row["plain_key"] not in data["choices"] else [])
+        for key in dict.fromkeys(keys):
+            data["choices"][key] = row["best"]
+            data["seconds"][key] = row["seconds"]
     data["command"] = command
-    data["note"] = ("fastest backend of a whole RotorLinear call per 'n|batch bucket|device|mode', "
+    data["note"] = ("fastest backend of a whole RotorLinear call per 'n|batch bucket|device|mode' "
+                    "(and per thread count: '...|<threads>t'; the plain key holds the run with every CPU), "
                     "written by benchmarks/bench_backends.py --write; read by backend='auto'")
     data["torch"], data["threads"], data["date"] = torch.__version__, torch.get_num_threads(), time.strftime("%Y-%m-%d")
     _io.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -195,6 +202,21 @@ def decode_latency(rounds: int) -> list[dict]:
                                                         - median["its matrix by F.linear"]) * 1e6})
     rows.append({"call": "RotorNetwork overhead", "us": (median["RotorNetwork(576, 576, hidden 512)"]
                                                          - median["its matrices by plain torch calls"]) * 1e6})
+    # d = 2048, one chunk: each backend side by side with F.linear (all interleaved, so every
+    # weight is read back from memory after the others' calls, as in a model of many layers)
+    x = torch.randn(1, 2048)
+    big = torch.nn.Linear(2048, 2048, bias=False)
+    layers = {name: RotorLinear(2048, 2048, backend=name).eval() for name in ("auto", "numba", "spinor", "dense")}
+    for other in layers.values():
+        other.load_state_dict(layers["auto"].state_dict())
+    with torch.no_grad():
+        calls = {"F.linear(2048, 2048)": lambda: big(x)}
+        calls.update({f"RotorLinear(2048, 2048), {name}": (lambda m=m: m(x)) for name, m in layers.items()})
+        median = _median_times(calls, rounds, torch.device("cpu"))
+        picked = layers["auto"]._backend_for(1, x)
+    rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
+              "us": seconds * 1e6, "vs_linear": median["F.linear(2048, 2048)"] / seconds}
+             for name, seconds in median.items()]
     return rows
 
 
@@ -212,6 +234,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+        try:
+            from galinear import _numba
+
+            _numba.set_threads(args.threads)
+        except ImportError:  # numba not installed: torch threads only
+            pass
     if args.memory:
         print("| backend | n | tokens | peak (MiB) | activations | extra beyond y, dy, dx |\n|---|---|---|---|---|---|")
         for n in args.n or [11]:

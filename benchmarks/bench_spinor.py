@@ -1,8 +1,8 @@
 """Rotor layers through the matrix representation ("spinor") against dense layers, side by side.
 
 ``make bench-spinor`` (= ``python benchmarks/bench_spinor.py``). Float32, torch threads = numba
-threads = --threads, --tokens tokens, d = 2**n; every timing is the median of --repeats rounds in
-which all contenders run interleaved, after a warm-up:
+threads = --threads, --tokens tokens, d = 2**n; every contender runs interleaved with the dense
+layer for --repeats rounds after a warm-up, and its ratio is the pair's ratio of medians:
 
 1. inference: ``torch.nn.functional.linear`` with a (d, d) weight; the map alone
    (``F.rotor_sandwich``, single-chunk double rotor) with the "spinor" and "numba" backends; a whole
@@ -41,6 +41,26 @@ def median_times(functions: dict, repeats: int) -> dict:
             fn()
             samples[name].append(time.perf_counter() - start)
     return {name: float(np.median(values)) for name, values in samples.items()}
+
+
+def paired_times(calls: dict, repeats: int) -> dict:
+    """Each contender interleaved with "dense" alone (a heavy neighbour in the same round, such
+    as the numba tile kernel, flushes the caches the next call would find warm); the dense time
+    stored under a contender's name is scaled so that dense / contender is that pair's ratio."""
+    out = {}
+    dense_times = []
+    for name, fn in calls.items():
+        if name == "dense":
+            continue
+        pair = median_times({"dense": calls["dense"], name: fn}, repeats)
+        dense_times.append(pair["dense"])
+        out[name] = pair[name]
+        out[f"{name}_dense"] = pair["dense"]
+    out["dense"] = float(np.median(dense_times))
+    for name in list(out):
+        if name.endswith("_dense"):
+            out[name[:-6]] *= out["dense"] / out.pop(name)   # the pair's ratio, on the common dense time
+    return out
 
 
 def spinor_macs(n: int) -> float:
@@ -99,7 +119,7 @@ def main(argv=None) -> int:
             "layer_numba": lambda: layers["numba"](x),
         }
         with torch.no_grad():
-            inference = median_times(calls, args.repeats)
+            inference = paired_times(calls, args.repeats)
 
         xg = x.clone().requires_grad_(True)
         wg = weight.clone().requires_grad_(True)
@@ -115,7 +135,7 @@ def main(argv=None) -> int:
             params = [p for p in layer.parameters() if p.requires_grad]
             torch.autograd.grad(layer(xg), [xg] + params, g)
 
-        training = median_times({"dense": dense_train, "spinor": lambda: layer_train("spinor"),
+        training = paired_times({"dense": dense_train, "spinor": lambda: layer_train("spinor"),
                                  "numba": lambda: layer_train("numba")}, max(3, args.repeats - 2))
         row = {"d": d, "n": n, "tokens": T,
                **{f"inference_{k}_s": v for k, v in inference.items()},

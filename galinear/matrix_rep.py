@@ -49,7 +49,7 @@ import numpy as np
 from galinear.blades import check_dimension, shortlex_bitmasks
 
 __all__ = ["RepresentationTables", "representation", "gamma_matrices", "blade_matrix", "to_matrix",
-           "from_matrix", "hadamard"]
+           "from_matrix", "hadamard", "placement"]
 
 _PHASES = np.array([1, 1j, -1, -1j], dtype=np.complex128)
 
@@ -232,6 +232,17 @@ def blade_matrix(n: int, c: int, irrep: int = 0) -> np.ndarray:
     """(N, N) complex128: phi(e_A) of the blade at shortlex position c, natural index order."""
     tab = representation(n)
     return _string_matrix(tab.N, tab.phase[irrep, c], int(tab.z[c]), int(tab.x[c]))
+
+
+@lru_cache(maxsize=None)
+def placement(n: int) -> np.ndarray:
+    """(N * N,) int64: for the matrix entry at row r, column j of the block order, its index
+    i * N + c in the transformed coefficient grid (i = order[r], c = i xor order[j]); read-only."""
+    tab = representation(n)
+    i = tab.order[:, None]
+    out = (i * tab.N + (i ^ tab.order[None, :])).reshape(-1).astype(np.int64)
+    out.setflags(write=False)
+    return out
 
 
 def hadamard(N: int) -> np.ndarray:

@@ -1,23 +1,26 @@
 r"""Numba kernels between multivectors and their matrices (:mod:`galinear.matrix_rep`).
 
 ``to_matrix`` turns tokens x (B, P, 2**n) (shortlex coefficients) into the matrices
-:math:`\varphi_\rho(x)`, one contiguous N x N matrix per token, laid out (P * irreps, B, N * N):
-rows and columns in the block order, stored block-major as (H, H, W, W) (H = 2 blocks of
-W = N / 2 for even n, H = 1 block of N for odd n). Products with the rotors' diagonal blocks are
-then batched GEMMs of W x W matrices over all tokens. ``from_matrix`` reads the same layout and
-applies the inverse formula.
+:math:`\varphi_\rho(x)` laid out (P * irreps, N, B, N): row, token, column, rows and columns in
+the block order. In that layout a left product by a rotor's diagonal block is one GEMM over all
+tokens, (W, W) x (W, B N), and a right product by a column block another, (N B, W) x (W, W)
+(H = 2 blocks of W = N / 2 where rotors are block diagonal, else H = 1, W = N). ``from_matrix``
+reads the output of the right products, (H, P * irreps, N, B, W), and applies the inverse formula.
+Real representations (n = 0, 1, 2 mod 8) use real matrices, the others complex ones.
 
-Per token the work is a signed placement of the 2**n coefficients into the real and imaginary
-parts of an N x N buffer that stays in L1, a Walsh-Hadamard transform of m = n // 2 butterfly
-levels along its rows (contiguous runs, vectorised) and the xor placement into the block layout. Parallel jobs are (chunk pair and representation, block of ``TOKENS_PER_JOB`` tokens);
-every token is computed by the same operations whatever the thread count.
+Per token the work is a signed gather of the 2**n coefficients into the real (and imaginary)
+part of an N x N buffer that stays in L1, a Walsh-Hadamard transform of m = n // 2 butterfly
+levels along its rows (contiguous runs, vectorised) and the xor placement of
+:func:`galinear.matrix_rep.placement`. Parallel jobs are (chunk pair and representation, block of
+``TOKENS_PER_JOB`` tokens); every token is computed by the same operations whatever the thread
+count.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from galinear._numba import jit, prange
-from galinear.matrix_rep import representation
+from galinear.matrix_rep import placement, representation
 
 __all__ = ["TOKENS_PER_JOB", "to_matrix", "from_matrix", "kernel_tables", "matrix_dtype"]
 
@@ -213,8 +216,7 @@ def kernel_tables(n: int, dtype):
         tab = representation(n)
         N, H = tab.N, tab.blocks
         NN = N * N
-        i = tab.order[:, None]
-        back = (i * N + (i ^ tab.order[None, :])).reshape(-1).astype(np.int64)
+        back = np.ascontiguousarray(placement(n))
         d = 1 << n
         imag = np.abs(tab.phase.imag) > 0.5                                    # (irreps, d)
         tgt = (tab.slot[None, :] + np.where(imag, NN, 0)).astype(np.int64)

@@ -266,7 +266,7 @@ class RotorLinear(nn.Module):
         if self.backend != "auto":
             return self.backend
         mode = "training" if torch.is_grad_enabled() and self.left_bivectors.requires_grad else "inference"
-        key = (batch_bucket(batch), x.device, x.dtype, mode)
+        key = (batch_bucket(batch), x.device, x.dtype, mode, torch.get_num_threads())
         name = self._choices.get(key)
         if name is None:
             name = self._choices[key] = choose_backend(self.n, batch, x.device, x.dtype, mode)

@@ -127,6 +127,17 @@ def test_eval_cache_reused_until_a_parameter_changes():
     assert layer(x).requires_grad  # training builds the matrices afresh, with their gradient
 
 
+def test_a_row_of_the_current_thread_count_comes_first():
+    plain = autotable.table_key(9, 1, "cpu", "inference")
+    threaded = autotable.table_key(9, 1, "cpu", "inference", threads=torch.get_num_threads())
+    assert threaded == plain + f"|{torch.get_num_threads()}t"
+    other = autotable.table_key(9, 1, "cpu", "inference", threads=torch.get_num_threads() + 1)
+    table = {plain: "factored", threaded: "reversible", other: "numba"}
+    assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "reversible"
+    del table[threaded]
+    assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "factored"
+
+
 def test_auto_obeys_the_table_and_falls_back_to_the_rule(monkeypatch):
     calls = []
 

@@ -140,3 +140,43 @@ def test_inference_reuses_rotor_matrices_only_while_the_factors_are_unchanged():
         spinor._MATRIX_CACHE.clear()
         _run("spinor", x, [f.clone().requires_grad_() for f in factors], False)
         assert not spinor._MATRIX_CACHE
+
+
+def _special_factors(case, P, n):
+    """Factor pairs (P, k, n) at the special points of simple rotors."""
+    g = torch.Generator().manual_seed(11)
+    k = n // 2
+    V = torch.randn(P, k, n, generator=g, dtype=torch.float64)
+    W = torch.randn(P, k, n, generator=g, dtype=torch.float64)
+    if case == "zero":                      # every angle 0: the series branch of cos and sinc
+        W = V.clone()
+    elif case == "tiny":
+        V, W = V * 1e-4, W * 1e-4
+    elif case == "large":                   # angles of several turns
+        V, W = V * 3.0, W * 3.0
+    elif case == "equal_angles":            # every factor of the same angle (v_j, w_j orthonormal)
+        q, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+        V = torch.stack([q[:, 2 * j] for j in range(k)]).expand(P, k, n).clone() * 0.9
+        W = torch.stack([q[:, 2 * j + 1] for j in range(k)]).expand(P, k, n).clone() * 0.9
+    return V, W
+
+
+@pytest.mark.parametrize("case", ["random", "zero", "tiny", "large", "equal_angles"])
+@pytest.mark.parametrize("n", [4, 5, 8, 9])
+def test_factor_gradients_match_central_differences(n, case):
+    # the backward's own parameter gradients (dL/dA, dL/dB through phi(R_j)) against fourth-order
+    # central differences of the spinor forward, float64
+    from galinear.testing import assert_gradient_matches_fd
+
+    VL, WL = _special_factors(case, 2, n)
+    VR, WR = _special_factors("random", 2, n)
+    x = torch.randn(6, 2, 2**n, dtype=torch.float64, generator=torch.Generator().manual_seed(n))
+    weights = torch.randn(6, 2, 2**n, dtype=torch.float64, generator=torch.Generator().manual_seed(n + 1))
+
+    def loss(**changed):
+        args = {"VL": VL, "WL": WL, "VR": VR, "WR": WR, **changed}
+        y = F.rotor_sandwich(x, (args["VL"], args["WL"]), (args["VR"], args["WR"]), backend="spinor")
+        return (weights * y).sum() + (y ** 2).sum() * 0.1
+
+    for name, point in (("VL", VL), ("WL", WL), ("VR", VR)):
+        assert_gradient_matches_fd(lambda value, name=name: loss(**{name: value}), point, directions=6)

@@ -2,7 +2,9 @@
 
 The table (``backend_table.json`` next to this module) is written by
 ``python benchmarks/bench_backends.py --write``: for every measured key
-``"<n>|<batch bucket>|<device type>|<mode>"`` (mode "training" = forward + backward with the
+``"<n>|<batch bucket>|<device type>|<mode>"``, and the same with ``"|<threads>t"`` for the
+thread count it ran with (on the CPU a row of the current ``torch.get_num_threads()`` is read
+first, then the plain key; mode "training" = forward + backward with the
 bivectors requiring gradients, "inference" = eval-mode forward without gradients, caches warm) the
 fastest backend of a whole :class:`~galinear.nn.RotorLinear` call. Batch buckets:
 :data:`BATCH_BUCKETS` (a batch goes to the first bucket >= it, or the last).
@@ -42,10 +44,13 @@ def batch_bucket(batch: int) -> int:
     return BATCH_BUCKETS[-1]
 
 
-def table_key(n: int, batch: int, device, mode: str) -> str:
+def table_key(n: int, batch: int, device, mode: str, threads: int | None = None) -> str:
+    """``"<n>|<bucket>|<device type>|<mode>"``, with ``"|<threads>t"`` appended when ``threads``
+    is given (rows measured with that many CPU threads)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return f"{int(n)}|{batch_bucket(batch)}|{torch.device(device).type}|{mode}"
+    key = f"{int(n)}|{batch_bucket(batch)}|{torch.device(device).type}|{mode}"
+    return key if threads is None else f"{key}|{int(threads)}t"
 
 
 def load_table(path=None) -> dict:
@@ -86,7 +91,11 @@ def choose_backend(n: int, batch: int, device, dtype, mode: str, table=None) -> 
     from galinear.nn.functional.backends import _REGISTRY, _load_plugins
 
     entries = load_table() if table is None else table
-    name = entries.get(table_key(n, batch, device, mode))
+    name = None
+    if torch.device(device).type == "cpu":  # a row measured with this many threads comes first
+        name = entries.get(table_key(n, batch, device, mode, torch.get_num_threads()))
+    if name is None:
+        name = entries.get(table_key(n, batch, device, mode))
     if name is not None:
         _load_plugins()
         entry = _REGISTRY.get(name)

@@ -99,8 +99,7 @@ def _torch_tables(n, device):
     if key not in _TABLE_CACHE:
         tab = matrix_rep.representation(n)
         N = tab.N
-        order = torch.tensor(tab.order)
-        back = (order[:, None] * N + (order[:, None] ^ order[None, :])).reshape(-1)   # (r, j) -> q = i N + c
+        back = torch.tensor(matrix_rep.placement(n))                                   # (r, j) -> q = i N + c
         store = torch.empty_like(back)
         store[back] = torch.arange(N * N)
         had = torch.tensor(matrix_rep.hadamard(N))
