@@ -187,21 +187,39 @@ def decode_latency(rounds: int) -> list[dict]:
                         for b in range(network.breadth))
             return torch.nn.functional.linear(h, weights["output_gadget"])
 
+        stages = network._fused_weights()
+
+        def plain_stages():  # the network's inference arithmetic (stacked, permuted matrices) alone
+            f = torch.nn.functional
+            h = network.activation(f.layer_norm(f.linear(x, stages[0][0]), (network.hidden,), eps=network.eps))
+            for i in range(network.hidden_layers):
+                z = f.linear(h, stages[1 + i][0]).view(1, network.breadth, network.hidden)
+                h = torch.matmul(network.branch_weights[i],
+                                 network.activation(f.layer_norm(z, (network.hidden,), eps=network.eps)))
+            return f.linear(h, stages[-1][0])
+
+        from galinear.kernels import spinor as kernels
+
+        decoder = network._decode_state()
+        x_np = x.numpy()
         calls = {
             "F.linear(576, 576)": lambda: dense(x),
             "RotorLinear(576, 576)": lambda: layer(x),
             "its matrix by F.linear": lambda: torch.nn.functional.linear(x, layer_weight),
             "RotorNetwork(576, 576, hidden 512)": lambda: network(x),
             "its matrices by plain torch calls": plain_network,
+            "its stacked matrices by plain torch calls": plain_stages,
+            "its compiled decoding kernel alone": lambda: kernels.network_forward(x_np, *decoder),
         }
         torch.testing.assert_close(network(x), plain_network())
+        torch.testing.assert_close(network(x), plain_stages())
         median = _median_times(calls, rounds, torch.device("cpu"))
     rows = [{"call": name, "us": seconds * 1e6, "vs_linear": median["F.linear(576, 576)"] / seconds}
             for name, seconds in median.items()]
     rows.append({"call": "RotorLinear overhead", "us": (median["RotorLinear(576, 576)"]
                                                         - median["its matrix by F.linear"]) * 1e6})
     rows.append({"call": "RotorNetwork overhead", "us": (median["RotorNetwork(576, 576, hidden 512)"]
-                                                         - median["its matrices by plain torch calls"]) * 1e6})
+                                                         - median["its compiled decoding kernel alone"]) * 1e6})
     # d = 2048, one chunk: each backend side by side with F.linear (all interleaved, so every
     # weight is read back from memory after the others' calls, as in a model of many layers)
     x = torch.randn(1, 2048)

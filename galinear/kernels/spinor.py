@@ -288,3 +288,203 @@ def from_matrix(Y: np.ndarray, y: np.ndarray, start: int = 0) -> np.ndarray:
     kernel = _from_matrix_real_kernel if tab.real else _from_matrix_kernel
     kernel(np.ascontiguousarray(Y), start, tgt, sgnc, back, scale, y)
     return y
+
+
+@jit(fastmath=_FASTMATH)
+def _block_products(Ar, Ai, Xr, Xi, Br, Bi, s, Zr, Zi, Yr, Yi, H, W, cplx):
+    """Y += s A X B for one representation: A, B diagonal blocks (H, W, W), X, Y (N, N), Z (W, W);
+    row-times-row updates (contiguous runs of W, vectorised)."""
+    for hr in range(H):
+        for hc in range(H):
+            r0 = hr * W
+            c0 = hc * W
+            Zr[:, :] = 0
+            if cplx:
+                Zi[:, :] = 0
+            for a in range(W):                       # Z = A_hr X[hr, hc]
+                zr = Zr[a]
+                zi = Zi[a]
+                for k in range(W):
+                    ar = Ar[hr, a, k]
+                    xr = Xr[r0 + k, c0:c0 + W]
+                    if cplx:
+                        ai = Ai[hr, a, k]
+                        xi = Xi[r0 + k, c0:c0 + W]
+                        for b in range(W):
+                            zr[b] += ar * xr[b] - ai * xi[b]
+                            zi[b] += ar * xi[b] + ai * xr[b]
+                    else:
+                        for b in range(W):
+                            zr[b] += ar * xr[b]
+            for a in range(W):                       # Y[hr, hc] += s Z B_hc
+                yr = Yr[r0 + a, c0:c0 + W]
+                yi = Yi[r0 + a, c0:c0 + W]
+                for k in range(W):
+                    br = Br[hc, k]
+                    zr = s * Zr[a, k]
+                    if cplx:
+                        bi = Bi[hc, k]
+                        zi = s * Zi[a, k]
+                        for b in range(W):
+                            yr[b] += zr * br[b] - zi * bi[b]
+                            yi[b] += zr * bi[b] + zi * br[b]
+                    else:
+                        for b in range(W):
+                            yr[b] += zr * br[b]
+
+
+@jit(fastmath=_FASTMATH)
+def _gadget_kernel(x, in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, shared, back, tgt, sgnc,
+                   scale, cplx, out):
+    """out[t] += a whole chunked rotor layer applied to x[t] through the matrices of its chunk
+    pairs (decoding: a few tokens, one thread). x (T, in), in_index (I, c), out_index (J c,),
+    out_scale (out,), pair_scale (P,) = alpha, Ar/Ai/Br/Bi (P, irreps, H, W, W)."""
+    T = x.shape[0]
+    I, c = in_index.shape
+    P = pair_scale.shape[0]
+    J = P // I
+    irreps = src.shape[0]
+    H = Ar.shape[2]
+    W = Ar.shape[3]
+    N = H * W
+    NN = N * N
+    parts = 2 if cplx else 1
+    u = np.empty(parts * NN, dtype=x.dtype)
+    xc = np.empty(c, dtype=x.dtype)
+    Xr = np.empty((I, irreps, N, N), dtype=x.dtype)
+    Xi = np.zeros((I, irreps, N, N), dtype=x.dtype)
+    Yr = np.empty((irreps, N, N), dtype=x.dtype)
+    Yi = np.zeros((irreps, N, N), dtype=x.dtype)
+    Zr = np.empty((W, W), dtype=x.dtype)
+    Zi = np.zeros((W, W), dtype=x.dtype)
+    yc = np.empty(c, dtype=x.dtype)
+    inv = 1.0 / scale
+    for t in range(T):
+        for i in range(I):
+            for k in range(c):
+                xc[k] = x[t, in_index[i, k]]
+            for rho in range(irreps):
+                _fill(u, xc, src[rho, 0], sgn[rho, 0], src[rho, 1], sgn[rho, 1], shared, N)
+                for r in range(N):
+                    for j in range(N):
+                        q = back[r * N + j]
+                        Xr[i, rho, r, j] = u[q]
+                        if cplx:
+                            Xi[i, rho, r, j] = u[q + NN]
+        for jo in range(J):
+            Yr[:] = 0
+            if cplx:
+                Yi[:] = 0
+            for i in range(I):
+                p = jo * I + i
+                for rho in range(irreps):
+                    _block_products(Ar[p, rho], Ai[p, rho], Xr[i, rho], Xi[i, rho], Br[p, rho], Bi[p, rho],
+                                    pair_scale[p], Zr, Zi, Yr[rho], Yi[rho], H, W, cplx)
+            for rho in range(irreps):
+                for r in range(N):
+                    for j in range(N):
+                        q = back[r * N + j]
+                        u[q] = Yr[rho, r, j]
+                        if cplx:
+                            u[q + NN] = Yi[rho, r, j]
+                _hadamard_rows(u, N)
+                _read(u, yc, tgt[rho], sgnc[rho], rho == 0)
+            for k in range(c):
+                f = out_index[jo * c + k]
+                out[t, f] += yc[k] * inv * out_scale[f]
+
+
+def prepare_gadget(A, B, dtype):
+    """(Ar, Ai, Br, Bi, cplx) for :func:`gadget_forward` from the chunk pairs' diagonal blocks A, B
+    (P, irreps, H, W, W), real or complex numpy arrays; imaginary parts alias the real ones when
+    the representation is real (never read)."""
+    cplx = bool(np.iscomplexobj(A))
+    Ar, Br = np.ascontiguousarray(A.real, dtype=dtype), np.ascontiguousarray(B.real, dtype=dtype)
+    if cplx:
+        return Ar, np.ascontiguousarray(A.imag, dtype=dtype), Br, np.ascontiguousarray(B.imag, dtype=dtype), True
+    return Ar, Ar, Br, Br, False
+
+
+def gadget_forward(x, in_index, out_index, out_scale, pair_scale, prepared, out):
+    """``out += `` the chunked rotor layer on tokens x (T, in): chunk i of token t is
+    x[t, in_index[i]] (shortlex coefficients), pair p = j I + i maps it by its matrices
+    (``prepared`` by :func:`prepare_gadget`) with weight pair_scale[p], and output chunk j adds
+    into out[t, out_index[j c:(j + 1) c]] times out_scale there. One thread, x's real dtype; for
+    decoding, where only the chunks' small matrices are read."""
+    c = in_index.shape[1]
+    n = c.bit_length() - 1
+    src, sgn, back, tgt, sgnc, scale = kernel_tables(n, x.dtype)
+    Ar, Ai, Br, Bi, cplx = prepared
+    _gadget_kernel(x, in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, bool(np.any(sgn[:, 1])),
+                   back, tgt, sgnc, scale, cplx, out)
+    return out
+
+
+@jit(fastmath=_FASTMATH)
+def _run_gadget(g, x):
+    in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, shared, back, tgt, sgnc, scale, cplx = g
+    out = np.zeros((x.shape[0], out_scale.shape[0]), dtype=x.dtype)
+    _gadget_kernel(x, in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, shared, back, tgt, sgnc,
+                   scale, cplx, out)
+    return out
+
+
+@jit(fastmath=_FASTMATH)
+def _norm_act(z, perm, eps, slope):
+    """PReLU(LayerNorm(z[:, perm])) per row (no affine parameters), biased variance as torch."""
+    T, D = z.shape[0], perm.shape[0]
+    out = np.empty((T, D), dtype=z.dtype)
+    for t in range(T):
+        mean = 0.0
+        for k in range(D):
+            mean += z[t, perm[k]]
+        mean /= D
+        var = 0.0
+        for k in range(D):
+            v = z[t, perm[k]] - mean
+            var += v * v
+        inv = 1.0 / np.sqrt(var / D + eps)
+        for k in range(D):
+            v = (z[t, perm[k]] - mean) * inv
+            out[t, k] = v if v >= 0 else slope * v
+    return out
+
+
+@jit(fastmath=_FASTMATH)
+def _network_kernel(x, gadgets, input_perm, hidden_perms, branch, slope, eps):
+    """The rotor q/k/v network (galinear.nn.RotorNetwork) on a few tokens in one call."""
+    h = _norm_act(_run_gadget(gadgets[0], x), input_perm, eps, slope)
+    L, breadth = branch.shape
+    for layer in range(L):
+        acc = np.zeros_like(h)
+        for b in range(breadth):
+            z = _norm_act(_run_gadget(gadgets[1 + layer * breadth + b], h), hidden_perms[layer, b], eps, slope)
+            acc += branch[layer, b] * z
+        h = acc
+    return _run_gadget(gadgets[len(gadgets) - 1], h)
+
+
+def gadget_tuple(in_index, out_index, out_scale, pair_scale, prepared, dtype):
+    """The arguments of one gadget for :func:`network_forward`, tables included."""
+    n = in_index.shape[1].bit_length() - 1
+    src, sgn, back, tgt, sgnc, scale = kernel_tables(n, dtype)
+    Ar, Ai, Br, Bi, cplx = prepared
+    return (in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, bool(np.any(sgn[:, 1])), back, tgt,
+            sgnc, scale, cplx)
+
+
+def network_list(tuples):
+    """A numba typed list of :func:`gadget_tuple` results (build once, reuse for every call)."""
+    from numba.typed import List
+
+    out = List()
+    for item in tuples:
+        out.append(item)
+    return out
+
+
+def network_forward(x, gadgets, input_perm, hidden_perms, branch, slope, eps):
+    """y = the rotor network on tokens x (T, in): gadgets from :func:`network_list` (input,
+    hidden layer by layer and branch by branch, output), permutations, branch weights (L,
+    breadth), the PReLU slope and the LayerNorm epsilon. One thread; for decoding."""
+    return _network_kernel(x, gadgets, input_perm, hidden_perms, branch, float(slope), float(eps))

@@ -7,17 +7,28 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
 from galinear._generated import rotor_spec
 from galinear.nn import functional as F
+from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH
 from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.rotor import RotorLinear, _finite_or_raise, fitting_chunk_size
 
 __all__ = ["RotorNetwork"]
+
+
+def _numba_usable() -> bool:
+    """numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python)."""
+    try:
+        from numba import config
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    return not config.DISABLE_JIT
 
 
 class RotorNetwork(nn.Module):
@@ -32,7 +43,9 @@ class RotorNetwork(nn.Module):
 
     G are :class:`RotorLinear` gadgets, LN a LayerNorm without affine parameters, one PReLU
     (one parameter) shared by the whole network, a learnable (init 1), Pi fixed random
-    permutations stored as buffers. Defaults are the paper's: hidden = in_features, 2 hidden
+    permutations stored as buffers. In eval mode without autograd, batches of at most
+    ``MATRIX_MAX_INFERENCE_BATCH`` rows run on the gadgets' assembled matrices, permutations folded
+    in and the branches of a layer stacked: one matrix product per stage (decoding). Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
     1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
     """
@@ -109,6 +122,8 @@ class RotorNetwork(nn.Module):
         for name, module in self.named_modules():
             if isinstance(module, RotorLinear):
                 module._qualified_name = f"RotorNetwork.{name}"
+        self._fused = None    # (state, stages) of the inference path for small batches (torch)
+        self._decoder = None  # (state, arguments) of the same path in one compiled call (CPU)
 
     @property
     def backend(self) -> str:
@@ -133,8 +148,113 @@ class RotorNetwork(nn.Module):
         z = gadget(h)[..., permutation]
         return self.activation(nn.functional.layer_norm(z, (self.hidden,), eps=self.eps))
 
+    def _gadgets(self):
+        modules = self._modules
+        return [modules["input_gadget"], *(g for layer in modules["hidden_gadgets"] for g in layer),
+                modules["output_gadget"]]
+
+    def _parameter_state(self):
+        """(id, version) of every tensor the inference paths read, from the modules' own parameter
+        and buffer dicts (cheaper than attribute access or walking the modules); a replaced or
+        changed tensor rebuilds their state."""
+        buffers = self._buffers
+        tensors = [self.activation._parameters["weight"], self._parameters["branch_weights"],
+                   buffers["input_permutation"], buffers["hidden_permutations"]]
+        for g in self._gadgets():
+            tensors += g._parameters.values()
+        return tuple(None if t is None else (id(t), t._version) for t in tensors)
+
+    def _fused_weights(self):
+        """Per stage (weight, bias) with the permutations folded into the rows and the branches
+        of a hidden layer stacked into one matrix; rebuilt when a parameter or a permutation
+        changes (the gadgets' other buffers are fixed index tables, or warm starts that the exact
+        decomposition does not read and the power method refreshes only in training)."""
+        state = self._parameter_state()
+        if self._fused is not None and self._fused[0] == state:
+            return self._fused[1]
+        _finite_or_raise([("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
+                         "RotorNetwork")
+        for module in self.modules():
+            if isinstance(module, RotorLinear) and module.check_finite:
+                module._check_parameters()
+
+        def rows(gadget, permutation):
+            weight = gadget.assembled_weight()
+            bias = None if gadget.bias is None else gadget.bias
+            if permutation is None:
+                return weight, bias
+            return weight[permutation], None if bias is None else bias[permutation]
+
+        stages = [rows(self.input_gadget, self.input_permutation)]
+        for layer, gadgets in enumerate(self.hidden_gadgets):
+            parts = [rows(g, self.hidden_permutations[layer, b]) for b, g in enumerate(gadgets)]
+            bias = None if parts[0][1] is None else torch.cat([p[1] for p in parts])
+            stages.append((torch.cat([p[0] for p in parts]), bias))
+        stages.append(rows(self.output_gadget, None))
+        self._fused = (state, stages)
+        return stages
+
+    def _decode_state(self):
+        """Arguments of :func:`galinear.kernels.spinor.network_forward`, rebuilt when a parameter
+        or a permutation changes."""
+        from galinear.kernels import spinor as kernels
+
+        state = self._parameter_state()
+        if self._decoder is not None and self._decoder[0] == state:
+            return self._decoder[1]
+        _finite_or_raise([("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
+                         "RotorNetwork")
+        gadgets = self._gadgets()
+        if any(g.bias is not None for g in gadgets):
+            return None
+        dtype = self.branch_weights.dtype
+        np_dtype = np.float64 if dtype == torch.float64 else np.float32
+        tuples = []
+        for gadget in gadgets:
+            if gadget.check_finite:
+                gadget._check_parameters()
+            tuples.append(kernels.gadget_tuple(*gadget._decode_state(), np_dtype))
+        args = (kernels.network_list(tuples), self.input_permutation.numpy(), self.hidden_permutations.numpy(),
+                self.branch_weights.detach().numpy().astype(np_dtype), float(self.activation.weight), self.eps)
+        self._decoder = (state, args)
+        return args
+
+    def _decode_forward(self, x):
+        """Inference in one compiled call that applies every chunk pair's rotor matrices directly."""
+        from galinear.kernels import spinor as kernels
+
+        args = self._decode_state()
+        if args is None:
+            return None
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, self.in_features).to(self.branch_weights.dtype).contiguous().numpy()
+        return torch.from_numpy(kernels.network_forward(flat, *args)).reshape(*lead, self.out_features)
+
+    def _fused_forward(self, x):
+        """Inference with the gadgets' assembled matrices: one matrix product per stage."""
+        stages = self._fused_weights()
+        lead = x.shape[:-1]
+        h = x.reshape(-1, self.in_features)
+        weight, bias = stages[0]
+        h = self.activation(nn.functional.layer_norm(nn.functional.linear(h, weight, bias), (self.hidden,),
+                                                     eps=self.eps))
+        for layer in range(self.hidden_layers):
+            weight, bias = stages[1 + layer]
+            z = nn.functional.linear(h, weight, bias).view(h.shape[0], self.breadth, self.hidden)
+            z = self.activation(nn.functional.layer_norm(z, (self.hidden,), eps=self.eps))
+            h = torch.matmul(self.branch_weights[layer], z)                 # sum_b a_lb z_b
+        weight, bias = stages[-1]
+        return nn.functional.linear(h, weight, bias).reshape(*lead, self.out_features)
+
     def forward(self, x):
         _check_input(self, x)
+        if (not self.training and not torch.is_grad_enabled() and not F._compiling()
+                and x.numel() <= MATRIX_MAX_INFERENCE_BATCH * self.in_features):
+            if x.device.type == "cpu" and _numba_usable():
+                y = self._decode_forward(x)
+                if y is not None:
+                    return y
+            return self._fused_forward(x)
         if not F._compiling():
             _finite_or_raise(
                 [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],

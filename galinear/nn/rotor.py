@@ -6,6 +6,7 @@ Section 5 (restated in docs/nn.md).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -157,6 +158,7 @@ class RotorLinear(nn.Module):
         # Likewise the assembled (out, in) matrix of the "dense" path, and the parameter versions
         # last checked for NaN/inf (an unchanged parameter is not checked again).
         self._weight_cache = None
+        self._decode_cache = None
         self._checked = None
         self._choices = {}  # backend="auto": the choice per (batch, device, dtype, mode)
 
@@ -301,6 +303,50 @@ class RotorLinear(nn.Module):
         weight = assemble_weight(*self._chunk_weight(update_warm_start), self.output_scale, self.in_features)
         self._weight_cache = (state, weight, (self.alpha,)) if cacheable else None
         return weight
+
+    def _decode_state(self):
+        """Numpy arguments of :func:`galinear.kernels.spinor.gadget_forward`, cached like the
+        assembled weight (rebuilt when a parameter changes)."""
+        from galinear.kernels import spinor as kernels
+        from galinear.nn.functional.spinor import rotor_matrices
+
+        state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
+        if self._decode_cache is not None and self._decode_cache[0] == state:
+            return self._decode_cache[1]
+        left, right = self.rotor_factors(False)
+        dtype = self.left_bivectors.dtype
+        P = self.pairs
+        A = rotor_matrices(left[0].to(dtype), left[1].to(dtype))
+        S = A if right is None else rotor_matrices(right[0].to(dtype), right[1].to(dtype))
+        blocks = A.shape[1:]
+        A = A.reshape(P, -1, *blocks).numpy()
+        B = S.conj().transpose(-1, -2).resolve_conj().reshape(P, -1, *blocks).numpy()
+        np_dtype = A.real.dtype
+        alpha = np.ones(P, dtype=np_dtype) if self.alpha is None else self.alpha.detach().numpy().astype(np_dtype)
+        args = (np.ascontiguousarray(self.input_index.numpy()), np.ascontiguousarray(self.output_index.numpy()),
+                np.ascontiguousarray(self.output_scale.numpy().astype(np_dtype)), np.ascontiguousarray(alpha),
+                kernels.prepare_gadget(A, B, np_dtype))
+        self._decode_cache = (state, args)
+        return args
+
+    def decode(self, x):
+        """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
+        applies every chunk pair's matrices directly (:func:`galinear.kernels.spinor.gadget_forward`):
+        it reads the chunk pairs' small matrices, not an (out, in) weight."""
+        from galinear.kernels import spinor as kernels
+
+        _check_input(self, x)
+        if self.training or torch.is_grad_enabled() or x.device.type != "cpu":
+            raise RuntimeError("decode() is for inference on the CPU: call model.eval() and run it under "
+                               "torch.no_grad()")
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, self.in_features).to(self.left_bivectors.dtype).contiguous().numpy()
+        out = np.zeros((flat.shape[0], self.out_features), dtype=flat.dtype)
+        kernels.gadget_forward(flat, *self._decode_state(), out)
+        y = torch.from_numpy(out)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*lead, self.out_features)
 
     def _matrix_forward(self, flat, update_warm_start):
         if not update_warm_start and not torch.is_grad_enabled():

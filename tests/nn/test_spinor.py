@@ -180,3 +180,45 @@ def test_factor_gradients_match_central_differences(n, case):
 
     for name, point in (("VL", VL), ("WL", WL), ("VR", VR)):
         assert_gradient_matches_fd(lambda value, name=name: loss(**{name: value}), point, directions=6)
+
+
+@pytest.mark.parametrize("shape", [(512, 512, None), (576, 512, None), (512, 192, None), (12, 10, 8), (64, 48, 16)])
+@pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_rotor_linear_decode_matches_forward(shape, dtype, atol):
+    in_features, out_features, chunk = shape
+    torch.manual_seed(1)
+    layer = RotorLinear(in_features, out_features, chunk_size=chunk, bias=True, dtype=dtype).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+        x = torch.randn(3, 2, in_features, dtype=dtype)
+        torch.testing.assert_close(layer.decode(x), layer(x), rtol=0, atol=atol)
+        layer.left_bivectors.mul_(0.5)                       # in place: the cached matrices are rebuilt
+        torch.testing.assert_close(layer.decode(x), layer(x), rtol=0, atol=atol)
+    with pytest.raises(RuntimeError, match="no_grad"):
+        layer.decode(x)
+
+
+@pytest.mark.parametrize("out_features", [576, 192])
+def test_rotor_network_decoding_paths_match_the_training_path(out_features, monkeypatch):
+    from galinear.nn import RotorNetwork, network
+
+    torch.manual_seed(2)
+    net = RotorNetwork(576, out_features, hidden=512, dtype=torch.float64).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    x = torch.randn(2, 576, dtype=torch.float64)
+    reference = net(x)                                       # autograd on: gadget by gadget
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), reference, rtol=0, atol=1e-12)        # compiled decoding kernel
+        assert net._decoder is not None
+        net.branch_weights[0, 1] = 0.3                       # in place: rebuilt
+        changed = net(x)
+        net.output_gadget.alpha = torch.nn.Parameter(net.output_gadget.alpha * 2)  # replaced: rebuilt
+        replaced = net(x)
+        monkeypatch.setattr(network, "_numba_usable", lambda: False)
+        torch.testing.assert_close(net(x), replaced, rtol=0, atol=1e-12)       # the stacked matrices (torch)
+    with torch.enable_grad():
+        torch.testing.assert_close(replaced, net(x), rtol=0, atol=1e-12)
+        assert not torch.allclose(changed, replaced)

