@@ -235,6 +235,18 @@ def decode_latency(rounds: int) -> list[dict]:
     rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
               "us": seconds * 1e6, "vs_linear": median["F.linear(2048, 2048)"] / seconds}
              for name, seconds in median.items()]
+    # the cached (out, in) matrix against the compiled decoding kernel, by layer shape and tokens
+    for shape in ((1024, 1024, 128), (512, 512, 64), (576, 576, None), (256, 256, None), (2048, 2048, 512),
+                  (2048, 2048, None)):
+        probe = RotorLinear(shape[0], shape[1], chunk_size=shape[2], backend="dense").eval()
+        for tokens in (1, 8, 32):
+            xs = torch.randn(tokens, shape[0])
+            with torch.no_grad():
+                pair = _median_times({"matrix": lambda: probe(xs), "decode": lambda: probe.decode(xs)}, rounds,
+                                     torch.device("cpu"))
+            rows.append({"call": f"RotorLinear{shape[:2]} chunk 2^{probe.n}, {probe.pairs} pairs, {tokens} tokens: "
+                                 f"matrix {pair['matrix'] * 1e6:.0f} us / decode", "us": pair["decode"] * 1e6,
+                         "vs_linear": pair["matrix"] / pair["decode"]})
     return rows
 
 

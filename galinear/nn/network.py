@@ -17,18 +17,10 @@ from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH
 from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
+from galinear.nn import rotor as _rotor
 from galinear.nn.rotor import RotorLinear, _finite_or_raise, fitting_chunk_size
 
 __all__ = ["RotorNetwork"]
-
-
-def _numba_usable() -> bool:
-    """numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python)."""
-    try:
-        from numba import config
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return False
-    return not config.DISABLE_JIT
 
 
 class RotorNetwork(nn.Module):
@@ -250,7 +242,7 @@ class RotorNetwork(nn.Module):
         _check_input(self, x)
         if (not self.training and not torch.is_grad_enabled() and not F._compiling()
                 and x.numel() <= MATRIX_MAX_INFERENCE_BATCH * self.in_features):
-            if x.device.type == "cpu" and _numba_usable():
+            if x.device.type == "cpu" and _rotor._numba_usable():
                 y = self._decode_forward(x)
                 if y is not None:
                     return y

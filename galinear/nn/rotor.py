@@ -16,12 +16,29 @@ from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.dexp import exact_rotor_sandwich
-from galinear.nn.functional.autotable import batch_bucket, choose_backend
+from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH, batch_bucket, choose_backend
 from galinear.nn.functional.matrices import (
     assemble_weight, chunk_coordinates, chunk_weight, exact_parity_blocks, parity_blocks,
 )
 
 __all__ = ["RotorLinear", "RotorNetwork", "check_finite", "fitting_chunk_size"]
+
+
+#: ``backend="auto"`` decodes (one compiled call, :meth:`RotorLinear.decode`) in inference on the
+#: CPU for one token with chunks of n >= DECODE_MIN_N, and for up to MATRIX_MAX_INFERENCE_BATCH
+#: tokens when the (out, in) matrix has at least DECODE_MIN_ENTRIES entries; measured by
+#: ``python benchmarks/bench_backends.py --decode --threads 1`` (docs/performance.md).
+DECODE_MIN_N = 9
+DECODE_MIN_ENTRIES = 2048 * 2048
+
+
+def _numba_usable() -> bool:
+    """numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python)."""
+    try:
+        from numba import config
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    return not config.DISABLE_JIT
 
 
 def _is_power_of_two(value) -> bool:
@@ -329,6 +346,19 @@ class RotorLinear(nn.Module):
         self._decode_cache = (state, args)
         return args
 
+    def _decodes(self, batch, update_warm_start) -> bool:
+        """backend "auto" in inference on the CPU: the compiled decoding kernel where it was
+        measured faster than the cached matrix (docs/performance.md, "Decoding"): chunks of
+        n >= DECODE_MIN_N with one token, or a matrix of >= DECODE_MIN_ENTRIES entries with at
+        most MATRIX_MAX_INFERENCE_BATCH tokens."""
+        if (self.backend != "auto" or update_warm_start or torch.is_grad_enabled() or F._compiling()
+                or self.left_bivectors.device.type != "cpu" or self.n < DECODE_MIN_N
+                or batch > MATRIX_MAX_INFERENCE_BATCH):
+            return False
+        if batch > 1 and self.in_features * self.out_features < DECODE_MIN_ENTRIES:
+            return False
+        return _numba_usable()
+
     def decode(self, x):
         """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
         applies every chunk pair's matrices directly (:func:`galinear.kernels.spinor.gadget_forward`):
@@ -367,6 +397,9 @@ class RotorLinear(nn.Module):
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
         batch = flat.shape[0]
+        if self._decodes(batch, update_warm_start):
+            y = self.decode(flat)
+            return y.reshape(*lead, self.out_features)
         backend = self._backend_for(batch, flat)
         if backend == "dense":  # every chunk-pair matrix in one batched call, then one GEMM
             return self._matrix_forward(flat, update_warm_start).reshape(*lead, self.out_features)
