@@ -231,7 +231,7 @@ def decode_latency(rounds: int) -> list[dict]:
         calls = {"F.linear(2048, 2048)": lambda: big(x)}
         calls.update({f"RotorLinear(2048, 2048), {name}": (lambda m=m: m(x)) for name, m in layers.items()})
         median = _median_times(calls, rounds, torch.device("cpu"))
-        picked = layers["auto"]._backend_for(1, x)
+        picked = "the decoding kernel" if layers["auto"]._decodes(1, False) else layers["auto"]._backend_for(1, x)
     rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
               "us": seconds * 1e6, "vs_linear": median["F.linear(2048, 2048)"] / seconds}
              for name, seconds in median.items()]
