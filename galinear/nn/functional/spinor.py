@@ -1,4 +1,4 @@
-r"""The ``"spinor"`` sandwich backend: rotor maps as products of small complex matrices.
+r"""The ``"spinor"`` sandwich backend: rotor maps as products of small (complex or real) matrices.
 
 Through the matrix representation :math:`\varphi` of :mod:`galinear.matrix_rep`
 (:math:`N = 2^{\lfloor n/2 \rfloor}`), :math:`\varphi(R x \tilde S) = A\, \varphi(x)\, B` with
@@ -11,8 +11,9 @@ Through the matrix representation :math:`\varphi` of :mod:`galinear.matrix_rep`
 
 so A and B are built from the factors by k products of N x N matrices (autograd differentiates
 this part) and the tokens cost two GEMMs: about :math:`4 d^{3/2}` real multiply-adds per token
-(odd n; :math:`2 d^{3/2}` for even n, whose rotors are block diagonal; twice that for
-n = 1 mod 4, which keeps two representations) instead of the dense layer's :math:`d^2`. The
+for complex matrices (half where rotors are block diagonal, twice for n = 1 mod 4, which keeps
+two representations, a quarter where the representation is real: n = 0, 1, 2 mod 8) instead of
+the dense layer's :math:`d^2`; the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
 (:mod:`galinear.kernels.spinor`) and torch index operations elsewhere (CUDA, or without numba).
 
@@ -27,8 +28,8 @@ output gradient g and :math:`s` the scale of the inverse formula, unitarity of A
 
 (torch's convention for complex gradients, restricted to the diagonal blocks for even n): two
 GEMMs for the input gradient and two with the token axis as the summed one. Tokens go through in
-blocks of :data:`TOKENS_PER_BLOCK`, so the complex buffers never exceed a few blocks whatever the
-batch.
+blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK` tokens), so the buffers
+stay in the caches and their size does not grow with the batch.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def _matrix_dtype(n: int, dtype: torch.dtype) -> torch.dtype:
 
 
 def _gammas(n: int, device, dtype) -> torch.Tensor:
-    """(irreps, n, N, N) gamma matrices in block order, complex ``dtype``."""
+    """(irreps, n, N, N) gamma matrices in block order, in ``dtype`` (real for real representations)."""
     key = ("spinor-gammas", n, str(device), dtype)
     if key not in _TABLE_CACHE:
         tab = matrix_rep.representation(n)
@@ -67,8 +68,9 @@ def _gammas(n: int, device, dtype) -> torch.Tensor:
 
 
 def rotor_matrices(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    r"""Diagonal blocks of :math:`\varphi_\rho(R)` for factors (P, k, n): (P * irreps, H, W, W)
-    complex (H = 2 blocks of W = N / 2 for even n, H = 1 block of N for odd n), differentiable."""
+    r"""Diagonal blocks of :math:`\varphi_\rho(R)` for factors (P, k, n): (P * irreps, H, W, W),
+    complex or real (H = 2 blocks of W = N / 2 where rotors are block diagonal, else H = 1 block
+    of N; see :class:`galinear.matrix_rep.RepresentationTables`), differentiable."""
     P, k, n = V.shape
     tab = matrix_rep.representation(n)
     cdtype = _matrix_dtype(n, V.dtype)
