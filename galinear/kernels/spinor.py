@@ -73,8 +73,10 @@ def _read(u, yt, tr, sr, first):
 
 
 @jit(parallel=True, fastmath=_FASTMATH)
-def _to_matrix_kernel(x, b0, src, sgn, shared, back, out):
-    """out[p * irreps + rho, r, t, j] = phi_rho(x[b0 + t, p])[r, j] (block order), complex."""
+def _to_matrix_kernel(x, b0, src, sgn, shared, back, parts, out):
+    """out[p * irreps + rho, r, t] = row r of phi_rho(x[b0 + t, p]) (block order); ``out`` real,
+    (G, N, nb, parts * N) with real and imaginary parts interleaved when ``parts`` is 2 (a real
+    view of the complex matrices)."""
     P = x.shape[1]
     irreps = src.shape[0]
     G = P * irreps
@@ -88,52 +90,32 @@ def _to_matrix_kernel(x, b0, src, sgn, shared, back, out):
         p = g // irreps
         rho = g % irreps
         t0 = (job % n_bj) * per
-        u = np.empty(2 * NN, dtype=x.dtype)
+        u = np.empty(parts * NN, dtype=x.dtype)
         for t in range(t0, min(nb, t0 + per)):
             _fill(u, x[b0 + t, p], src[rho, 0], sgn[rho, 0], src[rho, 1], sgn[rho, 1], shared, N)
             for r in range(N):
                 dst = out[g, r, t]
                 row = back[r * N:(r + 1) * N]
-                for j in range(N):
-                    q = row[j]
-                    dst[j] = u[q] + 1j * u[q + NN]
+                if parts == 2:
+                    for j in range(N):
+                        q = row[j]
+                        dst[2 * j] = u[q]
+                        dst[2 * j + 1] = u[q + NN]
+                else:
+                    for j in range(N):
+                        dst[j] = u[row[j]]
 
 
 @jit(parallel=True, fastmath=_FASTMATH)
-def _to_matrix_real_kernel(x, b0, src, sgn, shared, back, out):
-    """As :func:`_to_matrix_kernel` for real representations: out real."""
-    P = x.shape[1]
-    irreps = src.shape[0]
-    G = P * irreps
-    N = out.shape[1]
-    nb = out.shape[2]
-    NN = N * N
-    per = TOKENS_PER_JOB
-    n_bj = (nb + per - 1) // per
-    for job in prange(G * n_bj):
-        g = job // n_bj
-        p = g // irreps
-        rho = g % irreps
-        t0 = (job % n_bj) * per
-        u = np.empty(NN, dtype=x.dtype)
-        for t in range(t0, min(nb, t0 + per)):
-            _fill(u, x[b0 + t, p], src[rho, 0], sgn[rho, 0], src[rho, 1], sgn[rho, 1], shared, N)
-            for r in range(N):
-                dst = out[g, r, t]
-                row = back[r * N:(r + 1) * N]
-                for j in range(N):
-                    dst[j] = u[row[j]]
-
-
-@jit(parallel=True, fastmath=_FASTMATH)
-def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, y):
-    """y[b0 + t, p] = (1/s) Re sum_rho tr(phi_rho(e_A)^H Y_rho) for Y (H, P * irreps, N, nb, W)
-    complex: entry (r, j) of token t at Y[j // W, g, r, t, j % W]."""
+def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, parts, y):
+    """y[b0 + t, p] = (1/s) Re sum_rho tr(phi_rho(e_A)^H Y_rho) for Y (H, P * irreps, N, nb,
+    parts * W) real (interleaved parts when ``parts`` is 2): entry (r, j) of token t at
+    Y[j // W, g, r, t, j % W]."""
     H = Y.shape[0]
     G = Y.shape[1]
     N = Y.shape[2]
     nb = Y.shape[3]
-    W = Y.shape[4]
+    W = Y.shape[4] // parts
     irreps = tgt.shape[0]
     P = G // irreps
     NN = N * N
@@ -143,7 +125,7 @@ def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, y):
     for job in prange(P * n_bj):
         p = job // n_bj
         t0 = (job % n_bj) * per
-        u = np.empty(2 * NN, dtype=y.dtype)
+        u = np.empty(parts * NN, dtype=y.dtype)
         for t in range(t0, min(nb, t0 + per)):
             yt = y[b0 + t, p]
             for rho in range(irreps):
@@ -152,45 +134,14 @@ def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, y):
                     for hb in range(H):
                         srow = Y[hb, g, r, t]
                         base = r * N + hb * W
-                        for w in range(W):
-                            q = back[base + w]
-                            v = srow[w]
-                            u[q] = v.real
-                            u[q + NN] = v.imag
-                _hadamard_rows(u, N)
-                _read(u, yt, tgt[rho], sgnc[rho], rho == 0)
-            for c in range(yt.shape[0]):
-                yt[c] *= inv
-
-
-@jit(parallel=True, fastmath=_FASTMATH)
-def _from_matrix_real_kernel(Y, b0, tgt, sgnc, back, scale, y):
-    """As :func:`_from_matrix_kernel` for real representations: Y real."""
-    H = Y.shape[0]
-    G = Y.shape[1]
-    N = Y.shape[2]
-    nb = Y.shape[3]
-    W = Y.shape[4]
-    irreps = tgt.shape[0]
-    P = G // irreps
-    NN = N * N
-    per = TOKENS_PER_JOB
-    n_bj = (nb + per - 1) // per
-    inv = 1.0 / scale
-    for job in prange(P * n_bj):
-        p = job // n_bj
-        t0 = (job % n_bj) * per
-        u = np.empty(NN, dtype=y.dtype)
-        for t in range(t0, min(nb, t0 + per)):
-            yt = y[b0 + t, p]
-            for rho in range(irreps):
-                g = p * irreps + rho
-                for r in range(N):
-                    for hb in range(H):
-                        srow = Y[hb, g, r, t]
-                        base = r * N + hb * W
-                        for w in range(W):
-                            u[back[base + w]] = srow[w]
+                        if parts == 2:
+                            for w in range(W):
+                                q = back[base + w]
+                                u[q] = srow[2 * w]
+                                u[q + NN] = srow[2 * w + 1]
+                        else:
+                            for w in range(W):
+                                u[back[base + w]] = srow[w]
                 _hadamard_rows(u, N)
                 _read(u, yt, tgt[rho], sgnc[rho], rho == 0)
             for c in range(yt.shape[0]):
@@ -266,8 +217,9 @@ def to_matrix(x: np.ndarray, out: np.ndarray, start: int = 0) -> np.ndarray:
                          f"{N}), got {out.shape}")
     if out.dtype != matrix_dtype(n, x.dtype) or not out.flags.c_contiguous:
         raise ValueError(f"out must be a C-contiguous {matrix_dtype(n, x.dtype)} array, got {out.dtype}")
-    kernel = _to_matrix_real_kernel if tab.real else _to_matrix_kernel
-    kernel(np.ascontiguousarray(x), start, src, sgn, bool(np.any(sgn[:, 1])), back, out)
+    parts = 1 if tab.real else 2
+    _to_matrix_kernel(np.ascontiguousarray(x), start, src, sgn, bool(np.any(sgn[:, 1])), back, parts,
+                      out.view(x.dtype))
     return out
 
 
@@ -285,8 +237,7 @@ def from_matrix(Y: np.ndarray, y: np.ndarray, start: int = 0) -> np.ndarray:
         raise ValueError(f"Y must be {matrix_dtype(n, y.dtype)} for y of {y.dtype}, got {Y.dtype}")
     if not y.flags.c_contiguous:
         raise ValueError("y must be C-contiguous")
-    kernel = _from_matrix_real_kernel if tab.real else _from_matrix_kernel
-    kernel(np.ascontiguousarray(Y), start, tgt, sgnc, back, scale, y)
+    _from_matrix_kernel(np.ascontiguousarray(Y).view(y.dtype), start, tgt, sgnc, back, scale, 1 if tab.real else 2, y)
     return y
 
 
