@@ -14,7 +14,9 @@ layer for --repeats rounds after a warm-up, and its ratio is the pair's ratio of
    tables; the factor chain 2 * 2k * (2n + 1) * d) against the machine's GEMM rate measured by the
    dense layer at the largest d, and the time each method would take at that rate.
 
-Writes benchmarks/results/bench_spinor.{md,json} and docs/bench_spinor_time_vs_d.png.
+Writes benchmarks/results/bench_spinor.{md,json}, docs/bench_spinor_time_vs_d.png and
+docs/bench_spinor_roofline.png (achieved multiply-add rate against bytes moved per multiply-add,
+under the machine's measured bandwidth and GEMM rate).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT = ROOT / "docs" / "bench_spinor_time_vs_d.png"
+ROOFLINE = ROOT / "docs" / "bench_spinor_roofline.png"
 
 
 def median_times(functions: dict, repeats: int) -> dict:
@@ -61,6 +64,18 @@ def paired_times(calls: dict, repeats: int) -> dict:
         if name.endswith("_dense"):
             out[name[:-6]] *= out["dense"] / out.pop(name)   # the pair's ratio, on the common dense time
     return out
+
+
+def memory_bandwidth(torch, megabytes=512, repeats=5) -> float:
+    """Bytes per second of a large copy (read + write), the machine's memory bandwidth."""
+    src = torch.ones(megabytes * 2**20 // 4)
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - start)
+    return 2 * src.numel() * 4 / float(np.median(times[1:]))
 
 
 def spinor_macs(n: int) -> float:
@@ -150,11 +165,20 @@ def main(argv=None) -> int:
               f"{training['dense']/training['numba']:.2f}x", flush=True)
 
     peak = rows[-1]["macs_dense"] * rows[-1]["tokens"] / rows[-1]["inference_dense_s"]   # MAC/s of the GEMM
+    bandwidth = memory_bandwidth(torch)
+    for row in rows:
+        d = row["d"]
+        # bytes to and from memory per token: x read and y written (4 bytes each) for both; the
+        # dense layer's weight is read once per call (4 d^2 bytes over the tokens), the spinor
+        # blocks' matrices stay in the caches (1 MiB)
+        row["bytes_dense"] = 8.0 * d + 4.0 * d * d / row["tokens"]
+        row["bytes_spinor"] = 8.0 * d
     for row in rows:
         for kind in ("dense", "spinor", "chain"):
             row[f"limit_{kind}_s"] = row[f"macs_{kind}"] * row["tokens"] / peak
     result = {"command": "python benchmarks/bench_spinor.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "threads": args.threads, "tokens": args.tokens, "gemm_macs_per_s": peak,
+              "bandwidth_bytes_per_s": bandwidth,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows}
     if args.no_write:
         return 0
@@ -162,6 +186,7 @@ def main(argv=None) -> int:
     (RESULTS / "bench_spinor.json").write_text(json.dumps(result, indent=1) + "\n")
     (RESULTS / "bench_spinor.md").write_text(markdown(result))
     plot(result)
+    plot_roofline(result)
     print(f"wrote {RESULTS / 'bench_spinor.md'}, {RESULTS / 'bench_spinor.json'}, {PLOT}")
     return 0
 
@@ -188,7 +213,46 @@ def markdown(result) -> str:
         lines.append(f"| {r['d']} | {r['macs_dense']:.0f} | {r['macs_spinor']:.0f} | {r['macs_chain']:.0f} | "
                      f"{r['limit_dense_s']*1e3:.2f} | {r['limit_spinor_s']*1e3:.2f} | "
                      f"{r['inference_map_spinor_s']*1e3:.2f} | {r['limit_spinor_s']/r['inference_map_spinor_s']:.0%} |")
+    bw = result["bandwidth_bytes_per_s"]
+    lines += ["", f"Memory: a 512 MiB copy moves {bw/1e9:.1f} GB/s. Bytes to and from memory per token "
+              "(x and y; the dense weight once per call, the spinor blocks' matrices stay in the caches), "
+              "arithmetic intensity and the time those bytes take at that bandwidth:", "",
+              "| d | dense bytes | dense MAC/byte | spinor bytes | spinor MAC/byte | spinor bytes at bandwidth (ms) | "
+              "spinor achieved GMAC/s |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['d']} | {r['bytes_dense']:.0f} | {r['macs_dense']/r['bytes_dense']:.0f} | "
+                     f"{r['bytes_spinor']:.0f} | {r['macs_spinor']/r['bytes_spinor']:.1f} | "
+                     f"{r['bytes_spinor']*r['tokens']/bw*1e3:.2f} | "
+                     f"{r['macs_spinor']*r['tokens']/r['inference_map_spinor_s']/1e9:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def plot_roofline(result):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    peak = result["gemm_macs_per_s"] / 1e9
+    bw = result["bandwidth_bytes_per_s"] / 1e9
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    x = np.logspace(-1, 3, 200)
+    ax.loglog(x, np.minimum(peak, bw * x), "k-", label=f"roof: {bw:.1f} GB/s, {peak:.0f} GMAC/s")
+    for kind, marker in (("dense", "o"), ("spinor", "s")):
+        key = "inference_dense_s" if kind == "dense" else "inference_map_spinor_s"
+        xs = [r[f"macs_{kind}"] / r[f"bytes_{kind}"] for r in rows]
+        ys = [r[f"macs_{kind}"] * r["tokens"] / r[key] / 1e9 for r in rows]
+        ax.loglog(xs, ys, marker, label="F.linear" if kind == "dense" else "rotor map, spinor")
+        for r, xv, yv in zip(rows, xs, ys):
+            ax.annotate(str(r["d"]), (xv, yv), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set_xlabel("multiply-adds per byte to and from memory")
+    ax.set_ylabel("achieved GMAC/s (its own multiply-adds)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"roofline, float32, {result['threads']} threads")
+    fig.tight_layout()
+    fig.savefig(ROOFLINE, dpi=110)
+    plt.close(fig)
 
 
 def plot(result):
