@@ -36,8 +36,9 @@ class RotorNetwork(nn.Module):
     G are :class:`RotorLinear` gadgets, LN a LayerNorm without affine parameters, one PReLU
     (one parameter) shared by the whole network, a learnable (init 1), Pi fixed random
     permutations stored as buffers. In eval mode without autograd, batches of at most
-    ``MATRIX_MAX_INFERENCE_BATCH`` rows run on the gadgets' assembled matrices, permutations folded
-    in and the branches of a layer stacked: one matrix product per stage (decoding). Defaults are the paper's: hidden = in_features, 2 hidden
+    ``MATRIX_MAX_INFERENCE_BATCH`` rows (decoding) run in one compiled call on the CPU
+    (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled matrices with
+    the permutations folded in and the branches of a layer stacked. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
     1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
     """
@@ -156,6 +157,14 @@ class RotorNetwork(nn.Module):
             tensors += g._parameters.values()
         return tuple(None if t is None else (id(t), t._version) for t in tensors)
 
+    def _check_for_inference(self):
+        """NaN/inf in any parameter raise before an inference state is built from them."""
+        _finite_or_raise([("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
+                         "RotorNetwork")
+        for gadget in self._gadgets():
+            if gadget.check_finite:
+                gadget._check_parameters()
+
     def _fused_weights(self):
         """Per stage (weight, bias) with the permutations folded into the rows and the branches
         of a hidden layer stacked into one matrix; rebuilt when a parameter or a permutation
@@ -164,11 +173,7 @@ class RotorNetwork(nn.Module):
         state = self._parameter_state()
         if self._fused is not None and self._fused[0] == state:
             return self._fused[1]
-        _finite_or_raise([("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
-                         "RotorNetwork")
-        for module in self.modules():
-            if isinstance(module, RotorLinear) and module.check_finite:
-                module._check_parameters()
+        self._check_for_inference()
 
         def rows(gadget, permutation):
             weight = gadget.assembled_weight()
@@ -194,18 +199,13 @@ class RotorNetwork(nn.Module):
         state = self._parameter_state()
         if self._decoder is not None and self._decoder[0] == state:
             return self._decoder[1]
-        _finite_or_raise([("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
-                         "RotorNetwork")
         gadgets = self._gadgets()
-        if any(g.bias is not None for g in gadgets):
+        if any(g.bias is not None for g in gadgets):  # the kernel adds no biases: the matrices do
             return None
+        self._check_for_inference()
         dtype = self.branch_weights.dtype
         np_dtype = np.float64 if dtype == torch.float64 else np.float32
-        tuples = []
-        for gadget in gadgets:
-            if gadget.check_finite:
-                gadget._check_parameters()
-            tuples.append(kernels.gadget_tuple(*gadget._decode_state(), np_dtype))
+        tuples = [kernels.gadget_tuple(*gadget._decode_state(), np_dtype) for gadget in gadgets]
         args = (kernels.network_list(tuples), self.input_permutation.numpy(), self.hidden_permutations.numpy(),
                 self.branch_weights.detach().numpy().astype(np_dtype), float(self.activation.weight), self.eps)
         self._decoder = (state, args)

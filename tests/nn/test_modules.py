@@ -330,6 +330,9 @@ def test_non_finite_parameters_name_the_module():
         network(torch.randn(2, 8))
     with pytest.raises(ValueError, match="hidden_gadgets.1.2.left_bivectors"):
         check_finite(network)
+    network.eval()
+    with torch.no_grad(), pytest.raises(ValueError, match=r"RotorNetwork\.hidden_gadgets\.1\.2.*left_bivectors"):
+        network(torch.randn(2, 8))                     # the decoding path checks too
 
 
 def test_inference_reuses_factors_until_the_state_changes(rng, monkeypatch):
