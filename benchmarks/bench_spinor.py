@@ -29,21 +29,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kernels import median_times  # noqa: E402  (warm-up, then interleaved rounds; medians)
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT = ROOT / "docs" / "bench_spinor_time_vs_d.png"
 ROOFLINE = ROOT / "docs" / "bench_spinor_roofline.png"
-
-
-def median_times(functions: dict, repeats: int) -> dict:
-    for fn in functions.values():
-        fn()
-    samples = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, fn in functions.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: float(np.median(values)) for name, values in samples.items()}
 
 
 def paired_times(calls: dict, repeats: int) -> dict:
