@@ -15,7 +15,8 @@ for complex matrices (half where rotors are block diagonal, twice for n = 1 mod 
 two representations, a quarter where the representation is real: n = 0, 1, 2 mod 8) instead of
 the dense layer's :math:`d^2`; the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
-(:mod:`galinear.kernels.spinor`) and torch index operations elsewhere (CUDA, or without numba).
+(:mod:`galinear.kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
+installed (:mod:`galinear.kernels.spinor_triton`), and torch index operations otherwise.
 
 Backward (only y is saved). With :math:`Y_b = \varphi(y_b)`, :math:`G_b = \varphi(g_b)` for the
 output gradient g and :math:`s` the scale of the inverse formula, unitarity of A and B gives
@@ -130,6 +131,18 @@ def _use_numba(x):
     return not config.DISABLE_JIT
 
 
+def _triton(x, n):
+    """The Triton transforms (galinear.kernels.spinor_triton) for CUDA tensors they support, if
+    triton is installed; None otherwise."""
+    if x.device.type != "cuda":
+        return None
+    try:
+        from galinear.kernels import spinor_triton
+    except Exception:  # triton (or numba, whose tables it shares) missing: torch index operations
+        return None
+    return spinor_triton if spinor_triton.supports(n, x.dtype) else None
+
+
 def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
     """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns)."""
     B, P, d = x.shape
@@ -142,6 +155,9 @@ def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
 
         kernels.to_matrix(x.detach().numpy(), out.numpy(), start)
         return out
+    fused = _triton(x, n)
+    if fused is not None:
+        return fused.to_matrix(x.detach(), start, out)
     slot, back, _, had = _torch_tables(n, x.device)
     cdtype = _COMPLEX[x.dtype]
     src = x[start:start + nb].unsqueeze(-2).to(cdtype) * _phase(n, x.device, cdtype)   # (nb, P, irreps, d)
@@ -164,6 +180,10 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
         from galinear.kernels import spinor as kernels
 
         kernels.from_matrix(Y.numpy(), y.numpy(), start)
+        return
+    fused = _triton(y, n)
+    if fused is not None:
+        fused.from_matrix(Y, y, start)
         return
     slot, _, store, had = _torch_tables(n, y.device)
     cdtype = _COMPLEX[y.dtype]
