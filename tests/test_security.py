@@ -413,6 +413,13 @@ from galinear.compress.models import LoadedModel
 from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama
 config = tiny_config({out!r}, datasets=("a",), layer_sets=((0, 2),), methods=("lr1",), seeds=(0, 1, 2),
                      epochs=400.0)
+# Ctrl-C as at a terminal: a test run started in the background (`make test &`, a CI runner)
+# has SIGINT ignored, and a child inherits that; restore the default handler and unblock it
+import signal
+print("inherited SIGINT", signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []),
+      file=sys.stderr, flush=True)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
 print("started", flush=True)
 Study(config, LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama"), texts=TEXTS).run()
 """
