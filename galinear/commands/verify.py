@@ -20,16 +20,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", "-v", action="store_true", help="print each proof's log")
 
 
+_REQUIRED = ("IDENTITY", "N_MIN", "N_DEFAULT")
+_SHAPE = ("a proof script defines IDENTITY = '...' (one line), N_MIN and N_DEFAULT (integers), prove(n_max, log), "
+          "and ends with raise SystemExit(run_proof(IDENTITY, N_MIN, N_DEFAULT, prove)); see galinear.symbolic.proving")
+
+
 def _constants(path):
+    """IDENTITY, N_MIN and N_DEFAULT of a proof script, read without running it; ValueError
+    naming the file and line when the script cannot be parsed or a value is not a literal."""
     import ast
 
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot be read as UTF-8 Python ({error}); fix the file or remove it "
+                         "from the proofs folder") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as error:
+        raise ValueError(f"{path}, line {error.lineno}: syntax error ({error.msg}); fix the script or remove it "
+                         "from the proofs folder") from None
     values = {}
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
-            if name in ("IDENTITY", "N_MIN", "N_DEFAULT"):
-                values[name] = ast.literal_eval(node.value)
+            if name in _REQUIRED:
+                try:
+                    values[name] = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    raise ValueError(f"{path}, line {node.lineno}: {name} must be a literal written in the script "
+                                     f"(verify reads it without running the script), not the expression "
+                                     f"{ast.get_source_segment(source, node.value)!r}") from None
+    if not values:
+        return values
+    kinds = {"IDENTITY": str, "N_MIN": int, "N_DEFAULT": int}
+    for name in _REQUIRED:
+        value = values.get(name)
+        if name not in values or not isinstance(value, kinds[name]) or isinstance(value, bool):
+            raise ValueError(f"{path}: {name} is {'missing' if name not in values else repr(value)}; {_SHAPE}")
+    if not 1 <= values["N_MIN"] <= values["N_DEFAULT"]:
+        raise ValueError(f"{path}: N_MIN = {values['N_MIN']} and N_DEFAULT = {values['N_DEFAULT']} must satisfy "
+                         "1 <= N_MIN <= N_DEFAULT")
     return values
 
 
@@ -37,7 +68,10 @@ def find_proofs(directory=None):
     """Mapping name -> (path, IDENTITY, N_MIN, N_DEFAULT) for every proof script.
 
     ``directory`` None: the proofs shipped inside the package (:mod:`galinear.proofs`), so an
-    installed galinear verifies itself without a source checkout.
+    installed galinear verifies itself without a source checkout. A folder without any proof
+    script, a script that does not parse and a constant that is not a literal raise ValueError
+    (naming the folder, or the file and line). Scripts that define none of the three constants
+    (helpers) are skipped.
     """
     from pathlib import Path
 
@@ -47,10 +81,12 @@ def find_proofs(directory=None):
     if not folder.is_dir():
         raise ValueError(f"no proofs folder at {folder}; pass --proofs-dir with a folder of proof scripts")
     out = {}
-    for path in sorted(p for p in folder.glob("*.py") if p.name != "__init__.py"):
+    for path in sorted(p for p in folder.glob("*.py") if p.name != "__init__.py" and p.is_file()):
         constants = _constants(path)
-        if {"IDENTITY", "N_MIN", "N_DEFAULT"} <= constants.keys():
+        if constants:
             out[path.stem] = (path, constants["IDENTITY"], constants["N_MIN"], constants["N_DEFAULT"])
+    if not out:
+        raise ValueError(f"no proof script in {folder}; {_SHAPE}")
     return out
 
 
@@ -115,4 +151,4 @@ def run(args) -> int:
     for row in rows:
         print(line(row))
     print(f"{len(rows) - failed}/{len(rows)} proofs passed")
-    return 1 if failed else 0
+    return 1 if failed or not rows else 0

@@ -117,50 +117,131 @@ def text_name(path: str) -> str:
     return base
 
 
+#: Bytes read from the start of a user text to tell text from binary (never the whole file).
+SAMPLE_BYTES = 1 << 16
+
+_MAGIC = ((b"\x7fELF", "an ELF executable"), (b"PK\x03\x04", "a zip archive"), (b"\x1f\x8b", "a gzip file"),
+          (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\x80", "a Python pickle"))
+_TO_UTF8 = "convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE > FILE.txt`)"
+
+
+def _not_text(path: str, problem: str) -> ValueError:
+    return ValueError(f"{path} is not a text file: {problem}; pass a UTF-8 text file, a folder of .txt files "
+                      "or a .jsonl file")
+
+
+def _open_regular(path: str) -> int:
+    """A read-only descriptor of ``path``, refused unless it is a regular file: a FIFO is opened
+    without waiting for a writer, a device is never read."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise ValueError(f"text file {path} cannot be opened ({error.strerror}); check the path and its "
+                         "permissions") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise _not_text(path, f"it is {kind}, which galinear does not read")
+    return fd
+
+
+def _check_sample(path: str) -> None:
+    """Refuse ``path`` unless its first :data:`SAMPLE_BYTES` look like UTF-8 text (only those are read)."""
+    import codecs
+
+    fd = _open_regular(path)
+    try:
+        head = os.read(fd, SAMPLE_BYTES)
+    finally:
+        os.close(fd)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            raise _not_text(path, f"it starts like {kind}")
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise _not_text(path, f"it holds NUL bytes (the first at byte offset {nul}), so it is binary or UTF-16; "
+                              f"if it is text, {_TO_UTF8.replace('latin1', 'utf-16')}")
+    try:
+        sample = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # the cut may split a character
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text: byte 0x{head[error.start]:02X} at byte offset {error.start} "
+                         f"cannot be decoded; {_TO_UTF8}") from None
+    control = sum(1 for c in sample if ord(c) < 32 and c not in "\t\n\r\f\v")
+    if sample and control > 0.01 * len(sample):
+        raise _not_text(path, f"{control} of its first {len(sample)} characters are control characters")
+
+
 def check_text_file(path: str, field: str | None = None) -> None:
-    """Raise ValueError naming the problem unless ``path`` is a readable text (or jsonl) file or folder."""
+    """Raise ValueError naming the problem unless ``path`` is a readable text (or jsonl) file or folder.
+
+    Named pipes, devices and sockets are refused before they are opened for reading; the first
+    :data:`SAMPLE_BYTES` of each file must be UTF-8 text (no NUL byte, no binary signature, few
+    control characters), so a binary file is refused without being read whole.
+    """
     if not os.path.exists(path):
         raise ValueError(f"text file {path!r} not found; pass an existing plain-text or .jsonl file "
                          "(or a folder of .txt files)")
-    if os.path.isdir(path) and not glob.glob(os.path.join(path, "*.txt")):
-        raise ValueError(f"the folder {path!r} holds no .txt file; pass text files or a folder of them")
+    if os.path.isdir(path):
+        files = sorted(glob.glob(os.path.join(path, "*.txt")))
+        if not files:
+            raise ValueError(f"the folder {path!r} holds no .txt file; pass text files or a folder of them")
+        for file in files:
+            _check_sample(file)
+        return
+    _check_sample(path)
     if path.lower().endswith(".jsonl") and not field:
         raise ValueError(f"{path!r} is a jsonl file: name the field that holds the text with --text-field "
                          "(e.g. --text-field text)")
 
 
+def _read_utf8(path: str) -> str:
+    """The whole file as text; an encoding error names the file and the byte offset."""
+    fd = _open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text: byte 0x{raw[error.start]:02X} at byte offset {error.start} "
+                         f"cannot be decoded; {_TO_UTF8}") from None
+
+
 def load_text_file(path: str, field: str | None = None) -> str:
     """Read one user text: a plain-text file (UTF-8), a folder of ``*.txt`` files (sorted by name,
     blank-line separated) or a ``.jsonl`` file whose records hold the text in ``field`` (one
-    record per line, joined with newlines; records without the field are an error)."""
+    record per line, joined with newlines; records without the field are an error).
+
+    Every file is checked by :func:`check_text_file` and decoded strictly: a byte that is not
+    UTF-8 raises ValueError naming the file and its byte offset."""
     check_text_file(path, field)
     if os.path.isdir(path):
-        parts = []
-        for file in sorted(glob.glob(os.path.join(path, "*.txt"))):
-            with open(file, encoding="utf-8", errors="replace") as handle:
-                parts.append(handle.read().strip())
+        parts = [_read_utf8(file).strip() for file in sorted(glob.glob(os.path.join(path, "*.txt")))]
         text = "\n\n".join(p for p in parts if p)
     elif path.lower().endswith(".jsonl") or field:
         records = []
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}, line {number}: not JSON ({error.msg}); give one JSON object "
-                                     "per line") from None
-                if not isinstance(record, dict) or field not in record:
-                    raise ValueError(f"{path}, line {number}: no field {field!r}; "
-                                     f"fields there: {sorted(record) if isinstance(record, dict) else type(record).__name__}")
-                value = record[field]
-                if isinstance(value, str) and value.strip():
-                    records.append(value.strip())
+        offset = 0
+        for number, line in enumerate(_read_utf8(path).split("\n"), 1):  # JSON strings may hold U+2028
+            start, offset = offset, offset + len(line.encode("utf-8")) + 1
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}, line {number} (byte offset {start}): not JSON ({error.msg}); give one "
+                                 "JSON object per line") from None
+            if not isinstance(record, dict) or field not in record:
+                raise ValueError(f"{path}, line {number}: no field {field!r}; "
+                                 f"fields there: {sorted(record) if isinstance(record, dict) else type(record).__name__}")
+            value = record[field]
+            if isinstance(value, str) and value.strip():
+                records.append(value.strip())
         text = "\n".join(records)
     else:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = _read_utf8(path)
     if not text.strip():
         raise ValueError(f"{path!r} holds no text")
     return text

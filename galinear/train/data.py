@@ -6,7 +6,15 @@ import torch
 
 from galinear.data.idx import load_dataset
 
-__all__ = ["image_tensors", "standardise"]
+__all__ = ["image_tensors", "standardise", "class_count"]
+
+
+def class_count(name: str) -> int:
+    """Number of classes of data set ``name``: Fashion-MNIST and MNIST both have 10 (labels 0..9),
+    whatever subset of them a run trains on."""
+    if name not in ("fashion-mnist", "mnist"):
+        raise ValueError(f"unknown data set {name!r}; choose 'fashion-mnist' or 'mnist'")
+    return 10
 
 
 def standardise(train_images: np.ndarray, test_images: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,19 +5,22 @@ One run = one model, one seed. Its folder holds
 - ``config.json``: the architecture and the optimiser settings (a rerun checks they match);
 - ``history.json``: one record per finished epoch (train loss, test loss, test accuracy,
   wall-clock seconds of the epoch's training and evaluation);
-- ``checkpoint.pt``: model, optimiser, scheduler and random-number states after the last
-  finished epoch, as a safetensors file (tensors) with a JSON header (everything else); it is
+- ``checkpoint.pt``: model, optimiser, scheduler and random-number states, the history and the
+  configuration after the last finished epoch, as a safetensors file (tensors) with a JSON header (everything else); it is
   read without unpickling anything (:mod:`galinear._io`).
 
 Every file is written to a temporary file and moved into place with ``os.replace``, so a run
 killed at any moment resumes from its last finished epoch with the same result it would have had.
-A damaged checkpoint is reported with its path and what to do, never half-loaded.
+A damaged checkpoint is reported with its path and what to do, never half-loaded; a damaged or
+deleted ``history.json`` is rewritten from the checkpoint; a checkpoint of another configuration
+is refused even when ``config.json`` is gone (:func:`check_run_folder`, run before any training).
 Shuffling uses a generator seeded by (seed, epoch), so a resumed run sees the same batches.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -31,7 +34,7 @@ from galinear._util import cosine_schedule
 from galinear.train.config import MLPConfig, TrainConfig
 from galinear.train.models import build_mlp, check_training_memory, count_parameters
 
-__all__ = ["TrainConfig", "train_classifier", "load_history", "atomic_write_json", "evaluate"]
+__all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "atomic_write_json", "evaluate"]
 
 
 def atomic_write_json(path, payload) -> None:
@@ -56,13 +59,136 @@ def _load_checkpoint(path: Path) -> dict:
     return state
 
 
-def load_history(run_dir) -> dict | None:
-    """The ``history.json`` of a run folder, or None when it has none yet."""
-    path = Path(run_dir) / "history.json"
-    if not path.is_file():
+def _rebuild_fix(run_dir: Path) -> str:
+    return f"delete the run folder {run_dir} and train this run again"
+
+
+def _check_history(history, path) -> dict:
+    """``history`` if it has the structure train-mlp writes, else CorruptFileError naming ``path``."""
+    def fields(record, names, kinds):
+        return isinstance(record, dict) and all(isinstance(record.get(n), kinds) and not isinstance(record.get(n), bool)
+                                                for n in names)
+
+    config = history.get("config") if isinstance(history, dict) else None
+    good = (isinstance(history, dict) and isinstance(history.get("epochs"), list)
+            and fields(history, ("parameters",), int) and isinstance(config, dict)
+            and fields(config.get("model"), ("hidden", "depth"), int) and isinstance(config["model"].get("kind"), str)
+            and fields(config.get("train"), ("epochs", "batch_size"), int)
+            and fields(config["train"], ("lr",), (int, float))
+            and all(fields(e, ("train_loss", "test_loss", "test_accuracy", "seconds"), (int, float))
+                    for e in history["epochs"]))
+    if not good:
+        raise _io.CorruptFileError(path, "not a train-mlp history (config, parameters and per-epoch records "
+                                   "expected)", _rebuild_fix(Path(path).parent))
+    return history
+
+
+def load_history(run_dir, log=None) -> dict | None:
+    """The history of a run folder, or None when it has none yet.
+
+    ``history.json`` is read when it is whole; when it is missing, damaged or unreadable and the
+    folder holds a checkpoint, the history saved inside the checkpoint is used and
+    ``history.json`` is rewritten from it (``log`` is told). Without a checkpoint a damaged
+    ``history.json`` raises :class:`~galinear._io.CorruptFileError` naming the file and the fix.
+    """
+    run_dir = Path(run_dir)
+    path, checkpoint = run_dir / "history.json", run_dir / "checkpoint.pt"
+    problem = None
+    if path.is_file():
+        try:
+            return _check_history(_io.load_json(path, fix=_rebuild_fix(run_dir)), path)
+        except _io.UnreadableFileError as error:
+            problem = error
+        except OSError as error:
+            problem = _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", _rebuild_fix(run_dir))
+    elif os.path.lexists(path):
+        problem = _io.UnreadableFileError(path, "is not a regular file (a folder or a special file)",
+                                          f"remove it; the next train-mlp run rewrites it from {checkpoint}")
+    if not os.path.lexists(checkpoint):
+        if problem is not None:
+            raise problem
         return None
-    return _io.load_json(path, fix=f"delete {path}; the next train-mlp run of this folder rewrites it "
-                                   "from its checkpoint")
+    history = _check_history(_load_checkpoint(checkpoint)["history"], checkpoint)
+    if problem is not None and not path.is_file():
+        raise problem  # a folder in the place of history.json is not removed
+    atomic_write_json(path, history)
+    if log is not None:
+        log(f"{path}: {'missing' if problem is None else problem.reason}; rewritten from {checkpoint}")
+    return history
+
+
+def _differences(saved: dict, current: dict) -> str:
+    """``train.lr 0.007 -> 0.5, ...``: the fields in which two comparable configurations differ."""
+    out = []
+    for part in ("model", "train"):
+        old, new = saved.get(part, {}), current.get(part, {})
+        for name in sorted(set(old) | set(new)):
+            if old.get(name) != new.get(name):
+                out.append(f"{part}.{name} {old.get(name)!r} -> {new.get(name)!r}")
+    return ", ".join(out) or "other fields"
+
+
+def _check_regular(path: Path, fix: str) -> None:
+    if os.path.lexists(path) and not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file"
+        raise _io.UnreadableFileError(path, f"is {kind}", fix)
+    if path.is_file():
+        try:
+            with open(path, "rb") as handle:
+                handle.read(1)
+        except OSError as error:
+            raise _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", fix) from None
+
+
+def check_run_folder(run_dir, config: dict) -> dict | None:
+    """Every check of a run folder that can fail, before any training: raises ValueError naming
+    the file and the fix; returns the checkpoint's state (None when there is none yet).
+
+    The folder must be (or become) a writable folder; ``config.json``, ``history.json`` and
+    ``checkpoint.pt`` regular readable files where they exist; the configuration saved in
+    ``config.json`` and inside the checkpoint must be ``config`` (a run never resumes a
+    checkpoint of another configuration, even when ``config.json`` was deleted).
+    """
+    import tempfile
+
+    run_dir = Path(run_dir)
+    other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise _io.UnreadableFileError(run_dir, "is a file, not a run folder", "choose another --out or remove the file") from None
+    except OSError as error:
+        raise _io.UnreadableFileError(run_dir, f"cannot be created ({error.strerror})",
+                                      "choose another --out folder you can write to") from None
+    try:
+        tempfile.TemporaryFile(dir=run_dir).close()
+    except OSError as error:
+        raise _io.UnreadableFileError(run_dir, f"cannot be written ({error.strerror})",
+                                      "choose another --out folder you can write to, or fix its permissions") from None
+    config_path, checkpoint = run_dir / "config.json", run_dir / "checkpoint.pt"
+    _check_regular(config_path, f"remove it (the checkpoint keeps the configuration), or {other}")
+    _check_regular(run_dir / "history.json", f"remove it; the next train-mlp run rewrites it from {checkpoint}")
+    _check_regular(checkpoint, _checkpoint_fix(checkpoint))
+    current = _comparable(json.loads(json.dumps(config)))
+    if config_path.is_file():
+        saved = _io.load_json(config_path, fix=f"delete {config_path} (the checkpoint keeps the configuration)")
+        if not isinstance(saved, dict):
+            raise _io.CorruptFileError(config_path, "not a train-mlp configuration",
+                                       f"delete {config_path} (the checkpoint keeps the configuration)")
+        if _comparable(saved) != current:
+            raise ValueError(f"{run_dir} holds a run with another configuration "
+                             f"({_differences(_comparable(saved), current)}); {other}")
+    if not checkpoint.is_file():
+        return None
+    state = _load_checkpoint(checkpoint)
+    saved = state.get("config") or (state["history"].get("config") if isinstance(state["history"], dict) else None)
+    if not isinstance(saved, dict):
+        raise _io.CorruptFileError(checkpoint, "holds no run configuration", _checkpoint_fix(checkpoint))
+    if _comparable(saved) != current:
+        raise ValueError(f"{checkpoint} was saved by a run with another configuration "
+                         f"({_differences(_comparable(saved), current)}); {other}")
+    _check_history(state["history"], checkpoint)
+    return state
 
 
 # MLPConfig fields added after runs were first saved, with the value the code before them used
@@ -138,6 +264,10 @@ def train_classifier(
     x_train, y_train, x_test, y_test = data
     if x_train.shape[0] != y_train.shape[0] or x_test.shape[0] != y_test.shape[0]:
         raise ValueError("inputs and labels differ in length; pass (x_train, y_train, x_test, y_test)")
+    for split, labels in (("training", y_train), ("test", y_test)):
+        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= model_config.num_classes):
+            raise ValueError(f"the {split} labels run from {int(labels.min())} to {int(labels.max())}, but the model "
+                             f"has num_classes={model_config.num_classes} outputs (labels 0..{model_config.num_classes - 1})")
 
     check_training_memory(model_config, train_config.batch_size, train_config.eval_batch_size)
     torch.manual_seed(train_config.seed)
@@ -155,20 +285,11 @@ def train_classifier(
     checkpoint_path = None
     if run_dir is not None:
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        state = check_run_folder(run_dir, config)
         checkpoint_path = run_dir / "checkpoint.pt"
-        config_path = run_dir / "config.json"
-        if config_path.is_file():
-            saved = _io.load_json(config_path, fix=f"delete the run folder {run_dir} to start this run again")
-            if _comparable(saved) != _comparable(json.loads(json.dumps(config))):
-                raise ValueError(
-                    f"{run_dir} holds a run with another configuration; choose another --out "
-                    "folder or delete that run folder to start again"
-                )
-        else:
-            atomic_write_json(config_path, config)
-        if checkpoint_path.is_file():
-            state = _load_checkpoint(checkpoint_path)
+        if not (run_dir / "config.json").is_file():
+            atomic_write_json(run_dir / "config.json", config)
+        if state is not None:
             try:
                 model.load_state_dict(state["model"])
                 optimizer.load_state_dict(state["optimizer"])
@@ -178,6 +299,7 @@ def train_classifier(
                 raise _io.CorruptFileError(checkpoint_path, f"does not fit this run's model ({error})",
                                            _checkpoint_fix(checkpoint_path)) from None
             history = state["history"]
+            atomic_write_json(run_dir / "history.json", history)  # whole again, if it was damaged or deleted
             log(f"{description}: resuming after epoch {len(history['epochs'])}")
 
     start_epoch = len(history["epochs"])
@@ -232,6 +354,7 @@ def train_classifier(
                 "scheduler": scheduler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
                 "history": history,
+                "config": config,
             })
             atomic_write_json(run_dir / "history.json", history)
         log(

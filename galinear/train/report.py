@@ -17,12 +17,13 @@ __all__ = ["collect_runs", "summarise", "markdown_table", "plot_accuracy", "writ
 _SEED_SUFFIX = re.compile(r"-seed(\d+)$")
 
 
-def collect_runs(root) -> dict[str, dict[int, dict]]:
-    """{group name: {seed: history}} for every run folder under ``root`` with a history."""
+def collect_runs(root, log=None) -> dict[str, dict[int, dict]]:
+    """{group name: {seed: history}} for every run folder under ``root`` with a history (a
+    missing or damaged ``history.json`` is rewritten from the run's checkpoint, ``log`` is told)."""
     groups: dict[str, dict[int, dict]] = {}
     for run_dir in sorted(Path(root).iterdir()) if Path(root).is_dir() else []:
         match = _SEED_SUFFIX.search(run_dir.name)
-        history = load_history(run_dir) if run_dir.is_dir() else None
+        history = load_history(run_dir, log) if run_dir.is_dir() else None
         if match is None or history is None or not history["epochs"]:
             continue
         groups.setdefault(run_dir.name[: match.start()], {})[int(match.group(1))] = history
@@ -134,10 +135,10 @@ def plot_accuracy(groups: dict[str, dict[int, dict]], path, title: str = "", ref
     plt.close(figure)
 
 
-def write_report(root, title: str = "", references=None) -> list[dict]:
+def write_report(root, title: str = "", references=None, log=None) -> list[dict]:
     """Write ``summary.json``, ``results.md`` and (with matplotlib) ``accuracy.png`` into ``root``."""
     root = Path(root)
-    groups = collect_runs(root)
+    groups = collect_runs(root, log)
     rows = summarise(groups)
     atomic_write_json(root / "summary.json", rows)
     _io.atomic_write_text(root / "results.md", markdown_table(rows))

@@ -1,0 +1,154 @@
+"""Issue 25, finding 3: caches run no code.
+
+Each test starts from the reproduction: a pickle planted as numba's cache index, a .pyc planted
+beside a generated kernel module, a generated module rewritten. The planted code would create a
+marker file; the marker must not exist afterwards. A control run shows that the planted file is
+where it would be read (so each test could fail). The rules are those of galinear/_numba.py and
+docs/reliability.md ("Caches that hold code").
+"""
+from __future__ import annotations
+
+import marshal
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from galinear import Algebra, _numba
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Planted:
+    """Unpickling this creates the file ``marker`` (through ``open``): proof that code ran."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _python(code: str, cache, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=cwd or ROOT, timeout=300)
+
+
+def test_a_pickle_planted_in_a_cache_others_can_write_does_not_run(tmp_path):
+    cache, source, marker = tmp_path / "cache", tmp_path / "src", tmp_path / "ran"
+    source.mkdir()
+    (source / "plus_one_mod.py").write_text("from galinear._numba import jit\n\n\n@jit\ndef plus_one(x):\n"
+                                            "    return x + 1\n")
+    code = f"import sys; sys.path.insert(0, {str(source)!r}); import plus_one_mod; print(plus_one_mod.plus_one(41))"
+    first = _python(code, cache)
+    assert first.returncode == 0 and first.stdout.strip() == "42", first.stderr
+    assert stat_mode(cache) == 0o700  # galinear created the folder private
+    indexes = list(cache.rglob("plus_one_mod.plus_one-*.nbi"))
+    assert len(indexes) == 1, sorted(cache.rglob("*"))
+    indexes[0].write_bytes(pickle.dumps(_Planted(marker)))
+    control = _python(code, cache)  # the user's own private folder is trusted: numba reads the index
+    assert marker.exists(), "the planted index is not where numba reads it; the test would prove nothing"
+    assert control.stdout.strip() == "42"
+    marker.unlink()
+    os.chmod(cache, 0o777)  # the reproduction: a cache folder other users can write
+    run = _python(code, cache)
+    assert run.returncode == 0 and run.stdout.strip() == "42", run.stderr
+    assert not marker.exists(), "a pickle planted in a world-writable cache folder ran"
+    assert "runs without numba's disk cache" in run.stderr and "mode 0777" in run.stderr
+    assert run.stderr.count("UntrustedCacheWarning") == 1  # said once
+
+
+def stat_mode(path) -> int:
+    return os.stat(path).st_mode & 0o7777
+
+
+def _planted_pyc(source_file: Path, marker: Path) -> Path:
+    """A valid timestamp .pyc for ``source_file`` whose code creates ``marker``."""
+    import importlib.util
+
+    info = source_file.stat()
+    code = compile(f"open({str(marker)!r}, 'w').close()\n", str(source_file), "exec")
+    pyc = Path(importlib.util.cache_from_source(str(source_file)))
+    pyc.parent.mkdir(exist_ok=True)
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little") + \
+        (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    pyc.write_bytes(header + marshal.dumps(code))
+    return pyc
+
+
+_GRADED = ("import numpy as np; from galinear import Algebra; from galinear.core import graded; "
+           "A = Algebra(3); a = np.arange(8.0); b = np.arange(8.0)[::-1].copy(); "
+           "v, _ = graded.product(A, 'gp', a, 0b10, b, 0b10); print(repr(v.tolist()))")
+
+
+def test_a_pyc_planted_beside_a_generated_kernel_does_not_run(tmp_path):
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    first = _python(_GRADED, cache)
+    assert first.returncode == 0, first.stderr
+    modules = sorted((cache / "galinear_graded").glob("graded_*.py"))
+    assert modules
+    for module in modules:
+        _planted_pyc(module, marker)
+    # control: Python's own import of the module file runs the planted .pyc
+    control = _python("import importlib.util as u, sys; s = u.spec_from_file_location('m', sys.argv[1]); "
+                      "u.module_from_spec(s); s.loader.exec_module(u.module_from_spec(s))".replace(
+                          "sys.argv[1]", repr(str(modules[0]))), cache)
+    assert control.returncode == 0 and marker.exists(), "the planted .pyc is not one Python would run"
+    marker.unlink()
+    run = _python(_GRADED, cache)
+    assert run.returncode == 0 and run.stdout == first.stdout, run.stderr
+    assert not marker.exists(), "a .pyc planted beside a generated kernel ran"
+    A3 = Algebra(3)  # the vector parts' product, dense (float64, exact for these integers)
+    expected = A3.gp(A3.grade(np.arange(8.0), 1), A3.grade(np.arange(8.0)[::-1].copy(), 1))
+    np.testing.assert_allclose(eval(first.stdout), expected, rtol=0, atol=1e-12)
+
+
+def test_a_rewritten_generated_kernel_is_restored_before_it_is_imported(tmp_path):
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    first = _python(_GRADED, cache)
+    assert first.returncode == 0, first.stderr
+    modules = {path: path.read_text() for path in (cache / "galinear_graded").glob("graded_*.py")}
+    for path in modules:
+        path.write_text(f"open({str(marker)!r}, 'w').close()\n" + modules[path])
+    run = _python(_GRADED, cache)
+    assert run.returncode == 0 and run.stdout == first.stdout, run.stderr
+    assert not marker.exists(), "a rewritten generated kernel module ran"
+    assert {path: path.read_text() for path in modules} == modules
+
+
+def test_cache_folder_trust_rules(tmp_path):
+    private = tmp_path / "private"
+    assert _numba.cache_folder_problem(private) is None and stat_mode(private) == 0o700
+    os.chmod(private, 0o755)  # others may read, not write: nothing can be planted
+    assert _numba.cache_folder_problem(private) is None
+    os.chmod(private, 0o775)
+    assert "group or other users may write it (mode 0775)" in _numba.cache_folder_problem(private)
+    os.chmod(private, 0o700)
+    link = tmp_path / "link"
+    link.symlink_to(private)
+    assert "symbolic link" in _numba.cache_folder_problem(link)
+    (tmp_path / "file").write_text("")
+    assert "not a folder" in _numba.cache_folder_problem(tmp_path / "file")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    problem = _numba.cache_folder_problem(shared / "numba")
+    assert problem is not None and f"the folder {shared} above it may be written" in problem
+    os.chmod(shared, 0o1777)  # sticky, like /tmp: others cannot rename the cache folder away
+    assert _numba.cache_folder_problem(shared / "numba") is None
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a folder to another user needs root")
+def test_a_cache_folder_of_another_user_is_not_trusted(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    os.chown(other, 12345, 12345)
+    assert "belongs to user id 12345" in _numba.cache_folder_problem(other)
+    inner = other / "numba"
+    inner.mkdir(mode=0o700)
+    assert f"the folder {other} above it belongs to user id 12345" in _numba.cache_folder_problem(inner)
