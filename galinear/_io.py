@@ -30,7 +30,7 @@ import shutil
 
 __all__ = [
     "UnreadableFileError", "CorruptFileError", "LegacyFormatError",
-    "atomic_write", "atomic_write_text", "atomic_folder", "save_json", "load_json",
+    "atomic_write", "atomic_write_text", "atomic_folder", "save_json", "load_json", "read_regular_file",
     "save_state", "load_state", "STATE_FORMAT",
 ]
 
@@ -144,10 +144,46 @@ def save_json(path, payload, **dump_options) -> None:
     atomic_write_text(path, json.dumps(payload, **dump_options))
 
 
-def load_json(path, fix: str = ""):
-    """Parse the JSON file ``path``; a damaged file raises :class:`CorruptFileError` naming it."""
-    with open(path, "rb") as handle:
-        raw = handle.read()
+def read_regular_file(path, max_bytes: int | None = None, fix: str = "") -> bytes:
+    """The bytes of ``path``, which must be a regular file (symlinks followed) of at most ``max_bytes``.
+
+    The file is opened without blocking and checked through its open descriptor before anything
+    is read: a FIFO (which would wait for a writer forever), a device such as /dev/zero (endless),
+    a folder or a file over ``max_bytes`` raises :class:`UnreadableFileError` naming it.
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except IsADirectoryError:
+        raise UnreadableFileError(path, "is a folder, not a file", fix) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode)
+                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket"
+                    if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+            raise UnreadableFileError(path, f"is {kind}, not a regular file", fix)
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise UnreadableFileError(path, f"holds {info.st_size:,} bytes, more than the {max_bytes:,} such a file "
+                                      "can hold", fix)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+
+
+def load_json(path, fix: str = "", max_bytes: int | None = None):
+    """Parse the JSON file ``path``; a damaged file raises :class:`CorruptFileError` naming it.
+
+    With ``max_bytes`` the file must be a regular file of at most that size
+    (:func:`read_regular_file`), checked before it is read.
+    """
+    if max_bytes is None:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    else:
+        raw = read_regular_file(path, max_bytes, fix)
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 __all__ = [
-    "TooLargeError", "available_memory", "check_max_iter", "check_memory", "check_tolerance", "format_bytes",
-    "rotor_linear_size",
+    "TooLargeError", "available_memory", "check_count", "check_max_iter", "check_memory", "check_tolerance",
+    "format_bytes", "rotor_linear_size",
 ]
 
 
@@ -110,6 +110,24 @@ def check_tolerance(value, name: str = "tol", owner: str = "") -> None:
             f"{prefix}{name} must be a finite number >= 0 (a stop tolerance; 0 runs every iteration) "
             f"or None for the dtype's default, got {value!r}"
         )
+
+
+def check_count(value, name: str, minimum: int = 1, owner: str = "") -> int:
+    """``value`` as a Python int: any integer type (``int``, ``numpy.int64``, a 0-d integer tensor,
+    anything with ``__index__``) >= ``minimum``; bool, floats and strings are refused."""
+    import operator
+
+    prefix = f"{owner}: " if owner else ""
+    kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    if isinstance(value, bool) or getattr(value, "dtype", None) is not None and str(value.dtype) == "bool":
+        raise ValueError(f"{prefix}{name} must be {kind}, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{prefix}{name} must be {kind}, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"{prefix}{name} must be {kind}, got {value!r}")
+    return number
 
 
 def check_max_iter(value, name: str = "max_iter", owner: str = "") -> None:

@@ -6,6 +6,7 @@ from galinear.commands._report import fail
 HELP = ("Print a greedy continuation of a prompt from the original model and from a compressed model kept with "
         "`galinear compress --save DIR`, side by side")
 DEFAULT_PROMPT = "The history of the printing press begins"
+_FIX = "check that the folder is the one `galinear compress ... --save DIR` wrote, and write it again if it was changed"
 
 
 def add_arguments(parser):
@@ -97,8 +98,11 @@ def run(args):
                              "give it with --model PATH")
         loaded = models.load_model(source, args.gguf_file if args.model else config["model"].get("gguf_file"))
         out = compare(loaded.model, loaded.tokenizer, config["_folder"], args.prompt, args.tokens)
-    except ValueError as exc:
-        return fail("generate", str(exc))
+    except (ValueError, OSError) as exc:  # bad input, damaged folders and files: the message names them
+        return fail("generate", " ".join(str(exc).split()))
+    except Exception as exc:  # noqa: BLE001  (whatever else a damaged folder or model leads to: one line)
+        return fail("generate", " ".join(f"{args.folder}: loading or running the compressed model failed "
+                                         f"({type(exc).__name__}: {exc}); {_FIX}".split()))
     decode = loaded.tokenizer.decode
     print(f"prompt: {args.prompt}")
     print(f"model: {loaded.name}; compressed: {config['_folder']} ({config.get('method_tag', '?')}, layers "

@@ -102,7 +102,7 @@ def deal(costs: list, size: int) -> list:
 
 
 def _fit_cost(spec) -> float:
-    return ROTOR_COST if spec.name == "rotor" else 1.0
+    return ROTOR_COST if spec.name in ("rotor", "givens") else 1.0
 
 
 def stages(study, plan) -> list:

@@ -50,7 +50,8 @@ def smollm2_folder() -> str:
 
 @dataclass
 class LoadedModel:
-    """A causal LM with its tokenizer and a short name used in cache keys and reports."""
+    """A causal LM with its tokenizer and a short name used in run names and reports (cache keys
+    use the model's content, :func:`content_hash`)."""
 
     model: object
     tokenizer: object
@@ -301,3 +302,114 @@ def projection(model, layer: int, name: str):
 def set_projection(model, layer: int, name: str, module) -> None:
     """Put ``module`` in place of projection ``name`` of decoder layer ``layer``."""
     setattr(attention(decoder_layers(model)[layer]), name, module)
+
+
+# ---------------------------------------------------------------------- content identity
+#: Elements hashed per piece: a tensor is converted and hashed piece by piece, so hashing a model
+#: needs only a few tens of MiB beside it, whatever its size.
+HASH_PIECE = 1 << 22
+
+#: Configuration keys that say where or how a model was stored, not what it computes.
+_CONFIG_NOISE = ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "quantization_config")
+
+
+def _canonical_config(config) -> str:
+    """The model's configuration as sorted JSON, without storage details (path, dtype, version)."""
+    import json
+
+    if config is None:
+        return "null"
+    data = config.to_dict() if hasattr(config, "to_dict") else dict(vars(config))
+
+    def clean(value):
+        if isinstance(value, dict):
+            return {str(k): clean(v) for k, v in value.items() if not str(k).startswith("_")
+                    and k not in _CONFIG_NOISE}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+    return json.dumps(clean(data), sort_keys=True)
+
+
+def _hash_tensor(h, tensor) -> None:
+    """Feed ``tensor``'s values to ``h`` piece by piece: floating point of 32 bits or fewer as
+    float32 (exact for bfloat16 and float16), everything else in its own dtype."""
+    import torch
+
+    flat = tensor.detach().reshape(-1)
+    widen = flat.is_floating_point() and flat.element_size() <= 4
+    for start in range(0, flat.numel(), HASH_PIECE):
+        piece = flat[start:start + HASH_PIECE]
+        piece = piece.to(device="cpu", dtype=torch.float32 if widen else piece.dtype).contiguous()
+        h.update(piece.view(torch.uint8).numpy() if piece.dtype == torch.bool else piece.numpy())
+
+
+_HASHES = None  # weak map: model -> (state of its tensors, hash), for reuse=True
+
+
+def _tensor_state(model) -> tuple:
+    return tuple((name, id(t), t.data_ptr(), t._version) for name, t in model.state_dict(keep_vars=True).items())
+
+
+def content_hash(model, reuse: bool = False) -> str:
+    """SHA-256 (hex) of what a model computes: every tensor of its state_dict (name, shape, values)
+    and its configuration; the one identity of a model in galinear's caches and saved folders.
+
+    Floating-point values of 32 bits or fewer are hashed as float32, so the same weights held in
+    bfloat16, float16 or float32 hash alike (weights rounded to a narrower dtype are other
+    weights); float64 is hashed as float64. A tensor shared under two names (tied embeddings) is
+    hashed once and the second name recorded as its alias. The configuration is hashed without
+    where and how it was stored (path, dtype, library version). Streamed: the memory beside the
+    model is a few pieces of :data:`HASH_PIECE` values.
+
+    ``reuse=True`` returns the hash computed earlier in this process for the same model object
+    while none of its tensors was replaced or changed in place through torch (a study hashes its
+    model once, for its cache key and for every folder it saves); checks of a model given by a
+    caller hash it afresh.
+    """
+    import weakref
+
+    global _HASHES
+    if _HASHES is None:
+        _HASHES = weakref.WeakKeyDictionary()
+    if reuse:
+        state = _tensor_state(model)
+        known = _HASHES.get(model)
+        if known is not None and known[0] == state:
+            return known[1]
+    digest = _content_hash(model)
+    try:
+        _HASHES[model] = (_tensor_state(model), digest)
+    except TypeError:  # an object that cannot be weakly referenced: nothing kept
+        pass
+    return digest
+
+
+def _content_hash(model) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(b"galinear-model-v1\0config\0")
+    h.update(_canonical_config(getattr(model, "config", None)).encode())
+    seen = {}
+    for name, tensor in model.state_dict().items():
+        if tensor.device.type == "meta":
+            raise ValueError(f"{name} of this model is on the meta device (not loaded); load the weights first")
+        kind = "float" if tensor.is_floating_point() and tensor.element_size() <= 4 else str(tensor.dtype)
+        h.update(f"\0{name}\0{tuple(tensor.shape)}\0{kind}\0".encode())
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+               tuple(tensor.stride()), tensor.dtype) if tensor.numel() else None
+        if key is not None and key in seen:
+            h.update(f"alias of {seen[key]}".encode())
+            continue
+        if key is not None:
+            seen[key] = name
+        _hash_tensor(h, tensor)
+    return h.hexdigest()
+
+
+def weight_dtypes(model) -> str:
+    """The floating-point dtypes of a model's parameters, e.g. ``"float32"`` or ``"bfloat16+float32"``."""
+    names = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()})
+    return "+".join(names) or "none"

@@ -4,10 +4,11 @@
 set) under DIR, and ``DIR/index.json`` listing them. A folder holds
 
 - ``galinear_compressed.json``: the format, the identity of the model it was made from (source,
-  GGUF file, family, widths, layer count, vocabulary size and a SHA-256 fingerprint of weights
-  that compression never touches: the token embedding and every layer's input norm), the method
-  and its settings, and for every replaced module its layer, projection, class, widths, bias
-  and the shapes of its tensors;
+  GGUF file, family, widths, layer count, vocabulary size, weight dtype and the SHA-256 of its
+  whole content: every weight and its configuration,
+  :func:`galinear.compress.models.content_hash`), the method and its settings, and for every
+  replaced module its layer, projection, class, widths, bias and the shape, dtype and SHA-256
+  of each of its tensors;
 - ``replacements.safetensors``: every parameter AND buffer of the replacement modules (the rotor
   networks' fixed permutations included), keys ``<layer>.<projection>.<name>``;
 - ``README.md``: how to load it.
@@ -19,7 +20,12 @@ the model with randomly initialised q/k/v projections. The one-liner is::
     model = galinear.compress.load("DIR/rotor-...")          # loads the original model, then installs the replacements
     model = galinear.compress.load("DIR/rotor-...", model)   # into a model you already loaded (checked first)
 
-Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``.
+Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``. :func:`load`
+trusts nothing in the folder: both files must be regular files of a plausible size (checked
+before they are read), every field is checked against the model, and every tensor against its
+role (dtype, shape, finite values, permutations that are permutations) and its SHA-256, before
+any replacement is installed. Folders of the previous format (no checksums) are refused with the
+way to rewrite them.
 
 For the linear replacements (LR and BH, Adam-fitted or closed-form LR*/BH*, the single linear
 rotor gadget ``RotorLinear`` of method ``rotorlin-m``, and the zero baseline),
@@ -37,7 +43,8 @@ import os
 from galinear import _io
 from galinear.compress import methods, models
 
-FORMAT = "galinear-compressed-v2"
+FORMAT = "galinear-compressed-v3"
+OLD_FORMATS = ("galinear-compressed-v2",)  # read no more: no checksums
 CONFIG = "galinear_compressed.json"
 TENSORS = "replacements.safetensors"
 INDEX = "index.json"
@@ -66,24 +73,25 @@ def _require_safetensors():
                          "`pip install safetensors` (or `pip install galinear[models]`)") from None
 
 
-def identity(model, source: str | None = None, gguf_file: str | None = None, name: str | None = None) -> dict:
-    """What identifies a model for a compressed folder: family, widths, depth, vocabulary, fingerprint.
+#: Largest galinear_compressed.json / index.json read (a folder's JSON is a few kB per module).
+MAX_JSON_BYTES = 16 << 20
+#: Room for the safetensors header beside the tensors' own bytes.
+_HEADER_ROOM = (1 << 20)
+_FIX = "write the folder again with `galinear compress ... --save DIR` (the study's cached fits make this quick)"
+_TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32"}
 
-    The fingerprint hashes the token embedding and every decoder layer's input norm (tensors that
-    compression never replaces), so it is the same before and after compression.
-    """
-    import torch
 
+def identity(model, source: str | None = None, gguf_file: str | None = None, name: str | None = None, *,
+             reuse: bool = False) -> dict:
+    """What identifies a model for a compressed folder: family, widths, depth, vocabulary, the
+    dtype of its weights and the SHA-256 of its whole content (every weight and its configuration,
+    :func:`galinear.compress.models.content_hash`; ``reuse`` as there)."""
     config = getattr(model, "config", None)
-    h = hashlib.sha256()
-    embed = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
-    tensors = [embed] if embed is not None else []
-    tensors += [models.attention_norm(block).weight for block in models.decoder_layers(model)
-                if getattr(models.attention_norm(block), "weight", None) is not None]
-    for t in tensors:
-        data = t.detach().to(torch.float32).contiguous().cpu().numpy()
-        h.update(str(data.shape).encode())
-        h.update(data.tobytes())
+    replaced = _replaced(model)
+    if replaced:
+        raise ValueError("this model already holds galinear replacements (" + ", ".join(
+            f"layer {layer} {proj}" for layer, proj, _ in replaced[:4]) + "); its original weights cannot be "
+            "hashed: pass the original model")
     return {
         "source": source, "gguf_file": gguf_file, "name": name,
         "model_type": getattr(config, "model_type", None),
@@ -91,7 +99,8 @@ def identity(model, source: str | None = None, gguf_file: str | None = None, nam
         "hidden_size": getattr(config, "hidden_size", None),
         "num_hidden_layers": len(models.decoder_layers(model)),
         "vocab_size": getattr(config, "vocab_size", None),
-        "fingerprint": h.hexdigest(),
+        "dtype": models.weight_dtypes(model),
+        "weights_sha256": models.content_hash(model, reuse=reuse),
     }
 
 
@@ -100,28 +109,45 @@ def _settings(module) -> dict:
     return {k: int(getattr(module, k)) for k in keys if isinstance(getattr(module, k, None), int)}
 
 
+def tensor_sha256(tensor) -> str:
+    """SHA-256 of a tensor's bytes as stored (dtype and shape are recorded beside it)."""
+    import torch
+
+    data = tensor.detach().cpu().contiguous().reshape(-1)
+    return hashlib.sha256(data.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def describe_tensors(state: dict) -> dict:
+    """{name: {"shape", "dtype", "sha256"}} of a module's state_dict, as a folder records it."""
+    return {k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", ""), "sha256": tensor_sha256(v)}
+            for k, v in state.items()}
+
+
 def save(folder: str, model, replacements: dict, spec, *, source: str | None = None,
          gguf_file: str | None = None, name: str | None = None, extra: dict | None = None) -> str:
     """Write the compressed-model folder for ``replacements`` ({(layer, projection): module}).
 
-    ``model`` is the model the replacements were made for (with or without them installed);
-    ``source``/``gguf_file`` say how :func:`load` reloads it when no model is given.
+    ``model`` is the original model the replacements were made for (without them installed: its
+    whole content is hashed); ``source``/``gguf_file`` say how :func:`load` reloads it when no
+    model is given. Every tensor is recorded with its shape, dtype and SHA-256.
     """
     _require_safetensors()
     from safetensors.torch import save_file
 
+    if not replacements:
+        raise ValueError("no replacement to save: a compressed-model folder holds at least one module")
     tensors, entries = {}, []
     for (layer, proj), module in sorted(replacements.items()):
-        state = module.state_dict()  # parameters and buffers
+        state = {k: v.detach().cpu().contiguous().clone() for k, v in module.state_dict().items()}
         for key, value in state.items():
-            tensors[f"{layer}.{proj}.{key}"] = value.detach().cpu().contiguous().clone()
+            tensors[f"{layer}.{proj}.{key}"] = value
         entries.append({"layer": int(layer), "projection": proj, "class": type(module).__name__,
                         "module": type(module).__module__, "bias": getattr(module, "bias", None) is not None,
-                        "settings": _settings(module),
-                        "tensors": {k: list(v.shape) for k, v in state.items()}})
+                        "settings": _settings(module), "tensors": describe_tensors(state)})
     layers = sorted({layer for layer, _ in replacements})
-    config = {"format": FORMAT, "model": identity(model, source, gguf_file, name), "method": spec.to_dict(),
-              "method_tag": spec.tag(), "layers": layers, "modules": entries, **(extra or {})}
+    config = {"format": FORMAT, "model": identity(model, source, gguf_file, name, reuse=True),
+              "method": spec.to_dict(), "method_tag": spec.tag(), "layers": layers, "modules": entries,
+              **(extra or {})}
     with _io.atomic_folder(folder) as tmp:
         save_file(tensors, os.path.join(tmp, TENSORS), metadata={"format": FORMAT})
         _io.save_json(os.path.join(tmp, CONFIG), config)
@@ -137,65 +163,240 @@ def write_index(root: str, names: list) -> None:
 
 
 def read_config(folder: str) -> dict:
-    """The JSON of a compressed-model folder; a folder holding several (``--save`` root) with one
-    entry resolves to it, with several raises naming them."""
+    """The JSON of a compressed-model folder, checked field by field; a folder holding several
+    (``--save`` root) with one entry resolves to it, with several raises naming them."""
+    if not os.path.isdir(folder):
+        raise ValueError(f"{folder} is not a folder; pass a folder written by `galinear compress ... --save DIR`")
     path = os.path.join(folder, CONFIG)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         index = os.path.join(folder, INDEX)
-        if os.path.exists(index):
-            names = _io.load_json(index).get("models", [])
+        if os.path.lexists(index):
+            data = _io.load_json(index, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+            names = data.get("models") if isinstance(data, dict) else None
+            if not isinstance(names, list) or not all(
+                    isinstance(n, str) and n and n not in (".", "..") and os.sep not in n and "/" not in n
+                    for n in names):
+                raise _io.CorruptFileError(index, "\"models\" must list the names of the folders beside it", _FIX)
             if len(names) == 1:
-                return read_config(os.path.join(folder, names[0]))
+                inner = os.path.join(folder, names[0])
+                if not os.path.lexists(os.path.join(inner, CONFIG)):
+                    raise ValueError(f"{index} names {names[0]}, which holds no {CONFIG}; {_FIX}")
+                return read_config(inner)
             raise ValueError(f"{folder} holds {len(names)} compressed models; load one of them: "
                              + ", ".join(os.path.join(folder, n) for n in names))
         raise ValueError(f"{folder} is not a compressed model written by galinear (no {CONFIG}); "
                          "pass a folder written by `galinear compress ... --save DIR`")
-    config = _io.load_json(path, fix="write the folder again with `galinear compress ... --save DIR`")
-    if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise ValueError(f"{path} has format {config.get('format')!r}, this galinear reads {FORMAT!r}")
+    config = _io.load_json(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+    found = config.get("format") if isinstance(config, dict) else None
+    if found in OLD_FORMATS:
+        raise ValueError(f"{path} was written by an older galinear ({found}), which recorded no checksum of its "
+                         "tensors nor of the whole original model, so this galinear cannot check it; " + _FIX)
+    if found != FORMAT:
+        raise ValueError(f"{path} has format {found!r}, this galinear reads {FORMAT!r}; {_FIX}")
+    _check_config(config, path)
     config["_folder"] = folder
     return config
+
+
+def _check_config(config: dict, path: str) -> None:
+    """Every field :func:`load` reads has its type and a sensible value (before any is used)."""
+    def bad(what):
+        return _io.CorruptFileError(path, what + "; the folder is damaged or was edited", _FIX)
+
+    def integer(value, low=0):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+    saved = config.get("model")
+    if not isinstance(saved, dict):
+        raise bad("\"model\" must be an object")
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        if saved.get(key) is not None and not integer(saved[key], 1):
+            raise bad(f"model {key} must be a positive integer, got {saved[key]!r}")
+    for key in ("source", "gguf_file", "name", "model_type", "dtype"):
+        if saved.get(key) is not None and not isinstance(saved[key], str):
+            raise bad(f"model {key} must be a string, got {saved[key]!r}")
+    digest = saved.get("weights_sha256")
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        raise bad(f"model weights_sha256 must be 64 hex digits, got {digest!r}")
+    if not isinstance(config.get("method"), dict):
+        raise bad("\"method\" must be an object")
+    entries = config.get("modules")
+    if not isinstance(entries, list) or not entries:
+        raise bad("\"modules\" must be a non-empty list (a folder without replacements is not a compressed model)")
+    seen = set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise bad(f"module {i} must be an object")
+        layer, proj = entry.get("layer"), entry.get("projection")
+        if not integer(layer):
+            raise bad(f"module {i}: layer must be an integer >= 0, got {layer!r}")
+        if proj not in models.PROJECTIONS + ("o_proj",):
+            raise bad(f"module {i}: projection must be one of q_proj, k_proj, v_proj, o_proj, got {proj!r}")
+        if (layer, proj) in seen:
+            raise bad(f"layer {layer} {proj} is listed twice")
+        seen.add((layer, proj))
+        settings = entry.get("settings")
+        if not isinstance(settings, dict) or not all(integer(settings.get(k), 1) for k in ("in_features",
+                                                                                           "out_features")):
+            raise bad(f"layer {layer} {proj}: settings must hold positive integers in_features and out_features")
+        if not isinstance(entry.get("bias"), bool) or not isinstance(entry.get("class"), str):
+            raise bad(f"layer {layer} {proj}: bias must be true or false and class a name")
+        tensors = entry.get("tensors")
+        if not isinstance(tensors, dict) or not tensors:
+            raise bad(f"layer {layer} {proj}: tensors must describe the module's tensors")
+        for key, info in tensors.items():
+            ok = (isinstance(info, dict) and isinstance(info.get("shape"), list)
+                  and all(integer(d) for d in info["shape"]) and isinstance(info.get("sha256"), str)
+                  and len(info["sha256"]) == 64)
+            if not ok:
+                raise bad(f"layer {layer} {proj} tensor {key!r}: needs a shape, a dtype and a sha256")
+            if info.get("dtype") not in _TENSOR_DTYPES:
+                raise bad(f"layer {layer} {proj} tensor {key!r} has dtype {info.get('dtype')!r}; replacements hold "
+                          + ", ".join(sorted(_TENSOR_DTYPES)))
+    layers = config.get("layers")
+    if layers is not None and (not isinstance(layers, list) or sorted(set(layers)) != sorted({layer for layer, _
+                                                                                             in seen})):
+        raise bad(f"\"layers\" {layers!r} differs from the layers of the modules")
 
 
 def check_identity(config: dict, model, check_weights: bool = True) -> None:
     """Raise ValueError naming the difference when ``model`` is not the model the folder was made for."""
     saved = config["model"]
-    here = identity(model)
+    config_ = getattr(model, "config", None)
     label = saved.get("name") or saved.get("source") or "the original model"
+    folder = config["_folder"]
+    count = len(models.decoder_layers(model))
+    here = {"model_type": getattr(config_, "model_type", None), "hidden_size": getattr(config_, "hidden_size", None),
+            "num_hidden_layers": count, "vocab_size": getattr(config_, "vocab_size", None)}
     for key in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size"):
         if saved.get(key) is not None and here.get(key) is not None and saved[key] != here[key]:
-            raise ValueError(f"{config['_folder']} was made for {label} ({key} = {saved[key]}), but this model has "
-                             f"{key} = {here[key]}; " + config.get("_fix", "load it into the model it was made "
+            raise ValueError(f"{folder} was made for {label} ({key} = {saved[key]!r}), but this model has "
+                             f"{key} = {here[key]!r}; " + config.get("_fix", "load it into the model it was made "
                              "from, or call galinear.compress.load(folder) without a model to load that one"))
     for entry in config["modules"]:
         layer, proj = entry["layer"], entry["projection"]
-        if layer >= here["num_hidden_layers"]:
-            raise ValueError(f"{config['_folder']} replaces layer {layer}, this model has {here['num_hidden_layers']}")
+        if not 0 <= layer < count:
+            raise ValueError(f"{folder} replaces layer {layer}, this model has layers 0..{count - 1}; the folder "
+                             f"was made for another model or edited: {_FIX}")
         current = models.projection(model, layer, proj)
         shape = (getattr(current, "in_features", None), getattr(current, "out_features", None))
         want = (entry["settings"].get("in_features"), entry["settings"].get("out_features"))
         if shape != want:
-            raise ValueError(f"{config['_folder']}: layer {layer} {proj} is {want[0]} -> {want[1]} there, "
+            raise ValueError(f"{folder}: layer {layer} {proj} is {want[0]} -> {want[1]} there, "
                              f"{shape[0]} -> {shape[1]} in this model; it was made for {label}: load it into that "
                              "model")
-    if check_weights and saved.get("fingerprint") and saved["fingerprint"] != here["fingerprint"]:
-        raise ValueError(f"{config['_folder']} was made for {label}, and this model has the same shapes but other "
-                         "weights (embedding / norm fingerprint differs); load it into the model it was made "
-                         "from (or pass check_weights=False if you know better)")
+    if not check_weights:
+        return
+    if not saved.get("weights_sha256"):
+        raise ValueError(f"{folder} records no checksum of its original model's weights (written by an older "
+                         "galinear); rewrite it with the study that made it, or pass check_weights=False if you "
+                         "know this is its model")
+    replaced = _replaced(model)
+    if replaced:
+        raise ValueError(f"this model already holds galinear replacements (layer {replaced[0][0]} {replaced[0][1]}"
+                         f"{', ...' if len(replaced) > 1 else ''}); load {folder} into a freshly loaded original model")
+    digest = models.content_hash(model)
+    if digest == saved["weights_sha256"]:
+        return
+    dtype, then = models.weight_dtypes(model), saved.get("dtype")
+    if then and dtype != then:
+        raise ValueError(f"{folder} was made from {label} with {then} weights; this model's weights are {dtype}, and "
+                         f"their values differ from the {then} ones (the checksum covers the values, and rounding "
+                         f"changes them): load the model as {then} (galinear.compress.load_model(..., dtype="
+                         f"\"{then}\")), or pass check_weights=False to install the replacements into this one")
+    raise ValueError(f"{folder} was made for {label}, and this model has the same shapes but other weights or "
+                     f"configuration (whole-model SHA-256 {digest[:12]}... here, {saved['weights_sha256'][:12]}... "
+                     "recorded); load it into the model it was made from (or pass check_weights=False if you know "
+                     "better)")
+
+
+def checked_module(where: str, module, state: dict, declared: dict | None = None):
+    """``module`` with ``state`` loaded, after every tensor was checked against its role: the names,
+    dtypes and shapes of the module's own state_dict, finite floating-point values, the recorded
+    shape, dtype and SHA-256 (``declared``, from :func:`describe_tensors`) and, through the
+    module's load hooks, permutation buffers that are permutations. ``where`` starts every message."""
+    import torch
+
+    own = module.state_dict()
+    missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or extra:
+        raise ValueError(f"{where}: the tensors differ from a {type(module).__name__}'s (missing {missing}, "
+                         f"unexpected {extra}); {_FIX}")
+    if declared is not None and set(declared) != set(own):
+        raise ValueError(f"{where}: the recorded tensors {sorted(declared)} differ from a {type(module).__name__}'s "
+                         f"{sorted(own)}; {_FIX}")
+    for name, expected in own.items():
+        value = state[name]
+        if not isinstance(value, torch.Tensor) or value.dtype != expected.dtype or value.shape != expected.shape:
+            got = f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"{where}: tensor {name} is {got}, a {type(module).__name__} holds "
+                             f"{expected.dtype} {tuple(expected.shape)} there; {_FIX}")
+        if declared is not None:
+            info = declared[name]
+            if info["shape"] != list(value.shape) or info["dtype"] != str(value.dtype).replace("torch.", ""):
+                raise ValueError(f"{where}: tensor {name} is {value.dtype} {tuple(value.shape)}, recorded as "
+                                 f"{info['dtype']} {tuple(info['shape'])}; {_FIX}")
+            if tensor_sha256(value) != info["sha256"]:
+                raise ValueError(f"{where}: tensor {name} does not match its recorded SHA-256 (changed after it "
+                                 f"was saved, or swapped with another); {_FIX}")
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise ValueError(f"{where}: tensor {name} holds NaN or infinity; {_FIX}")
+    try:
+        module.load_state_dict(state, strict=True)
+    except (ValueError, RuntimeError) as error:
+        raise ValueError(f"{where}: {error}; {_FIX}") from None
+    module.eval()
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module
+
+
+def _read_tensors(path: str, expected_bytes: int) -> dict:
+    """The tensors of a safetensors file that must be a regular file of about ``expected_bytes``."""
+    from safetensors.torch import load as load_bytes
+
+    if not os.path.lexists(path):
+        raise _io.CorruptFileError(path, "missing", _FIX)
+    raw = _io.read_regular_file(path, expected_bytes + _HEADER_ROOM, _FIX)
+    try:
+        return load_bytes(raw)
+    except Exception as error:  # safetensors reports damage as its own error types
+        raise _io.CorruptFileError(path, f"not a readable safetensors file ({error})", _FIX) from None
+
+
+def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
+    """A fresh module of the class and widths an entry records (not loaded yet)."""
+    import torch
+
+    s = entry["settings"]
+    if entry["projection"] == "o_proj" or entry["class"] == "Linear":
+        module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
+    else:
+        module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
+    if check_class and type(module).__name__ != entry["class"]:
+        raise ValueError(f"{where} is a {entry['class']}, but method {spec.name} builds a {type(module).__name__}; "
+                         f"the folder is damaged or from another galinear: {_FIX}")
+    return module
+
+
+def method_spec(data, where: str):
+    """The MethodSpec recorded in a folder or file, or ValueError naming ``where``."""
+    try:
+        return methods.MethodSpec(**data)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: the recorded method is not one this galinear builds ({error}); {_FIX}") from None
 
 
 def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer: bool = False):
     """Rebuild a compressed model from a folder written by :func:`save` (or ``--save``).
 
     Without ``model`` the original model is loaded as recorded (:func:`galinear.compress.load_model`
-    on its source); with one, it is checked (family, widths, shapes, weight fingerprint) and the
-    replacements are installed into it in place. Returns the model (and its tokenizer with
-    ``with_tokenizer``, which needs ``model=None``).
+    on its source); with one, it is checked (family, widths, shapes, whole-model SHA-256). Every
+    tensor is checked against its role and its recorded SHA-256 before anything is installed;
+    then the replacements are installed into the model in place. Returns the model (and its
+    tokenizer with ``with_tokenizer``, which needs ``model=None``).
     """
     _require_safetensors()
-    import torch
-    from safetensors.torch import load_file
-
     config = read_config(folder)
     folder = config["_folder"]
     tokenizer = None
@@ -209,36 +410,24 @@ def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer:
     elif with_tokenizer:
         raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
     check_identity(config, model, check_weights)
-    tensor_path = os.path.join(folder, TENSORS)
-    try:
-        tensors = load_file(tensor_path)
-    except FileNotFoundError:
-        raise _io.CorruptFileError(tensor_path, "missing", "write the folder again with "
-                                   "`galinear compress ... --save DIR`") from None
-    except Exception as error:  # safetensors reports damage as its own error types
-        raise _io.CorruptFileError(tensor_path, f"not a readable safetensors file ({error})",
-                                   "write the folder again with `galinear compress ... --save DIR`") from None
-    spec = methods.MethodSpec(**config["method"])
+    spec = method_spec(config["method"], folder)
+    built = {}
     for entry in config["modules"]:
-        layer, proj = entry["layer"], entry["projection"]
-        s = entry["settings"]
-        if proj == "o_proj" or entry["class"] == "Linear":
-            module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
-        else:
-            module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
-        if type(module).__name__ != entry["class"]:
-            raise ValueError(f"{folder}: layer {layer} {proj} is a {entry['class']}, but method {spec.name} "
-                             f"builds a {type(module).__name__}; the folder is damaged or from another galinear")
+        where = f"{folder}: layer {entry['layer']} {entry['projection']}"
+        built[(entry["layer"], entry["projection"])] = (build_replacement(spec, entry, where), entry, where)
+    expected = sum(v.numel() * v.element_size() for module, _, _ in built.values()
+                   for v in module.state_dict().values())
+    tensors = _read_tensors(os.path.join(folder, TENSORS), expected)
+    known = {f"{layer}.{proj}.{name}" for (layer, proj), (module, _, _) in built.items() for name in module.state_dict()}
+    unknown = sorted(set(tensors) - known)
+    if unknown:
+        raise ValueError(f"{os.path.join(folder, TENSORS)} holds tensors no recorded module has: "
+                         f"{unknown[:4]}{' ...' if len(unknown) > 4 else ''}; {_FIX}")
+    for (layer, proj), (module, entry, where) in built.items():
         prefix = f"{layer}.{proj}."
         state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-        missing = set(module.state_dict()) ^ set(state)
-        if missing:
-            raise ValueError(f"{folder}: layer {layer} {proj} tensors differ from a {entry['class']}'s: "
-                             f"{sorted(missing)}; the folder is damaged or from another galinear")
-        module.load_state_dict(state, strict=True)
-        module.eval()
-        for p in module.parameters():
-            p.requires_grad_(False)
+        checked_module(where, module, state, entry["tensors"])
+    for (layer, proj), (module, _, _) in built.items():  # installed only once every module was checked
         models.set_projection(model, layer, proj, module)
     model.eval()
     guard_save_pretrained(model)

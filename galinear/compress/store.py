@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from galinear import _io
-from galinear.compress import fit, methods, models
+from galinear.compress import fit, models
 from galinear.compress.fit import atomic_save
 
 
@@ -26,21 +26,61 @@ def set_name(layer_set) -> str:
     return "+".join(str(x) for x in layer_set)
 
 
-def fingerprint(name: str, model, windows: dict, mse_windows: int) -> str:
-    """16 hex digits naming the model, the token streams and the window split of a study."""
+#: Study settings that every cached unit depends on (the others are in the units' own names).
+KEY_SETTINGS = ("window", "stride", "heldout_fraction", "group", "split_seed", "train_windows", "eval_windows",
+                "mse_windows", "valid_windows")
+
+#: What each part of a cache key names, for the message when one changes.
+_KEY_PARTS = {"model": "model (weights or configuration)", "tokenizer": "tokenizer", "texts": "texts or their windows",
+              "settings": "study settings"}
+
+
+class CacheKey(str):
+    """16 hex digits naming a study's inputs, with the SHA-256 of each part in ``parts``."""
+
+    parts: dict
+
+
+def tokenizer_hash(tokenizer) -> str:
+    """SHA-256 of a tokenizer's definition: the whole JSON of a fast Hugging Face tokenizer (vocabulary,
+    merges, normaliser, special tokens) or the vocabulary of another; else its class and settings."""
+    h = hashlib.sha256(f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}".encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "to_str"):
+        h.update(backend.to_str().encode())
+    elif hasattr(tokenizer, "get_vocab"):
+        h.update(repr(sorted(tokenizer.get_vocab().items())).encode())
+    else:
+        h.update(repr(sorted((k, v) for k, v in vars(tokenizer).items()
+                             if isinstance(v, (bool, int, float, str, type(None))))).encode())
+    for name in ("bos_token_id", "eos_token_id", "add_bos_token", "add_eos_token"):
+        h.update(f"{name}={getattr(tokenizer, name, None)!r}".encode())
+    return h.hexdigest()
+
+
+def _texts_hash(windows: dict) -> str:
     h = hashlib.sha256()
-    h.update(name.encode())
-    for p in model.parameters():  # cheap identity of the weights: a few sums
-        h.update(np.float64(p.detach().double().sum()).tobytes())
-        break
     for text, w in windows.items():
-        h.update(text.encode())
+        h.update(text.encode() + b"\0")
         h.update(np.ascontiguousarray(w.tokens).tobytes())
-        h.update(w.train.tobytes())
-        h.update(w.heldout.tobytes())
+        h.update(np.ascontiguousarray(w.train).tobytes())
+        h.update(np.ascontiguousarray(w.heldout).tobytes())
         h.update(f"{w.window},{w.stride}".encode())
-    h.update(str(mse_windows).encode())
-    return h.hexdigest()[:16]
+    return h.hexdigest()
+
+
+def fingerprint(model, tokenizer, windows: dict, config) -> CacheKey:
+    """The cache key of a study: 16 hex digits of the SHA-256 of its model's content (every weight
+    and its configuration, :func:`galinear.compress.models.content_hash`, computed once per run),
+    its tokenizer, its token streams and window split, and the settings in :data:`KEY_SETTINGS`.
+    A model updated in place, or another model under the same folder name, has another key."""
+    settings = {name: getattr(config, name, None) for name in KEY_SETTINGS}
+    parts = {"model": models.content_hash(model, reuse=True), "tokenizer": tokenizer_hash(tokenizer),
+             "texts": _texts_hash(windows),
+             "settings": hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()}
+    key = CacheKey(hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()[:16])
+    key.parts = parts
+    return key
 
 
 class Store:
@@ -115,7 +155,32 @@ class Store:
         except _io.CorruptFileError as error:
             log(f"{error}; starting it afresh (the evaluations it held are redone)")
             return {}
-        return data.get("entries", {}) if isinstance(data, dict) and data.get("fingerprint") == self.key else {}
+        if not isinstance(data, dict):
+            return {}
+        if data.get("fingerprint") != self.key:
+            self._why_not_reused(path, data, log)
+            return {}
+        return data.get("entries", {})
+
+    def _why_not_reused(self, path: str, data: dict, log) -> None:
+        """Say why the results in ``path`` belong to another study and are not reused."""
+        count = len(data.get("entries") or {})
+        if not count:
+            return
+        old, new = data.get("key_parts"), getattr(self.key, "parts", None)
+        if isinstance(old, dict) and new:
+            changed = [_KEY_PARTS[k] for k in _KEY_PARTS if old.get(k) != new.get(k)]
+            what = ", ".join(changed) or "cache key"
+            detail = (f" (model SHA-256 {str(old.get('model'))[:12]}... then, {new['model'][:12]}... now)"
+                      if "model" in [k for k in _KEY_PARTS if old.get(k) != new.get(k)] else "")
+            reason = f"were computed with another {what}{detail}"
+        else:
+            reason = ("were computed under the cache key of an older galinear, which named the model by its "
+                      "folder and one weight sum and could mix up two models")
+        import sys
+
+        print(f"{path}: its {count} results {reason}; they are not reused: this study recomputes them under key "
+              f"{self.key} (its cache folder {self.work})", file=sys.stderr, flush=True)
 
     def load_results(self, log, rank: int | None = None) -> tuple:
         """(all entries: results.json merged with every rank's file, the entries of ``rank``'s own file)."""
@@ -126,7 +191,10 @@ class Store:
             entries.update(part)
             if rank is not None and path == self.rank_results_path(rank):
                 own = part
-        return {"fingerprint": self.key, "entries": entries}, {"fingerprint": self.key, "entries": own}
+        parts = getattr(self.key, "parts", None)
+        extra = {"key_parts": parts} if parts else {}
+        return ({"fingerprint": self.key, **extra, "entries": entries},
+                {"fingerprint": self.key, **extra, "entries": own})
 
     def save_results(self, results: dict, rank: int | None = None) -> None:
         """Write results.json, or (``rank`` given) that rank's own file."""
@@ -139,16 +207,19 @@ def save_compressed(path: str, replacements: dict, spec, model_name: str, model=
     """Save the replacement modules of a compressed model (state dicts + how to rebuild them).
 
     With ``model`` (the model they were made for) the file also records its identity
-    (:func:`galinear.compress.saving.identity`: family, widths, depth, vocabulary, weight
-    fingerprint), which :func:`load_compressed` checks; every file records each module's widths.
+    (:func:`galinear.compress.saving.identity`: family, widths, depth, vocabulary, whole-model
+    SHA-256), which :func:`load_compressed` checks; every file records each module's widths and
+    the shape, dtype and SHA-256 of each of its tensors.
     """
+    from galinear.compress import saving
+
     payload = {"format": "galinear-compressed-v1", "model": model_name, "spec": spec.to_dict(),
                "modules": {f"{layer}.{proj}": {"state": m.state_dict(), "in": _in_out(m)[0], "out": _in_out(m)[1]}
-                           for (layer, proj), m in replacements.items()}}
+                           for (layer, proj), m in replacements.items()},
+               "checksums": {f"{layer}.{proj}": saving.describe_tensors(m.state_dict())
+                             for (layer, proj), m in replacements.items()}}
     if model is not None:
-        from galinear.compress import saving
-
-        payload["identity"] = saving.identity(model, name=model_name)
+        payload["identity"] = saving.identity(model, name=model_name, reuse=True)
     atomic_save(payload, path)
 
 
@@ -166,15 +237,43 @@ def freeze(module):
     return module
 
 
+_RERUN = "rerun the study that wrote it (its fits are cached, so this takes only the evaluation)"
+
+
 def _as_folder_config(path: str, payload: dict) -> dict:
-    """The parts of a v1 file that :func:`galinear.compress.saving.check_identity` reads."""
-    saved = dict(payload.get("identity") or {})
+    """The parts of a v1 file that :func:`galinear.compress.saving.check_identity` reads, each checked."""
+    def bad(what):
+        return _io.CorruptFileError(path, what + "; the file is damaged or was edited", _RERUN)
+
+    identity = payload.get("identity")
+    if identity is not None and not isinstance(identity, dict):
+        raise bad("\"identity\" must be an object")
+    saved = dict(identity or {})
     saved.setdefault("name", payload.get("model"))
+    if identity is not None and not isinstance(saved.get("weights_sha256"), str):
+        saved["weights_sha256"] = None  # an older galinear's embedding fingerprint: see check_identity
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        value = saved.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise bad(f"identity {key} must be a positive integer, got {value!r}")
+    entries = payload.get("modules")
+    checksums = payload.get("checksums")
+    if not isinstance(entries, dict) or not entries:
+        raise bad("\"modules\" must be a non-empty mapping (a file without replacements is not a compressed model)")
+    if not isinstance(checksums, dict):
+        raise _io.CorruptFileError(path, "written by an older galinear, which recorded no checksums of its tensors, "
+                                   "so it cannot be checked", _RERUN)
     modules = []
-    for key, entry in payload["modules"].items():
-        layer, proj = key.split(".")
-        modules.append({"layer": int(layer), "projection": proj,
-                        "settings": {"in_features": int(entry["in"]), "out_features": int(entry["out"])}})
+    for key, entry in entries.items():
+        layer, _, proj = str(key).partition(".")
+        if not layer.isdigit() or proj not in models.PROJECTIONS + ("o_proj",):
+            raise bad(f"module key {key!r} is not <layer >= 0>.<q_proj|k_proj|v_proj|o_proj>")
+        sizes = (entry.get("in"), entry.get("out")) if isinstance(entry, dict) else (None, None)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes) \
+                or not isinstance(entry.get("state"), dict) or not isinstance(checksums.get(key), dict):
+            raise bad(f"module {key}: needs in/out widths, a state and its checksums")
+        modules.append({"layer": int(layer), "projection": proj, "key": key,
+                        "settings": {"in_features": sizes[0], "out_features": sizes[1]}})
     return {"_folder": path, "model": saved, "modules": modules,
             "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
 
@@ -184,32 +283,33 @@ def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
 
     ``model`` is checked first, as :func:`galinear.compress.load` checks it: every replaced
     projection must have the saved widths, and when the file records the model's identity the
-    family, hidden width, depth, vocabulary and (``check_weights``) the weight fingerprint must
-    match; a mismatch raises ValueError naming it and nothing is installed. Afterwards
+    family, hidden width, depth, vocabulary and (``check_weights``) the whole-model SHA-256 must
+    match, and every tensor is checked against its role and its recorded SHA-256
+    (:func:`galinear.compress.saving.checked_module`); a mismatch raises ValueError naming it and
+    nothing is installed. Afterwards
     ``model.save_pretrained`` refuses while the replacements are installed
     (:func:`galinear.compress.saving.guard_save_pretrained`).
     """
-    import torch
-
     from galinear.compress import saving
 
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{path}: no such compressed model file")
+    if not os.path.isfile(path):  # a FIFO would wait for a writer, a device never end
+        raise _io.UnreadableFileError(path, "is not a regular file", "pass the .pt file a study wrote under "
+                                      "<out>/models")
     payload = fit.load(path, recompute=False)
     if not isinstance(payload, dict) or payload.get("format") != "galinear-compressed-v1":
         raise ValueError(f"{path} is not a compressed model written by galinear")
-    saving.check_identity(_as_folder_config(path, payload), model, check_weights)
-    spec = methods.MethodSpec(**payload["spec"])
+    config = _as_folder_config(path, payload)
+    saving.check_identity(config, model, check_weights and payload.get("identity") is not None)
+    spec = saving.method_spec(payload.get("spec") if isinstance(payload.get("spec"), dict) else {}, path)
     built = {}
-    for key, entry in payload["modules"].items():
-        layer, proj = key.split(".")
-        layer = int(layer)
+    for item in config["modules"]:
+        key, layer, proj = item["key"], item["layer"], item["projection"]
+        entry, where = payload["modules"][key], f"{path}: layer {layer} {proj}"
         has_bias = any(k == "bias" or k.endswith(".bias") for k in entry["state"])
-        if proj == "o_proj":
-            module = torch.nn.Linear(entry["in"], entry["out"], bias=has_bias)
-        else:
-            module = methods.build_module(spec, entry["in"], entry["out"], bias=has_bias)
-        module.load_state_dict(entry["state"])
+        module = saving.build_replacement(spec, {**item, "bias": has_bias, "class": None}, where, check_class=False)
+        saving.checked_module(where, module, entry["state"], payload["checksums"][key])
         built[(layer, proj)] = freeze(module)
     for (layer, proj), module in built.items():  # installed only once every module was built
         models.set_projection(model, layer, proj, module)

@@ -212,7 +212,8 @@ def to_matrix(x: np.ndarray, out: np.ndarray, start: int = 0) -> np.ndarray:
     src, sgn, back, _, _, _ = kernel_tables(n, x.dtype)
     tab = representation(n)
     G, N = x.shape[1] * tab.irreps, tab.N
-    if out.ndim != 4 or out.shape[:2] != (G, N) or out.shape[3] != N or start + out.shape[2] > x.shape[0]:
+    if (out.ndim != 4 or out.shape[:2] != (G, N) or out.shape[3] != N or not 0 <= start
+            or start + out.shape[2] > x.shape[0]):
         raise ValueError(f"out must have shape (P * irreps, N, tokens, N) = ({G}, {N}, <= {x.shape[0] - start}, "
                          f"{N}), got {out.shape}")
     if out.dtype != matrix_dtype(n, x.dtype) or not out.flags.c_contiguous:
@@ -230,7 +231,8 @@ def from_matrix(Y: np.ndarray, y: np.ndarray, start: int = 0) -> np.ndarray:
     _, _, back, tgt, sgnc, scale = kernel_tables(n, y.dtype)
     tab = representation(n)
     G, N, H = y.shape[1] * tab.irreps, tab.N, tab.blocks
-    if Y.ndim != 5 or Y.shape[:3] != (H, G, N) or Y.shape[4] != N // H or start + Y.shape[3] > y.shape[0]:
+    if (Y.ndim != 5 or Y.shape[:3] != (H, G, N) or Y.shape[4] != N // H or not 0 <= start
+            or start + Y.shape[3] > y.shape[0]):
         raise ValueError(f"Y must have shape (H, P * irreps, N, tokens, N / H) = ({H}, {G}, {N}, "
                          f"<= {y.shape[0] - start}, {N // H}), got {Y.shape}")
     if Y.dtype != matrix_dtype(n, y.dtype):
@@ -362,10 +364,15 @@ def gadget_forward(x, in_index, out_index, out_scale, pair_scale, prepared, out)
     (``prepared`` by :func:`prepare_gadget`) with weight pair_scale[p], and output chunk j adds
     into out[t, out_index[j c:(j + 1) c]] times out_scale there. One thread, x's real dtype; for
     decoding, where only the chunks' small matrices are read."""
+    from galinear.kernels import bounds
+
+    bounds.check_tokens(x)
+    bounds.check_index(in_index, "gadget input index", x.shape[1], ndim=2)
     c = in_index.shape[1]
     n = c.bit_length() - 1
     src, sgn, back, tgt, sgnc, scale = kernel_tables(n, x.dtype)
     Ar, Ai, Br, Bi, cplx = prepared
+    bounds.gadget_in_bounds(x, gadget_tuple(in_index, out_index, out_scale, pair_scale, prepared, x.dtype), out)
     _gadget_kernel(x, in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, bool(np.any(sgn[:, 1])),
                    back, tgt, sgnc, scale, cplx, out)
     return out
@@ -437,5 +444,10 @@ def network_list(tuples):
 def network_forward(x, gadgets, input_perm, hidden_perms, branch, slope, eps):
     """y = the rotor network on tokens x (T, in): gadgets from :func:`network_list` (input,
     hidden layer by layer and branch by branch, output), permutations, branch weights (L,
-    breadth), the PReLU slope and the LayerNorm epsilon. One thread; for decoding."""
+    breadth), the PReLU slope and the LayerNorm epsilon. One thread; for decoding. Every index
+    and permutation is checked against the axis it indexes first (:mod:`galinear.kernels.bounds`):
+    ValueError, never an access outside an array."""
+    from galinear.kernels import bounds
+
+    bounds.network_in_bounds(x, gadgets, input_perm, hidden_perms, branch)
     return _network_kernel(x, gadgets, input_perm, hidden_perms, branch, float(slope), float(eps))

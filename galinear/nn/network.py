@@ -14,13 +14,55 @@ from torch import nn
 from galinear._generated import rotor_spec
 from galinear.nn import functional as F
 from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH
-from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
+from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
-from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
+from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
 from galinear.nn import rotor as _rotor
 from galinear.nn.rotor import RotorLinear, _finite_or_raise, fitting_chunk_size
 
-__all__ = ["RotorNetwork"]
+__all__ = ["RotorNetwork", "check_permutations"]
+
+_PERMUTATIONS = ("input_permutation", "hidden_permutations")
+
+
+def check_permutations(name: str, value, shape: tuple, owner: str = "RotorNetwork") -> None:
+    """Raise ValueError unless ``value`` is an integer tensor of ``shape`` whose every row (last
+    axis) is a permutation of 0..shape[-1]-1: the fixed permutations of a :class:`RotorNetwork`.
+
+    An index outside 0..hidden-1 would read outside the hidden activations, and a repeated one
+    (all zeros, -1 wrapped around) would give wrong outputs without an error.
+    """
+    if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype.is_complex \
+            or value.dtype == torch.bool:
+        raise ValueError(f"{owner}: {name} must be an integer tensor (torch.int64) of shape {tuple(shape)}, got "
+                         f"{getattr(value, 'dtype', type(value).__name__)}; the state is damaged or from another "
+                         "model: reload a good one")
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"{owner}: {name} must have shape {tuple(shape)}, got {tuple(value.shape)}; the state is "
+                         "from another RotorNetwork configuration")
+    if value.numel() == 0:
+        return
+    rows = value.detach().reshape(-1, shape[-1]).to(torch.int64)
+    expected = torch.arange(shape[-1], device=rows.device)
+    bad = (rows.sort(dim=-1).values != expected).any(dim=-1)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        values = rows[row]
+        low, high = int(values.min()), int(values.max())
+        where = "" if rows.shape[0] == 1 else f" (row {row})"
+        span = f"{low}" if low == high else f"values from {low} to {high}"
+        what = (f"holds {span}, outside 0..{shape[-1] - 1}" if low < 0 or high >= shape[-1]
+                else "repeats an index")
+        raise ValueError(f"{owner}: {name}{where} is not a permutation of 0..{shape[-1] - 1}: it {what}; the state "
+                         "is damaged: reload a good one (a RotorNetwork's permutations are fixed at construction "
+                         "and saved with it)")
+
+
+def _check_loaded_permutations(module, state_dict, prefix, *args):
+    """load_state_dict hook: a RotorNetwork's permutations are checked before they are copied in."""
+    for name, shape in module._permutation_shapes().items():
+        if prefix + name in state_dict:
+            check_permutations(prefix + name, state_dict[prefix + name], shape)
 
 
 class RotorNetwork(nn.Module):
@@ -65,13 +107,15 @@ class RotorNetwork(nn.Module):
         gradient="exact",
     ):
         super().__init__()
-        _check_positive("in_features", in_features)
-        _check_positive("out_features", out_features)
-        hidden = in_features if hidden is None else hidden
-        _check_positive("hidden", hidden)
-        _check_positive("breadth", breadth)
-        if isinstance(hidden_layers, bool) or not isinstance(hidden_layers, int) or hidden_layers < 0:
-            raise ValueError(f"hidden_layers must be a non-negative integer, got {hidden_layers!r}")
+        in_features, out_features = check_count(in_features, "in_features"), check_count(out_features, "out_features")
+        hidden = in_features if hidden is None else check_count(hidden, "hidden")
+        breadth = check_count(breadth, "breadth")
+        hidden_layers = check_count(hidden_layers, "hidden_layers", minimum=0)
+        if chunk_size is not None and not isinstance(chunk_size, bool):
+            try:
+                chunk_size = check_count(chunk_size, "chunk_size")
+            except ValueError:
+                pass  # reported by the gadgets as not a power of two
         owner = f"RotorNetwork({in_features}, {out_features}, hidden={hidden})"
         _check_float_dtype(owner, dtype)
         check_tolerance(tol, owner=owner)
@@ -117,6 +161,21 @@ class RotorNetwork(nn.Module):
                 module._qualified_name = f"RotorNetwork.{name}"
         self._fused = None    # (state, stages) of the inference path for small batches (torch)
         self._decoder = None  # (state, arguments) of the same path in one compiled call (CPU)
+        self._permutations_checked = None  # (id, version) of the permutations last checked
+        self._register_load_state_dict_pre_hook(_check_loaded_permutations, with_module=True)
+
+    def _permutation_shapes(self):
+        return {"input_permutation": (self.hidden,),
+                "hidden_permutations": (self.hidden_layers, self.breadth, self.hidden)}
+
+    def _check_permutations(self):
+        """The permutation buffers are permutations (checked again only after they change)."""
+        buffers = self._buffers
+        state = tuple((id(buffers[n]), buffers[n]._version) for n in _PERMUTATIONS)
+        if state != self._permutations_checked:
+            for name, shape in self._permutation_shapes().items():
+                check_permutations(name, buffers[name], shape)
+            self._permutations_checked = state
 
     @property
     def backend(self) -> str:
@@ -158,7 +217,9 @@ class RotorNetwork(nn.Module):
         return tuple(None if t is None else (id(t), t._version) for t in tensors)
 
     def _check_for_inference(self):
-        """NaN/inf in any parameter raise before an inference state is built from them."""
+        """NaN/inf in any parameter, or a permutation that is not one, raise before an inference
+        state is built from them."""
+        self._check_permutations()
         _finite_or_raise([("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
                          "RotorNetwork")
         for gadget in self._gadgets():
@@ -239,7 +300,14 @@ class RotorNetwork(nn.Module):
         return nn.functional.linear(h, weight, bias).reshape(*lead, self.out_features)
 
     def forward(self, x):
+        """y = network(x) for x (..., in_features). The output has x's dtype: an input of another
+        floating-point dtype than the parameters' (bfloat16 or float16 activations of a model, say)
+        is computed in the parameters' dtype and the result cast back, on every path."""
         _check_input(self, x)
+        dtype, work = x.dtype, self.branch_weights.dtype
+        return self._forward(x if dtype == work else x.to(work)).to(dtype)
+
+    def _forward(self, x):
         if (not self.training and not torch.is_grad_enabled() and not F._compiling()
                 and x.numel() <= MATRIX_MAX_INFERENCE_BATCH * self.in_features):
             if x.device.type == "cpu" and _rotor._numba_usable():
@@ -248,6 +316,7 @@ class RotorNetwork(nn.Module):
                     return y
             return self._fused_forward(x)
         if not F._compiling():
+            self._check_permutations()
             _finite_or_raise(
                 [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
                 "RotorNetwork",

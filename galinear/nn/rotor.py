@@ -12,9 +12,9 @@ from torch import nn
 
 from galinear._generated import rotor_spec
 from galinear.nn import functional as F
-from galinear._limits import check_max_iter, check_tolerance, rotor_linear_size
+from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
-from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
+from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
 from galinear.nn.dexp import exact_rotor_sandwich
 from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH, batch_bucket, choose_backend
 from galinear.nn.functional.matrices import (
@@ -131,8 +131,12 @@ class RotorLinear(nn.Module):
         gradient="exact",
     ):
         super().__init__()
-        _check_positive("in_features", in_features)
-        _check_positive("out_features", out_features)
+        in_features, out_features = check_count(in_features, "in_features"), check_count(out_features, "out_features")
+        if chunk_size is not None and not isinstance(chunk_size, bool):
+            try:
+                chunk_size = check_count(chunk_size, "chunk_size")
+            except ValueError:
+                pass  # reported below as not a power of two
         smallest = min(in_features, out_features)
         if chunk_size is None:
             chunk_size = fitting_chunk_size(in_features, out_features)
@@ -376,7 +380,7 @@ class RotorLinear(nn.Module):
         y = torch.from_numpy(out)
         if self.bias is not None:
             y = y + self.bias
-        return y.reshape(*lead, self.out_features)
+        return y.reshape(*lead, self.out_features).to(x.dtype)
 
     def _matrix_forward(self, flat, update_warm_start):
         if not update_warm_start and not torch.is_grad_enabled():
@@ -432,8 +436,17 @@ class RotorLinear(nn.Module):
         return out.reshape(*lead, self.out_features)
 
     def forward(self, x):
-        """y = gadget(x) for x (..., in_features); refreshes the warm starts in training mode."""
-        return self._forward(x, update_warm_start=self.training)
+        """y = gadget(x) for x (..., in_features); refreshes the warm starts in training mode.
+
+        The output has x's dtype at every batch size and on every backend: an input of another
+        floating-point dtype than the parameters' (bfloat16 or float16 activations, say) is
+        computed in the parameters' dtype (float32 or float64) and the result cast back.
+        """
+        _check_input(self, x)
+        dtype, work = x.dtype, self.left_bivectors.dtype
+        if dtype == work:
+            return self._forward(x, update_warm_start=self.training)
+        return self._forward(x.to(work), update_warm_start=self.training).to(dtype)
 
     def dense_weight(self) -> torch.Tensor:
         """The equivalent (out_features, in_features) matrix (bias excluded); no state change."""
