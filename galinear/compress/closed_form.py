@@ -28,6 +28,16 @@ bias is fitted as c = E[y] - A E[x]; without a bias, the raw moments and c = 0):
   out_features), so the optimum is one least-squares solve per block,
   A_g = C_{y_g x_g} C_{x_g x_g}^{-1}, with the module's own blocking.
 
+- **Hadamard-mixed blocks** (:class:`galinear.nn.MixedBlockHadamardLinear`, y ~ Q D x with Q
+  orthogonal): ||y - Q D x|| = ||Q^T y - D x||, so D is the block fit above on the transformed
+  targets Q^T y, whose moments are E[x (Q^T y)^T] = E[x y^T] Q: exact.
+- **Kronecker sum and Monarch** (:class:`galinear.nn.KroneckerSumLinear`,
+  :class:`galinear.nn.MonarchLinear`): the loss is loss(W_ols) + ||(W_ols - M) C_xx^(1/2)||_F^2,
+  and neither class has a closed-form minimiser of that weighted norm. The fit is the exact
+  Frobenius-nearest member of the class to W_ols (Van Loan-Pitsianis rearrangement + truncated
+  SVD; per-sub-block rank-1 SVD for Monarch), which is the optimum of the loss when
+  C_xx is a multiple of the identity and otherwise a closed-form initialisation, not the optimum.
+
 When C_xx (or a block of it) is singular or nearly so (smallest eigenvalue <= 1e-10 x the
 largest; e.g. fewer rows than features, or a LayerNorm output, which lies in a hyperplane), a
 ridge of 1e-8 x the mean eigenvalue is added to it; the ridge used is recorded in the fit stats
@@ -339,7 +349,7 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
 
 
 def fit_module(module, reg: Regression) -> dict:
-    """Set ``module`` (LowRankLinear, or BlockHadamardLinear with depth 1) to the exact optimum.
+    """Set ``module`` (LowRankLinear, BlockHadamardLinear with depth 1, or a structured module) to its fit.
 
     Returns stats: ``train_mse`` (from the moments, over all training rows), ``ridge``, ``rows``.
     """
@@ -362,8 +372,11 @@ def fit_module(module, reg: Regression) -> dict:
         ridge = max(ridges) if ridges else 0.0
         a = dense_of_blocks(first, module.in_features, module.out_features)
         params = {"first": first}
+    elif type(module).__name__ in _STRUCTURED:
+        a, params, ridge = _structured_fit(module, reg)
     else:
-        raise TypeError(f"no closed-form fit for {type(module).__name__}; use LowRankLinear or BlockHadamardLinear")
+        raise TypeError(f"no closed-form fit for {type(module).__name__}; use one of LowRankLinear, "
+                        f"BlockHadamardLinear, {', '.join(_STRUCTURED)}")
     c = reg.intercept(a)
     if c is not None:
         params["bias"] = c
@@ -374,6 +387,38 @@ def fit_module(module, reg: Regression) -> dict:
     # the loss of the module as loaded (float32 parameters), from the moments
     return {"train_mse": reg.mse(module_matrix(module), c if c is None else _numpy(module.bias)),
             "ridge": float(ridge), "rows": int(reg.n), "steps": 0}
+
+
+_STRUCTURED = ("KroneckerSumLinear", "MonarchLinear", "MixedBlockHadamardLinear")
+
+
+def mixed_block_fit(reg: Regression, mixing: np.ndarray, blocks: int, block_in: int, block_out: int):
+    """Blocks D of y ~ Q D x (Q = ``mixing``, orthogonal): the block fit to the targets Q^T y; (first, ridges)."""
+    turned = Regression(n=reg.n, mx=reg.mx, my=mixing.T @ reg.my, exx=reg.exx, exy=reg.exy @ mixing,
+                        eyy=mixing.T @ reg.eyy @ mixing, bias=reg.bias)
+    return block_diagonal(turned, blocks, block_in, block_out)
+
+
+def _structured_fit(module, reg: Regression):
+    """(matrix, parameters, ridge) of the closed-form fit of a galinear.nn.structured module."""
+    import torch
+
+    from galinear.nn import structured
+
+    if isinstance(module, structured.MixedBlockHadamardLinear):
+        q = _numpy(module.mixing_matrix(dtype=torch.float64))
+        first, ridges = mixed_block_fit(reg, q, module.blocks, module.block_in, module.block_out)
+        a = q @ dense_of_blocks(first, module.in_features, module.out_features)
+        return a, {"first": first}, max(ridges) if ridges else 0.0
+    w_ols, ridge = least_squares(reg)
+    w = torch.as_tensor(w_ols)
+    if isinstance(module, structured.KroneckerSumLinear):
+        left, right, _ = structured.nearest_kronecker_sum(w, module.terms, module.factors)
+        a = sum(np.kron(x, y) for x, y in zip(left.numpy(), right.numpy()))
+    else:
+        left, right = structured.monarch_projection(w, module.blocks)
+        a = np.einsum("ahg,gat->hagt", left.numpy(), right.numpy()).reshape(module.out_features, module.in_features)
+    return a, {"left": left.numpy(), "right": right.numpy()}, ridge
 
 
 def module_matrix(module) -> np.ndarray:
@@ -395,4 +440,4 @@ def module_mse(module, reg: Regression) -> float:
 
 
 __all__ = ["SecondMoments", "Regression", "regularised", "least_squares", "reduced_rank", "block_diagonal",
-           "dense_of_blocks", "fit_module", "fit_on_moments", "module_matrix", "module_mse"]
+           "dense_of_blocks", "mixed_block_fit", "fit_module", "fit_on_moments", "module_matrix", "module_mse"]

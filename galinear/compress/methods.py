@@ -15,7 +15,49 @@ lr1-cf    ``LowRankLinear(d_in, d_out, rank=1)``, closed form           -
 lr4-cf    ``LowRankLinear(d_in, d_out, rank=4)``, closed form           -
 bh1-cf    ``BlockHadamardLinear(d_in, d_out, blocks, 1)``, closed form  -
 rotorlin-m ``galinear.nn.RotorLinear(d_in, d_out)``, Adam on moments   0.05
+lr        ``LowRankLinear(d_in, d_out, rank=spec.rank)`` (default 4)    0.05
+kron      ``galinear.nn.KroneckerSumLinear(d_in, d_out, terms)``        0.01
+monarch   ``galinear.nn.MonarchLinear(d_in, d_out, blocks)``            0.01
+bhh       ``galinear.nn.MixedBlockHadamardLinear(d_in, d_out, blocks)`` 0.01
+givens    ``galinear.nn.GivensNetwork(d_in, d_out, hidden=H)``          0.05
+lr-cf     ``lr``, reduced-rank regression (exact)                        -
+kron-cf   ``kron``, nearest Kronecker sum to W_ols (from W)              -
+monarch-cf ``monarch``, Monarch projection of W_ols (from W)            -
+bhh-cf    ``bhh``, block fit to the Hadamard-turned targets (exact)      -
 ========  ============================================================  =========
+
+Sizes and cost per token of a d_in -> d_out projection (no bias; multiply-adds; SmolLM2's q is
+576 -> 576 with 331,776 dense parameters, k and v 576 -> 192 with 110,592;
+:mod:`galinear.compress.budgets` computes them and matches every method to a parameter budget):
+
+=========  ======================================  =====================================  ===================
+method     parameters                              multiply-adds per token                knob
+=========  ======================================  =====================================  ===================
+lr         r (d_in + d_out)                        r (d_in + d_out)                       rank r
+bh1        b ceil(d_out/b) ceil(d_in/b)            the same                               blocks b
+kron       t (m1 n1 + m2 n2)                       t n1 m2 (n2 + m1)                      terms t
+monarch    d_out d_in / b + d_out b                the same                               blocks b
+bhh        d_out ceil(d_in/b)                      the same + d_out log2(b) additions     blocks b (power of 2)
+rotor      sum over gadgets of P (2 C(n,2) + 1),   sum over gadgets of P 2 k (2n + 1) c   hidden width H
+           + 1 (PReLU) + 6 (branch weights)        (k = n // 2 simple rotors per side)
+givens     the rotor network's count               sum over gadgets of P 2 G c            hidden width H
+=========  ======================================  =====================================  ===================
+
+(m1, n1), (m2, n2) are the Kronecker factor shapes, default m1, n1 the largest divisors of
+d_out, d_in <= their square roots (24x24 kron 24x24 for 576 -> 576); a gadget has P chunk pairs
+of c = 2^n coordinates, G = 2 C(n, 2) Givens layers per pair (as c x c matrices, the form both
+run in on the CPU, a pair costs c^2). Monarch needs b to divide both widths
+and is smallest at b = sqrt(d_in) (27,648 parameters for q, 9,216 for k and v: 8.3 % of q/k/v);
+bhh needs b a power of two dividing d_out (at most 64 for SmolLM2: 1.6 %).
+
+The four ``-cf`` forms of lr, kron, monarch and bhh are fitted from the second moments
+(:mod:`galinear.compress.closed_form`). ``lr-cf`` and ``bhh-cf`` are the exact optimum of the
+mean squared error over all training rows (reduced-rank regression; one least-squares solve per
+block on the targets turned by the orthogonal Hadamard mix). ``kron-cf`` and ``monarch-cf`` are
+exact in the weight only: the Frobenius-nearest member of the class to W_ols = C_yx C_xx^-1
+(rearrangement + truncated SVD, Van Loan & Pitsianis 1993; per sub-block rank-1 SVD), which
+minimises the MSE only when C_xx is a multiple of the identity. ``givens`` (the orthogonal
+control of the rotor network, :class:`galinear.nn.GivensNetwork`) is nonlinear: Adam only.
 
 The ``-cf`` methods (shown as LR1*, LR4*, BH1* in reports) are the same modules as lr1, lr4 and
 bh1, set to their exact optimum over all training rows from second moments
@@ -24,6 +66,11 @@ block) instead of being fitted by Adam. They do not depend on the seed. ``rotorl
 linear rotor gadget (``RotorLinear``, no hidden layer, no nonlinearity) fitted by Adam on the
 exact mean squared error over all training rows, computed from the same second moments
 (:func:`galinear.compress.closed_form.fit_on_moments`); its initialisation depends on the seed.
+
+``MethodSpec.budget`` (a fraction such as 0.02) matches a method with a knob to a share of each
+projection's dense parameters: :func:`build_module` sets the knob, per projection shape, to the
+value whose count is closest (:func:`galinear.compress.budgets.closest_setting`); it enters the tag
+(``kron-p0.02-...``).
 
 ``MethodSpec.objective`` ("qkv" by default) chooses what an Adam-fitted method is fitted to: each
 projection's outputs, or (``attention``, ``logits``) the layer's attention output or the model's
@@ -42,11 +89,21 @@ from dataclasses import asdict, dataclass
 
 from galinear import _util
 
-METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m")
-CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf"}  # Adam-fitted name -> closed-form name
+METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m",
+           "lr", "kron", "monarch", "bhh", "givens", "lr-cf", "kron-cf", "monarch-cf", "bhh-cf")
+CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf",  # Adam-fitted name -> closed-form name
+               "lr": "lr-cf", "kron": "kron-cf", "monarch": "monarch-cf", "bhh": "bhh-cf"}
 LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0,
-                  "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0, "rotorlin-m": 0.05}
-DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*", "rotorlin-m": "RotorLinear (moments)"}
+                  "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0, "rotorlin-m": 0.05,
+                  "lr": 0.05, "kron": 0.01, "monarch": 0.01, "bhh": 0.01, "givens": 0.05,
+                  "lr-cf": 0.0, "kron-cf": 0.0, "monarch-cf": 0.0, "bhh-cf": 0.0}
+DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*", "rotorlin-m": "RotorLinear (moments)",
+           "lr-cf": "LR*", "kron-cf": "Kron*", "monarch-cf": "Monarch*", "bhh-cf": "BHH*"}
+#: the knob of each method whose size is a setting (galinear.compress.budgets); its MethodSpec field
+KNOBS = {"lr": "rank", "bh1": "blocks", "kron": "terms", "monarch": "blocks", "bhh": "blocks", "rotor": "hidden",
+         "givens": "hidden"}
+DEFAULT_LOW_RANK = 4
+DEFAULT_KRONECKER_TERMS = 4
 
 
 def base_name(name: str) -> str:
@@ -67,8 +124,14 @@ class MethodSpec:
     name: str
     epochs: float = 1.0
     lr: float | None = None
-    hidden: int | None = DEFAULT_ROTOR_HIDDEN  # rotor only
-    blocks: int | None = None                  # bh1 only: None picks the largest divisor <= 48
+    hidden: int | None = DEFAULT_ROTOR_HIDDEN  # rotor and givens (None: DEFAULT_ROTOR_HIDDEN for givens)
+    blocks: int | None = None                  # bh1: None picks the largest divisor <= 48; monarch, bhh:
+                                               # None picks default_blocks(...)
+    rank: int | None = None                    # lr only (None: DEFAULT_LOW_RANK)
+    terms: int | None = None                   # kron only (None: DEFAULT_KRONECKER_TERMS)
+    budget: float | None = None                # a fraction of each projection's dense parameters: the
+                                               # knob (KNOBS) is set per projection to the count closest
+                                               # to it (galinear.compress.budgets), overriding the field
     batch_size: int = 256
     max_steps: int | None = None               # set: fit until the validation MSE stops improving
     eval_every: int | None = None              # (galinear.compress.converge), at most max_steps
@@ -83,6 +146,17 @@ class MethodSpec:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        for knob in ("hidden", "blocks", "rank", "terms"):
+            value = getattr(self, knob)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{knob} must be a positive integer or None, got {value!r}")
+        if self.budget is not None:
+            if isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget <= 1:
+                raise ValueError(f"budget must be a fraction in (0, 1] of the dense parameters (0.02 for 2 %), "
+                                 f"got {self.budget!r}")
+            if base_name(self.name) not in KNOBS:
+                raise ValueError(f"method {self.name} has no size knob, so no budget; budgets apply to "
+                                 f"{', '.join(KNOBS)} and their -cf forms")
         if self.objective not in ("qkv", "attention", "logits"):
             raise ValueError(f"spec objective must be qkv, attention or logits, got {self.objective!r}")
         if self.objective != "qkv" and (self.moment_fit or self.name == "zero"):
@@ -105,13 +179,10 @@ class MethodSpec:
 
     def tag(self) -> str:
         """Short unique name of the spec, used in folder names."""
+        size = self._size_tag()
         if self.closed_form:
-            return self.name + (f"-b{self.blocks}" if self.name == "bh1-cf" and self.blocks is not None else "")
-        parts = [self.name]
-        if self.name == "rotor":
-            parts.append(f"h{self.hidden}")
-        if self.name == "bh1" and self.blocks is not None:
-            parts.append(f"b{self.blocks}")
+            return self.name + (f"-{size}" if size else "")
+        parts = [self.name] + ([size] if size else [])
         if self.max_steps:
             parts.append(f"conv{self.max_steps}-v{self.eval_every}-p{self.patience}")
         else:
@@ -122,6 +193,23 @@ class MethodSpec:
         if self.objective != "qkv":
             parts.append(f"obj{self.objective}")
         return "-".join(parts)
+
+    def _size_tag(self) -> str:
+        """The size part of the tag ('' when none; the forms of the first methods are unchanged)."""
+        base = base_name(self.name)
+        if self.budget is not None:
+            return f"p{self.budget:g}"
+        if base == "rotor":
+            return f"h{self.hidden}"
+        if base == "givens":
+            return f"h{self.hidden or DEFAULT_ROTOR_HIDDEN}"
+        if base in ("bh1", "monarch", "bhh") and self.blocks is not None:
+            return f"b{self.blocks}"
+        if base == "lr":
+            return f"r{self.rank or DEFAULT_LOW_RANK}"
+        if base == "kron":
+            return f"t{self.terms or DEFAULT_KRONECKER_TERMS}"
+        return ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -161,12 +249,26 @@ def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: in
     return 1
 
 
-def module_class(name: str):
-    """The galinear.nn class that implements method ``name`` (rotor, lr1, lr4, bh1 or a -cf form)."""
-    from galinear.nn import BlockHadamardLinear, LowRankLinear, RotorLinear, RotorNetwork
+def default_blocks(name: str, d_in: int, d_out: int) -> int:
+    """Default block count of monarch (the common divisor of both widths nearest sqrt(d_in)) or
+    bhh (the largest power of two <= 64 dividing d_out and <= d_in): 24 and 64 for SmolLM2."""
+    if base_name(name) == "monarch":
+        common = [b for b in range(1, min(d_in, d_out) + 1) if d_in % b == 0 and d_out % b == 0]
+        return min(common, key=lambda b: (abs(b * b - d_in), b))
+    b = 1
+    while b * 2 <= min(64, d_in) and d_out % (b * 2) == 0:
+        b *= 2
+    return b
 
-    return {"rotor": RotorNetwork, "lr1": LowRankLinear, "lr4": LowRankLinear,
-            "bh1": BlockHadamardLinear, "rotorlin-m": RotorLinear}[base_name(name)]
+
+def module_class(name: str):
+    """The galinear.nn class that implements method ``name`` (or its -cf form)."""
+    from galinear import nn
+
+    return {"rotor": nn.RotorNetwork, "lr1": nn.LowRankLinear, "lr4": nn.LowRankLinear, "lr": nn.LowRankLinear,
+            "bh1": nn.BlockHadamardLinear, "rotorlin-m": nn.RotorLinear, "kron": nn.KroneckerSumLinear,
+            "monarch": nn.MonarchLinear, "bhh": nn.MixedBlockHadamardLinear, "givens": nn.GivensNetwork,
+            }[base_name(name)]
 
 
 def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
@@ -177,6 +279,14 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
     """
     import torch
 
+    if spec.budget is not None:  # the knob closest to the budget on this projection's shape
+        from dataclasses import replace
+
+        from galinear.compress import budgets
+
+        base = base_name(spec.name)
+        setting = budgets.closest_setting(base, max(1, round(spec.budget * d_in * d_out)), d_in, d_out, bias)
+        spec = replace(spec, budget=None, **setting.spec_fields())
     if spec.name == "dense":
         return torch.nn.Linear(d_in, d_out, bias=bias)
     if spec.name == "zero":
@@ -186,8 +296,21 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
         return cls(d_in, d_out, hidden=spec.hidden, bias=bias)
     if spec.name == "rotorlin-m":
         return cls(d_in, d_out, bias=bias)
-    if base_name(spec.name) in ("lr1", "lr4"):
-        return cls(d_in, d_out, rank=1 if base_name(spec.name) == "lr1" else 4, bias=bias)
+    base = base_name(spec.name)
+    if base == "givens":
+        return cls(d_in, d_out, hidden=spec.hidden or DEFAULT_ROTOR_HIDDEN, bias=bias)
+    if base in ("lr1", "lr4", "lr"):
+        rank = {"lr1": 1, "lr4": 4}.get(base, spec.rank or DEFAULT_LOW_RANK)
+        return cls(d_in, d_out, rank=rank, bias=bias)
+    if base == "kron":
+        if spec.terms is None:  # the default, capped at the most independent terms of the default factors
+            from galinear.nn.structured import default_kronecker_factors
+
+            (m1, n1), (m2, n2) = default_kronecker_factors(d_in, d_out)
+            return cls(d_in, d_out, terms=min(DEFAULT_KRONECKER_TERMS, m1 * n1, m2 * n2), bias=bias)
+        return cls(d_in, d_out, terms=spec.terms, bias=bias)
+    if base in ("monarch", "bhh"):
+        return cls(d_in, d_out, blocks=spec.blocks or default_blocks(base, d_in, d_out), bias=bias)
     blocks = block_count(d_in, d_out, spec.blocks)
     return cls(d_in, d_out, blocks=blocks, depth=1, bias=bias)
 
