@@ -1,10 +1,19 @@
-"""Per-call overhead of galinear.MultiVector against the array API it wraps.
+"""Per-call cost of galinear.MultiVector: single calls against kingdon and clifford, and the
+overhead against the array API it wraps.
 
-For each operation and batch size, times the Algebra call on arrays (``alg.gp(a, b)``) and the
-operator on MultiVectors (``A * B``) round-robin in one process, best of the repeats, and prints
-the two times side by side with their ratio and the difference (the class's constant cost).
+Single calls (``--part single``): one unbatched multivector each, in Cl(3) and PGA Cl(3,0,1):
+vector * vector, a rotor (PGA: motor) sandwich of a vector, and full * full (every blade
+non-zero). The operands of each library are built once, from the same coefficients
+(galinear's from bare arrays, grades inferred), and the results compared before timing. Each
+sample is a loop of calls lasting about SAMPLE_SECONDS; the samples of the three libraries are
+taken round-robin in one process and the median of the repeats is printed, with the ratios
+other / galinear (> 1: galinear is faster).
 
-Run: .venv/bin/python benchmarks/bench_multivector.py [--n 3] [--repeats 7]
+Overhead (``--part overhead``): for each operation and batch size, the Algebra call on arrays
+(``alg.gp(a, b)``) and the operator on MultiVectors (``A * B``), best of the repeats, side by side
+with their ratio and the difference (the class's constant cost).
+
+Run: .venv/bin/python benchmarks/bench_multivector.py [--part single overhead] [--repeats 7]
 """
 from __future__ import annotations
 
@@ -25,14 +34,76 @@ def _best(fn, number: int, repeats: int, results: list) -> None:
         results.append((time.perf_counter() - t0) / number)
 
 
+#: Shortest duration of one timing sample of the single-call table.
+SAMPLE_SECONDS = 0.02
+
+
+def _single_cases(alg, rng):
+    """name -> (galinear thunk, kingdon thunk, clifford thunk), after checking the three agree."""
+    def draw(grades):
+        values = rng.standard_normal(alg.dim)
+        values[~np.isin(alg.grades, grades)] = 0.0
+        return values
+
+    operands = {"v": draw((1,)), "w": draw((1,)), "R": alg.exp(draw((2,)) * 0.5),
+                "A": rng.standard_normal(alg.dim), "B": rng.standard_normal(alg.dim)}
+    g = {k: MultiVector(alg, v) for k, v in operands.items()}  # grades inferred from the arrays
+    k = {k: x.to_kingdon() for k, x in g.items()}
+    c = {k: x.to_clifford() for k, x in g.items()}
+    rot = "motor" if 0 in alg.metric else "rotor"
+    cases = {
+        "vector * vector": (lambda: g["v"] * g["w"], lambda: k["v"] * k["w"], lambda: c["v"] * c["w"]),
+        f"{rot} @ vector": (lambda: g["R"] @ g["v"], lambda: k["R"] >> k["v"], lambda: c["R"] * c["v"] * ~c["R"]),
+        "full * full": (lambda: g["A"] * g["B"], lambda: k["A"] * k["B"], lambda: c["A"] * c["B"]),
+    }
+    for name, (fg, fk, fc) in cases.items():
+        ours = fg().values
+        for theirs in (MultiVector.from_kingdon(fk(), alg).values, alg.from_clifford(fc())):
+            assert np.allclose(ours, theirs, atol=1e-12), name
+    return cases
+
+
+def _calls(fn) -> int:
+    t0 = time.perf_counter()
+    for _ in range(10):
+        fn()
+    once = max((time.perf_counter() - t0) / 10, 1e-8)
+    return max(1, int(SAMPLE_SECONDS / once))
+
+
+def single_calls(repeats: int) -> None:
+    """Print the single-call table (median of ``repeats`` samples, microseconds per call)."""
+    print(f"## Single calls against kingdon and clifford (median of {repeats}; microseconds per call)")
+    print()
+    print("| algebra | call | galinear | kingdon | clifford | kingdon / galinear | clifford / galinear |")
+    print("|---|---|---|---|---|---|---|")
+    for alg in (Algebra(3), Algebra(3, 0, 1)):
+        for name, fns in _single_cases(alg, np.random.default_rng(0)).items():
+            counts = [_calls(fn) for fn in fns]
+            samples = [[], [], []]
+            for _ in range(repeats):  # round-robin, so load drifts hit all three alike
+                for fn, count, out in zip(fns, counts, samples):
+                    _best(fn, count, 1, out)
+            g, k, c = (float(np.median(x)) * 1e6 for x in samples)
+            print(f"| {alg!r} | `{name}` | {g:.2f} | {k:.2f} | {c:.2f} | {k / g:.2f} | {c / g:.2f} |")
+    print()
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", nargs="+", choices=["single", "overhead"], default=["single", "overhead"])
     parser.add_argument("--n", type=int, nargs="+", default=[3, 5])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 100, 10000])
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
-    print(f"# MultiVector overhead ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-          f"{platform.machine()}, numpy {np.__version__}; times in microseconds per call, best of {args.repeats})")
+    print(f"# MultiVector per-call cost ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+          f"{platform.machine()}, numpy {np.__version__})")
+    print()
+    if "single" in args.part:
+        single_calls(args.repeats)
+    if "overhead" not in args.part:
+        return
+    print(f"## MultiVector overhead (times in microseconds per call, best of {args.repeats})")
     print()
     print("| n | batch | operation | array API | MultiVector | ratio | overhead |")
     print("|---|---|---|---|---|---|---|")

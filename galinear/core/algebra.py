@@ -71,6 +71,7 @@ class Algebra:
             p, q, r = (tuple(signature) + (0, 0))[:3]
         elif p is None:
             raise ValueError("Algebra needs a dimension: Algebra(n), Algebra(p, q, r) or Algebra(signature=(p, q, r))")
+        checks.signature_counts(p, q, r)
         self.metric = blades.metric_from_signature(p, q, r)
         self.signature = (int(p), int(q), int(r))
         self.n = len(self.metric)
@@ -236,6 +237,10 @@ class Algebra:
             ValueError names the rows that are not invertible versors.
         """
         x = self._mv(x)
+        # x^-1 = (y^-1) / peak with y = x / peak (largest coefficient 1): no overflow or underflow
+        peak = np.abs(x).max(axis=-1, keepdims=True, initial=0.0)
+        peak = np.where(peak > 0, peak, 1).astype(x.dtype)
+        x = x / peak
         rev = self.reverse(x)
         if check:
             xx = self.gp(x, rev)
@@ -251,7 +256,14 @@ class Algebra:
                 )
         else:
             scalar = self.scalar_product(x, rev)
-        return rev / scalar[..., None]
+        with np.errstate(over="ignore", under="ignore"):
+            out = rev / scalar[..., None] / peak
+        if not np.isfinite(out).all():
+            raise OverflowError(
+                f"the inverse overflows {x.dtype}: x is too small (largest coefficient "
+                f"{float(peak.min()):.3g}; 1/x exceeds the largest {x.dtype}, {float(np.finfo(x.dtype).max):.3g})"
+            )
+        return out
 
     # ------------------------------------------------------------------ construction
     def scalar(self, s) -> np.ndarray:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["coerce_float", "bivector_part", "unit_rotor"]
+from galinear import blades
+
+__all__ = ["coerce_float", "bivector_part", "unit_rotor", "signature_counts"]
 
 
 def coerce_float(x, name: str = "x") -> np.ndarray:
@@ -36,8 +38,10 @@ def bivector_part(n: int, B: np.ndarray, name: str = "B") -> np.ndarray:
     m = n * (n - 1) // 2
     biv = B[..., 1 + n : 1 + n + m]
     other = np.concatenate([B[..., : 1 + n], B[..., 1 + n + m :]], axis=-1)
-    size = np.sqrt(np.sum(B * B, axis=-1))
-    off = np.sqrt(np.sum(other * other, axis=-1))
+    peak = np.abs(B).max(axis=-1, keepdims=True, initial=0.0)
+    peak = np.where(peak > 0, peak, 1).astype(B.dtype)  # 2-norms without overflow
+    size = np.sqrt(np.sum((B / peak) ** 2, axis=-1)) * peak[..., 0]
+    off = np.sqrt(np.sum((other / peak) ** 2, axis=-1)) * peak[..., 0]
     tol = 64 * np.finfo(B.dtype).eps * np.maximum(size, np.finfo(B.dtype).tiny)
     if np.any(off > tol):
         raise ValueError(
@@ -64,3 +68,19 @@ def unit_rotor(n: int, R: np.ndarray, R_reversed_product: np.ndarray, name: str 
             f"largest odd part {float(np.max(odd_size)):.3g}. Build rotors with alg.exp(B)."
         )
     return R
+
+
+def signature_counts(p, q, r) -> None:
+    """TypeError/ValueError unless p, q, r are non-negative integers (numpy ones too), p + q + r <= MAX_DIMENSION."""
+    for name, value in (("p", p), ("q", q), ("r", r)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be a non-negative integer, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    n = int(p) + int(q) + int(r)
+    if n > blades.MAX_DIMENSION:
+        raise ValueError(
+            f"Algebra({p}, {q}, {r}) has dimension n = {n}, above the maximum n = {blades.MAX_DIMENSION} "
+            f"that galinear supports (one multivector holds 2**n coefficients: 2**{blades.MAX_DIMENSION} "
+            f"float64 take {8 * 2**blades.MAX_DIMENSION / 2**20:.0f} MiB; one of Cl({n}) would need 8 x 2**{n} bytes)"
+        )

@@ -9,7 +9,9 @@ vector times a vector in Cl(10) runs :math:`n^2 = 100` terms instead of :math:`4
 Each (metric, product kind, pattern of a, pattern of b) gets its own numba kernel, written as
 straight-line code from the kept terms (one line per output blade) into a file under the numba
 cache folder and compiled on first call with ``cache=True``: nothing compiles at import, and a
-second process loads the machine code from disk. Term lists longer than :data:`STRAIGHT_LINE_MAX_TERMS`
+second process loads the machine code from disk (only from a cache folder no other user can write;
+the module is compiled from the generated source, never from its file's ``.pyc``:
+:mod:`galinear._numba`). Term lists longer than :data:`STRAIGHT_LINE_MAX_TERMS`
 use the index-list kernel :func:`galinear.core.products.table_product` on the kept terms
 instead (long straight-line code compiles slowly).
 
@@ -24,9 +26,6 @@ results packed, so memory traffic follows the grades as the multiply-adds do.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
-import sys
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -74,6 +73,7 @@ def grades_of(pattern: int) -> tuple[int, ...]:
     return tuple(g for g in range(pattern.bit_length()) if pattern >> g & 1)
 
 
+@lru_cache(maxsize=4096)
 def product_pattern(n: int, kind: str, pa: int, pb: int) -> int:
     """Grades a product of grade patterns can have (the grade rules of each product)."""
     out = 0
@@ -100,9 +100,11 @@ def _kept_terms(metric: tuple[int, ...], kind: str, pa: int, pb: int):
 
 
 def _cache_folder() -> Path:
-    folder = Path(os.environ["NUMBA_CACHE_DIR"]) / "galinear_graded"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    """``galinear_graded`` in the numba cache folder when only this user can write it, else a
+    private temporary folder (:func:`galinear._numba.generated_folder`)."""
+    from galinear._numba import generated_folder
+
+    return generated_folder()
 
 
 def _signed_sum(terms) -> str:
@@ -142,19 +144,12 @@ def _module_source(loads_a, loads_b, lines, tail="", at_a=None, at_b=None) -> st
 
 def _load(source: str):
     """Import the kernel of ``source`` from a file named by its hash (written once)."""
+    from galinear._numba import load_generated
+
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     path = _cache_folder() / f"graded_{digest}.py"
-    if not path.exists() or path.read_text() != source:
-        from galinear._io import atomic_write_text
-
-        atomic_write_text(str(path), source)
-    name = f"galinear_graded_{digest}"
-    if name not in sys.modules:  # numba's disk cache finds the module again by this name
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name].kernel
+    # compiled from ``source`` itself after the file's SHA-256 is checked; no .pyc read or written
+    return load_generated(f"galinear_graded_{digest}", path, source).kernel
 
 
 def _product_sums(metric: tuple[int, ...], kind: str, pa: int, pb: int):

@@ -14,7 +14,7 @@ from math import comb
 
 import numpy as np
 
-__all__ = ["invariants", "left_matrix", "MERGE_TOL"]
+__all__ = ["invariants", "left_matrix", "MERGE_TOL", "commuting_rotation_plane", "quarter_turn_pair"]
 
 #: Invariants closer than this (relative to max(1, max |lambda|) of the row, after scaling the
 #: bivector to largest coefficient 1) count as equal: their rows go to
@@ -113,8 +113,10 @@ def _merge(lam: np.ndarray):
     return first, size
 
 
-def _parts(alg, B: np.ndarray):
+def _parts(alg, B: np.ndarray, scaled: bool = False):
     """Scaled data for rows of bivectors B (rows, dim) float64: (scale, lam, parts, first, size).
+
+    ``scaled``: return lam and parts of B / scale (largest coefficient 1), which cannot overflow.
 
     ``parts`` (rows, k, dim) complex: b_j = Z(lam_j) / Q'(lam_j) for distinct roots; rows with a
     repeated root get their parts from the other roots and the group's sum in its first slot.
@@ -149,4 +151,178 @@ def _parts(alg, B: np.ndarray):
                 if first[r, j] == j and size[r, j] > 1:
                     parts[r, j] = rest
                     break
+    if scaled:
+        return scale, lam, parts, first, size
     return scale, lam * scale[:, None] ** 2, parts * scale[:, None, None], first, size
+
+
+# ---------------------------------------------------------------------------- log weights
+# F(z) = artanh(sqrt z) / sqrt z = sum_m z^m / (2m + 1), analytic off [1, inf); series for |z| < 1e-2
+_F_SERIES = np.array([1.0 / (2 * m + 1) for m in range(10)])
+
+
+def _artanh_ratio(z: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    r""":math:`F(z) = \operatorname{artanh}(\sqrt z)/\sqrt z` (complex; :math:`\arctan(\sqrt{-z})/\sqrt{-z}` for z < 0).
+
+    ``w``: :math:`1 - z` when known more accurately than z (large boosts, z near 1); then
+    :math:`F = (\log(1 + \sqrt z) - \tfrac12 \log w)/\sqrt z` for real z in (1/2, 1).
+    """
+    z = np.asarray(z, dtype=np.complex128)
+    w = 1 - z if w is None else np.asarray(w, dtype=np.complex128)
+    out = np.empty_like(z)
+    small = np.abs(z) < 1e-2
+    out[small] = np.polynomial.polynomial.polyval(z[small], _F_SERIES)
+    boost = ~small & (z.imag == 0) & (w.imag == 0) & (z.real > 0.5) & (w.real > 0)
+    root = np.sqrt(z[boost].real)
+    out[boost] = (np.log1p(root) - 0.5 * np.log(w[boost].real)) / root
+    rest = ~small & ~boost
+    root = np.sqrt(z[rest])
+    out[rest] = np.arctanh(root) / root
+    return out
+
+
+def _artanh_ratio_slope(z: np.ndarray) -> np.ndarray:
+    r""":math:`F'(z) = (1/(1 - z) - F(z)) / (2z)` (series for |z| < 1e-2)."""
+    z = np.asarray(z, dtype=np.complex128)
+    out = np.empty_like(z)
+    small = np.abs(z) < 1e-2
+    out[small] = np.polynomial.polynomial.polyval(z[small], _F_SERIES[1:] * np.arange(1, 10))
+    zb = z[~small]
+    out[~small] = (1 / (1 - zb) - _artanh_ratio(zb)) / (2 * zb)
+    return out
+
+
+_GAUSS_T, _GAUSS_W = np.polynomial.legendre.leggauss(6)
+
+
+def _artanh_ratio_difference(z1: np.ndarray, z2: np.ndarray, w1=None, w2=None) -> np.ndarray:
+    r"""Divided difference :math:`F[z_1, z_2] = (F(z_1) - F(z_2))/(z_1 - z_2)`, stable as :math:`z_1 \to z_2`.
+
+    Close arguments (gap below 2% of the distance to the branch point z = 1) integrate
+    :math:`F'` along the segment by 6-point Gauss-Legendre (error below 1e-16 there).
+    """
+    z1 = np.asarray(z1, dtype=np.complex128)
+    z2 = np.asarray(z2, dtype=np.complex128)
+    w1 = 1 - z1 if w1 is None else np.asarray(w1, dtype=np.complex128)
+    w2 = 1 - z2 if w2 is None else np.asarray(w2, dtype=np.complex128)
+    gap = w2 - w1  # = z1 - z2
+    close = np.abs(gap) <= 0.02 * np.minimum(np.minimum(np.abs(w1), np.abs(w2)), 1.0)
+    out = np.empty_like(z1)
+    far = ~close
+    out[far] = (_artanh_ratio(z1[far], w1[far]) - _artanh_ratio(z2[far], w2[far])) / gap[far]
+    if np.any(close):
+        a, d = z2[close], gap[close]
+        nodes = a[:, None] + d[:, None] * (_GAUSS_T[None, :] + 1) / 2
+        out[close] = (_artanh_ratio_slope(nodes) * _GAUSS_W[None, :]).sum(axis=-1) / 2
+    return out
+
+
+def _log_weight(mu: np.ndarray, r: np.ndarray) -> np.ndarray:
+    r"""h with :math:`\log(\pm(r + \beta)/C) = h\,\beta` for a simple part :math:`\beta^2 = \mu`, :math:`C^2 = r^2 - \mu`.
+
+    C takes the sign of r, so the factor's scalar :math:`r/C` is positive (r = 0: a quarter turn):
+    :math:`h = \operatorname{sign}(r) \arctan(\sqrt{-\mu}/|r|)/\sqrt{-\mu}` for rotations (via
+    atan2, exact at r = 0), :math:`F(\mu/r^2)/r` otherwise (boosts, null parts, complex
+    :math:`\mu`). NaN where no such factor exists (r = 0 with :math:`\mu \ge 0`).
+    """
+    mu = np.asarray(mu, dtype=np.complex128)
+    r = np.broadcast_to(np.asarray(r, dtype=np.float64), mu.shape)
+    out = np.full(mu.shape, np.nan, dtype=np.complex128)
+    rot = (mu.imag == 0) & (mu.real < 0)
+    x = np.sqrt(-mu.real[rot])
+    sign = np.where(r[rot] < 0, -1.0, 1.0)
+    out[rot] = sign * np.arctan2(x, np.abs(r[rot])) / x
+    rest = ~rot & (r != 0)
+    out[rest] = _artanh_ratio(mu[rest] / r[rest] ** 2) / r[rest]
+    return out
+
+
+# ---------------------------------------------------------------------------- rotation planes (for log)
+def _unit_rotation_plane(alg, b: np.ndarray, B: np.ndarray, tol: float):
+    """b (1, dim) scaled to b^2 = -1 if it is a simple rotation plane commuting with B, else None."""
+    square = float(alg.scalar_product(b, b)[0])
+    if not square < -tol * tol:
+        return None
+    b = b / np.sqrt(-square)
+    if np.abs(alg.op(b, b)).max() > 1e-8:
+        return None
+    if np.abs(alg.gp(B, b) - alg.gp(b, B)).max() > tol:
+        return None
+    return b[0]
+
+
+def commuting_rotation_plane(alg, B: np.ndarray):
+    r"""A simple bivector :math:`\hat b` with :math:`\hat b^2 = -1` that commutes with B (dim,), or None.
+
+    Since :math:`e^{\pi \hat b} = -1` and :math:`\hat b` commutes with B,
+    :math:`e^{B \mp \pi \hat b} = -e^{B}`. Tried in order: B's own rotation parts
+    (:math:`\lambda_j < 0`), the largest first (a group of equal rotations gives
+    :math:`e_i \wedge (e_i \rfloor G)`, an invariant plane of an isoclinic group); then a plane of
+    vectors u, w with :math:`u \rfloor B = w \rfloor B = 0` (then :math:`u \wedge w` commutes with B)
+    on which the metric is definite, from the eigenvectors of the metric on that null space.
+    """
+    n = alg.n
+    B = np.asarray(B, dtype=np.float64)[None]
+    tol = 1e-9 * max(1.0, float(np.abs(B).max()))
+    candidates = []
+    _, lam, parts, first, size = _parts(alg, B)
+    basis = alg.vector(np.eye(n))
+    for j in range(lam.shape[1]):
+        mu = lam[0, j]
+        if first[0, j] != j or mu.imag != 0 or not mu.real < 0:
+            continue
+        if size[0, j] == 1:
+            candidates.append((-mu.real, parts[0, j].real[None]))
+        else:  # an isoclinic group: every vector lies in an invariant plane
+            G = parts[0, j].real[None]
+            for i in range(n):
+                w = alg.grade(alg.lc(basis[i : i + 1], G), 1)
+                candidates.append((-mu.real, alg.op(basis[i : i + 1], w)))
+    for _, b in sorted(candidates, key=lambda c: -c[0]):
+        plane = _unit_rotation_plane(alg, b, B, tol)
+        if plane is not None:
+            return plane
+    # vectors u with u _| B = 0 (coefficients), and the metric on them
+    M = alg.lc(basis, B)[:, 1 : 1 + n]  # row i: e_i _| B
+    _, s, Vt = np.linalg.svd(M.T)
+    U = Vt[np.concatenate([s, np.zeros(n - s.size)]) <= tol]
+    if U.shape[0] < 2:
+        return None
+    g, Q = np.linalg.eigh((U * np.asarray(alg.metric, dtype=np.float64)) @ U.T)
+    vectors = (Q.T @ U) / np.sqrt(np.maximum(np.abs(g), 1e-300))[:, None]
+    for chosen in (np.nonzero(g > 1e-6)[0], np.nonzero(g < -1e-6)[0]):
+        if chosen.size >= 2:
+            two = chosen[np.argsort(-np.abs(g[chosen]), kind="stable")[:2]]
+            b = alg.op(alg.vector(vectors[two[0]]), alg.vector(vectors[two[1]]))[None]
+            plane = _unit_rotation_plane(alg, b, B, tol)
+            if plane is not None:
+                return plane
+    return None
+
+
+def quarter_turn_pair(alg, Q4: np.ndarray):
+    r"""A bivector :math:`\tfrac{\pi}{2}(b_1 + b_2)` with :math:`\exp = b_1 b_2 = ` the 4-blade Q4 (1, dim), or None.
+
+    The rotor of two commuting quarter turns is the 4-blade :math:`b_1 b_2` of unit rotation planes;
+    the planes are not determined by it (any pair of orthogonal planes of its subspace whose
+    metric is definite on each will do): take the metric-orthonormal eigenvectors of the metric on
+    the blade's vectors, pair same-signed ones, and orient :math:`b_2` so that
+    :math:`b_1 \wedge b_2` has the orientation of Q4.
+    """
+    from galinear.core.meetjoin import blade_vectors
+
+    V = blade_vectors(alg, Q4[0], tol=1e-6)
+    if V is None or V.shape[0] != 4:
+        return None
+    g, Q = np.linalg.eigh((V * np.asarray(alg.metric, dtype=np.float64)) @ V.T)
+    if np.any(np.abs(g) < 1e-6):
+        return None
+    order = np.concatenate([np.nonzero(g > 0)[0], np.nonzero(g < 0)[0]])
+    if np.sum(g > 0) % 2:
+        return None
+    u = alg.vector((Q.T @ V)[order] / np.sqrt(np.abs(g[order]))[:, None])
+    b1 = alg.op(u[0:1], u[1:2])
+    b2 = alg.op(u[2:3], u[3:4])
+    if np.sum(alg.op(b1, b2) * Q4) < 0:
+        b2 = -b2
+    return (np.pi / 2) * (b1 + b2)[0]

@@ -53,12 +53,17 @@ def _rotor_chain(parts, pi, pj, switch, sinc_series, out):  # pragma: no cover -
         y = np.zeros(dim, dtype=out.dtype)
         x[0] = 1.0
         for j in range(k):
-            sq = 0.0
+            peak = 0.0
             for p in range(npairs):
-                sq += parts[r, j, p] * parts[r, j, p]
-            theta = np.sqrt(sq)
+                peak = max(peak, abs(parts[r, j, p]))
+            sq = 0.0
+            if peak > 0.0:  # |b| = peak |b / peak|: no overflow for |b| up to the largest float
+                for p in range(npairs):
+                    sq += (parts[r, j, p] / peak) * (parts[r, j, p] / peak)
+            theta = peak * np.sqrt(sq)
             c = np.cos(theta)
-            if sq < switch:  # sin(t)/t by its series, finite at 0
+            if theta < np.sqrt(switch):  # sin(t)/t by its series, finite at 0
+                sq = theta * theta
                 beta = sinc_series[sinc_series.shape[0] - 1]
                 for m in range(sinc_series.shape[0] - 2, -1, -1):
                     beta = beta * sq + sinc_series[m]
@@ -75,7 +80,8 @@ def _rotor_chain(parts, pi, pj, switch, sinc_series, out):  # pragma: no cover -
                     if bp == 0.0:
                         continue
                     e = (1 << pi[p]) | (1 << pj[p])
-                    y[m ^ e] += beta * bp * xm * reorder_sign(m, e)
+                    y[m ^ e] += beta * bp * xm * reorder_sign(m, e) if theta < 1e150 else (
+                        np.sin(theta) * (bp / theta) * xm * reorder_sign(m, e))
             for m in range(dim):
                 x[m] = y[m]
         for m in range(dim):

@@ -5,8 +5,10 @@ of shape ``(..., 2**n)`` (shortlex blade order). Leading axes are batch axes and
 numpy. A MultiVector also tracks which grades it may hold (vectors, bivectors, rotors, and
 everything computed from them); products then run only the terms those grades need
 (:mod:`galinear.core.graded`): a vector times a vector in Cl(10) costs n**2 multiply-adds, not
-4**n. A MultiVector built from a bare array holds every grade and uses the Algebra's dense
-kernels. The class adds a small constant per call (``benchmarks/bench_multivector.py``).
+4**n. A MultiVector built from a bare array finds its grades from the array's all-zero columns
+(exact), so it takes the same kernels. Kernels are looked up once per grade pattern
+(:mod:`galinear.core.mvfast`): a call on one multivector costs a few microseconds
+(``benchmarks/bench_multivector.py``).
 
 Operators (grades r, s of homogeneous parts, extended bilinearly):
 
@@ -34,12 +36,20 @@ from galinear.core.products import TABLE_MAX_N
 from galinear.core.mvmaps import (
     CLOSED_FORM_MAX_N,
     NotInvertibleError,
-    _blade_lookup,
     hodge_signs,
     inverse,
     outermorphism_matrix,
 )
 from galinear.core.mvconstructors import ConstructorMethods
+from galinear.core.mvconveniences import (
+    COMPLEX_REASON,
+    ConvenienceMethods,
+    is_scalar_array,
+    operand_error,
+    scalar_operand,
+)
+from galinear.core.mvfast import infer_pattern, product_plan, run_plan, sandwich_plan
+from galinear.core.mvindexing import IndexingMethods
 from galinear.core.mvinterop import InteropMethods
 from galinear.core.mvnorms import NormMethods, _is_scalar
 from galinear.core.mvsubspaces import SubspaceMethods
@@ -47,7 +57,8 @@ from galinear.core.mvsubspaces import SubspaceMethods
 __all__ = ["MultiVector", "outermorphism_matrix", "hodge_signs", "inverse", "NotInvertibleError", "CLOSED_FORM_MAX_N"]
 
 
-class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMethods):
+class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, SubspaceMethods, InteropMethods,
+                  NormMethods):
     r"""A batch of multivectors of an :class:`~galinear.core.algebra.Algebra`.
 
     Parameters
@@ -57,12 +68,14 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
         Coefficients in shortlex order; leading axes are batch axes. The array is used as is
         when it is already float32/float64 (no copy, like ``np.asarray``).
     grades : iterable of int, optional
-        The grades ``values`` holds (checked: other coefficients must be zero). Products of
-        multivectors with known grades run only the terms they need. Default: every grade.
+        The grades ``values`` holds (checked: other coefficients must be zero), e.g. to declare
+        grades a later value may fill. Default: read from ``values``, a grade being present when
+        one of its coefficients is non-zero in some batch entry (:func:`galinear.core.mvfast.infer_pattern`).
+        Products run only the terms the grades need.
 
-    The values of a multivector with known grades are read-only (writing a coefficient of
-    another grade would make the record wrong): set blades with ``mv["e12"] = 2.0``, or build a
-    new MultiVector.
+    The values are read-only (writing a coefficient of another grade would make the grade record
+    wrong): set blades with ``mv["e12"] = 2.0``, or build a new MultiVector. A float32/float64
+    array is used without a copy: do not change it afterwards.
 
     Examples
     --------
@@ -86,6 +99,8 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
         if values is None:
             values = np.zeros(algebra.dim)
             grades = () if grades is None else grades
+        if np.iscomplexobj(values):
+            raise TypeError(COMPLEX_REASON)
         values = algebra._mv(values, "values", check_finite=False)
         pattern = None
         if grades is not None:
@@ -98,19 +113,25 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
                     f"values has coefficients of grades outside {tuple(graded.grades_of(pattern))} "
                     f"(largest {stray:.3g}); project first (mv.grade(...)) or leave grades=None"
                 )
+        else:
+            pattern = infer_pattern(algebra, values)
         _init(self, algebra, values, pattern)
 
     @staticmethod
     def _wrap(algebra: Algebra, values: np.ndarray, pattern: int | None = None) -> "MultiVector":
+        """A MultiVector of checked ``values``; the grades are inferred when pattern is None."""
         out = _new(MultiVector)
-        _init(out, algebra, values, pattern)
+        _init(out, algebra, values, infer_pattern(algebra, values) if pattern is None else pattern)
         return out
 
     @staticmethod
     def _wrap_packed(algebra: Algebra, packed: np.ndarray, pattern: int) -> "MultiVector":
         """A tracked multivector held as the packed columns of its pattern (graded.blades_of)."""
         out = _new(MultiVector)
-        _init(out, algebra, None, pattern, packed)
+        if pattern == graded.ALL(algebra.n):  # every blade: the packed columns are the values
+            _init(out, algebra, packed, pattern, packed)
+        else:
+            _init(out, algebra, None, pattern, packed)
         return out
 
     @property
@@ -124,13 +145,17 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
         return values
 
     def _packed_values(self) -> np.ndarray | None:
-        """The packed columns of a multivector whose tracked grades are not all of them (made once
-        and kept; the values of a tracked multivector are read-only); None when untracked."""
+        """The packed columns of a tracked multivector (made once and kept; the values of a tracked
+        multivector are read-only; with every grade, the values themselves); None when untracked."""
         packed = self._packed
         if packed is None:
             pattern, n = self._pattern, self.algebra.n
-            if pattern is None or pattern == graded.ALL(n) or n > TABLE_MAX_N:
+            if pattern is None or n > TABLE_MAX_N:
                 return None
+            if pattern == graded.ALL(n):
+                packed = self._values
+                _set_packed(self, packed)
+                return packed
             packed = graded.pack(n, self._values, pattern)
             packed.setflags(write=False)
             _set_packed(self, packed)
@@ -189,16 +214,14 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
 
     # ---------------------------------------------------------------- coercion
     def _other(self, other):
-        """(values, pattern) of another MultiVector of the same algebra, None for a real scalar; else raise."""
+        """(values, pattern) of another MultiVector of the same algebra, None for a real scalar or
+        an array of them (a batch of scalars); else raise, naming the fix."""
         if isinstance(other, MultiVector):
             self._same_algebra(other)
             return other.values, other._pattern
-        if _is_scalar(other):
+        if _is_scalar(other) or is_scalar_array(other):
             return None
-        raise TypeError(
-            f"cannot combine a MultiVector with {type(other).__name__}; use a real number, or wrap "
-            f"coefficient arrays first: MultiVector(alg, values) or MultiVector.scalar(alg, array)"
-        )
+        raise operand_error(other)
 
     def _same_algebra(self, other: "MultiVector") -> None:
         if other.algebra is not self.algebra and other.algebra != self.algebra:
@@ -212,15 +235,21 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
         return (self._scalar_mv(other), 0b1) if b is None else b
 
     def _scalar_mv(self, s) -> np.ndarray:
-        out = np.zeros(self.algebra.dim, dtype=np.result_type(self.values.dtype, np.float32))
-        out[0] = s
+        """Coefficients (..., 2**n) of the scalar s (a real number or an array of them)."""
+        dtype = np.result_type(self.values.dtype, np.float32)
+        if isinstance(s, np.ndarray) and s.ndim > 0:
+            dtype = np.result_type(dtype, s.dtype)
+        out = np.zeros(np.shape(s) + (self.algebra.dim,), dtype=dtype)
+        out[..., 0] = s
         return out
 
     # ---------------------------------------------------------------- linear structure
     def __add__(self, other):
         b = self._other(other)
         if b is None:
-            out = self.values.copy() if self.values.dtype.kind == "f" else self.values.astype(np.float64)
+            if is_scalar_array(other):
+                return self._like(self.values + self._scalar_mv(other), _union(self._pattern, 0b1))
+            out = self.values.copy()
             out[..., 0] += other
             return self._like(out, _union(self._pattern, 0b1))
         return self._like(self.values + b[0], _union(self._pattern, b[1]))
@@ -241,15 +270,18 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
 
     # ---------------------------------------------------------------- products
     def _binary(self, kind: str, other, reflected: bool = False):
-        if not reflected and isinstance(other, MultiVector) and self._pattern is not None and other._pattern is not None:
-            self._same_algebra(other)
-            packed = self._packed_product(kind, other)
-            if packed is not None:
-                return packed
+        if not reflected and type(other) is MultiVector and self._pattern is not None and other._pattern is not None:
+            if other.algebra is not self.algebra:
+                self._same_algebra(other)
+            plan = product_plan(self.algebra, kind, self._pattern, other._pattern)
+            if plan is not None:
+                a = self._packed if self._packed is not None else self._packed_values()
+                b = other._packed if other._packed is not None else other._packed_values()
+                return _wrap_plan(self.algebra, plan, run_plan(plan, a, b))
         b = self._other(other)
         if b is None:
             if kind in ("gp", "op"):
-                return self._like(self.values * other)
+                return self._like(self.values * scalar_operand(other))
             b = (self._scalar_mv(other), 0b1)
         a = (self.values, self._pattern)
         if reflected:
@@ -258,14 +290,6 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
             return self._like(getattr(self.algebra, kind)(a[0], b[0]), None)
         values, pattern = graded.product(self.algebra, kind, a[0], a[1], b[0], b[1])
         return self._like(values, pattern)
-
-    def _packed_product(self, kind: str, other: "MultiVector"):
-        """The product of two tracked multivectors on their packed columns, or None (dense path)."""
-        pa, pb = self._packed_values(), other._packed_values()
-        if pa is None or pb is None:
-            return None
-        result = graded.product_packed(self.algebra, kind, pa, self._pattern, pb, other._pattern)
-        return None if result is None else MultiVector._wrap_packed(self.algebra, *result)
 
     def __mul__(self, other):
         return self._binary("gp", other)
@@ -324,7 +348,8 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
 
     def __ror__(self, other):
         values, pattern = self._operand(other)
-        return MultiVector._wrap(self.algebra, np.broadcast_to(values, self.values.shape), pattern).inner(self)
+        shape = np.broadcast_shapes(values.shape, self.values.shape)
+        return MultiVector._wrap(self.algebra, np.broadcast_to(values, shape), pattern).inner(self)
 
     def scalar_product(self, other) -> np.ndarray:
         """:math:`\\langle a b \\rangle_0`, an array of the batch shape."""
@@ -344,11 +369,11 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
             alg = self.algebra
             return self._like(alg.gp(alg.gp(self.values, x.values), alg.reverse(self.values)), None)
         if self._pattern is not None and x._pattern is not None:
-            pr, px = self._packed_values(), x._packed_values()
-            if pr is not None and px is not None:
-                result = graded.sandwich_packed(self.algebra, pr, self._pattern, px, x._pattern)
-                if result is not None:
-                    return MultiVector._wrap_packed(self.algebra, *result)
+            plan = sandwich_plan(self.algebra, self._pattern, x._pattern)
+            if plan is not None:
+                a = self._packed if self._packed is not None else self._packed_values()
+                b = x._packed if x._packed is not None else x._packed_values()
+                return _wrap_plan(self.algebra, plan, run_plan(plan, a, b))
         values, pattern = graded.sandwich(self.algebra, self.values, self._pattern, x.values, x._pattern)
         return self._like(values, pattern)
 
@@ -394,72 +419,17 @@ class MultiVector(ConstructorMethods, SubspaceMethods, InteropMethods, NormMetho
     def __truediv__(self, other):
         b = self._other(other)
         if b is None:
-            return self._like(self.values / other)
+            return self._like(self.values / scalar_operand(other))
         return self * MultiVector._wrap(self.algebra, inverse(self.algebra, b[0]))
 
     def __rtruediv__(self, other):
         if self._other(other) is not None:  # pragma: no cover - handled by __truediv__
             return NotImplemented
-        return self._like(inverse(self.algebra, self.values) * other, None)
+        return self._like(inverse(self.algebra, self.values) * scalar_operand(other), None)
 
-    # ---------------------------------------------------------------- grades and blades
-    def grade(self, *grades) -> "MultiVector":
-        """Grade projection: ``mv.grade(2)``, ``mv.grade(0, 2)`` (also ``mv(2)``)."""
-        wanted = graded.mask_of(g for g in grades if 0 <= g <= self.algebra.n)
-        pattern = wanted if self._pattern is None else wanted & self._pattern
-        return self._like(self.algebra.grade(self.values, *grades), pattern)
-
-    __call__ = grade
-
-    def grades(self, tol: float = 0.0) -> tuple[int, ...]:
-        """Grades with a coefficient of magnitude above ``tol`` in any batch entry."""
-        mags = np.abs(self.values).reshape(-1, self.algebra.dim).max(axis=0, initial=0.0)
-        return tuple(sorted({int(g) for g, m in zip(self.algebra.grades, mags) if m > tol}))
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            index, sign = _blade_lookup(self.algebra.n, key)
-            out = self.values[..., index]
-            return out * sign if sign < 0 else out.copy()
-        if not isinstance(key, tuple):
-            key = (key,)
-        if any(k is Ellipsis for k in key):
-            return self._like(self.values[key + (slice(None),)])
-        return self._like(self.values[key + (Ellipsis, slice(None))])
-
-    def __setitem__(self, key, value):
-        if not isinstance(key, str):
-            raise TypeError(
-                f"set blade coefficients by name (mv['e12'] = 2.0), got key {key!r}; "
-                f"to change batch entries write to mv.values"
-            )
-        index, sign = _blade_lookup(self.algebra.n, key)
-        values = self.values if self.values.flags.writeable else self.values.copy()
-        values[..., index] = sign * np.asarray(value)
-        pattern = None if self._pattern is None else self._pattern | 1 << int(self.algebra.grades[index])
-        _init(self, self.algebra, values, pattern)
-
-    def __getattr__(self, name):
-        if name.startswith("e") and not name.startswith("__"):
-            try:
-                return self[name]
-            except KeyError:
-                pass
-        raise AttributeError(f"'MultiVector' object has no attribute {name!r}")
-
-    def __setattr__(self, name, value):
-        if name in ("algebra", "values"):
-            raise AttributeError(
-                f"MultiVector.{name} is fixed at construction; build a new MultiVector(alg, values)"
-            )
-        if name.startswith("e"):
-            try:
-                _blade_lookup(self.algebra.n, name)
-            except KeyError:
-                raise AttributeError(f"no blade named {name!r} in {self.algebra!r}") from None
-            self[name] = value
-            return
-        raise AttributeError(f"'MultiVector' object has no attribute {name!r}")
+    def _reset(self, values: np.ndarray, pattern: int | None) -> None:
+        """Replace the coefficients (``mv["e12"] = 2.0``); the grades are inferred when pattern is None."""
+        _init(self, self.algebra, values, infer_pattern(self.algebra, values) if pattern is None else pattern)
 
 
 _new = object.__new__
@@ -481,6 +451,16 @@ def _init(mv: MultiVector, algebra: Algebra, values: np.ndarray | None, pattern:
     _set_values(mv, values)
     _set_pattern(mv, pattern)
     _set_packed(mv, packed)
+
+
+def _wrap_plan(algebra: Algebra, plan, packed: np.ndarray) -> MultiVector:
+    """The result of a plan's kernel (:mod:`galinear.core.mvfast`) as a MultiVector."""
+    out = _new(MultiVector)
+    _set_algebra(out, algebra)
+    _set_values(out, packed if plan[3] else None)
+    _set_pattern(out, plan[1])
+    _set_packed(out, packed)
+    return out
 
 
 def _union(p: int | None, q: int | None) -> int | None:

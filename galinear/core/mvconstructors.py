@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from galinear.core.algebra import Algebra, coerce_float
-from galinear.core.mvmaps import _blade_lookup
+from galinear.core.mvindexing import blade_lookup, zero_based
 
 __all__ = ["ConstructorMethods"]
 
@@ -40,8 +40,9 @@ class ConstructorMethods:
 
     @classmethod
     def blade(cls, algebra: Algebra, name: str, coefficient=1.0) -> "MultiVector":
-        """``coefficient`` times the blade called ``name`` (``"e13"``; ``"e31"`` is ``-e13``)."""
-        index, sign = _blade_lookup(algebra.n, name)
+        """``coefficient`` times the blade called ``name`` (``"e13"``; ``"e31"`` is ``-e13``; in PGA
+        also zero-based names, ``"e0"`` for the null vector: :mod:`galinear.core.mvindexing`)."""
+        index, sign = blade_lookup(algebra, name)
         values = algebra.blade(algebra.blade_names[index], sign * coerce_float(coefficient))
         return cls._wrap(algebra, values, 1 << int(algebra.grades[index]))
 
@@ -51,9 +52,23 @@ class ConstructorMethods:
         return tuple(cls.blade(algebra, f"e{i + 1}" if i < 9 else f"e({i + 1})") for i in range(algebra.n))
 
     @classmethod
-    def basis(cls, algebra: Algebra) -> dict[str, "MultiVector"]:
-        """Every basis blade by name, in shortlex order: ``{"1": 1, "e1": e1, ..., "e12": e12, ...}``."""
-        return {name: cls.blade(algebra, name) for name in algebra.blade_names}
+    def basis(cls, algebra: Algebra, zero_based_names: bool = False) -> dict[str, "MultiVector"]:
+        """Every basis blade by name, in shortlex order: ``{"1": 1, "e1": e1, ..., "e12": e12, ...}``.
+
+        ``zero_based_names=True`` (algebras whose one null vector comes first, such as PGA
+        ``Algebra(3, 0, 1)``): keys ``"e0"`` (the null vector), ``"e1"``, ..., ``"e01"``, ... as
+        kingdon and the PGA literature name them; the blades are the same, only the keys change.
+        """
+        if zero_based_names and not zero_based(algebra.metric):
+            raise ValueError(
+                f"zero-based names need exactly one null basis vector, coming first (e.g. Algebra(3, 0, 1)); "
+                f"{algebra!r} has metric {algebra.metric}"
+            )
+        out = {}
+        for name in algebra.blade_names:
+            key = name if not zero_based_names or name == "1" else "e" + "".join(str(int(c) - 1) for c in name[1:])
+            out[key] = cls.blade(algebra, name)
+        return out
 
     @classmethod
     def pseudoscalar(cls, algebra: Algebra) -> "MultiVector":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from galinear.core import graded
+from galinear.core import graded, meetjoin
 from galinear.core.mvmaps import dual, outermorphism_matrix
 
 __all__ = ["SubspaceMethods"]
@@ -48,18 +48,24 @@ class SubspaceMethods:
         return self.regressive(other)
 
     def meet(self, other) -> "MultiVector":
-        r"""Meet: the regressive product :math:`a \vee b`.
+        r"""Meet :math:`a \cap b` of blades: their intersection, :math:`(a \rfloor J^{-1}) \rfloor b` with J the join.
 
-        For blades a, b that represent subspaces directly (a vector is a direction, ``a ^ b``
-        spans both) and together span the whole space, it represents their intersection. In
-        plane-based PGA, where vectors are planes, the intersection is the outer product and
-        the regressive product joins: use ``a ^ b`` and ``a & b`` there.
+        Non-zero for overlapping blades (``e12.meet(e23)`` is a multiple of e2, where ``&`` gives
+        0); in degenerate algebras (plane-based PGA) the meet of two planes is their line, a
+        positive multiple of ``a ^ b``. Scale and sign: :mod:`galinear.core.meetjoin`.
         """
-        return self.regressive(other)
+        b = self._wrap(self.algebra, *self._operand(other))
+        return self._like(meetjoin.meet(self.algebra, self.values, b.values), None)
 
     def join(self, other) -> "MultiVector":
-        r"""Join of subspaces that share nothing: the outer product :math:`a \wedge b`."""
-        return self._binary("op", other)
+        r"""Join :math:`a \cup b` of blades: the smallest blade containing both, of unit size.
+
+        ``a ^ b`` normalised when that is non-zero (``(e1 ^ e2).join(e2 ^ e3)`` is ±e123 where
+        ``^`` gives 0); in degenerate algebras (plane-based PGA) the join of two points is their
+        line, ``a & b`` normalised. Scale and sign: :mod:`galinear.core.meetjoin`.
+        """
+        b = self._wrap(self.algebra, *self._operand(other))
+        return self._like(meetjoin.join(self.algebra, self.values, b.values), None)
 
     def project(self, onto) -> "MultiVector":
         r"""Projection onto a blade B: :math:`(x \rfloor B) \rfloor B^{-1}` (Dorst et al. 2007)."""

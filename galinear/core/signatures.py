@@ -40,6 +40,12 @@ from galinear._generated import rotor_spec
 from galinear.core.invariants import (  # noqa: F401  (invariants, left_matrix, MERGE_TOL: re-exported)
     MERGE_TOL,
     _complex_product,
+    _artanh_ratio,
+    _artanh_ratio_difference,
+    _log_weight,
+    _roots,
+    commuting_rotation_plane,
+    quarter_turn_pair,
     _full,
     _grade2,
     _parts,
@@ -70,31 +76,60 @@ class SignatureDecomposition(Decomposition):
 
 
 # ---------------------------------------------------------------------------- helpers
-def _cosh_sinhc(lam: np.ndarray):
-    r""":math:`\cosh\sqrt\lambda` and :math:`\sinh\sqrt\lambda / \sqrt\lambda` for complex lambda.
+def _cosh_sinhc(lam: np.ndarray, scale=1.0):
+    r""":math:`\cosh\sqrt\lambda` and :math:`t \sinh\sqrt\lambda / \sqrt\lambda` at :math:`\lambda = t^2 \lambda_s`.
 
-    These are the rotor specification's cos and sinc of :math:`\theta` at :math:`q = \theta^2 = -\lambda`
-    (:math:`\cosh x = \cos ix`, :math:`\sinh x / x = \operatorname{sinc} ix`): its float64 series
-    in q where :math:`|q| <` its switch point, the closed forms elsewhere
-    (:mod:`galinear._generated.rotor_spec`).
+    ``lam`` holds :math:`\lambda_s` (complex) and ``scale`` t, so that bivectors scaled to
+    largest coefficient 1 give :math:`\exp b = c + s\, b_s` without squaring t (no overflow for
+    |b| up to the largest float). These are the rotor specification's cos and sinc of
+    :math:`\theta` at :math:`q = \theta^2 = -\lambda` (:math:`\cosh x = \cos ix`,
+    :math:`\sinh x / x = \operatorname{sinc} ix`): its float64 series in q where
+    :math:`|q| <` its switch point, the closed forms elsewhere (:mod:`galinear._generated.rotor_spec`).
     """
     lam = np.asarray(lam, dtype=np.complex128)
-    q = -lam
-    small = np.abs(q) < rotor_spec.SERIES_SWITCH["float64"]
-    root = np.sqrt(lam)
-    safe = np.where(small, 1.0, root)
-    c = np.where(small, rotor_spec.horner(rotor_spec.COS_SERIES["float64"], q), np.cosh(root))
-    s = np.where(small, rotor_spec.horner(rotor_spec.SINC_SERIES["float64"], q), np.sinh(safe) / safe)
+    scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), lam.shape)
+    base = np.sqrt(lam)
+    root = scale * base
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = -(root * root)
+        small = np.abs(q) < rotor_spec.SERIES_SWITCH["float64"]
+        safe = np.where(small, 1.0, base)
+        c = np.where(small, rotor_spec.horner(rotor_spec.COS_SERIES["float64"], q), np.cosh(root))
+        s = np.where(small, rotor_spec.horner(rotor_spec.SINC_SERIES["float64"], q) * scale, np.sinh(root) / safe)
     return c, s
 
 
+def _overflow_error(alg, B: np.ndarray, dtype) -> OverflowError:
+    """The error for exponentials beyond the largest float: names the limit."""
+    limit = float(np.log(np.finfo(dtype).max) + np.log(2.0))  # cosh(phi) ~ e^phi / 2
+    return OverflowError(
+        f"exp(B) overflows {np.dtype(dtype).name} in {alg!r}: a boost part of rapidity phi gives cosh(phi) and "
+        f"sinh(phi), which exceed the largest {np.dtype(dtype).name} ({float(np.finfo(dtype).max):.3g}) once phi > "
+        f"{limit:.2f} (the rapidities of these bivectors reach {float(_rapidity(alg, B)):.3g}); scale B down or "
+        f"work in float64"
+    )
+
+
+def _rapidity(alg, B: np.ndarray) -> float:
+    """Largest sqrt(lambda_j) over boost parts (real lambda > 0) of bivector rows, float64."""
+    if alg.n < 4:
+        scale = np.abs(B).max(axis=-1)
+        scale = np.where(scale > 0, scale, 1.0)
+        lam = alg.scalar_product(B / scale[:, None], B / scale[:, None]) + 0j
+        return float(np.max(np.sqrt(np.maximum(lam.real, 0)) * scale, initial=0.0))
+    scale, lam, *_ = _parts(alg, B, scaled=True)
+    return float(np.max(np.sqrt(np.maximum(lam.real, 0)) * scale[:, None], initial=0.0))
+
+
 # ---------------------------------------------------------------------------- public functions
-def exp_simple(alg, b: np.ndarray, lam: np.ndarray | None = None) -> np.ndarray:
-    r""":math:`\exp b = \cosh\sqrt\lambda + \frac{\sinh\sqrt\lambda}{\sqrt\lambda} b` for simple b (real rows)."""
-    if lam is None:
-        lam = alg.scalar_product(b, b)
-    c, s = _cosh_sinhc(np.asarray(lam, dtype=np.complex128))
-    out = (s[..., None] * b).real
+def exp_simple(alg, b: np.ndarray) -> np.ndarray:
+    r""":math:`\exp b = \cosh\sqrt\lambda + \frac{\sinh\sqrt\lambda}{\sqrt\lambda} b` for simple b (real rows, scaled inside)."""
+    scale = np.abs(b).max(axis=-1)
+    scale = np.where(scale > 0, scale, 1.0)
+    bs = b / scale[:, None]
+    c, s = _cosh_sinhc(alg.scalar_product(bs, bs), scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = (s[..., None] * bs).real
     out[..., 0] += c.real
     return out
 
@@ -136,25 +171,54 @@ def exp(alg, B: np.ndarray) -> np.ndarray:
         return out
     if alg.n < 4:  # every bivector is simple
         return exp_simple(alg, B)
-    scale, lam, parts, first, size = _parts(alg, B)
+    scale, lam, parts, first, size = _parts(alg, B, scaled=True)
     distinct = np.all(size == 1, axis=-1)
     idx = np.nonzero(distinct)[0]
     if idx.size:
         k = alg.n // 2
-        c, s = _cosh_sinhc(lam[idx])
+        c, s = _cosh_sinhc(lam[idx], scale[idx, None])
+        huge = ~(np.isfinite(c).all(axis=-1) & np.isfinite(s).all(axis=-1))  # cosh overflows: reported by the caller
+        c[huge], s[huge] = np.inf, 0.0
         R = np.zeros((idx.size, alg.dim), dtype=np.complex128)
         R[:, 0] = 1.0
-        for j in range(k):
-            factor = s[:, j, None] * parts[idx, j]
-            factor[:, 0] += c[:, j]
-            R = _complex_product(alg, "gp", R, factor)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for j in range(k):
+                factor = s[:, j, None] * parts[idx, j]
+                factor[:, 0] += c[:, j]
+                R[~huge] = _complex_product(alg, "gp", R[~huge], factor[~huge])
+        R[huge] = np.inf
         out[idx] = R.real
-    check = alg.gp(out, alg.reverse(out))
-    check[:, 0] -= 1
+    finite = np.isfinite(out).all(axis=-1)
+    peak = np.where(finite, np.maximum(1.0, np.abs(out).max(axis=-1)), 1.0)
+    unit = np.where(finite[:, None], out / peak[:, None], 0.0)  # R ~R = 1 checked without squaring |R|
+    check = alg.gp(unit, alg.reverse(unit))
+    check[:, 0] -= (1 / peak) ** 2
     err = np.abs(check).max(axis=-1)
-    bad = ~distinct | ~(err <= 1e-9 * np.maximum(1.0, (out * out).sum(axis=-1)))
+    bad = ~distinct | ~(err <= 1e-9 * np.maximum((1.0 / peak) ** 2, (unit * unit).sum(axis=-1)))
+    bad &= finite | ~distinct
     if np.any(bad):
-        out[bad] = exp_series(alg, B[bad])
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[bad] = exp_series(alg, _reduce_turns(B[bad], scale[bad], lam[bad], parts[bad], first[bad]))
+    return out
+
+
+def _reduce_turns(B, scale, lam, parts, first):
+    r"""B with every rotation part (or group of equal rotations) of angle above :math:`2\pi` reduced mod :math:`2\pi`.
+
+    :math:`\exp(2\pi \hat b) = 1` for a unit rotation plane, and the parts commute, so the rotor
+    is unchanged; the series then squares a bivector of size at most :math:`2\pi\sqrt k` instead
+    of amplifying its rounding by :math:`|B|` (huge isoclinic rotations stay unit rotors).
+    ``lam`` and ``parts`` are those of B / scale (:func:`_parts` with ``scaled=True``).
+    """
+    k = lam.shape[1]
+    theta = scale[:, None] * np.sqrt(np.maximum(-lam.real, 0.0))
+    turn = (lam.imag == 0) & (lam.real < 0) & (first == np.arange(k)) & (theta > 2 * np.pi)
+    rows = np.any(turn, axis=-1)
+    if not np.any(rows):
+        return B
+    factor = np.where(turn, np.mod(theta, 2 * np.pi) / np.where(turn, theta, 1.0), 1.0)
+    out = B.copy()
+    out[rows] = np.einsum("rj,rjd->rd", factor[rows] * scale[rows, None], parts[rows].real)
     return out
 
 
@@ -219,8 +283,10 @@ def algebra_exp(alg, B, method: str = "decompose") -> np.ndarray:
     """:meth:`Algebra.exp` for signatures that are not Euclidean (same arguments and checks)."""
     dtype, shape, flat = _rows(alg, B)
     if method == "simple":
-        wedge = alg.op(flat, flat)
-        size = np.maximum((flat * flat).sum(axis=-1), np.finfo(np.float64).tiny)
+        peak = np.abs(flat).max(axis=-1, initial=0.0)
+        unit = flat / np.where(peak > 0, peak, 1.0)[:, None]
+        wedge = alg.op(unit, unit)
+        size = np.maximum((unit * unit).sum(axis=-1), np.finfo(np.float64).tiny)
         if np.any(np.abs(wedge).max(axis=-1, initial=0.0) > np.sqrt(np.finfo(dtype).eps) * size):
             raise ValueError(
                 "exp(method='simple') needs a simple bivector (B ^ B = 0); use method='decompose' for a general one"
@@ -230,7 +296,11 @@ def algebra_exp(alg, B, method: str = "decompose") -> np.ndarray:
         out = exp(alg, flat)
     else:
         raise ValueError(f"method must be 'decompose' or 'simple', got {method!r}")
-    return out.astype(dtype).reshape(shape + (alg.dim,))
+    with np.errstate(over="ignore"):
+        out = out.astype(dtype)
+    if not np.isfinite(out).all():
+        raise _overflow_error(alg, flat, dtype)
+    return out.reshape(shape + (alg.dim,))
 
 
 def algebra_decompose(alg, B, method: str = "exact", **options) -> SignatureDecomposition:
@@ -263,124 +333,151 @@ def algebra_decompose(alg, B, method: str = "exact", **options) -> SignatureDeco
 
 
 # ---------------------------------------------------------------------------- logarithm
-def _acosh_ratio(c: np.ndarray) -> np.ndarray:
-    r""":math:`f(c) = \operatorname{arccosh}(c)/\sqrt{c^2 - 1}`, so that :math:`\log(c + \beta) = f(c)\,\beta`
-    for a unit simple rotor :math:`c + \beta` (:math:`c^2 - \beta^2 = 1`): :math:`\theta/\sin\theta`
-    for rotations, :math:`\varphi/\sinh\varphi` for boosts, 1 for null parts (series near c = 1)."""
-    c = np.asarray(c, dtype=np.complex128)
-    t = c - 1
-    out = np.empty_like(c)
-    small = np.abs(t) < 1e-5
-    out[small] = 1 - t[small] / 3 + 2 * t[small] ** 2 / 15
-    big = ~small
-    cb = c[big]
-    real = np.abs(cb.imag) == 0
-    vals = np.empty_like(cb)
-    x = cb.real[real]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        inside = np.abs(x) < 1
-        xr = np.where(inside, np.arccos(np.clip(x, -1, 1)) / np.sqrt(np.maximum(1 - x * x, 0)), 0.0)
-        xb = np.where(x > 1, np.arccosh(np.maximum(x, 1)) / np.sqrt(np.maximum(x * x - 1, 0)), np.nan)
-        vals[real] = np.where(inside, xr, xb)
-        z = cb[~real]
-        vals[~real] = np.arccosh(z) / np.sqrt(z * z - 1)
-    out[big] = vals
-    return out
+#: log() accepts B when |exp(B) - R| <= this times max(1, max |R|) (a wrong branch or a failed
+#: decomposition is off by order one; the round trip measures 1e-16 |R|^2 at worst, tests/core/test_log_everywhere.py).
+LOG_CHECK_TOL = 1e-6
+
+#: A factor (r + beta_j) / C_j of a rotor counts as a quarter turn (C_j = 0, no information in
+#: <R>_2) when |C_j|^2 = |r^2 - mu_j| is below this squared times max(1, r^2 + |mu_j|).
+QUARTER_TOL = 1e-8
+
+def _simple_log(alg, f: np.ndarray) -> np.ndarray:
+    """log(+-f) of simple unit rotors f = c + beta (rows, dim), real: the scalar of the factor made positive."""
+    b = alg.grade(f, 2)
+    return (_log_weight(alg.scalar_product(b, b), f[:, 0]).real)[:, None] * b
+
+
+def _log_two_planes(alg, r: np.ndarray, P: np.ndarray) -> np.ndarray:
+    r"""log of :math:`\operatorname{sign}(r) R` for k = 2 without a quarter turn, from r and :math:`P = \langle R\rangle_2`.
+
+    :math:`B = \sum_j h(\mu_j)\beta_j = h(\mu_1) P + h[\mu_1, \mu_2]\,(T - \mu_1 P)` with
+    :math:`T = \sum_j \mu_j\beta_j = (3\sigma_1 P - \langle P^3\rangle_2)/2`: no division by
+    :math:`\mu_1 - \mu_2`, so null, nearly null and isoclinic rotors (coinciding :math:`\mu_j`) are
+    as accurate as the rest. Computed on P scaled to largest coefficient 1.
+    """
+    s = np.abs(P).max(axis=-1)
+    s = np.where(s > 0, s, 1.0)
+    Ps = P / s[:, None]
+    rho = r / s
+    sigma, _ = invariants(alg, Ps)
+    mu = _roots(sigma)
+    P3 = alg.grade(alg.gp(alg.gp(Ps, Ps), Ps), 2)
+    T = (3 * sigma[:, 1:2] * Ps - P3) / 2
+    z = mu / rho[:, None] ** 2
+    # (1 - z_1)(1 - z_2) = C_1^2 C_2^2 / r^4 = 1 / r^2: a large boost's 1 - z (near 0) from the other's
+    w = 1 - z
+    near = np.argmin(np.abs(w), axis=-1)
+    other = np.take_along_axis(w, (1 - near)[:, None], axis=-1)[:, 0]
+    use = np.abs(other) > 0.5
+    rows = np.nonzero(use)[0]
+    w[rows, near[rows]] = 1 / (r[rows] ** 2 * other[rows])
+    z[rows, near[rows]] = 1 - w[rows, near[rows]]
+    first = _artanh_ratio(z[:, 0], w[:, 0])[:, None] * Ps
+    second = _artanh_ratio_difference(z[:, 0], z[:, 1], w[:, 0], w[:, 1])[:, None] * (T - mu[:, :1] * Ps) / rho[:, None] ** 2
+    return ((first + second) / rho[:, None]).real
+
+
+def _log_one_quarter(alg, R: np.ndarray, r: float, mu: np.ndarray, beta: np.ndarray, j: int) -> np.ndarray:
+    r"""log of :math:`\pm R` (one row) when factor j is a quarter turn (:math:`C_j = 0`): the other
+    factors :math:`(r + \beta_l)/C_l` come from :math:`\langle R\rangle_2`, factor j is what they leave of R."""
+    k = mu.shape[0]
+    others = np.zeros((1, alg.dim), dtype=np.complex128)
+    others[0, 0] = 1.0
+    out = np.zeros(alg.dim)
+    for l in range(k):
+        if l == j:
+            continue
+        C = np.sqrt(np.complex128(r * r) - mu[l])
+        f = beta[l] / C
+        f[0] += r / C
+        others = _complex_product(alg, "gp", others, f[None])
+        out += _simple_log(alg, f.real[None])[0]
+    rest = _complex_product(alg, "gp", others * alg._reverse_sign, R[None].astype(np.complex128))
+    return out + _simple_log(alg, rest.real)[0]
 
 
 def log(alg, R: np.ndarray) -> np.ndarray:
     r"""Logarithm of rotor rows (rows, 2**n), float64, in a non-Euclidean signature: B with exp B = R.
 
-    For :math:`R = \prod_j (c_j + s_j b_j)` the bivector part is
-    :math:`\langle R\rangle_2 = \sum_j s_j C_j b_j` with :math:`C_j = \prod_{l \ne j} c_l`: its
-    invariant decomposition gives :math:`\beta_j = s_j C_j b_j`, and since
-    :math:`\langle R \rangle_0 = c_j C_j`, each simple factor is
-    :math:`R_j = (\langle R\rangle_0 + \beta_j)/C_j` with :math:`C_j^2 = \langle R\rangle_0^2 - \beta_j^2`.
-    A factor whose :math:`C_j` vanishes (another plane turned by :math:`\pi/2`) is
-    :math:`(\prod_{l\ne j} R_l)^{\sim} R`. Then :math:`\log(c + \beta) = f(c)\,\beta` with
-    :math:`f(c) = \operatorname{arccosh}(c)/\sqrt{c^2-1}`. A sign left over (the factors multiply
-    to :math:`-R`) moves a rotation angle by :math:`\pi`. The result is checked:
-    :math:`|\exp B - R| \le` :data:`LOG_CHECK_TOL` :math:`\max(1, |R|)`; rows that fail (a boost times -1, which has no
-    logarithm; rotations by :math:`\pi` whose plane R does not determine; coinciding
-    invariants) raise a ValueError.
+    For :math:`R = \prod_j (c_j + s_j b_j)` the bivector part is :math:`P = \langle R\rangle_2 =
+    \sum_j \beta_j`, :math:`\beta_j = s_j C_j b_j`, :math:`C_j = \prod_{l \ne j} c_l`, and
+    :math:`r = \langle R\rangle_0 = c_j C_j`, so :math:`C_j^2 = r^2 - \mu_j` with
+    :math:`\mu_j = \beta_j^2` (the invariants of P). Taking every :math:`C_j` with the sign of r,
+    the factors :math:`(r + \beta_j)/C_j` multiply to :math:`\operatorname{sign}(r) R` and
+    :math:`\log = \sum_j h(\mu_j)\beta_j` (:func:`_log_weight`; for k = 2 in the divided-difference
+    form of :func:`_log_two_planes`). A quarter turn (:math:`C_j = 0`) leaves no trace in P: one
+    is recovered as the rest of R, two (k = 2, :math:`R = \langle R\rangle_4`) from the factors of the
+    4-blade :math:`\langle R\rangle_4` (:func:`galinear.core.invariants.quarter_turn_pair`). When the
+    result gives :math:`-R`, a rotation plane :math:`\hat b` (:math:`\hat b^2 = -1`) commuting
+    with B moves by :math:`\pi` (:math:`e^{\pm\pi\hat b} = -1`): B's largest rotation, else a
+    plane orthogonal to B (:func:`galinear.core.invariants.commuting_rotation_plane`). Every row
+    is checked, :math:`|\exp B - R| \le` :data:`LOG_CHECK_TOL` :math:`\max(1, |R|)`; a ValueError
+    names the rows that have no real logarithm and why.
     """
     R = np.asarray(R, dtype=np.float64)
     rows = R.shape[0]
     n, k = alg.n, alg.n // 2
     if rows == 0:
         return np.zeros_like(R)
-    r = R[:, 0].astype(np.complex128)
+    r = R[:, 0]
     P = alg.grade(R, 2)
-    if k <= 1:
-        logs = (_acosh_ratio(r)[:, None] * P).real if k == 1 else np.zeros_like(R)
-        return _checked_log(alg, R, logs)
-    _, mu, beta, first, size = _parts(alg, P)
-    grouped = np.any(size > 1, axis=-1)
-    C = np.sqrt(r[:, None] ** 2 - mu)  # (rows, k), C_j up to its sign
-    # boosts and null parts need c_j = r / C_j > 0: give C_j the sign of r (rotations take either
-    # sign; a leftover -1 is moved into a rotation angle below)
-    real_nonneg = (np.abs(mu.imag) == 0) & (mu.real >= 0)
-    C = np.where(real_nonneg & (r.real[:, None] < 0), -C, C)
-    scale = np.maximum(1.0, np.abs(R).max(axis=-1))
-    weak = np.abs(C) <= 1e-6 * scale[:, None]
-    factors = np.zeros((rows, k, alg.dim), dtype=np.complex128)
-    for j in range(k):
-        f = beta[:, j].copy()
-        f[:, 0] += r
-        factors[:, j] = f / np.where(weak[:, j], 1.0, C[:, j])[:, None]
-    # one weak factor: from R and the others
-    one_weak = weak.sum(axis=-1) == 1
-    for row in np.nonzero(one_weak)[0]:
-        j = int(np.argmax(weak[row]))
-        others = np.zeros((1, alg.dim), dtype=np.complex128)
-        others[0, 0] = 1.0
-        for l in range(k):
-            if l != j:
-                others = _complex_product(alg, "gp", others, factors[row : row + 1, l])
-        rev = others.copy()
-        rev *= alg._reverse_sign
-        factors[row, j] = _complex_product(alg, "gp", rev, R[row : row + 1].astype(np.complex128))[0]
-    parts = np.zeros((rows, alg.dim), dtype=np.complex128)
-    plane_logs = np.zeros((rows, k, alg.dim), dtype=np.complex128)
-    for j in range(k):
-        c = factors[:, j, 0]
-        b = alg.grade(factors[:, j].real, 2) + 1j * alg.grade(factors[:, j].imag, 2)
-        plane_logs[:, j] = _acosh_ratio(c)[:, None] * b
-        parts = parts + plane_logs[:, j]
-    B = parts.real
-    B = np.where(np.isfinite(B), B, 0.0)
-    # a factor product of -R: move a rotation (lambda < 0) by pi
+    size = np.maximum(1.0, np.abs(R).max(axis=-1))
+    B = np.full(R.shape, np.nan)
+    reason = np.zeros(rows, dtype=np.int64)  # 0 ok, 1 no commuting rotation plane, 2 planes undetermined
+    if k == 0:
+        B[:] = 0.0
+    elif k == 1:
+        B = _log_weight(alg.scalar_product(P, P), r).real[:, None] * P
+    else:
+        _, mu, beta, _, _ = _parts(alg, P)
+        quarter = np.abs(r[:, None] ** 2 - mu) <= QUARTER_TOL**2 * np.maximum(1.0, r[:, None] ** 2 + np.abs(mu))
+        count = quarter.sum(axis=-1)
+        plain = count == 0
+        if k == 2:
+            B[plain] = _log_two_planes(alg, r[plain], P[plain])
+        else:
+            # a group of equal mu has one weight: its sum (held in the group's first slot) suffices
+            B[plain] = (_log_weight(mu[plain], r[plain, None])[..., None] * beta[plain]).sum(axis=-2).real
+        for row in np.nonzero(count == 1)[0]:
+            B[row] = _log_one_quarter(alg, R[row], r[row], mu[row], beta[row], int(np.argmax(quarter[row])))
+        for row in np.nonzero(count == 2)[0] if k == 2 else ():
+            pair = quarter_turn_pair(alg, alg.grade(R[row : row + 1], 4))
+            if pair is not None:
+                B[row] = pair
+        reason[~np.isfinite(B).all(axis=-1)] = 2
+    good = np.isfinite(B).all(axis=-1)
+    B[~good] = 0.0
     back = exp(alg, B)
-    flip = np.sum(back * R, axis=-1) < 0
-    for row in np.nonzero(flip)[0]:
-        lam = mu[row]
-        rot = [j for j in range(k) if abs(lam[j].imag) == 0 and lam[j].real < 0]
-        if rot:
-            j = max(rot, key=lambda m: -lam[m].real)
-            b = plane_logs[row, j].real
-            size_b = np.sqrt(max(-alg.scalar_product(b, b), 0.0))
-            if size_b > 0:
-                B[row] = B[row] - np.pi * b / size_b
-    bad = grouped | (weak.sum(axis=-1) > 1) | ~np.isfinite(parts.real).all(axis=-1)
-    return _checked_log(alg, R, B, bad)
+    for row in np.nonzero(good & (np.sum(back * R, axis=-1) < 0))[0]:
+        plane = commuting_rotation_plane(alg, B[row])
+        if plane is None:
+            reason[row] = 1
+            continue
+        theta = -alg.scalar_product(B[row], plane)  # B's angle in that plane
+        B[row] = B[row] - (np.pi if theta >= 0 else -np.pi) * plane
+    return _checked_log(alg, R, B, reason)
 
 
-#: log() accepts B when |exp(B) - R| <= this times max(1, max |R|) (a failed decomposition is off
-#: by order one; large boosts lose digits in the decomposition of <R>_2).
-LOG_CHECK_TOL = 1e-6
-
-
-def _checked_log(alg, R, B, bad=None):
+def _checked_log(alg, R, B, reason):
     back = exp(alg, B)
     err = np.abs(back - R).max(axis=-1) / np.maximum(1.0, np.abs(R).max(axis=-1))
-    fail = err > LOG_CHECK_TOL
-    if bad is not None:
-        fail = fail | (bad & (err > 1e-12))
+    fail = (reason > 0) | ~(err <= LOG_CHECK_TOL)
     if np.any(fail):
+        why = []
+        if np.any(reason == 1):
+            why.append(
+                f"{int(np.sum(reason == 1))} are -exp(B) with no rotation plane (b^2 = -1) of {alg!r} commuting "
+                f"with B, so no real logarithm exists (e.g. a boost or null rotation times -1 when the "
+                f"directions orthogonal to it hold no plane squaring to -1, or -1 itself in Cl(0,0,r))"
+            )
+        if np.any(reason == 2):
+            why.append(f"{int(np.sum(reason == 2))} turn two or more planes by pi/2, which leaves the planes undetermined")
+        other = fail & (reason == 0)
+        if np.any(other):
+            why.append(f"{int(np.sum(other))} fail the check |exp(log R) - R| <= {LOG_CHECK_TOL:g} max(1, |R|) "
+                       f"(largest {float(err[other].max()):.3g})")
         raise ValueError(
-            f"{int(np.sum(fail))} of {fail.size} rotors have no logarithm found by the invariant "
-            f"decomposition in {alg!r} (largest |exp(log R) - R| = {float(err.max()):.3g}): a boost times -1 "
-            f"has none, and a rotation by pi or coinciding invariants leave the planes undetermined"
+            f"{int(np.sum(fail))} of {fail.size} rotors have no real logarithm found in {alg!r}: " + "; ".join(why)
         )
     return B
 
@@ -391,11 +488,13 @@ def algebra_log(alg, R) -> np.ndarray:
     dtype = R.dtype
     flat = R.reshape(-1, alg.dim).astype(np.float64)
     odd = np.abs(flat * (alg.grades % 2 == 1)).max(axis=-1, initial=0.0)
-    check = alg.gp(flat, alg.reverse(flat))
-    check[:, 0] -= 1
-    size = np.maximum(1.0, (flat * flat).sum(axis=-1))
+    peak = np.maximum(1.0, np.abs(flat).max(axis=-1, initial=0.0))
+    unit = flat / peak[:, None]  # R ~R - 1 relative to |R|^2, without overflow
+    check = alg.gp(unit, alg.reverse(unit))
+    check[:, 0] -= (1 / peak) ** 2
+    size = np.maximum((1.0 / peak) ** 2, (unit * unit).sum(axis=-1))
     tol = 1e3 * np.finfo(dtype).eps * max(1, alg.n)
-    bad = (np.abs(check).max(axis=-1, initial=0.0) > tol * size) | (odd > tol * np.sqrt(size))
+    bad = (np.abs(check).max(axis=-1, initial=0.0) > tol * size) | (odd > tol * np.sqrt(size) * peak)
     if np.any(bad):
         raise ValueError(
             f"R must be a rotor (even, R ~R = 1) of {alg!r}; {int(np.sum(bad))} of {bad.size} are not. "
