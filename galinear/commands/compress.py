@@ -3,8 +3,10 @@ import os
 
 from galinear.commands._report import fail
 
-HELP = ("Compress attention q/k/v projections of a causal LM layer by layer (rotor, LR1, LR4, BH1; the linear "
-        "baselines also at their closed-form optimum) and report ln PPL")
+HELP = ("Compress attention q/k/v projections of a causal LM layer by layer, up to every layer (--layers all), "
+        "with rotor networks and baselines (the linear ones also at their closed-form optimum), optionally "
+        "followed by a joint distillation stage (--distill), and report ln PPL on the whole WikiText-2 test "
+        "split (the default when its file is installed) and on the held-out windows of the texts")
 
 PRESETS = {
     # the quick default of `galinear demo`: one middle layer, Wikipedia only
@@ -52,7 +54,8 @@ class StudyDefault:
 
 
 # options whose default is the StudyConfig field of the same name
-STUDY_FIELDS = ("model", "window", "stride", "split_seed", "hidden", "o_epochs", "valid_windows", "objective")
+STUDY_FIELDS = ("model", "window", "stride", "split_seed", "hidden", "o_epochs", "valid_windows", "objective",
+                "wikitext_window", "distill_lr", "distill_max_steps", "distill_eval_every")
 
 
 def expand_methods(names, baseline_fit: str) -> tuple:
@@ -95,16 +98,18 @@ def _ints(text, what):
 
 
 def parse_layer_sets(text):
-    """'4;15;15,16' -> ((4,), (15,), (15, 16)): sets separated by ';', layers inside by ','."""
-    sets = tuple(_ints(part, "a layer set") for part in text.split(";") if part.strip())
-    if not sets:
-        raise ValueError(f"no layer set in {text!r}; example: --layers '4;15;15,16'")
-    return sets
+    """'4;15;15,16' -> ((4,), (15,), (15, 16)): sets separated by ';', layers inside by ','; ranges
+    ('0-29') and 'all' (every layer) as in :func:`galinear.compress.sequential.parse_layer_sets`."""
+    from galinear.compress.sequential import parse_layer_sets as parse
+
+    return parse(text)
 
 
 def add_arguments(parser):
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="demo",
-                        help="starting point for every setting not given (default: demo)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="starting point for every setting not given (default: the demo's settings, with the "
+                             "WikiText-2 evaluation on; a preset named here keeps its texts-only evaluation, so "
+                             "`galinear demo` stays within about 10 minutes)")
     parser.add_argument("--model", default=StudyDefault("model"),
                         help="'%(default)s' (embedded default), a save_pretrained folder, a folder with "
                              "--gguf-file, or a .gguf path")
@@ -117,9 +122,15 @@ def add_arguments(parser):
                              "preset's --texts unless --texts is given too")
     parser.add_argument("--text-field", default=None, help="the field holding the text in .jsonl files")
     parser.add_argument("--layers", dest="layer_sets", default=None,
-                        help="layer sets, ';' between sets, ',' inside a set, e.g. '4;15;15,16' (0-based)")
+                        help="layer sets, ';' between sets, ',' inside a set, e.g. '4;15;15,16' (0-based); a range "
+                             "'0-29' or 'all' (every decoder layer) replaces the layers in order, each fitted on the "
+                             "network whose earlier layers are already replaced, resumable at every layer, with a "
+                             "line per layer and the time left")
     parser.add_argument("--methods", default=None,
-                        help="comma-separated from rotor,lr1,lr4,bh1,dense,zero (and lr1-cf,lr4-cf,bh1-cf)")
+                        help="comma-separated from rotor,lr1,lr4,bh1,dense,zero; the structured baselines lr "
+                             "(rank --rank), kron (Kronecker sum of --terms terms), monarch, bhh (Hadamard-mixed "
+                             "blocks) and givens (the orthogonal control with the rotor network's shape); a -cf "
+                             "suffix (lr1-cf, lr4-cf, bh1-cf, lr-cf, kron-cf, monarch-cf, bhh-cf) is the closed-form fit")
     parser.add_argument("--baseline-fit", choices=BASELINE_FITS, default=None,
                         help="how lr1/lr4/bh1 are fitted: adam, closed-form (exact optimum over all training "
                              "rows, reported as LR1*, LR4*, BH1*) or both (default)")
@@ -131,6 +142,25 @@ def add_arguments(parser):
                         help="what Adam fits match: each of q, k, v on its own (qkv), or q, k, v jointly "
                              "to the layer's attention output (attention) or to the model's next-token "
                              "distribution (logits, KL); closed-form fits stay qkv (default %(default)s)")
+    parser.add_argument("--wikitext", choices=("auto", "file", "hub", "off"), default=None,
+                        help="the standard measure: ln PPL over the whole WikiText-2 test split in non-overlapping "
+                             "windows (galinear.compress.wikitext). auto (default without --preset): the file that "
+                             "ships with galinear when it is installed; file: the same, required; hub: the hub "
+                             "dataset (a network and `datasets`); off (the presets): the texts only. It is never "
+                             "used for fitting")
+    parser.add_argument("--wikitext-window", type=int, default=StudyDefault("wikitext_window"),
+                        help="tokens per WikiText-2 window (default %(default)s, less where the model's context is)")
+    parser.add_argument("--distill", action="store_true", default=None,
+                        help="a final stage: fine-tune all replacement parameters jointly by distilling the original "
+                             "model's next-token distribution (KL) on the training windows, stopped on the validation "
+                             "windows, checkpointed and resumable; reported as its own row (tag -kd...)")
+    parser.add_argument("--distill-lr", type=float, default=StudyDefault("distill_lr"),
+                        help="Adam rate of the distillation stage (default %(default)s)")
+    parser.add_argument("--distill-steps", dest="distill_max_steps", type=int,
+                        default=StudyDefault("distill_max_steps"),
+                        help="step budget of the distillation stage, one window per step (default %(default)s)")
+    parser.add_argument("--distill-eval-every", type=int, default=StudyDefault("distill_eval_every"),
+                        help="steps between the distillation's validation checks (default %(default)s)")
     parser.add_argument("--max-steps", type=int, default=None, help="step budget of a converged fit")
     parser.add_argument("--eval-every", type=int, default=None, help="steps between validation checks")
     parser.add_argument("--patience", type=int, default=None,
@@ -149,6 +179,12 @@ def add_arguments(parser):
                         help="BH1 block count (default: the largest common divisor of the q/k/v widths up to 48, "
                              "e.g. 48 for SmolLM2's 576 -> 576 / 192; the count used and the parameter ratio "
                              "to the rotor network are reported)")
+    parser.add_argument("--rank", type=int, default=None, help="rank of lr and lr-cf (default 4)")
+    parser.add_argument("--terms", type=int, default=None, help="Kronecker terms of kron and kron-cf (default 4)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="parameters per projection as a fraction of the dense matrix (0.02 for 2 %%): "
+                             "rank, terms, blocks and hidden width of lr, kron, monarch, bhh, bh1, rotor and "
+                             "givens are set to the count nearest to it; lr1, lr4, dense, zero and rotorlin-m keep their size")
     parser.add_argument("--window", type=int, default=StudyDefault("window"),
                         help="tokens per window (default %(default)s)")
     parser.add_argument("--stride", type=int, default=StudyDefault("stride"),
@@ -177,7 +213,8 @@ def config_from_args(args):
     """Build a StudyConfig from parsed arguments (preset values fill what is not given)."""
     from galinear.compress import StudyConfig
 
-    preset = dict(PRESETS[args.preset])
+    preset = dict(PRESETS[args.preset or "demo"])
+    preset["wikitext"] = "off" if args.preset else "auto"  # a named preset keeps its cost (texts only)
     pick = lambda name: getattr(args, name) if getattr(args, name, None) is not None else preset.get(name)  # noqa: E731
     files = text_files([p for group in (args.text_paths or []) for p in group])
     if files and getattr(args, "datasets", None) is None:
@@ -196,12 +233,131 @@ def config_from_args(args):
         seeds=_ints(pick("seeds"), "--seeds"), multi_seeds=None if multi is None else _ints(multi, "--multi-seeds"),
         train_windows=pick("train_windows"), eval_windows=pick("eval_windows"), mse_windows=pick("mse_windows"),
         epochs=pick("epochs"), bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj,
-        out_dir=args.out or os.path.join("runs", f"compress-{args.preset}"), threads=args.threads,
+        rank=getattr(args, "rank", None), terms=getattr(args, "terms", None), budget=getattr(args, "budget", None),
+        out_dir=args.out or os.path.join("runs", f"compress-{args.preset or 'demo'}"), threads=args.threads,
         cache_dir=getattr(args, "cache_dir", None),
         progress=not args.no_progress, text_files=files, text_field=args.text_field,
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
         patience=pick("patience"), save_dir=getattr(args, "save_dir", None),
-        shard_windows=getattr(args, "shard_windows", None), **given)
+        shard_windows=getattr(args, "shard_windows", None), wikitext=pick("wikitext"),
+        distill=bool(getattr(args, "distill", None)), **given)
+
+
+#: Seeds accepted by --seeds / --multi-seeds: every random generator the study seeds takes them.
+SEED_LIMIT = 2**32 - 1
+
+
+def _folder_problem(flag: str, path: str):
+    """Why ``path`` cannot be the folder of ``flag`` (written into), or None; nothing is created."""
+    import tempfile
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{flag} {path} is a file, not a folder; choose a folder"
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{flag} {path} lies under {probe}, which is a file; choose a folder"
+    try:
+        tempfile.TemporaryFile(dir=probe).close()
+    except OSError as error:
+        return f"cannot write into {flag} {path} ({error.strerror} in {probe}); choose a folder you can write to"
+    return None
+
+
+def _model_problem(model: str, gguf_file):
+    """Why --model (and --gguf-file) cannot name a local model, or None (a hub name is left to the loader)."""
+    if isinstance(model, StudyDefault):
+        return None
+    if os.path.isfile(model):
+        with open(model, "rb") as handle:
+            head = handle.read(4)
+        if head != b"GGUF":
+            return (f"--model {model} is a file but not a GGUF model (it does not start with 'GGUF'); pass a "
+                    "save_pretrained folder, a folder with --gguf-file NAME, or a .gguf file")
+        return None
+    if os.path.isdir(model):
+        if gguf_file is not None and not os.path.isfile(os.path.join(model, gguf_file)):
+            return f"--gguf-file {gguf_file} not found in the --model folder {model}"
+        if gguf_file is None and not os.path.isfile(os.path.join(model, "config.json")):
+            return (f"--model {model} is a folder without config.json, so not a save_pretrained folder; for a GGUF "
+                    "file inside it add --gguf-file NAME")
+        return None
+    if os.path.lexists(model) or model.lower().endswith(".gguf") or model.startswith((".", os.sep, "~")):
+        return f"--model {model}: no such file or folder; check the path"
+    return None
+
+
+def _seeds_problem(flag: str, text):
+    for part in (text or "").split(","):
+        part = part.strip()
+        try:
+            seed = int(part) if part else 0
+        except ValueError:
+            return f"{flag} must be comma-separated integers, got {text!r}"
+        if not 0 <= seed <= SEED_LIMIT:
+            return f"{flag}: seed {part} is out of range; seeds are integers in 0..{SEED_LIMIT} (2**32 - 1)"
+    return None
+
+
+def check_before_loading(args):
+    """The first problem of the paths, seeds and counts on the command line, or None: checked before
+    the model loads, each message naming its flag."""
+    problem = _seeds_problem("--seeds", args.seeds) or _seeds_problem("--multi-seeds", args.multi_seeds)
+    if problem:
+        return problem
+    if args.bh_blocks is not None and args.bh_blocks < 1:
+        return f"--bh-blocks must be a positive integer, got {args.bh_blocks}"
+    for flag in ("rank", "terms"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            return f"--{flag} must be a positive integer, got {value}"
+    budget = getattr(args, "budget", None)
+    if budget is not None and not 0 < budget <= 1:
+        return f"--budget must be a fraction in (0, 1] of the dense parameters (0.02 for 2 %), got {budget}"
+    if args.bh_blocks is not None and not isinstance(args.model, StudyDefault) and args.gguf_file is None:
+        problem = _bh_blocks_from_config(os.path.join(args.model, "config.json"), args.bh_blocks)
+        if problem:
+            return problem
+    for flag, path in (("--out", args.out), ("--cache", getattr(args, "cache_dir", None)),
+                       ("--save", getattr(args, "save_dir", None))):
+        problem = path is not None and _folder_problem(flag, path)
+        if problem:
+            return problem
+    return _model_problem(args.model, args.gguf_file)
+
+
+def _bh_blocks_from_config(path: str, blocks: int):
+    """The --bh-blocks check from a save_pretrained config.json (q/k/v widths of a standard attention)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+        d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        head_dim = int(config.get("head_dim") or d_model // heads)
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not told cheaply: checked once the model is loaded, before any fit
+    for name, d_out in (("q_proj", heads * head_dim), ("k_proj/v_proj", kv_heads * head_dim)):
+        if d_model % blocks or d_out % blocks:
+            return (f"--bh-blocks {blocks} does not divide the {name} shape {d_model} -> {d_out}; "
+                    f"pick a common divisor of {d_model} and {d_out}")
+    return None
+
+
+def bh_blocks_problem(model, layer_sets, blocks):
+    """Why --bh-blocks ``blocks`` does not divide the q/k/v widths of ``model`` (a loaded causal LM), or None."""
+    from galinear.compress import models
+
+    for layer in sorted({layer for s in layer_sets for layer in s}):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            weight = models.projection(model, layer, name).weight
+            d_out, d_in = weight.shape
+            if d_in % blocks or d_out % blocks:
+                return (f"--bh-blocks {blocks} does not divide the {name} shape {d_in} -> {d_out} of layer {layer}; "
+                        f"pick a common divisor of {d_in} and {d_out}")
+    return None
 
 
 def run(args):
@@ -212,6 +368,9 @@ def run(args):
     from galinear.compress import Study, distributed
     from galinear.compress.report import texts_note
 
+    problem = check_before_loading(args)
+    if problem:
+        return fail("compress", problem)
     ranks = distributed.init_from_env()  # under torchrun: join the ranks (gloo on CPU, nccl on GPU)
     try:
         config = config_from_args(args)
@@ -219,6 +378,10 @@ def run(args):
         study = Study(config)
     except (ValueError, TypeError) as exc:
         return fail("compress", str(exc))
+    if config.bh_blocks is not None and any(m.startswith("bh1") for m in config.methods):
+        problem = bh_blocks_problem(study.model, config.layer_sets, config.bh_blocks)  # before any fit
+        if problem:
+            return fail("compress", problem)
     if ranks.rank != 0:  # every rank does its share; rank 0 reports
         study.run()
         return 0

@@ -30,7 +30,11 @@ class StudyConfig:
     split_seed: int = 0
     epochs: float = 1.0
     hidden: int = _DEFAULT_HIDDEN
-    bh_blocks: int | None = None
+    bh_blocks: int | None = None       # bh1 (monarch and bhh: methods.default_blocks, or set by budget)
+    rank: int | None = None            # lr, lr-cf (None: methods.DEFAULT_LOW_RANK)
+    terms: int | None = None           # kron, kron-cf (None: methods.DEFAULT_KRONECKER_TERMS)
+    budget: float | None = None        # a fraction of each projection's dense parameters, for every method
+                                       # with a size knob (methods.KNOBS); the knob is set to match it
     refit_o_proj: bool = False
     o_epochs: float = 15.0
     out_dir: str = os.path.join("runs", "compress")
@@ -51,12 +55,29 @@ class StudyConfig:
     objective: str = "qkv"             # --objective: attention / logits fit q, k, v jointly (compress.objective)
     shard_windows: int | None = None   # --shard-windows: captures on disk in shards of this many windows
                                        # (None: in memory); the results are the same, bit for bit
+    wikitext: str = "off"              # --wikitext: the whole WikiText-2 test split as the standard measure
+                                       # (galinear.compress.wikitext): "auto" (when the packaged file is there),
+                                       # "file" (required), "hub" (download) or "off"; `galinear compress` says auto
+    wikitext_window: int = 2048        # tokens per non-overlapping WikiText-2 window (less if the model's context is)
+    distill: bool = False              # --distill: a final stage fits all replacements jointly (KL to the original)
+    distill_lr: float = 1e-3           # its Adam rate
+    distill_max_steps: int = 200       # its step budget (one calibration window per step)
+    distill_eval_every: int = 10       # steps between its validation checks (stopping rule: patience as above)
+
+    @property
+    def draws_valid(self) -> bool:
+        """Whether validation windows are drawn (the stopping rule of the fits or of the distillation)."""
+        return bool(self.until_converged or self.distill)
 
     def method_spec(self, name: str) -> methods.MethodSpec:
         converged = (self.until_converged and name not in ("zero",) and not name.endswith("-cf")) or name == "rotorlin-m"
+        base = methods.base_name(name)
         return methods.MethodSpec(name=name, epochs=self.epochs,
-                                  hidden=self.hidden if name == "rotor" else None,
-                                  blocks=self.bh_blocks if methods.base_name(name) == "bh1" else None,
+                                  hidden=self.hidden if base in ("rotor", "givens") else None,
+                                  blocks=self.bh_blocks if base == "bh1" else None,
+                                  rank=self.rank if base == "lr" else None,
+                                  terms=self.terms if base == "kron" else None,
+                                  budget=self.budget if base in methods.KNOBS else None,
                                   max_steps=self.max_steps if converged else None,
                                   eval_every=self.eval_every if converged else None,
                                   patience=self.patience if converged else None,
@@ -104,13 +125,25 @@ def validate_request(c: StudyConfig, loaded) -> None:
             raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     if not 0 < c.heldout_fraction < 1:
         raise ValueError(f"heldout_fraction must lie in (0, 1), got {c.heldout_fraction!r}")
+    from galinear.compress import sequential, wikitext
+
+    wikitext.check_source(c.wikitext)
+    if isinstance(c.wikitext_window, bool) or not isinstance(c.wikitext_window, int) or c.wikitext_window < 2:
+        raise ValueError(f"wikitext_window must be an integer >= 2 (tokens per window), got {c.wikitext_window!r}")
+    if c.distill:
+        for name in ("distill_max_steps", "distill_eval_every"):
+            value = getattr(c, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not (isinstance(c.distill_lr, (int, float)) and math.isfinite(c.distill_lr) and c.distill_lr > 0):
+            raise ValueError(f"distill_lr must be a finite number > 0, got {c.distill_lr!r}")
     negative = [i for s in c.layer_sets for i in s if isinstance(i, int) and i < 0]
     if negative:
         raise ValueError(f"layer index {negative[0]} is negative; layers are numbered from 0")
     if loaded is None:  # the layer count, from the model's configuration (no weights loaded)
         count = models.layer_count(c.model, c.gguf_file)
         if count is not None:
-            models.check_layer_range(c.layer_sets, count)
+            models.check_layer_range(sequential.expand_layer_sets(c.layer_sets, count), count)
 
 
 def validate_cheap(c: StudyConfig, texts) -> None:
@@ -122,6 +155,8 @@ def validate_cheap(c: StudyConfig, texts) -> None:
     for s in c.layer_sets:
         if len(s) == 0:
             raise ValueError("an empty layer set was given")
+        if tuple(s) == ("all",):  # every layer, in order (galinear.compress.sequential)
+            continue
         if list(s) != sorted(set(s)):
             raise ValueError(f"layer set {list(s)} must be strictly increasing (layers are replaced in order)")
     for name in c.methods:
@@ -130,9 +165,12 @@ def validate_cheap(c: StudyConfig, texts) -> None:
         raise ValueError("no seed given")
     from galinear.data.text import check_available, check_text_file
 
+    from galinear.compress.wikitext import check_not_wikitext
+
     files = dict(c.text_files)
     for path in files.values():
         check_text_file(path, c.text_field)
+    check_not_wikitext(files.values())  # calibration never uses the evaluation text
     if texts is None:
         for name in c.datasets:
             if name not in files:
@@ -147,3 +185,9 @@ def validate_cheap(c: StudyConfig, texts) -> None:
         for name in ("max_steps", "eval_every", "patience", "valid_windows"):
             if getattr(c, name) < 1:
                 raise ValueError(f"{name} must be >= 1 with until_converged, got {getattr(c, name)}")
+    if c.distill:
+        for name in ("patience", "valid_windows"):
+            if getattr(c, name) < 1:
+                raise ValueError(f"{name} must be >= 1 with the distillation stage, got {getattr(c, name)}")
+        if "zero" in c.methods and len(c.methods) == 1:
+            raise ValueError("the zero baseline has no parameters to distill; drop --distill or add a method")

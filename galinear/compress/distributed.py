@@ -109,12 +109,11 @@ def stages(study, plan) -> list:
     """[(stage name, [(label, cost, work), ...]), ...] of what is left to do, in order."""
     c = study.config
     store = study.store
-    entries = study.results["entries"]
     shared, depths, evaluations = {}, {}, []
     for name, seed, layer_set in plan:
         spec = c.method_spec(name)
-        keys = [f"{spec.tag()}|s{seed}|{set_name(layer_set)}|{d}" for d in study.windows]
-        pending = not all(k in entries for k in keys)
+        keys = [f"{spec.tag()}|s{seed}|{set_name(layer_set)}|{d}" for d in study.eval_datasets]
+        pending = not all(study._evaluated(k) for k in keys)
         if pending:
             evaluations.append((f"evaluate {name} seed {seed} layers {layer_set}", float(len(keys)),
                                 lambda n=name, s=seed, ls=layer_set: study.run_one(n, s, ls)))
@@ -141,8 +140,8 @@ def stages(study, plan) -> list:
         if pending and not spec.moment_fit:  # an Adam set reads the original capture of each of its layers
             for layer in layer_set:
                 shared[("capture", layer)] = (1.0, lambda L=layer: study.original_capture(L))
-    for d in study.windows:
-        if f"original|{d}" not in entries:
+    for d in study.eval_datasets:
+        if not study._evaluated(f"original|{d}"):
             shared[("original", d)] = (1.0, lambda d=d: study.evaluate_original([d]))
     out = [("shared", [(" ".join(map(str, key)), cost, work) for key, (cost, work) in shared.items()])]
     out += [(f"fits at depth {i}", list(depths[i].values())) for i in sorted(depths)]

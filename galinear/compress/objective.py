@@ -85,8 +85,6 @@ def next_token_logits(model, layer: int, residual, replacements: dict | None = N
     ``residual`` (windows, L, width), with ``replacements`` installed at that layer."""
     swap = {(layer, p): m for p, m in (replacements or {}).items()}
     with activations.swapped(model, swap):
-        if layer == 0:
-            raise ValueError("the logits objective needs layer >= 1 (it starts from the residual stream)")
         with activations.starting_at(model, layer):
             return model(inputs_embeds=residual, use_cache=False).logits
 
@@ -240,6 +238,10 @@ def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements:
     windows, length = ids.shape
     if name == "attention":
         return LayerObjective(model, layer, name, x_in.reshape(windows, length, -1), x_orig.reshape(windows, length, -1))
+    if layer == 0 and not activations.skip_is_exact(model, ids[0], 0):
+        raise ValueError(f"the logits objective cannot start at layer 0 of {type(model).__name__}: fed its own "
+                         "embeddings as inputs_embeds the model does not reproduce its logits (it rescales them); "
+                         "use --objective attention or qkv for layer 0")
     res_orig = activations.residual_inputs(model, layer, ids)
     if replacements:
         with activations.swapped(model, replacements):

@@ -8,8 +8,9 @@ import numpy as np
 from galinear import _io
 from galinear.compress.methods import base_name, display_name
 from galinear.compress.models import PROJECTIONS
+from galinear.compress.sequential import compact
 
-DATASET_TITLES = {"wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
+DATASET_TITLES = {"wikitext2": "WikiText-2 test", "wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
 PAPER_SETS_NOTE = ("The texts Wikipedia (lead paragraphs), Shakespeare (modern spelling) and the King "
                    "James Bible replace the paper's Wikitext-2, C4 and PTB, which are not available offline.")
 _TEXT_DESCRIPTIONS = {"wikipedia": "Wikipedia (lead paragraphs)", "shakespeare": "Shakespeare (modern spelling)",
@@ -93,7 +94,7 @@ def markdown(rows: list, datasets) -> str:
             mse = " / ".join(f"{r['test_mse'][p]:.3g}" for p in PROJECTIONS)
             rel = " / ".join(f"{r['test_rel_mse'][p]:.2f}" for p in PROJECTIONS)
             method = display_name(r["method"]) + (f" ({r['blocks']} blocks)" if r.get("blocks") else "")
-            cells = [",".join(map(str, r["layers"])), method, r.get("fit") or "-", f"{r['params_per_layer']:,}",
+            cells = [compact(r["layers"]), method, r.get("fit") or "-", f"{r['params_per_layer']:,}",
                      f"{frac:.3g}", mse, rel, ",".join(map(str, r["seeds"]))]
         for d in datasets:
             s = r["log_ppl"].get(d)
@@ -169,7 +170,7 @@ def write(study, plot: bool = True) -> dict:
     from galinear.compress import curves
 
     config = study.config
-    datasets = list(config.datasets)
+    datasets = list(getattr(study, "eval_datasets", config.datasets))
     rows = summarize(study.results["entries"], datasets)
     os.makedirs(config.out_dir, exist_ok=True)
     note = texts_note(datasets)
@@ -189,9 +190,23 @@ def write(study, plot: bool = True) -> dict:
     table = markdown(rows, datasets)
     windows_line = ", ".join(f"{d}: {len(w.train)} training / {len(w.heldout)} held-out windows"
                              for d, w in study.windows.items())
+    standard = ""
+    if getattr(study, "wikitext_ids", None) is not None:
+        from galinear.compress import wikitext
+
+        count = len(wikitext.window_bounds(len(study.wikitext_ids), study.wikitext_window, study._bos))
+        standard = (f"The standard measure is ln PPL over the whole WikiText-2 (raw) test split "
+                    f"({study.wikitext_source}): {len(study.wikitext_ids):,} tokens tokenised once and cut into "
+                    f"{count} consecutive non-overlapping windows of {study.wikitext_window} tokens (the last one "
+                    "shorter), every predicted token of every window scored (each window's first token is context "
+                    "only), ln PPL = total NLL / tokens predicted; it is never used for fitting. The texts' columns "
+                    "are secondary measures on their held-out windows.\n\n")
+        info["wikitext"] = {"source": study.wikitext_source, "tokens": int(len(study.wikitext_ids)),
+                            "window": study.wikitext_window, "windows": count}
+        _io.save_json(summary_path, info, default=str)
     fits = (f"Adam fits until the validation MSE stops improving (at most {config.max_steps} steps, checked every "
             f"{config.eval_every}, patience {config.patience})" if config.until_converged else f"Adam epochs {config.epochs:g}")
-    text = (f"# Compression of {study.loaded.name}\n\n" + (f"{note}\n\n" if note else "")
+    text = (f"# Compression of {study.loaded.name}\n\n" + standard + (f"{note}\n\n" if note else "")
             + f"Windows of {config.window} tokens, stride {config.stride}; {windows_line}. "
             f"{fits}; LR1*, LR4*, BH1*: closed-form optimum over all training rows (second moments); "
             f"rotor hidden width {config.hidden}; o_proj refit "

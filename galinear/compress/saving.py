@@ -496,7 +496,7 @@ def export_dense(model, layers=None):
             if module is None or type(module) is torch.nn.Linear:
                 continue
             name = type(module).__name__
-            if name == "RotorNetwork":
+            if name in ("RotorNetwork", "GivensNetwork"):
                 raise ValueError(f"layer {layer} {proj} is a RotorNetwork: the paper's rotor network is nonlinear "
                                  "(LayerNorm and PReLU between rotor gadgets) and has no dense matrix; keep it as "
                                  "a module (galinear.compress.load) or compress with a linear method")

@@ -22,12 +22,14 @@ Protocol (paper-notes section 6, with its leaks fixed):
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import numpy as np
 
-from galinear.compress import activations, closed_form, converge, distributed, evaluate, fit, methods, models
+from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
+                               models, sequential, wikitext)
 from galinear.compress.captures import CaptureMethods
 from galinear.compress import report as reporting
 from galinear.compress import windows as win
@@ -73,6 +75,9 @@ class Study(CaptureMethods):
         self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
         self.log(f"model {self.loaded.name} loaded")
         self.model = self.loaded.model
+        if sequential.has_all(config.layer_sets):  # --layers all: every decoder layer, in order
+            config = self.config = dataclasses.replace(config, layer_sets=sequential.expand_layer_sets(
+                config.layer_sets, len(models.decoder_layers(self.model))))
         all_layers = sorted({layer for s in config.layer_sets for layer in s})
         models.check_model(self.model, all_layers)
         for s in config.layer_sets:
@@ -101,9 +106,12 @@ class Study(CaptureMethods):
             self.windows[name] = win.split_windows(
                 tokens, config.window, config.stride, config.heldout_fraction, config.split_seed,
                 config.group, max_train=config.train_windows, max_heldout=config.eval_windows,
-                max_valid=config.valid_windows if config.until_converged else None, bos=bos)
+                max_valid=config.valid_windows if config.draws_valid else None, bos=bos)
         self.log("texts tokenised and split")
-        self.store = Store(config, fingerprint(self.loaded.name, self.model, self.windows, config.mse_windows))
+        self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config))
+        self._bos = bos
+        self.wikitext_ids, self.wikitext_window, self.wikitext_source = None, None, None
+        self._setup_wikitext()
         self.work, self.results_path = self.store.work, self.store.results_path
         rank = self.ranks.rank if self.ranks.size > 1 else None
         self.results, self._own_results = self.store.load_results(self.log, rank)
@@ -115,6 +123,46 @@ class Study(CaptureMethods):
                                                            max(1, min(all_layers)))
 
     # ------------------------------------------------------------------ setup
+    def _setup_wikitext(self) -> None:
+        """Tokenise the WikiText-2 test split once (ids cached beside the study's cache), unless off."""
+        source = self.config.wikitext
+        if source == "off":
+            return
+        if source == "auto":
+            if not wikitext.available():
+                self.log(f"the WikiText-2 test split is not installed ({wikitext.data_path()}): ln PPL on the texts only")
+                return
+            source = "file"
+        ids = wikitext.token_ids(self.loaded.tokenizer, wikitext.load_text(source),
+                                 os.path.join(self.config.cache_dir or os.path.join(self.config.out_dir, "cache"),
+                                              wikitext.NAME), log=self.log)
+        self.wikitext_ids, self.wikitext_source = ids, source
+        self.wikitext_window = wikitext.window_length(self.model, self.config.wikitext_window, self._bos)
+        count = len(wikitext.window_bounds(len(ids), self.wikitext_window, self._bos))
+        self.log(f"WikiText-2 test split ({source}): {len(ids):,} tokens in {count} non-overlapping windows of "
+                 f"{self.wikitext_window}, every predicted token scored")
+
+    @property
+    def eval_datasets(self) -> list:
+        """What ln PPL is measured on: the whole WikiText-2 test split (when on) first, then the texts."""
+        return ([wikitext.NAME] if self.wikitext_ids is not None else []) + list(self.windows)
+
+    def _evaluated(self, key: str) -> bool:
+        entry = self.results["entries"].get(key)
+        if entry is None:
+            return False
+        return entry.get("dataset") != wikitext.NAME or entry.get("window") == self.wikitext_window
+
+    def _log_perplexity(self, dataset: str, label: str, layer_set=None) -> dict:
+        """ln PPL of the model as it stands on ``dataset`` (WikiText-2 or a text's held-out windows)."""
+        progress = label if self._bars else None
+        if dataset == wikitext.NAME:
+            res = wikitext.log_perplexity(self.model, self.wikitext_ids, self.wikitext_window, self._bos,
+                                          progress=progress)
+            return dict(res, source=self.wikitext_source)
+        start = None if layer_set is None else self._start(dataset, layer_set[0])
+        return evaluate.log_perplexity(self.model, self.windows[dataset], progress=progress, start=start)
+
     def log(self, message: str) -> None:
         """One line on stderr with the elapsed time (when ``verbose``)."""
         if self.config.verbose:
@@ -142,75 +190,94 @@ class Study(CaptureMethods):
         return methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
 
     def fit_layer_set(self, spec, seed: int, layer_set) -> dict:
-        """Fit (or load) every unit of ``layer_set`` for one method and seed; returns the replacements."""
-        import torch
+        """Fit (or load) every unit of ``layer_set`` for one method and seed, layer after layer, each on
+        the network whose earlier layers of the set are replaced; returns the replacements.
 
+        Every layer is checkpointed before the next starts (a rerun resumes at the first layer
+        without its files); sets of several layers log one line per layer with the time left, and
+        the in-memory captures of a layer are dropped once it is fitted
+        (:mod:`galinear.compress.sequential`).
+        """
         replacements = {}
         info = {}
+        label = f"{spec.tag()} s{seed} layers {sequential.compact(layer_set)}"
+        progress = sequential.LayerProgress(label, layer_set, self.log, enabled=len(layer_set) > 1)
         for i, layer in enumerate(layer_set):
-            prefix = tuple(layer_set[:i])
-            if spec.moment_fit:
-                self._fit_closed_form(spec, seed, layer_set, i, replacements, info)
-                if self.config.refit_o_proj:
-                    self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
-                continue
-            if spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
-                from galinear.compress import objective
+            loaded = self.store.unit_done(spec, seed, tuple(layer_set[:i]), layer)
+            progress.start()
+            self._fit_layer(spec, seed, layer_set, i, replacements, info)
+            progress.done(i, loaded)
+            if len(layer_set) > 1:
+                sequential.release(self, layer)
+        return {"replacements": replacements, "stats": info}
 
-                with self.whole_captures():  # the joint objectives take every training window at once
-                    objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
-                if self.config.refit_o_proj:
-                    self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
-                continue
-            x_orig, x_orig_test = self.original_capture(layer)
-            need = [p for p in models.PROJECTIONS  # an unreadable unit file is removed here and refitted
-                    if fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None]
-            if need:
-                if prefix:
-                    x_in, x_in_test = self._capture_pair(layer, "attn_in", replacements,
-                                                         self.store.input_key(spec, seed, prefix, layer))
-                else:
-                    x_in, x_in_test = x_orig, x_orig_test
-            for j, proj in enumerate(models.PROJECTIONS):
-                path = self.store.unit_path(spec, seed, prefix, layer, proj)
-                ckpt = fit.load(path)
-                torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # initialisation of a fit
-                module = self._build(spec, layer, proj)
-                if ckpt is None:
-                    orig = models.projection(self.model, layer, proj)
-                    label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
-                    t0 = time.perf_counter()
-                    if spec.max_steps:
-                        xv_in, xv_orig = self.valid_capture(layer, replacements,
-                                                            self.store.input_key(spec, seed, prefix, layer))
-                        stats = converge.fit_until_converged(
-                            module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
-                            lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size,
-                            seed=1_000_003 * seed + 131 * layer + j, max_steps=spec.max_steps,
-                            eval_every=spec.eval_every, patience=spec.patience, progress=label)
-                    else:
-                        stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
-                                                   epochs=spec.epochs, batch_size=spec.batch_size,
-                                                   seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
-                                                   progress=label)
-                    stats["seconds"] = time.perf_counter() - t0
-                    self.log(f"fitted {spec.tag()} s{seed} L{layer} {proj}: {stats['steps']} steps"
-                             + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
-                             + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
-                    target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
-                    stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
-                    stats["target_mean_square"] = float(target_test.double().pow(2).mean())
-                    stats["params"] = methods.count_parameters(module)
-                    stats["dense_params"] = methods.count_parameters(orig)
-                    ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
-                            "layer": layer, "projection": proj, "seed": seed}
-                    atomic_save(ckpt, path)
-                else:
-                    module.load_state_dict(ckpt["state"])
-                _install(module, (layer, proj), ckpt["stats"], replacements, info)
+    def _fit_layer(self, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
+        """Fit (or load) the units of ``layer_set[i]`` and install them in ``replacements``."""
+        import torch
+
+        layer = layer_set[i]
+        prefix = tuple(layer_set[:i])
+        if spec.moment_fit:
+            self._fit_closed_form(spec, seed, layer_set, i, replacements, info)
             if self.config.refit_o_proj:
                 self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
-        return {"replacements": replacements, "stats": info}
+            return
+        if spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
+            from galinear.compress import objective
+
+            with self.whole_captures():  # the joint objectives take every training window at once
+                objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
+            if self.config.refit_o_proj:
+                self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
+            return
+        x_orig, x_orig_test = self.original_capture(layer)
+        need = [p for p in models.PROJECTIONS  # an unreadable unit file is removed here and refitted
+                if fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None]
+        if need:
+            if prefix:
+                x_in, x_in_test = self._capture_pair(layer, "attn_in", replacements,
+                                                     self.store.input_key(spec, seed, prefix, layer))
+            else:
+                x_in, x_in_test = x_orig, x_orig_test
+        for j, proj in enumerate(models.PROJECTIONS):
+            path = self.store.unit_path(spec, seed, prefix, layer, proj)
+            ckpt = fit.load(path)
+            torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # initialisation of a fit
+            module = self._build(spec, layer, proj)
+            if ckpt is None:
+                orig = models.projection(self.model, layer, proj)
+                label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
+                t0 = time.perf_counter()
+                if spec.max_steps:
+                    xv_in, xv_orig = self.valid_capture(layer, replacements,
+                                                        self.store.input_key(spec, seed, prefix, layer))
+                    stats = converge.fit_until_converged(
+                        module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
+                        lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size,
+                        seed=1_000_003 * seed + 131 * layer + j, max_steps=spec.max_steps,
+                        eval_every=spec.eval_every, patience=spec.patience, progress=label)
+                else:
+                    stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
+                                               epochs=spec.epochs, batch_size=spec.batch_size,
+                                               seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
+                                               progress=label)
+                stats["seconds"] = time.perf_counter() - t0
+                self.log(f"fitted {spec.tag()} s{seed} L{layer} {proj}: {stats['steps']} steps"
+                         + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
+                         + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
+                target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
+                stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
+                stats["target_mean_square"] = float(target_test.double().pow(2).mean())
+                stats["params"] = methods.count_parameters(module)
+                stats["dense_params"] = methods.count_parameters(orig)
+                ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
+                        "layer": layer, "projection": proj, "seed": seed}
+                atomic_save(ckpt, path)
+            else:
+                module.load_state_dict(ckpt["state"])
+            _install(module, (layer, proj), ckpt["stats"], replacements, info)
+        if self.config.refit_o_proj:
+            self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
 
     def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info) -> None:
         """Set each q/k/v replacement of ``layer_set[i]`` from the second moments of all training rows:
@@ -291,20 +358,22 @@ class Study(CaptureMethods):
             self.store.save_results(self.results)
 
     def evaluate_original(self, names=None) -> None:
-        """ln PPL of the original model on the texts ``names`` (default: all)."""
-        for name in self.windows if names is None else names:
+        """ln PPL of the original model on ``names`` (default: WikiText-2 when on, and every text)."""
+        for name in self.eval_datasets if names is None else names:
             key = f"original|{name}"
-            if key in self.results["entries"]:
+            if self._evaluated(key):
                 continue
-            label = f"eval original {name}" if self._bars else None
-            res = evaluate.log_perplexity(self.model, self.windows[name], progress=label)
+            res = self._log_perplexity(name, f"eval original {name}")
             self.log(f"evaluated original on {name}: ln PPL {res['log_ppl']:.4f}")
             self._record(key, {"method": "original", "dataset": name, **res})
 
     def run_one(self, name: str, seed: int, layer_set) -> None:
         spec = self.config.method_spec(name)
-        keys = {d: f"{spec.tag()}|s{seed}|{set_name(layer_set)}|{d}" for d in self.windows}
-        if all(k in self.results["entries"] for k in keys.values()):
+        keys = {d: f"{spec.tag()}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets}
+        distilled = self.config.distill and name != "zero"
+        dtag = f"{spec.tag()}-{distill.settings_tag(self.config)}"
+        dkeys = {d: f"{dtag}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets} if distilled else {}
+        if all(self._evaluated(k) for k in list(keys.values()) + list(dkeys.values())):
             return
         fitted = self.fit_layer_set(spec, seed, tuple(layer_set))
         stats = fitted["stats"]
@@ -340,30 +409,40 @@ class Study(CaptureMethods):
             how = f"Adam, {stats[(first, 'q_proj')]['steps']} steps"
         if spec.objective != "qkv":
             how += f", q/k/v jointly ({spec.objective} objective)"
+        entry = {"method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set),
+                 "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
+                 "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, "fit": how,
+                 "blocks": getattr(fitted["replacements"][(first, "q_proj")], "blocks", None),
+                 "curves": curves, "valid_target_mean_square": valid_ms}
+        self._keep_and_evaluate(spec, seed, layer_set, fitted["replacements"], spec.tag(), keys, entry)
+        if distilled:  # the final joint stage (galinear.compress.distill), reported as its own row
+            modules, dstats = distill.run_in_study(self, spec, seed, tuple(layer_set), fitted["replacements"])
+            entry = dict(entry, tag=dtag, fit_seconds=fit_seconds + dstats["seconds"],
+                         fit=f"{how}; then all layers distilled jointly (KL, best step {dstats['best_step']} of "
+                             f"{dstats['steps']}, validation KL {dstats['valid_kl_start']:.4g} -> {dstats['valid_kl']:.4g})",
+                         distill={k: v for k, v in dstats.items()})
+            self._keep_and_evaluate(spec, seed, layer_set, modules, dtag, dkeys, entry)
+
+    def _keep_and_evaluate(self, spec, seed, layer_set, replacements: dict, tag: str, keys: dict, entry: dict) -> None:
+        """Save one compressed model (``models/``, and ``--save``) and record its ln PPL on every measure."""
         if self.config.save_models:
-            save_compressed(self.store.model_path(spec, seed, layer_set), fitted["replacements"], spec, self.loaded.name,
-                            model=self.model)
+            save_compressed(os.path.join(self.config.out_dir, "models", f"{tag}-s{seed}-L{set_name(layer_set)}.pt"),
+                            replacements, spec, self.loaded.name, model=self.model)
         if self.config.save_dir:
             from galinear.compress import saving
 
-            folder = f"{spec.tag()}-s{seed}-L{set_name(layer_set)}"
-            saving.save(os.path.join(self.config.save_dir, folder), self.model, fitted["replacements"], spec,
+            folder = f"{tag}-s{seed}-L{set_name(layer_set)}"
+            saving.save(os.path.join(self.config.save_dir, folder), self.model, replacements, spec,
                         source=self._model_source[0], gguf_file=self._model_source[1], name=self.loaded.name)
             if self.ranks.size == 1:  # under torchrun rank 0 writes the index at the end
                 self.write_index()
-        with activations.swapped(self.model, fitted["replacements"]):
-            for d, w in self.windows.items():
-                if keys[d] in self.results["entries"]:
+        with activations.swapped(self.model, replacements):
+            for d in self.eval_datasets:
+                if self._evaluated(keys[d]):
                     continue
-                label = f"eval {spec.name} s{seed} L{set_name(layer_set)} {d}" if self._bars else None
-                res = evaluate.log_perplexity(self.model, w, progress=label, start=self._start(d, layer_set[0]))
-                self.log(f"evaluated {spec.tag()} s{seed} L{set_name(layer_set)} on {d}: ln PPL {res['log_ppl']:.4f}")
-                self._record(keys[d], {
-                    "method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set), "dataset": d,
-                    "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
-                    "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, "fit": how,
-                    "blocks": getattr(fitted["replacements"][(first, "q_proj")], "blocks", None),
-                    "curves": curves, "valid_target_mean_square": valid_ms, **res})
+                res = self._log_perplexity(d, f"eval {tag} s{seed} L{set_name(layer_set)} {d}", layer_set)
+                self.log(f"evaluated {tag} s{seed} L{set_name(layer_set)} on {d}: ln PPL {res['log_ppl']:.4f}")
+                self._record(keys[d], dict(entry, dataset=d, **res))
 
     def plan(self) -> list:
         """The (method, seed, layer set) runs in execution order.

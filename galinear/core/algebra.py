@@ -17,7 +17,29 @@ from galinear.core import checks, maps, products, rotors
 from galinear.core.checks import _check_finite, coerce_float  # noqa: F401  (imported from here by other modules)
 from galinear.core.products import AUTO_GENERATED_MAX_N  # noqa: F401  (documented here)
 
-__all__ = ["Algebra", "coerce_float"]
+__all__ = ["Algebra", "coerce_float", "scaled_inverse"]
+
+
+def scaled_inverse(x: np.ndarray, invert, dtype=None) -> np.ndarray:
+    """``invert`` applied at unit scale: :math:`x^{-1} = y^{-1} / p` with :math:`y = x / p`, p the
+    largest |coefficient| of each multivector (1 for zero rows), so huge and tiny inputs neither
+    overflow nor underflow on the way. The result is cast to ``dtype`` (default x's); an
+    OverflowError naming the limit when it does not fit (x too small). Used by
+    :meth:`Algebra.inverse` and :meth:`galinear.MultiVector.inv`.
+    """
+    dtype = np.dtype(x.dtype if dtype is None else dtype)
+    peak = np.abs(x).max(axis=-1, keepdims=True, initial=0.0)
+    peak = np.where(peak > 0, peak, 1).astype(x.dtype)
+    inverse = invert(x / peak)
+    with np.errstate(over="ignore", under="ignore"):
+        out = (inverse / peak).astype(dtype)
+    if not np.isfinite(out).all():
+        raise OverflowError(
+            f"the inverse overflows {dtype}: x is too small (largest coefficient "
+            f"{float(peak.min()):.3g}; 1/x exceeds the largest {dtype}, {float(np.finfo(dtype).max):.3g})"
+        )
+    return out
+
 
 class Algebra:
     r"""The Clifford algebra Cl(p, q, r) with batched numpy/numba operations.
@@ -236,11 +258,10 @@ class Algebra:
             Verify that :math:`x \tilde x` is a non-zero scalar (one geometric product); a
             ValueError names the rows that are not invertible versors.
         """
-        x = self._mv(x)
-        # x^-1 = (y^-1) / peak with y = x / peak (largest coefficient 1): no overflow or underflow
-        peak = np.abs(x).max(axis=-1, keepdims=True, initial=0.0)
-        peak = np.where(peak > 0, peak, 1).astype(x.dtype)
-        x = x / peak
+        return scaled_inverse(self._mv(x), lambda y: self._versor_inverse(y, check))
+
+    def _versor_inverse(self, x: np.ndarray, check: bool) -> np.ndarray:
+        """:meth:`inverse` of x whose largest coefficient is about 1 (no scaling)."""
         rev = self.reverse(x)
         if check:
             xx = self.gp(x, rev)
@@ -256,14 +277,7 @@ class Algebra:
                 )
         else:
             scalar = self.scalar_product(x, rev)
-        with np.errstate(over="ignore", under="ignore"):
-            out = rev / scalar[..., None] / peak
-        if not np.isfinite(out).all():
-            raise OverflowError(
-                f"the inverse overflows {x.dtype}: x is too small (largest coefficient "
-                f"{float(peak.min()):.3g}; 1/x exceeds the largest {x.dtype}, {float(np.finfo(x.dtype).max):.3g})"
-            )
-        return out
+        return rev / scalar[..., None]
 
     # ------------------------------------------------------------------ construction
     def scalar(self, s) -> np.ndarray:
@@ -305,6 +319,15 @@ class Algebra:
         out = np.zeros(c.shape + (self.dim,), dtype=c.dtype)
         out[..., index] = c
         return out
+
+    def multivector(self, coefficients=None, /, **blades):
+        """A :class:`~galinear.MultiVector` by blade names: ``alg.multivector(e12=2, e1=1)`` or
+        ``alg.multivector({"e12": 2, "1": 0.5})`` (kingdon's style); the same as
+        :meth:`MultiVector.from_blades(alg, ...) <galinear.MultiVector.from_blades>`, whose name
+        rules, batching and errors apply. The other constructors here return arrays."""
+        from galinear.core.multivector import MultiVector  # at call time: multivector.py imports this module
+
+        return MultiVector.from_blades(self, coefficients, **blades)
 
     def vector_coefficients(self, x) -> np.ndarray:
         """The e1..en coefficients of x, shape (..., n)."""

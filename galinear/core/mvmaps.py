@@ -10,7 +10,7 @@ from functools import lru_cache
 import numpy as np
 
 from galinear import blades
-from galinear.core.algebra import Algebra, coerce_float
+from galinear.core.algebra import Algebra, coerce_float, scaled_inverse
 
 __all__ = ["NotInvertibleError", "hodge_signs", "dual", "inverse", "outermorphism_matrix", "CLOSED_FORM_MAX_N"]
 
@@ -100,13 +100,22 @@ def inverse(alg: Algebra, x) -> np.ndarray:
 
     In each case the denominator is a scalar, zero exactly when x is not invertible. For n > 5
     the linear system :math:`L_x y = 1` (:math:`L_x` the left-multiplication matrix, built with
-    the product kernels) is solved; x is invertible exactly when :math:`L_x` is.
+    the product kernels) is solved; x is invertible exactly when :math:`L_x` is. Each
+    multivector is divided by its largest |coefficient| first and the inverse by it again
+    (:func:`~galinear.core.algebra.scaled_inverse`), so ``(1e200 * e1).inv()`` is ``1e-200 * e1``;
+    an OverflowError names the limit when the inverse does not fit the dtype (x too small).
     """
     x_in = alg._mv(x, "x")
-    x = x_in.astype(np.float64)  # float32 inputs are inverted in float64, then rounded back
+    # float32 inputs are inverted in float64, then rounded back; scaled to a largest coefficient
+    # of 1 first, so that huge and tiny inputs do not overflow (Algebra.inverse does the same)
+    return scaled_inverse(x_in.astype(np.float64), lambda y: _inverse_unscaled(alg, y), x_in.dtype)
+
+
+def _inverse_unscaled(alg: Algebra, x: np.ndarray) -> np.ndarray:
+    """:func:`inverse` of float64 x whose largest coefficient is about 1."""
     n = alg.n
     if n > CLOSED_FORM_MAX_N:
-        return _inverse_matrix(alg, x).astype(x_in.dtype)
+        return _inverse_matrix(alg, x)
     if n == 0:
         num = np.ones_like(x)
         degree = 1
@@ -136,7 +145,7 @@ def inverse(alg: Algebra, x) -> np.ndarray:
             f"denominator vanishes: a null vector, a degenerate blade or a zero divisor such as (1 + e1)/2); "
             f"check the input or divide by a scalar instead"
         )
-    return (num / scalar[..., None]).astype(x_in.dtype)
+    return num / scalar[..., None]
 
 
 def _inverse_matrix(alg: Algebra, x: np.ndarray) -> np.ndarray:

@@ -13,7 +13,8 @@ core. Products follow the usual grade rules: with :math:`A_r, B_s` of grades r a
 - regressive product :math:`A \& B = \star^{-1}(\star A \wedge \star B)`,
 
 extended bilinearly; ``R @ x`` is :math:`R x \tilde R`, ``a / b`` is :math:`a b^{-1}`,
-``A.inv()`` the inverse, ``meet`` / ``join`` the regressive / outer product and ``project`` /
+``A.inv()`` the inverse, ``meet`` / ``join`` the intersection and span of two blades
+(exact, :mod:`galinear.symbolic.subspaces`) and ``project`` /
 ``reject`` :math:`(x \rfloor B) \rfloor B^{-1}` and the rest, the operator meanings of the
 numeric :class:`galinear.MultiVector`. Reverse, grade involution and Clifford conjugation multiply grade g by
 :math:`(-1)^{g(g-1)/2}`, :math:`(-1)^g` and :math:`(-1)^{g(g+1)/2}`.

@@ -115,7 +115,7 @@ def test_text_option_split_is_leak_free(tmp_path, tiny):
     compress.add_arguments(parser)
     args = parser.parse_args(["--text", str(path), "--layers", "1", "--methods", "lr1", "--baseline-fit", "both",
                               "--train-windows", "3", "--eval-windows", "2", "--window", "32", "--stride", "16",
-                              "--out", str(tmp_path / "run"), "--fixed-steps"])
+                              "--out", str(tmp_path / "run"), "--fixed-steps", "--wikitext", "off"])
     config = compress.config_from_args(args)
     assert config.datasets == ("story",) and config.methods == ("lr1", "lr1-cf")
     assert config.text_files == (("story", str(path)),)

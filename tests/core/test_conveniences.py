@@ -172,3 +172,22 @@ def test_latex_through_sympy(cl3):
     assert sp.latex(MultiVector.zeros(alg)) == "0"
     assert "text" not in sp.latex(MultiVector.vector(alg, np.ones((2, 3))))
     assert x._repr_latex_() == f"${x.latex()}$"
+
+
+def test_algebra_multivector_constructor(cl3):
+    alg, b = cl3
+    x = alg.multivector(e12=2, e1=1)
+    assert isinstance(x, MultiVector) and x.algebra == alg
+    by_hand = MultiVector(alg, alg.blade("e1") + 2 * alg.blade("e12"))
+    assert x == by_hand and x.known_grades == (1, 2)
+    y = alg.multivector({"e31": [1.0, 2.0], "1": 0.5}, e2=3)
+    assert y.shape == (2,) and np.array_equal(y["e13"], [-1.0, -2.0]) and np.all(y["1"] == 0.5)
+    assert y == MultiVector.from_blades(alg, {"e31": [1.0, 2.0], "1": 0.5}, e2=3)
+    pga = Algebra(3, 0, 1)
+    assert pga.multivector(e0=1, e01=2) == MultiVector(pga, pga.blade("e1") + 2 * pga.blade("e12"))
+    with pytest.raises(KeyError, match="no blade named 'e14'.*e12"):
+        alg.multivector(e14=1.0)
+    with pytest.raises(KeyError, match="no blade named 'x'"):
+        alg.multivector({"x": 1.0})
+    with pytest.raises(ValueError, match="at least one blade"):
+        alg.multivector()

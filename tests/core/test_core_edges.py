@@ -84,3 +84,37 @@ def test_inverse_of_huge_and_tiny_vectors():
     np.testing.assert_allclose(alg.inverse(x), alg.vector([3e-250, 4e-250, 0]) / 25, rtol=1e-14)  # x / |x|^2
     with pytest.raises(OverflowError, match="overflow"):
         alg.inverse(alg.blade("e1", 1e-320))
+
+
+def _left_matrix_inverse(alg, x):
+    """Reference inverse: solve x y = 1 with the dense left-multiplication matrix (float64)."""
+    L = np.stack([alg.gp(x, e) for e in np.eye(alg.dim)], axis=-1)  # column j: x e_j
+    return np.linalg.solve(L, np.eye(alg.dim)[0])
+
+
+@pytest.mark.parametrize("signature", [(3,), (4, 1), (7,)])
+def test_multivector_inv_of_huge_and_tiny_inputs(signature):
+    from galinear import MultiVector
+
+    alg = Algebra(*signature)
+    e1 = MultiVector.blade(alg, "e1")
+    np.testing.assert_allclose((1e200 * e1).inv().values, (1e-200 * e1).values, rtol=1e-15)
+    np.testing.assert_allclose((1e-200 * e1).inv().values, (1e200 * e1).values, rtol=1e-15)
+    # a general (non-versor) multivector, scaled by 1e250 and 1e-250, against the dense solve
+    x = alg.scalar(1.0) + alg.blade("e1", 2.0) + alg.blade("e12", 3.0) + alg.blade("e2", -0.5)
+    want = _left_matrix_inverse(alg, x)
+    for s in (1e250, 1e-250):
+        got = MultiVector(alg, s * x).inv().values
+        np.testing.assert_allclose(got * s, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    batch = MultiVector(alg, np.stack([1e200 * e1.values, 1e-200 * e1.values, x]))
+    np.testing.assert_allclose(batch.inv().values[:2, 1], [1e-200, 1e200], rtol=1e-15)
+    with pytest.raises(OverflowError, match=r"overflows float64.*1e-320.*1\.8e\+308"):
+        (1e-320 * e1).inv()
+    # float32: inverted in float64 and rounded back; 1/x beyond 3.4e38 is named as overflow
+    e1f = e1.astype(np.float32)
+    for s in (1e30, 1e-30, 2e38):
+        got = (np.float32(s) * e1f).inv()
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got.values[1], 1 / np.float64(np.float32(s)), rtol=1e-6 if s < 1e38 else 1e-2)
+    with pytest.raises(OverflowError, match=r"overflows float32.*3\.4e\+38"):
+        (np.float32(1e-39) * e1f).inv()

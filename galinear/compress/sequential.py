@@ -1,0 +1,134 @@
+"""Whole-model compression: layer sets written as ``all`` or ranges, and the per-layer bookkeeping of a
+sequential run (progress with an estimated time left, memory released layer by layer).
+
+A layer set is fitted in increasing layer order: layer L is fitted on the activations of the
+network whose earlier layers of the set are already replaced (:meth:`galinear.compress.Study.fit_layer_set`),
+with the chosen objective. Every fitted layer is checkpointed atomically (one file per
+projection) before the next starts, so a rerun resumes at the first layer without its files and
+gives the same replacements, bit for bit. ``--layers all`` is the set of every decoder layer,
+``0-29`` a range, and the two mix with plain indices: ``0-3,8`` or ``4;15;all``.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+ALL = "all"
+
+
+def _layer_item(item: str, text: str) -> tuple:
+    item = item.strip()
+    if item.lower() == ALL:
+        return (ALL,)
+    match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", item)
+    if match:
+        lo, hi = int(match.group(1)), int(match.group(2))
+        if lo > hi:
+            raise ValueError(f"the range {item!r} in --layers {text!r} runs backwards; write it as FIRST-LAST with "
+                             f"FIRST <= LAST, e.g. {hi}-{lo}")
+        return tuple(range(lo, hi + 1))
+    try:
+        return (int(item),)
+    except ValueError:
+        raise ValueError(f"{item!r} in --layers {text!r} is not a layer index, a range FIRST-LAST (0-29) or "
+                         "'all'") from None
+
+
+def parse_layer_sets(text: str) -> tuple:
+    """'4;15;15,16' -> ((4,), (15,), (15, 16)); '0-3,8' -> ((0, 1, 2, 3, 8),); 'all' -> (('all',),).
+
+    Sets are separated by ';', layers inside a set by ','; a range FIRST-LAST includes both ends;
+    ``all`` stands for every decoder layer and is expanded once the layer count is known
+    (:func:`expand_layer_sets`).
+    """
+    sets = []
+    for part in str(text).split(";"):
+        if not part.strip():
+            continue
+        items = [x for x in part.split(",") if x.strip()]
+        layers = tuple(v for item in items for v in _layer_item(item, text))
+        if ALL in layers and len(layers) > 1:
+            raise ValueError(f"'all' in --layers {text!r} already holds every layer; give it as a set of its own "
+                             "(e.g. '15;all')")
+        sets.append(layers)
+    if not sets:
+        raise ValueError(f"no layer set in {text!r}; examples: --layers '4;15;15,16', --layers 0-29, --layers all")
+    return tuple(sets)
+
+
+def expand_layer_sets(layer_sets, count: int) -> tuple:
+    """Replace each ``('all',)`` set by ``(0, 1, ..., count-1)``; other sets are kept as they are."""
+    return tuple(tuple(range(count)) if tuple(s) == (ALL,) else tuple(s) for s in layer_sets)
+
+
+def compact(layers) -> str:
+    """(0, 1, ..., 29) -> '0-29', (0, 2) -> '0,2', (0, 1, 2, 5) -> '0-2,5': runs of three or more as ranges."""
+    layers, parts, i = list(layers), [], 0
+    while i < len(layers):
+        j = i
+        while j + 1 < len(layers) and layers[j + 1] == layers[j] + 1:
+            j += 1
+        parts += [f"{layers[i]}-{layers[j]}"] if j - i >= 2 else [str(x) for x in layers[i:j + 1]]
+        i = j + 1
+    return ",".join(parts)
+
+
+def has_all(layer_sets) -> bool:
+    return any(ALL in tuple(s) for s in layer_sets)
+
+
+class LayerProgress:
+    """One line per layer of a layer set: which layer, how long it took and the time left.
+
+    The estimate is the mean time of the layers fitted in this run (layers loaded from their
+    checkpoints do not count) times the layers still to do.
+    """
+
+    def __init__(self, label: str, layers, log, enabled: bool = True):
+        self.label, self.layers, self.log, self.enabled = label, tuple(layers), log, enabled
+        self.fitted_seconds, self.fitted = 0.0, 0
+        self.t0 = time.perf_counter()
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def done(self, index: int, loaded: bool) -> str:
+        """Layer ``layers[index]`` is in place (``loaded``: from its checkpoints); returns the line logged."""
+        seconds = time.perf_counter() - self.t0
+        left = len(self.layers) - index - 1
+        if not loaded:
+            self.fitted_seconds += seconds
+            self.fitted += 1
+        if self.fitted:
+            eta = format_seconds(self.fitted_seconds / self.fitted * left)
+        else:
+            eta = "?" if left else "0 s"
+        line = (f"{self.label}: layer {self.layers[index]} ({index + 1}/{len(self.layers)}) "
+                + ("loaded from its checkpoints" if loaded else f"fitted in {seconds:.1f} s")
+                + f"; {left} layer{'s' if left != 1 else ''} left, about {eta}")
+        if self.enabled:
+            self.log(line)
+        self.t0 = time.perf_counter()
+        return line
+
+
+def format_seconds(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def release(study, layer: int) -> None:
+    """Forget the in-memory captures of ``layer`` once it is fitted (they stay on disk): a sequential
+    run then holds the captures of one layer at a time, whatever the number of layers."""
+    for key in [k for k in study._original_captures if k[0] == layer]:
+        del study._original_captures[key]
+    suffix = f"-L{layer}"
+    for key in [k for k in study._valid_captures if k.endswith(suffix)]:
+        del study._valid_captures[key]
+
+
+__all__ = ["ALL", "parse_layer_sets", "expand_layer_sets", "compact", "has_all", "LayerProgress", "format_seconds", "release"]
