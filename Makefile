@@ -31,7 +31,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PYTEST) -m "not slow" -q
+	$(PYTEST) -m "not slow" -q --durations=30
 
 test-slow: $(STAMP)
 	$(PYTEST) -m slow -q

@@ -11,9 +11,11 @@ round; ``--write`` stores the fastest per key in galinear/nn/functional/backend_
 which ``backend="auto"`` reads (keys measured on other devices are kept).
 
 Memory: peak bytes of live tensors (torch allocations seen by a dispatch mode, numpy ones by
-tracemalloc) during forward + backward of ``rotor_sandwich`` with gradients in x, V and W, above
-those alive before, in units of the input x (``activations``); ``extra`` subtracts the three
-that any map has (y, its gradient, the input gradient).
+tracemalloc) during forward + backward of the map with the exact gradient
+(``galinear.nn.dexp.exact_rotor_sandwich``, gradients in x and the bivectors; the backend runs
+the map on x and the transposed map on the output gradient), above those alive before, in units
+of the input x (``activations``); ``extra`` subtracts the three that any map has (y, its
+gradient, the input gradient).
 
 Decode: per-call time of RotorLinear(576, 576) and RotorNetwork(576, 576, hidden 512) on one
 token (eval, no grad, 1 thread) against F.linear(576, 576), and the overhead beyond the
@@ -145,16 +147,23 @@ def _numpy_now():
 
 
 def peak_activations(backend: str, n: int, tokens: int) -> dict:
+    from galinear.nn.dexp import exact_rotor_sandwich
+
     torch.manual_seed(0)
-    k = n // 2
     x = torch.randn(tokens, 1, 2**n, requires_grad=True)
-    V, W = (torch.randn(1, k, n, requires_grad=True) for _ in range(2))
-    fn = F.resolve_sandwich_backend(backend, "cpu", torch.float32)[1]
-    fn(x.detach(), V.detach(), W.detach(), None, None)  # warm-up: tables, compilation
+    bivectors = (0.3 * torch.randn(1, n * (n - 1) // 2)).requires_grad_(True)
+    with torch.no_grad():
+        dec = F.invariant_decomposition(bivectors, method="exact")
+
+    def run(x):
+        return exact_rotor_sandwich(x, bivectors, None, (dec.V, dec.W), backend=backend)
+
+    with torch.no_grad():
+        run(x)  # warm-up: tables, compilation
     tracemalloc.start()
     tracemalloc.reset_peak()
     with LiveBytes() as meter:
-        y = fn(x, V, W, None, None)
+        y = run(x)
         y.backward(torch.ones_like(y))
         del y
     numpy_peak = tracemalloc.get_traced_memory()[1]

@@ -4,7 +4,9 @@ Measures (float32, torch threads = numba threads = --threads):
   1. forward of one single-chunk double-rotor map (d -> d) vs ``torch.nn.functional.linear``
      with a dense (d, d) weight, 2048 tokens, d = 512 ... 4096; also the pure-torch "factored"
      backend of galinear.nn.functional and a whole ``RotorLinear(d, d)`` forward;
-  2. forward + backward (gradients for x and for the weights / rotor factors);
+  2. forward + backward (gradients for x and for the weight / the bivectors; the rotor map with
+     the exact gradient of galinear.nn.dexp, which runs the backend's forward map on x and,
+     transposed, on the output gradient);
   3. one training step (Adam, MSE, batch 256) of the paper's q-network
      ``RotorNetwork(2048, 2048)`` (hidden 2048) with the numba backend vs the dense backend,
      which rebuilds every 2048 x 2048 matrix at every step as the paper's code does;
@@ -115,10 +117,27 @@ def bench_forward(sizes, tokens, repeats, factored_max_d=512):
     return rows
 
 
-def bench_forward_backward(sizes, tokens, repeats):
+def exact_rotor_map(n, backend, seed=0):
+    """(map, bivectors): x (B, 1, 2**n) -> exp(B) x exp(C)~ on ``backend`` with the exact gradient
+    in x, B and C (random bivectors B, C (1, C(n, 2)) requiring gradients, exact factors precomputed)."""
     import torch
 
     from galinear.nn import functional as F
+    from galinear.nn.dexp import exact_rotor_sandwich
+
+    gen = torch.Generator().manual_seed(seed)
+    B, C = ((0.3 * torch.randn(1, n * (n - 1) // 2, generator=gen)).requires_grad_(True) for _ in range(2))
+    with torch.no_grad():
+        left, right = (F.invariant_decomposition(b, method="exact") for b in (B, C))
+
+    def apply(x):
+        return exact_rotor_sandwich(x, B, C, (left.V, left.W), (right.V, right.W), backend=backend)
+
+    return apply, (B, C)
+
+
+def bench_forward_backward(sizes, tokens, repeats):
+    import torch
 
     rows = []
     for d in sizes:
@@ -126,7 +145,7 @@ def bench_forward_backward(sizes, tokens, repeats):
         x = torch.randn(tokens, d, requires_grad=True)
         weight = (torch.randn(d, d) / d**0.5).requires_grad_(True)
         grad = torch.randn(tokens, d)
-        VL, WL, VR, WR = random_factors(1, n, torch.float32, requires_grad=True)
+        rotor_map, bivectors = exact_rotor_map(n, "numba")
         x3 = x.detach().view(tokens, 1, d).requires_grad_(True)
         grad3 = grad.view(tokens, 1, d)
 
@@ -134,8 +153,7 @@ def bench_forward_backward(sizes, tokens, repeats):
             torch.autograd.grad(torch.nn.functional.linear(x, weight), (x, weight), grad)
 
         def numba():
-            y = F.rotor_sandwich(x3, (VL, WL), (VR, WR), backend="numba")
-            torch.autograd.grad(y, (x3, VL, WL, VR, WR), grad3)
+            torch.autograd.grad(rotor_map(x3), (x3, *bivectors), grad3)
 
         t = median_times({"dense": dense, "numba": numba}, repeats)
         row = {"d": d, "n": n, "dense_s": t["dense"], "numba_s": t["numba"],
@@ -179,7 +197,7 @@ def bench_training_step(batch, repeats):
 _MEMORY_CHILD = r"""
 import gc, json, sys
 import torch
-from galinear.nn import functional as F
+from bench_kernels import exact_rotor_map
 backend, d, tokens, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(threads)
 try:
@@ -188,7 +206,6 @@ try:
 except ImportError:
     pass
 n = d.bit_length() - 1
-k = n // 2
 
 def status(key):
     for line in open("/proc/self/status"):
@@ -196,12 +213,13 @@ def status(key):
             return int(line.split()[1]) * 1024
     raise KeyError(key)
 
+rotor_map, bivectors = (None, ()) if backend == "linear" else exact_rotor_map(n, backend)
+
 def run(x, grad, weights):
     if backend == "linear":
         y = torch.nn.functional.linear(x.view(x.shape[0], d), weights[0])
         return torch.autograd.grad(y, [x, *weights], grad.view(x.shape[0], d))
-    y = F.rotor_sandwich(x, (weights[0], weights[1]), (weights[2], weights[3]), backend=backend)
-    return torch.autograd.grad(y, [x, *weights], grad)
+    return torch.autograd.grad(rotor_map(x), [x, *weights], grad)
 
 def make(tokens):
     x = torch.randn(tokens, 1, d, requires_grad=True)
@@ -209,7 +227,7 @@ def make(tokens):
     if backend == "linear":
         weights = [(torch.randn(d, d) / d**0.5).requires_grad_(True)]
     else:
-        weights = [(torch.randn(1, k, n) / n**0.5).requires_grad_(True) for _ in range(4)]
+        weights = list(bivectors)
     return x, grad, weights
 
 run(*make(32))  # compile / warm up on a small batch
@@ -226,7 +244,7 @@ print(json.dumps({"before": before, "peak": peak, "extra": peak - before, "activ
 def bench_memory(d, tokens, threads):
     rows = []
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")]))
     for backend in ("numba", "linear", "factored"):
         proc = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, backend, str(d), str(tokens), str(threads)],
                               capture_output=True, text=True, env=env, cwd=ROOT)

@@ -5,11 +5,14 @@ Prints time ratios ``F.linear time / our time`` (above 1: ours is faster), float
      d = 512 ... 4096, with the "numba" backend's kernels "tile" (galinear.kernels.rotor_chain),
      "resident" (galinear.kernels.resident) and "auto" (the cross-over rule), against
      ``torch.nn.functional.linear`` with a dense (d, d) weight;
-  2. forward + backward (gradients for x and the factors / the weight) at ``--fb-d``;
+  2. the backend work of a training step at ``--fb-d``: the map on x and the transposed map on the
+     output gradient (all the exact gradient of galinear.nn.dexp asks of a backend), against
+     forward + backward of ``F.linear`` (gradients for x and the weight);
   3. one-token latency with 1 thread of ``RotorLinear(d, d)`` (eval, no grad), d = 576 and 2048,
      each kernel, against ``F.linear``; the kernel's own time on the layer's factors and the rest
      of the call (per-call overhead: decomposition, checks, reshapes) are shown apart;
-  4. the cross-over: forward + backward time of both kernels against the number of tokens.
+  4. the cross-over: time of the map plus the transposed map of both kernels against the number
+     of tokens.
 
 Timings: minimum and median of --repeats interleaved runs after a warm-up; the ratio uses the
 medians. Writes nothing unless --json PATH is given.
@@ -49,6 +52,16 @@ def factors(P, n, requires_grad=False, seed=0):
     return [(torch.randn(P, n // 2, n, generator=gen) / n**0.5).requires_grad_(requires_grad) for _ in range(4)]
 
 
+def map_and_transposed(x3, grad3, fs, kernel):
+    """The backend work of one exact-gradient step: the map on x, the transposed map on the gradient."""
+    from galinear.nn.dexp import transposed_factors
+    from galinear.nn.fast import numba_sandwich
+
+    VL, WL, VR, WR = fs
+    numba_sandwich(x3, VL, WL, VR, WR, kernel=kernel)
+    numba_sandwich(grad3, *transposed_factors(VL, WL), *transposed_factors(VR, WR), kernel=kernel)
+
+
 def show(label, t):
     dense = t["linear"]
     parts = [f"F.linear {dense*1e3:.3f} ms"]
@@ -81,23 +94,17 @@ def bench_forward(sizes, tokens, repeats):
 def bench_forward_backward(d, tokens, repeats):
     import torch
 
-    from galinear.nn.fast import numba_sandwich
-
     n = d.bit_length() - 1
     x = torch.randn(tokens, d, requires_grad=True)
     weight = (torch.randn(d, d) / d**0.5).requires_grad_(True)
     grad = torch.randn(tokens, d)
-    fs = factors(1, n, requires_grad=True)
-    x3 = x.detach().view(tokens, 1, d).requires_grad_(True)
-
-    def ours(kernel):
-        y = numba_sandwich(x3, *fs, kernel=kernel)
-        torch.autograd.grad(y, (x3, *fs), grad.view(tokens, 1, d))
+    fs = factors(1, n)
+    x3, grad3 = x.detach().view(tokens, 1, d), grad.view(tokens, 1, d)
 
     fns = {"linear": lambda: torch.autograd.grad(torch.nn.functional.linear(x, weight), (x, weight), grad)}
-    fns.update({k: functools.partial(ours, k) for k in KERNELS})
+    fns.update({k: functools.partial(map_and_transposed, x3, grad3, fs, k) for k in KERNELS})
     t = median_times(fns, repeats)
-    show(f"forward+backward d={d}, {tokens} tokens", t)
+    show(f"map + transposed map d={d}, {tokens} tokens (F.linear: forward + backward)", t)
     return {"d": d, **t}
 
 
@@ -140,21 +147,15 @@ def bench_one_token(sizes, repeats):
 def bench_cross_over(d, token_counts, repeats):
     import torch
 
-    from galinear.nn.fast import numba_sandwich
-
     n = d.bit_length() - 1
-    fs = factors(1, n, requires_grad=True)
+    fs = factors(1, n)
     rows = []
     for tokens in token_counts:
-        x3 = torch.randn(tokens, 1, d, requires_grad=True)
+        x3 = torch.randn(tokens, 1, d)
         grad = torch.randn(tokens, 1, d)
-
-        def ours(kernel):
-            y = numba_sandwich(x3, *fs, kernel=kernel)
-            torch.autograd.grad(y, (x3, *fs), grad)
-
-        t = median_times({k: functools.partial(ours, k) for k in ("tile", "resident")}, repeats)
-        print(f"cross-over d={d}, {tokens} tokens, forward+backward: tile {t['tile']*1e3:.2f} ms, "
+        t = median_times({k: functools.partial(map_and_transposed, x3, grad, fs, k) for k in ("tile", "resident")},
+                         repeats)
+        print(f"cross-over d={d}, {tokens} tokens, map + transposed map: tile {t['tile']*1e3:.2f} ms, "
               f"resident {t['resident']*1e3:.2f} ms (tile / resident {t['tile'] / t['resident']:.2f})", flush=True)
         rows.append({"tokens": tokens, **t})
     return rows

@@ -15,6 +15,7 @@ COMMANDS = {
     "verify": "verify",
     "codegen": "codegen",
     "train-mlp": "train_mlp",
+    "train-lm": "train_lm",
     "compress": "compress",
     "demo": "demo",
     "tour": "tour",

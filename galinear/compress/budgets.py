@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from galinear.compress import methods
+from galinear.compress import method_names
 
 #: SmolLM2-135M's q, k, v projections (d_in, d_out)
 SMOLLM2_QKV = {"q_proj": (576, 576), "k_proj": (576, 192), "v_proj": (576, 192)}
@@ -78,7 +78,7 @@ def kronecker_factors(d_in, d_out):
 
 def parameters(method: str, value: int, d_in: int, d_out: int, bias: bool = False) -> int:
     """Parameter count of ``method`` (its base name) with knob ``value`` on ``d_in -> d_out``."""
-    base = methods.base_name(method)
+    base = method_names.base_name(method)
     extra = d_out if bias else 0
     if base == "lr":
         return value * (d_in + d_out) + extra
@@ -97,7 +97,7 @@ def parameters(method: str, value: int, d_in: int, d_out: int, bias: bool = Fals
             pairs, _, per_pair = _gadget_size(a, b)
             total += pairs * (per_pair + 1) + (b if bias else 0)
         return total
-    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(methods.KNOBS)}")
+    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
 
 
 def flops_per_token(method: str, value: int, d_in: int, d_out: int) -> int:
@@ -109,7 +109,7 @@ def flops_per_token(method: str, value: int, d_in: int, d_out: int) -> int:
     layers, 4 multiplies per rotation). LayerNorm and PReLU are not counted. As matrices (how both
     run in training on the CPU) a pair costs c^2 instead.
     """
-    base = methods.base_name(method)
+    base = method_names.base_name(method)
     if base in ("lr", "bh1", "monarch"):
         return parameters(base, value, d_in, d_out)
     if base == "kron":
@@ -124,13 +124,13 @@ def flops_per_token(method: str, value: int, d_in: int, d_out: int) -> int:
             n = c.bit_length() - 1
             total += pairs * (2 * (n // 2) * (2 * n + 1) * c if base == "rotor" else 2 * per_pair * c)
         return total
-    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(methods.KNOBS)}")
+    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
 
 
 def settings(method: str, d_in: int, d_out: int) -> list[int]:
     """Every knob value the method's module accepts on ``d_in -> d_out`` (hidden widths: multiples of
     64 up to MAX_HIDDEN)."""
-    base = methods.base_name(method)
+    base = method_names.base_name(method)
     if base == "lr":
         return list(range(1, min(d_in, d_out) + 1))
     if base in ("bh1", "monarch"):
@@ -142,20 +142,20 @@ def settings(method: str, d_in: int, d_out: int) -> list[int]:
         return [2**i for i in range(d_out.bit_length()) if d_out % 2**i == 0 and 2**i <= d_in]
     if base in ("rotor", "givens"):
         return list(range(64, MAX_HIDDEN + 1, 64))
-    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(methods.KNOBS)}")
+    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
 
 
 def closest_setting(method: str, budget: int, d_in: int, d_out: int, bias: bool = False) -> Setting:
     """The knob value whose parameter count is nearest ``budget`` (ties: the smaller count)."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be a positive number of parameters, got {budget!r}")
-    base = methods.base_name(method)
+    base = method_names.base_name(method)
     def distance(value):
         count = parameters(base, value, d_in, d_out, bias)
         return abs(count - budget), count
 
     best = min(settings(base, d_in, d_out), key=distance)
-    return Setting(method, methods.KNOBS[base], best, parameters(base, best, d_in, d_out, bias),
+    return Setting(method, method_names.KNOBS[base], best, parameters(base, best, d_in, d_out, bias),
                    flops_per_token(base, best, d_in, d_out), budget)
 
 
@@ -170,7 +170,7 @@ def matched_settings(fraction: float, shapes=None, names=None, bias: bool = Fals
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r} (0.02 is 2 % of the dense parameters)")
     shapes = SMOLLM2_QKV if shapes is None else shapes
     out = {}
-    for name in names or methods.KNOBS:
+    for name in names or method_names.KNOBS:
         out[name] = {proj: closest_setting(name, max(1, round(fraction * d_in * d_out)), d_in, d_out, bias)
                      for proj, (d_in, d_out) in shapes.items()}
     return out

@@ -88,32 +88,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from galinear import _util
+from galinear.compress.method_names import (  # noqa: F401  (the names live there; used from here)
+    CLOSED_FORM, DISPLAY, KNOBS, METHODS, base_name, display_name,
+)
 
-METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m",
-           "lr", "kron", "monarch", "bhh", "givens", "lr-cf", "kron-cf", "monarch-cf", "bhh-cf")
-CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf",  # Adam-fitted name -> closed-form name
-               "lr": "lr-cf", "kron": "kron-cf", "monarch": "monarch-cf", "bhh": "bhh-cf"}
 LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0,
                   "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0, "rotorlin-m": 0.05,
                   "lr": 0.05, "kron": 0.01, "monarch": 0.01, "bhh": 0.01, "givens": 0.05,
                   "lr-cf": 0.0, "kron-cf": 0.0, "monarch-cf": 0.0, "bhh-cf": 0.0}
-DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*", "rotorlin-m": "RotorLinear (moments)",
-           "lr-cf": "LR*", "kron-cf": "Kron*", "monarch-cf": "Monarch*", "bhh-cf": "BHH*"}
-#: the knob of each method whose size is a setting (galinear.compress.budgets); its MethodSpec field
-KNOBS = {"lr": "rank", "bh1": "blocks", "kron": "terms", "monarch": "blocks", "bhh": "blocks", "rotor": "hidden",
-         "givens": "hidden"}
 DEFAULT_LOW_RANK = 4
 DEFAULT_KRONECKER_TERMS = 4
-
-
-def base_name(name: str) -> str:
-    """The module family of a method: 'lr1-cf' -> 'lr1'."""
-    return name[:-3] if name.endswith("-cf") else name
-
-
-def display_name(name: str) -> str:
-    """Name of a method in reports: LR1*, LR4*, BH1* for the closed-form fits, else the name."""
-    return DISPLAY.get(name, name)
 DEFAULT_ROTOR_HIDDEN = 512
 
 

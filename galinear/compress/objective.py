@@ -258,7 +258,7 @@ def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, 
     import torch
 
     from galinear.compress import evaluate, fit, methods
-    from galinear.compress.study import _install
+    from galinear.compress.store import install
 
     model, layer, prefix = study.model, layer_set[i], tuple(layer_set[:i])
     paths = {p: study.store.unit_path(spec, seed, prefix, layer, p) for p in PROJECTIONS}
@@ -297,7 +297,7 @@ def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, 
             fit.atomic_save(saved[proj], paths[proj])
     for proj, module in modules.items():
         module.load_state_dict(saved[proj]["state"])
-        _install(module, (layer, proj), saved[proj]["stats"], replacements, info)
+        install(module, (layer, proj), saved[proj]["stats"], replacements, info)
 
 
 def _mode(modules: dict, train: bool) -> None:

@@ -237,6 +237,12 @@ def freeze(module):
     return module
 
 
+def install(module, key, stats, replacements, info) -> None:
+    """Freeze a fitted replacement (eval mode, no gradients) and record it and its stats under key."""
+    replacements[key] = freeze(module)
+    info[key] = stats
+
+
 _RERUN = "rerun the study that wrote it (its fits are cached, so this takes only the evaluation)"
 
 

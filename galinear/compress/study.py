@@ -36,13 +36,7 @@ from galinear.compress import windows as win
 from galinear.compress.config import StudyConfig, validate_cheap, validate_request
 from galinear.compress.fit import atomic_save
 from galinear.compress.report import PAPER_SETS_NOTE
-from galinear.compress.store import Store, fingerprint, freeze, load_compressed, save_compressed, set_name
-
-
-def _install(module, key, stats, replacements, info) -> None:
-    """Freeze a fitted replacement (eval mode, no gradients) and record it and its stats under key."""
-    replacements[key] = freeze(module)
-    info[key] = stats
+from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
 
 
 class Study(CaptureMethods):
@@ -275,7 +269,7 @@ class Study(CaptureMethods):
                 atomic_save(ckpt, path)
             else:
                 module.load_state_dict(ckpt["state"])
-            _install(module, (layer, proj), ckpt["stats"], replacements, info)
+            install(module, (layer, proj), ckpt["stats"], replacements, info)
         if self.config.refit_o_proj:
             self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
 
@@ -318,7 +312,7 @@ class Study(CaptureMethods):
                 atomic_save(ckpt, paths[proj])
             else:
                 module.load_state_dict(ckpt["state"])
-            _install(module, (layer, proj), ckpt["stats"], replacements, info)
+            install(module, (layer, proj), ckpt["stats"], replacements, info)
 
     def _refit_o_proj(self, spec, seed, layer_set, i, replacements, info):
         import torch
@@ -345,7 +339,7 @@ class Study(CaptureMethods):
             atomic_save(ckpt, path)
         else:
             module.load_state_dict(ckpt["state"])
-        _install(module, (layer, "o_proj"), ckpt["stats"], replacements, info)
+        install(module, (layer, "o_proj"), ckpt["stats"], replacements, info)
 
     # ------------------------------------------------------------------ evaluation
     def _record(self, key: str, entry: dict) -> None:

@@ -193,7 +193,7 @@ def _rows(a: np.ndarray, b: np.ndarray):
 
 def _check(finite: bool, a, b) -> None:
     if not finite:
-        from galinear.core.algebra import _check_finite
+        from galinear.core.checks import _check_finite
 
         _check_finite(a, "a")
         _check_finite(b, "b")

@@ -2,9 +2,7 @@
 from galinear.kernels.rotor_chain import (
     DEFAULT_TILE,
     default_tile,
-    factor_coefficient_grads,
     factor_coefficients,
-    sandwich_backward,
     sandwich_forward,
 )
 
@@ -12,7 +10,5 @@ __all__ = [
     "DEFAULT_TILE",
     "default_tile",
     "factor_coefficients",
-    "factor_coefficient_grads",
     "sandwich_forward",
-    "sandwich_backward",
 ]

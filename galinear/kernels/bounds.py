@@ -140,7 +140,7 @@ def check_gadget(x_width: int, dtype, in_index, out_index, out_scale, pair_scale
     ``x_width``: the width of the tokens it reads; ``tables``: (src, sgn, back, tgt, sgnc) as
     passed to the kernel, which must be galinear's own tables of the chunk size.
     """
-    from galinear.kernels.spinor import kernel_tables
+    from galinear.kernels.spinor_tables import kernel_tables
     from galinear.matrix_rep import representation
 
     _array(in_index, f"{name} input index", 2, "iu")

@@ -22,12 +22,9 @@ Runs of length 1, 2 and 4 (bits 0, 1, 2) are too short to vectorise, so those th
 applied together on groups of 8 rows (a fixed pattern of 3 x 8 signs), after the long runs.
 
 Parallel work: one job per (chunk pair, block of ``TOKENS_PER_JOB`` tokens); every token is
-computed by the same operations whatever the thread count, parameter gradients are summed per
-job and the job sums are added in a fixed order, so the bits do not depend on the thread count.
-A call with one token does no padding: the work is exactly one token's.
-
-Backward (reversible): only y is kept; the input of every factor is recomputed from its output
-by the inverse factor while the chain is walked backwards (each factor is orthogonal).
+computed by the same operations whatever the thread count, so the bits do not depend on it.
+A call with one token does no padding: the work is exactly one token's. As in ``rotor_chain``,
+only the map itself is computed.
 """
 from __future__ import annotations
 
@@ -37,10 +34,9 @@ from galinear._numba import jit, prange
 from galinear.blades import shortlex_bitmasks
 from galinear.kernels import rotor_chain
 
-__all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "sandwich_forward",
-           "sandwich_backward"]
+__all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "sandwich_forward"]
 
-#: Tokens per parallel job (the parameter-gradient partial sums are kept per job).
+#: Tokens per parallel job.
 TOKENS_PER_JOB = 8
 #: Cross-over measured with benchmarks/bench_resident.py (docs/performance.md): up to this many
 #: tokens per chunk pair the token-resident kernel is faster than the tile kernel (which pads a
@@ -159,41 +155,6 @@ def _low_bits(dst, src, c0, c1, c2, ps, tau, side):
                 + (e2 * ps[2, u]) * src[g + (u ^ 4)]
 
 
-@jit(fastmath={"contract", "reassoc"})
-def _vdots(src, other, side, tab, acc):
-    """acc[i] += <other, e_i src> (e_i on the side ``side``), summed over the 2**n rows."""
-    tau, pat, signed = tab
-    D = src.shape[0]
-    n = acc.shape[0]
-    for i in range(n):
-        h = 1 << i
-        tot = 0.0
-        for blk in range(0, D, 2 * h):
-            o0 = other[blk:blk + h]
-            o1 = other[blk + h:blk + 2 * h]
-            s0 = src[blk:blk + h]
-            s1 = src[blk + h:blk + 2 * h]
-            part = src[0] - src[0]  # runs summed in the arrays' dtype, runs in float64
-            if side == 0:
-                tt = tau[:h]
-                for t in range(h):
-                    part += tt[t] * (o0[t] * s1[t] + o1[t] * s0[t])
-                tot += part
-            else:
-                for t in range(h):
-                    part += o0[t] * s1[t] + o1[t] * s0[t]
-                tot += tau[blk >> (i + 1)] * part
-        acc[i] += tot
-
-
-@jit(fastmath={"contract", "reassoc"})
-def _dot(a, b):
-    tot = 0.0
-    for r in range(a.shape[0]):
-        tot += a[r] * b[r]
-    return tot
-
-
 @jit(fastmath=_FASTMATH)
 def _forward_token(z, nxt, tmp, VL, WL, aL, sL, VR, WR, aR, sR, p, tab, zero, one):
     """All factors of both rotors on one token z (bitmask order); returns the buffer holding y."""
@@ -229,72 +190,6 @@ def _forward_kernel(x, VL, WL, aL, sL, VR, WR, aR, sR, perm, tau, pat, consts, p
             y = _forward_token(z, nxt, tmp, VL, WL, aL, sL, VR, WR, aR, sR, p, tab, zero, one)
             for c in range(D):
                 out[b, p, c] = y[perm[c]]
-
-
-@jit(fastmath=_FASTMATH)
-def _factor_backward(z, g, tmp, h, z_in, g_in, v, w, a, s, side, tab, acc_v, acc_w, part, zero, one):
-    """One factor f(z) = a z + s v(w z) (left) or a z + s (z w) v (right), walked backwards on
-    one token: z, g = output and its gradient -> z_in, g_in = input and its gradient;
-    part += (d a, d s, d v (n), d w (n)). Inverse and transpose: a + s w(v .) / a + s (. v) w.
-    """
-    n = v.shape[0]
-    _vmul(tmp, z, v, one, side, tab, z, zero)                # v z
-    _vmul(z_in, tmp, w, s, side, tab, z, a)                  # z_in = a z + s w (v z)
-    _vmul(tmp, z_in, w, one, side, tab, z_in, zero)          # u = w z_in
-    acc_v[:] = 0.0
-    acc_w[:] = 0.0
-    _vmul(h, g, v, one, side, tab, g, zero)                  # h = v g
-    _vdots(g, tmp, side, tab, acc_v)                         # <u, e_i g>
-    ds = _dot(h, tmp)                                        # <v g, w z_in>
-    _vmul(g_in, h, w, s, side, tab, g, a)                    # g_in = a g + s w h
-    _vdots(h, z_in, side, tab, acc_w)                        # <z_in, e_i h>
-    da = _dot(g, z_in)
-    part[0] += da
-    part[1] += ds
-    for i in range(n):
-        part[2 + i] += s * acc_v[i]
-        part[2 + n + i] += s * acc_w[i]
-
-
-@jit(parallel=True, fastmath=_FASTMATH)
-def _backward_kernel(y, gy, VL, WL, aL, sL, VR, WR, aR, sR, perm, tau, pat, consts, per_job, gx, grads):
-    """grads: (P * n_bj, 2, k, 2 + 2n) per-job partial sums (side 0 = left, 1 = right)."""
-    B, P, D = y.shape
-    zero = consts[0]
-    one = consts[1]
-    k = VL.shape[1]
-    n = VL.shape[2]
-    n_bj = (B + per_job - 1) // per_job
-    for job in prange(P * n_bj):
-        p = job // n_bj
-        b0 = (job % n_bj) * per_job
-        tab = (tau, pat, np.empty(D, dtype=y.dtype))
-        z = np.empty(D, dtype=y.dtype)
-        g = np.empty(D, dtype=y.dtype)
-        z2 = np.empty(D, dtype=y.dtype)
-        g2 = np.empty(D, dtype=y.dtype)
-        tmp = np.empty(D, dtype=y.dtype)
-        h = np.empty(D, dtype=y.dtype)
-        acc_v = np.empty(n, dtype=np.float64)
-        acc_w = np.empty(n, dtype=np.float64)
-        part = grads[job]
-        for b in range(b0, min(B, b0 + per_job)):
-            for c in range(D):
-                z[perm[c]] = y[b, p, c]
-                g[perm[c]] = gy[b, p, c]
-            # forward order was: left j = k-1..0, then right j = k-1..0; walk it backwards
-            for side in range(1, -1, -1):
-                V = VL if side == 0 else VR
-                W = WL if side == 0 else WR
-                a = aL if side == 0 else aR
-                s = sL if side == 0 else sR
-                for j in range(k):
-                    _factor_backward(z, g, tmp, h, z2, g2, V[p, j], W[p, j], a[p, j], s[p, j], side, tab,
-                                     acc_v, acc_w, part[side, j], zero, one)
-                    z, z2 = z2, z
-                    g, g2 = g2, g
-            for c in range(D):
-                gx[b, p, c] = g[perm[c]]
 
 
 _PERM_CACHE: dict = {}
@@ -333,24 +228,3 @@ def sandwich_forward(x, VL, WL, VR=None, WR=None):
         return out
     _forward_kernel(x, *args, *_tables(n, x.dtype), TOKENS_PER_JOB, out)
     return out
-
-
-def sandwich_backward(y, grad_y, VL, WL, VR=None, WR=None):
-    """Gradients through ``y = sandwich_forward(x, VL, WL, VR, WR)`` from y alone; arguments and
-    results as :func:`galinear.kernels.rotor_chain.sandwich_backward` (no ``tile``)."""
-    B, P, n = rotor_chain.check_arguments(y, VL, WL, VR, WR, name="y")
-    if not isinstance(grad_y, np.ndarray) or grad_y.shape != y.shape:
-        raise ValueError(f"grad_y must be an array of y's shape {y.shape}, "
-                         f"got {getattr(grad_y, 'shape', type(grad_y))}")
-    y = np.ascontiguousarray(y)
-    grad_y = np.ascontiguousarray(grad_y, dtype=y.dtype)
-    args = rotor_chain.prepare_factors(y.dtype, VL, WL, VR, WR)
-    k = n // 2
-    n_bj = (B + TOKENS_PER_JOB - 1) // TOKENS_PER_JOB
-    gx = np.empty_like(y)
-    parts = np.zeros((P * n_bj, 2, k, 2 + 2 * n), dtype=np.float64)
-    if B > 0 and P > 0:
-        _backward_kernel(y, grad_y, *args, *_tables(n, y.dtype), TOKENS_PER_JOB, gx, parts)
-    # fixed summation order: independent of the thread count
-    totals = parts.reshape(P, n_bj, 2, k, 2 + 2 * n).sum(axis=1)
-    return rotor_chain.finish_gradients(gx, totals, VL, WL, VR, WR)

@@ -22,121 +22,96 @@ Hermitian matrix :math:`iA = U \mathrm{diag}(\mu) U^H` it scales entry (a, b) by
 entire, so the formula is finite and smooth at equal angles and at zero: no divided difference
 has to be guarded.
 
+Every exact rotor map of galinear goes through one autograd Function, :class:`RotorMap`: the
+sandwich x -> R x S~ applied by any forward-only backend, the parity blocks of its matrix (the
+layers' matrix path) and the rotor exp(B) itself. They differ only in how the bivector parts are
+read from the output gradient; :math:`\varphi(\mathrm{ad}_B)` is applied in one place, from the
+eigen-decomposition that also gave the planes (:func:`galinear.nn.functional.exact_factors`), so
+one eigh per rotor serves a whole training step.
+
 The backward pass needs only the output y (the map is orthogonal, so the input gradient is the
 transposed map of G, applied by the same backend with the reversed factors) and the bivector
 parts above: :math:`O(n^2 2^n)` per token and chunk pair, plus :math:`O(n^3)` per rotor.
 """
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 
-from galinear.blades import bivector_part_tables, bivector_pairs
+from galinear.nn.functional.decomposition import Spectrum, bivector_to_skew, skew_to_bivector, spectrum
+from galinear.nn.functional.matrices import (
+    blocks_bivector_parts,
+    correlation_bivector_parts,
+    from_parity_order,
+    full_from_blocks,
+    parity_blocks,
+    part_tables,
+)
+from galinear.nn.functional.rotors import compose_rotors
 
 __all__ = [
+    "RotorMap",
     "phi_ad",
     "psi_ad",
     "bivector_parts",
     "rotor_exp",
     "exact_rotor_sandwich",
+    "exact_parity_blocks",
+    "exact_sandwich_matrices",
     "transposed_factors",
 ]
-
-_HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
 # ---------------------------------------------------------------------------------------------
 # Functions of ad_B through the eigen-decomposition of the skew matrix.
 
-def _pair_rows_cols(n: int, device):
-    pairs = np.array(bivector_pairs(n), dtype=np.int64)
-    return torch.as_tensor(pairs[:, 0], device=device), torch.as_tensor(pairs[:, 1], device=device)
-
-
-def _skew(bivector: torch.Tensor, n: int) -> torch.Tensor:
-    rows, cols = _pair_rows_cols(n, bivector.device)
-    out = bivector.new_zeros(*bivector.shape[:-1], n, n)
-    out[..., rows, cols] = bivector
-    out[..., cols, rows] = -bivector
-    return out
-
-
-def _unskew(matrix: torch.Tensor, n: int) -> torch.Tensor:
-    rows, cols = _pair_rows_cols(n, matrix.device)
-    return matrix[..., rows, cols]
-
-
-def _dimension(m: int) -> int:
-    n = int(round((1 + (1 + 8 * m) ** 0.5) / 2))
-    if n * (n - 1) // 2 != m or n < 2:
-        raise ValueError(f"a bivector's last axis must hold C(n, 2) coefficients (1, 3, 6, 10, ...), got {m}")
-    return n
-
-
-def _ad_function(bivector: torch.Tensor, value: torch.Tensor, sign: float) -> torch.Tensor:
+def _ad_function(bivector: torch.Tensor, value: torch.Tensor, sign: float, spec: Spectrum | None = None) -> torch.Tensor:
     r"""f(ad_B) applied to the bivectors ``value`` for f = phi (sign=+1) or psi (sign=-1).
 
     phi(z) = (1 - e^{-z}) / z, psi(z) = phi(-z) = (e^z - 1) / z. Computed in float64 (complex128)
-    whatever the input dtype, then cast back.
+    whatever the input dtype, then cast back. ``spec``: the :class:`Spectrum` of ``bivector`` when
+    it is already known (then no eigen-decomposition runs here).
     """
     m = bivector.shape[-1]
     if value.shape[-1] != m:
         raise ValueError(f"bivector and value must both hold C(n, 2) = {m} coefficients, got {value.shape[-1]}")
     if m == 0:
         return value.clone()
-    n = _dimension(m)
     dtype = value.dtype
-    B = _skew(bivector.detach().to(torch.float64), n)
-    X = _skew(value.detach().to(torch.float64), n)
-    B, X = torch.broadcast_tensors(B, X)
-    mu, U = torch.linalg.eigh(1j * B.to(torch.complex128))  # iA = U diag(mu) U^H, mu real
-    y = 2.0 * (mu.unsqueeze(-2) - mu.unsqueeze(-1))           # z_ab = 2 (lambda_a - lambda_b) = i y_ab
-    y = sign * y                                               # psi(iy) = phi(-iy)
-    sinc = torch.sinc(y / torch.pi)                            # sin(y) / y, 1 at y = 0
+    if spec is None:
+        spec = spectrum(bivector)
+    mu, U = spec
+    X = bivector_to_skew(value.detach().to(torch.float64)).to(torch.complex128)
+    y = sign * 2.0 * (mu.unsqueeze(-2) - mu.unsqueeze(-1))    # z_ab = 2 (lambda_a - lambda_b) = i y_ab
+    sinc = torch.sinc(y / torch.pi)                           # sin(y) / y, 1 at y = 0
     half = y / 2
     one_minus_cos_over_y = torch.sin(half) * torch.sinc(half / torch.pi)  # (1 - cos y) / y
-    factor = torch.complex(sinc, -one_minus_cos_over_y)        # phi(iy)
+    factor = torch.complex(sinc, -one_minus_cos_over_y)       # phi(iy)
     Uh = U.mH
-    rotated = Uh @ X.to(torch.complex128) @ U
-    result = (U @ (factor * rotated) @ Uh).real
-    return _unskew(result, n).to(dtype)
+    result = (U @ (factor * (Uh @ X @ U)) @ Uh).real
+    return skew_to_bivector(result).to(dtype)
 
 
-def phi_ad(bivector: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+def phi_ad(bivector: torch.Tensor, value: torch.Tensor, spec: Spectrum | None = None) -> torch.Tensor:
     r""":math:`\varphi(\mathrm{ad}_B)(H)`, :math:`\varphi(z) = (1 - e^{-z})/z`, batched over leading axes.
 
-    The right-trivialised derivative of the exponential: :math:`\frac{d}{dt}\exp(B + tH)|_{0}
-    = \varphi(-\mathrm{ad}_B)(H)\,\exp(B)`... see :func:`psi_ad`; this one maps the
-    right-trivialised gradient of a loss to its gradient in B. Not differentiable (it is a
-    backward-pass formula).
+    Maps the right-trivialised gradient :math:`\langle G \tilde R\rangle_2` of a loss in
+    :math:`R = \exp(B)` to its gradient in B. Not differentiable (it is a backward-pass formula).
+    ``spec``: B's :class:`~galinear.nn.functional.Spectrum`, if already computed.
     """
-    return _ad_function(bivector, value, 1.0)
+    return _ad_function(bivector, value, 1.0, spec)
 
 
-def psi_ad(bivector: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+def psi_ad(bivector: torch.Tensor, value: torch.Tensor, spec: Spectrum | None = None) -> torch.Tensor:
     r""":math:`\psi(\mathrm{ad}_B)(H)`, :math:`\psi(z) = (e^{z} - 1)/z`: maps the left-trivialised
     gradient :math:`\langle \tilde R\, \partial L/\partial R\rangle_2` to :math:`\partial L/\partial B`."""
-    return _ad_function(bivector, value, -1.0)
+    return _ad_function(bivector, value, -1.0, spec)
 
 
 # ---------------------------------------------------------------------------------------------
 # Bivector parts of products of two multivectors.
-
-_TORCH_TABLES: dict = {}
-
-
-def _torch_part_tables(n, device, dtype):
-    key = (n, str(device), dtype)
-    tables = _TORCH_TABLES.get(key)
-    if tables is None:
-        gather, left, right = bivector_part_tables(n)
-        tables = (
-            torch.as_tensor(np.array(gather, dtype=np.int64), device=device),
-            torch.as_tensor(np.stack([left, right], axis=-1).astype(np.float64), device=device).to(dtype),
-        )
-        _TORCH_TABLES[key] = tables
-    return tables
-
 
 #: Up to this many coefficients per multivector the bivector parts go through one batched
 #: matrix product per chunk pair (T d^2 multiply-adds, at matrix-product speed); above it, one
@@ -144,10 +119,18 @@ def _torch_part_tables(n, device, dtype):
 CORRELATION_LIMIT = 256
 
 
+def _plain(*tensors) -> bool:
+    """Whether every tensor is an ordinary one (not wrapped by a torch.func transform such as
+    vmap or grad): only those may leave torch for a compiled kernel."""
+    from galinear.nn.functional._common import _wrapped
+
+    return not any(_wrapped(t) for t in tensors)
+
+
 def _numba_parts_usable(a: torch.Tensor) -> bool:
     """The numba kernel serves float32/float64 CPU tensors when numba compiles (under
     NUMBA_DISABLE_JIT its loops would run as plain Python: the torch path is faster then)."""
-    if a.dtype not in (torch.float32, torch.float64):
+    if a.dtype not in (torch.float32, torch.float64) or not _plain(a):
         return False
     try:
         from numba import config
@@ -163,7 +146,8 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
     ``kernel``: "torch" (one batched matrix product per chunk pair up to
     :data:`CORRELATION_LIMIT` coefficients, one gather pass per blade above), "numba"
     (:mod:`galinear.kernels.bivector_parts`: every blade from one resident pass, CPU only) or
-    "auto" (numba above the limit on the CPU when it compiles, torch otherwise).
+    "auto" (numba above the limit on the CPU when it compiles and the tensors are plain, torch
+    otherwise).
     """
     if kernel not in ("auto", "torch", "numba"):
         raise ValueError(f"kernel must be 'auto', 'torch' or 'numba', got {kernel!r}")
@@ -171,14 +155,14 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
         raise ValueError(f"a and b must both be (T, P, 2**n), got {tuple(a.shape)} and {tuple(b.shape)}")
     d = a.shape[-1]
     n = d.bit_length() - 1
-    gather, signs = _torch_part_tables(n, a.device, a.dtype)
+    gather, signs = part_tables(n, a.device, a.dtype)
     M = gather.shape[0]
     P = a.shape[1]
     if M == 0:
         empty = a.new_zeros(P, 0)
         return empty, empty
     use_numba = kernel == "numba" or (kernel == "auto" and d > CORRELATION_LIMIT and a.device.type == "cpu"
-                                       and _numba_parts_usable(a))
+                                       and _numba_parts_usable(a) and _plain(b))
     if use_numba:
         if a.device.type != "cpu":
             raise ValueError(f"kernel='numba' runs on the CPU only, got tensors on {a.device}; use kernel='torch'")
@@ -187,23 +171,17 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
         left, right = numba_parts(a.detach().contiguous().numpy(), b.detach().to(a.dtype).contiguous().numpy())
         return torch.from_numpy(left), torch.from_numpy(right)
     if d <= CORRELATION_LIMIT:
-        # corr[p, i, c] = sum_t a[t, p, i] b[t, p, c]; the part of blade m picks i = gather[m, c]
-        corr = torch.bmm(a.permute(1, 2, 0), b.permute(1, 0, 2))
-        columns = torch.arange(d, device=a.device)
-        picked = corr[:, gather, columns]  # (P, M, d)
-        parts = torch.einsum("pmd,mds->spm", picked, signs)
-    else:
-        at = a.permute(2, 1, 0).contiguous()  # (d, P, T): rows gathered whole
-        bt = b.permute(2, 1, 0).contiguous()
-        sums = torch.empty(M, d, P, dtype=a.dtype, device=a.device)
-        for m in range(M):
-            sums[m] = (at.index_select(0, gather[m]) * bt).sum(-1)
-        parts = torch.einsum("mdp,mds->spm", sums, signs)  # (2, P, M)
+        # corr[p, i, c] = sum_t a[t, p, i] b[t, p, c]
+        return correlation_bivector_parts(torch.bmm(a.permute(1, 2, 0), b.permute(1, 0, 2)))
+    at = a.permute(2, 1, 0)  # (d, P, T): rows gathered whole
+    bt = b.permute(2, 1, 0)
+    sums = torch.stack([(at.index_select(0, gather[m]) * bt).sum(-1) for m in range(M)])  # (M, d, P)
+    parts = torch.einsum("mdp,mds->spm", sums, signs)  # (2, P, M)
     return parts[0], parts[1]
 
 
 # ---------------------------------------------------------------------------------------------
-# Rotors with the exact gradient.
+# The one gradient boundary of exact rotor maps.
 
 def transposed_factors(V: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Factors of the reverse R~ = R_{k-1}~ ... R_0~ of R = R_0 ... R_{k-1}: order flipped,
@@ -211,95 +189,161 @@ def transposed_factors(V: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, 
     return W.flip(-2), V.flip(-2)
 
 
-class _RotorExp(torch.autograd.Function):
-    """R = exp(B) as a multivector from precomputed exact factors; backward through psi(ad_B)."""
+@dataclass(frozen=True)
+class MapKind:
+    """What :class:`RotorMap` computes from the factors.
+
+    ``"sandwich"``: y = R x S~ for x (..., P, 2**n), applied by the forward-only ``apply(x, VL, WL,
+    VR, WR)`` of a backend (S = R when the right bivectors are None); ``"blocks"``: the parity
+    blocks (P, 2, h, h) of that map's matrix (x unused); ``"rotor"``: R = exp(B) itself (x unused).
+    """
+
+    kind: str
+    apply: Callable | None = None
+
+
+def _flat(x, P, d):
+    return x.reshape(-1, P, d)
+
+
+class RotorMap(torch.autograd.Function):
+    r"""The exact-gradient rotor map: forward from exact factors (constants), backward through
+    :math:`\varphi(\mathrm{ad}_B)` of the bivector parts of the output gradient.
+
+    Inputs: x, the left and right bivectors (right None for S = R, or for the rotor itself), their
+    factors (VL, WL, VR, WR), the left and right spectra (mu, U; None to compute them in the
+    backward pass) and a :class:`MapKind`. Works with torch.func (vmap, grad, jacrev): the vmap
+    rule folds a batch of inputs into the token axis, and a batch of rotors runs one by one.
+    """
 
     @staticmethod
-    def forward(ctx, bivector, V, W, compose):
-        rotor = compose(V, W)
-        ctx.save_for_backward(bivector, rotor)
-        return rotor
+    def forward(x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind):
+        if kind.kind == "sandwich":
+            P, d = x.shape[-2:]
+            return kind.apply(_flat(x, P, d), VL, WL, VR, WR).reshape(x.shape)
+        if kind.kind == "blocks":
+            return parity_blocks((VL, WL), None if VR is None else (VR, WR))
+        return compose_rotors(VL, WL)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind = inputs
+        ctx.kind = kind
+        ctx.single = BR is None
+        ctx.spectra = (muL is not None, muR is not None)
+        tensors = [output, BL, VL, WL]
+        if not ctx.single:
+            tensors += [BR, VR, WR]
+        tensors += [t for t in (muL, UL, muR, UR) if t is not None]
+        ctx.save_for_backward(*tensors)
 
     @staticmethod
     def backward(ctx, grad):
-        bivector, rotor = ctx.saved_tensors
-        d = rotor.shape[-1]
-        n = d.bit_length() - 1
-        # left-trivialised gradient <R~ G>_2 = <G~ R>_2 reversed... computed as the bivector part
-        # of a b~ with a = G, b = R: <G R~>_2 is the right-trivialised one; use <R~ G>_2 directly.
-        flat_g = grad.reshape(1, -1, d)
-        flat_r = rotor.reshape(1, -1, d)
-        _, left_trivial = bivector_parts(flat_g, flat_r)  # <R~ G>_2
-        left_trivial = left_trivial.reshape(*bivector.shape).to(bivector.dtype)
-        return psi_ad(bivector, left_trivial), None, None, None
+        saved = list(ctx.saved_tensors)
+        y, BL, VL, WL = saved[:4]
+        rest = saved[4:]
+        BR = VR = WR = None
+        if not ctx.single:
+            BR, VR, WR = rest[:3]
+            rest = rest[3:]
+        specL = specR = None
+        if ctx.spectra[0]:
+            specL, rest = Spectrum(rest[0], rest[1]), rest[2:]
+        if ctx.spectra[1]:
+            specR = Spectrum(rest[0], rest[1])
+        kind = ctx.kind
+        grad_x = grad_l = grad_r = None
+        if kind.kind == "sandwich" and ctx.needs_input_grad[0]:
+            # the transposed map y -> R~ y S: left rotor R~, right rotor S~ (whose reverse is S)
+            TL = transposed_factors(VL, WL)
+            TR = TL if ctx.single else transposed_factors(VR, WR)
+            grad_x = RotorMap.apply(grad.contiguous(), None, None, TL[0], TL[1], TR[0], TR[1],
+                                    None, None, None, None, kind)
+        if not (ctx.needs_input_grad[1] or ctx.needs_input_grad[2]):
+            return grad_x, None, None, None, None, None, None, None, None, None, None, None
+        if kind.kind == "rotor":
+            shape = BL.shape
+            d = y.shape[-1]
+            left, _ = bivector_parts(grad.reshape(1, -1, d).to(y.dtype), y.reshape(1, -1, d), "torch")  # <G R~>_2
+            grad_l = phi_ad(BL, left.reshape(shape).to(BL.dtype), specL)
+            return None, grad_l, None, None, None, None, None, None, None, None, None, None
+        if kind.kind == "blocks":
+            left, right = blocks_bivector_parts(grad, y)
+        else:
+            P, d = y.shape[-2:]
+            left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
+        if ctx.single:
+            grad_l = phi_ad(BL, (left - right).to(BL.dtype), specL)
+        else:
+            grad_l = phi_ad(BL, left.to(BL.dtype), specL)
+            grad_r = -phi_ad(BR, right.to(BR.dtype), specR)
+        return grad_x, grad_l, grad_r, None, None, None, None, None, None, None, None, None
+
+    @staticmethod
+    def vmap(info, in_dims, x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind):
+        x_dim, *rotor_dims = in_dims[:11]
+        if kind.kind == "sandwich" and all(dim is None for dim in rotor_dims):
+            # a batch of inputs is more tokens for the same rotors
+            moved = x.movedim(x_dim, 0)
+            return RotorMap.apply(moved, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind), 0
+        args = (x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR)
+
+        def select(i):
+            return [a if dim is None or a is None else a.select(dim, i) for a, dim in zip(args, in_dims[:11])]
+
+        outs = [RotorMap.apply(*select(i), kind) for i in range(info.batch_size)]
+        return torch.stack(outs), 0
 
 
-def rotor_exp(bivector: torch.Tensor, factors=None) -> torch.Tensor:
+def _spectra(spectra):
+    if spectra is None:
+        return None, None
+    return spectra.mu, spectra.U
+
+
+def rotor_exp(bivector: torch.Tensor, factors=None, spec: Spectrum | None = None) -> torch.Tensor:
     r"""exp(B) as a multivector (..., 2**n), differentiable with the exact gradient.
 
     ``factors``: an exact decomposition (V, W) of ``bivector`` (default: computed with
-    :func:`galinear.nn.functional.invariant_decomposition`, method "exact", without gradients).
+    :func:`galinear.nn.functional.exact_factors`, whose spectrum the gradient then reuses).
     """
-    from galinear.nn import functional as F
+    from galinear.nn.functional.decomposition import exact_factors
 
     if factors is None:
-        with torch.no_grad():
-            result = F.invariant_decomposition(bivector.detach(), method="exact")
-        factors = (result.V, result.W)
-    V, W = factors
-    return _RotorExp.apply(bivector, V.detach(), W.detach(), F.compose_rotors)
+        V, W, spec = exact_factors(bivector)
+    else:
+        V, W = (t.detach() for t in factors)
+    muL, UL = _spectra(spec)
+    return RotorMap.apply(None, bivector, None, V, W, None, None, muL, UL, None, None, MapKind("rotor"))
 
 
-class _ExactSandwich(torch.autograd.Function):
-    """y = R x S~ (S = R when the right bivectors are None) with the exact gradient in B and C.
-
-    The factors must be an exact decomposition of the bivectors (orthogonal planes to working
-    precision); they are constants here: the gradient is that of exp, not of the decomposition.
-    """
-
-    @staticmethod
-    def forward(ctx, x, left_bivectors, right_bivectors, VL, WL, VR, WR, fn):
-        y = fn(x, VL, WL, VR, WR)
-        ctx.fn = fn
-        ctx.single = right_bivectors is None
-        if ctx.single:
-            ctx.save_for_backward(y, left_bivectors, VL, WL)
-        else:
-            ctx.save_for_backward(y, left_bivectors, right_bivectors, VL, WL, VR, WR)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        saved = ctx.saved_tensors
-        if ctx.single:
-            y, BL, VL, WL = saved
-            BR = VR = WR = None
-        else:
-            y, BL, BR, VL, WL, VR, WR = saved
-        grad_y = grad_y.contiguous()
-        grad_x = grad_l = grad_r = None
-        if ctx.needs_input_grad[0]:
-            # The transposed map y -> R~ y S: left rotor R~, right rotor S~ (whose reverse is S).
-            TL = transposed_factors(VL, WL)
-            TR = (None, None) if ctx.single else transposed_factors(VR, WR)
-            if ctx.single:
-                TR = TL
-            grad_x = ctx.fn(grad_y, TL[0], TL[1], TR[0], TR[1])
-        if ctx.needs_input_grad[1] or (not ctx.single and ctx.needs_input_grad[2]):
-            d = y.shape[-1]
-            P = y.shape[-2]
-            flat_y = y.reshape(-1, P, d)
-            flat_g = grad_y.reshape(-1, P, d).to(y.dtype)
-            left_part, right_part = bivector_parts(flat_g, flat_y)  # <G y~>_2, <y~ G>_2
-            if ctx.single:
-                grad_l = phi_ad(BL, (left_part - right_part).to(BL.dtype))
-            else:
-                grad_l = phi_ad(BL, left_part.to(BL.dtype))
-                grad_r = -phi_ad(BR, right_part.to(BR.dtype))
-        return grad_x, grad_l, grad_r, None, None, None, None, None
+def _check_pair(right_bivectors, right):
+    if (right_bivectors is None) != (right is None):
+        raise ValueError("give right_bivectors and right factors together (both None for S = R)")
 
 
-def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, backend: str = "auto"):
+def exact_parity_blocks(left_bivectors, right_bivectors, left, right=None, spectra=(None, None)) -> torch.Tensor:
+    """:func:`galinear.nn.functional.parity_blocks` of exact factor pairs, differentiable in the
+    bivectors (the factors are constants: the gradient is that of exp, through :class:`RotorMap`).
+    ``spectra``: the bivectors' spectra (left, right) when known."""
+    _check_pair(right_bivectors, right)
+    VL, WL = (t.detach() for t in left)
+    VR, WR = (None, None) if right is None else (t.detach() for t in right)
+    return RotorMap.apply(None, left_bivectors, right_bivectors, VL, WL, VR, WR,
+                          *_spectra(spectra[0]), *_spectra(spectra[1]), MapKind("blocks"))
+
+
+def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None) -> torch.Tensor:
+    """(P, 2**n, 2**n) matrices M_p of x -> R_p x S_p~ (S = R when ``right_bivectors`` is None),
+    shortlex basis, exact gradient in the bivectors; see :func:`exact_parity_blocks`."""
+    n = left[0].shape[-1]
+    if n == 0:  # Cl(0): the 1 x 1 identity
+        return left[0].new_ones(left[0].shape[0], 1, 1)
+    return from_parity_order(full_from_blocks(exact_parity_blocks(left_bivectors, right_bivectors, left, right)), n)
+
+
+def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, backend: str = "auto",
+                         spectra=(None, None)):
     r"""y[b, p] = R_p x[b, p] S_p~ with R = exp(B), S = exp(C), and the exact gradient in B, C.
 
     Parameters
@@ -307,13 +351,14 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     x : (..., P, 2**n).
     left_bivectors, right_bivectors : (P, C(n, 2)); ``right_bivectors=None`` for S = R.
     left, right : exact factor pairs (V, W) of the bivectors (``right`` None for S = R), e.g.
-        from :func:`galinear.nn.functional.invariant_decomposition`; treated as constants.
+        from :func:`galinear.nn.functional.exact_factors`; treated as constants.
     backend : the sandwich backend that applies the factors (forward and transposed map).
+    spectra : (left, right) :class:`~galinear.nn.functional.Spectrum` of the bivectors, when the
+        decomposition computed them (then the backward pass runs no eigen-decomposition).
     """
     from galinear.nn import functional as F
 
-    if (right_bivectors is None) != (right is None):
-        raise ValueError("give right_bivectors and right factors together (both None for S = R)")
+    _check_pair(right_bivectors, right)
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         raise ValueError("x must be a tensor of shape (..., P, 2**n)")
     d = x.shape[-1]
@@ -327,7 +372,5 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     _, fn = F.resolve_sandwich_backend(backend, x.device, x.dtype)
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
-    lead = x.shape[:-2]
-    flat = x.reshape(-1, P, d)
-    y = _ExactSandwich.apply(flat, left_bivectors, right_bivectors, VL, WL, VR, WR, fn)
-    return y.reshape(*lead, P, d)
+    return RotorMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,
+                          *_spectra(spectra[0]), *_spectra(spectra[1]), MapKind("sandwich", fn))

@@ -36,7 +36,7 @@ SERIES_BELOW = 1e-2
 
 @lru_cache(maxsize=1)
 def _tables():
-    from galinear import Algebra
+    from galinear.core import Algebra
     from galinear.core import products
 
     alg = Algebra(*SIGNATURE)

@@ -284,8 +284,10 @@ class RotorNetwork(nn.Module):
         return torch.from_numpy(kernels.network_forward(flat, *args)).reshape(*lead, self.out_features)
 
     def _fused_forward(self, x):
-        """Inference with the gadgets' assembled matrices: one matrix product per stage."""
-        stages = self._fused_weights()
+        """Inference with the gadgets' assembled matrices: one matrix product per stage (under
+        torch.jit.trace the matrices enter the traced graph as constants)."""
+        with F._Untraced():
+            stages = self._fused_weights()
         lead = x.shape[:-1]
         h = x.reshape(-1, self.in_features)
         weight, bias = stages[0]
@@ -305,17 +307,22 @@ class RotorNetwork(nn.Module):
         is computed in the parameters' dtype and the result cast back, on every path."""
         _check_input(self, x)
         dtype, work = x.dtype, self.branch_weights.dtype
+        if _rotor._autocast_dtype(x, work) is not None:  # every gadget computes in the autocast dtype
+            return self._forward(x, autocast=True)
         return self._forward(x if dtype == work else x.to(work)).to(dtype)
 
-    def _forward(self, x):
-        if (not self.training and not torch.is_grad_enabled() and not F._compiling()
+    def _forward(self, x, autocast=False):
+        if torch.jit.is_tracing():
+            return self._fused_forward(x)
+        capturing = autocast or F._capturing(x, self.branch_weights, self.activation.weight)
+        if (not self.training and not torch.is_grad_enabled() and not capturing
                 and x.numel() <= MATRIX_MAX_INFERENCE_BATCH * self.in_features):
             if x.device.type == "cpu" and _rotor._numba_usable():
                 y = self._decode_forward(x)
                 if y is not None:
                     return y
             return self._fused_forward(x)
-        if not F._compiling():
+        if not capturing:
             self._check_permutations()
             _finite_or_raise(
                 [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],

@@ -15,13 +15,13 @@ from galinear.nn import functional as F
 from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
-from galinear.nn.dexp import exact_rotor_sandwich
+from galinear.nn.dexp import exact_parity_blocks, exact_rotor_sandwich
 from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH, batch_bucket, choose_backend
 from galinear.nn.functional.matrices import (
-    assemble_weight, chunk_coordinates, chunk_weight, exact_parity_blocks, parity_blocks,
+    assemble_weight, chunk_coordinates, chunk_weight, parity_blocks,
 )
 
-__all__ = ["RotorLinear", "RotorNetwork", "check_finite", "fitting_chunk_size"]
+__all__ = ["RotorLinear", "check_finite", "fitting_chunk_size"]
 
 
 #: ``backend="auto"`` decodes (one compiled call, :meth:`RotorLinear.decode`) in inference on the
@@ -67,6 +67,16 @@ def check_finite(module: nn.Module) -> None:
         (name, buffer) for name, buffer in module.named_buffers() if buffer.is_floating_point()
     ]
     _finite_or_raise(named, type(module).__name__)
+
+
+def _autocast_dtype(x: torch.Tensor, work: torch.dtype):
+    """The autocast dtype when torch.autocast is on for x's device and lowers ``work`` (float32
+    or float64 parameters) to float16 or bfloat16, else None."""
+    device_type = x.device.type
+    if not torch.is_autocast_enabled(device_type) or work not in (torch.float32, torch.float64):
+        return None
+    low = torch.get_autocast_dtype(device_type)
+    return low if low in (torch.float16, torch.bfloat16) else None
 
 
 class RotorLinear(nn.Module):
@@ -210,12 +220,35 @@ class RotorLinear(nn.Module):
         self._plain_input = self.input_chunks * chunk_size == in_features
         self._plain_output = self.output_chunks * chunk_size == out_features
         self.reset_parameters()
+        self._warm_tables()
 
     @staticmethod
     def _chunk_index(size, chunks, width, device):
         """(chunks, width) coordinates: chunk i reads (start_i + t) mod size (the specification's layout)."""
         start = torch.tensor(rotor_spec.chunk_starts(size, chunks), dtype=torch.long, device=device)
         return (start[:, None] + torch.arange(width, device=device)) % size
+
+    def _warm_tables(self):
+        """Builds the constant tables that the forward and backward passes read for this layer's
+        n, device and dtype, so that a compiled graph finds them (a table built inside one would
+        split the graph)."""
+        if self.n < 1:
+            return
+        from galinear.nn.functional import decomposition, matrices, rotors
+
+        device, dtype = self.left_bivectors.device, self.left_bivectors.dtype
+        if dtype not in (torch.float32, torch.float64):
+            return
+        matrices._parity_tables(self.n, device, dtype)
+        matrices.parity_order(self.n, device)
+        matrices.part_tables(self.n, device, dtype)
+        rotors._vector_tables(self.n, device, dtype)
+        decomposition._pair_index(self.n, device)
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        self._warm_tables()
+        return out
 
     def reset_parameters(self):
         """Bivectors ~ N(0, bivector_init_std**2), alpha = 1, bias = 0, random unit warm starts."""
@@ -232,10 +265,18 @@ class RotorLinear(nn.Module):
                     warm.normal_()
                     warm.div_(torch.linalg.vector_norm(warm, dim=-1, keepdim=True).clamp_min(1e-12))
 
-    @torch.compiler.disable
     def _decompose(self, bivectors, warm, update):
-        # Runs eagerly under torch.compile: a few (n x n) products in a data-dependent loop
-        # (per-row stop test) that would otherwise be unrolled max_iter times.
+        """(V, W, spectrum or None)."""
+        if self.gradient == "exact" and self.decomposition == "exact":
+            # one eigen-decomposition gives the planes and, kept, the gradient's phi(ad_B)
+            V, W, spec = F.exact_factors(bivectors, self.n)
+            return V, W, spec
+        return self._iterate(bivectors, warm, update)
+
+    @torch.compiler.disable
+    def _iterate(self, bivectors, warm, update):
+        """The power method (or the paper's gradient), eagerly under torch.compile: its per-row
+        stop test is a data-dependent loop that would otherwise be unrolled max_iter times."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.gradient == "power-step"):
             result = F.invariant_decomposition(
                 bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition,
@@ -244,7 +285,7 @@ class RotorLinear(nn.Module):
         if update:
             with torch.no_grad():
                 warm.copy_(result.warm_start.to(warm.dtype))
-        return result.V, result.W
+        return result.V, result.W, None
 
     def _factor_state(self):
         # The cache keeps these tensors alive, so id() and data_ptr() cannot be taken over by
@@ -263,18 +304,26 @@ class RotorLinear(nn.Module):
         bivector, a warm start or a decomposition setting changes (with ``gradient="power-step"``
         only at inference, since the factors then carry the gradient).
         """
+        left, right, _ = self._rotors(update_warm_start)
+        return left, right
+
+    def _rotors(self, update_warm_start: bool):
+        """(left, right, spectra): the factor pairs and the bivectors' spectra (None where the
+        decomposition computed none), cached as :meth:`rotor_factors` says."""
         constant = self.gradient == "exact" or not torch.is_grad_enabled()
-        reuse = not update_warm_start and constant and not F._compiling()
+        reuse = not update_warm_start and constant and not F._capturing(self.left_bivectors, self.right_bivectors)
         if reuse:
             state, alive = self._factor_state()
             if self._factor_cache is not None and self._factor_cache[0] == state:
                 return self._factor_cache[1]
-        left = self._decompose(self.left_bivectors, self.left_warm_start, update_warm_start)
-        right = None
+        VL, WL, specL = self._decompose(self.left_bivectors, self.left_warm_start, update_warm_start)
+        right, specR = None, None
         if self.double_rotor:
-            right = self._decompose(self.right_bivectors, self.right_warm_start, update_warm_start)
-        self._factor_cache = (state, (left, right), alive) if reuse else None
-        return left, right
+            VR, WR, specR = self._decompose(self.right_bivectors, self.right_warm_start, update_warm_start)
+            right = (VR, WR)
+        result = ((VL, WL), right, (specL, specR))
+        self._factor_cache = (state, result, alive) if reuse else None
+        return result
 
     def _check_parameters(self):
         named = [("left_bivectors", self.left_bivectors), ("right_bivectors", self.right_bivectors),
@@ -288,6 +337,8 @@ class RotorLinear(nn.Module):
         """The backend name this call uses: ``self.backend``, or for "auto" the measured table's."""
         if self.backend != "auto":
             return self.backend
+        if F._capturing(x, self.left_bivectors):  # traced, exported or transformed: plain torch only
+            return "dense"
         mode = "training" if torch.is_grad_enabled() and self.left_bivectors.requires_grad else "inference"
         key = (batch_bucket(batch), x.device, x.dtype, mode, torch.get_num_threads())
         name = self._choices.get(key)
@@ -305,9 +356,9 @@ class RotorLinear(nn.Module):
             one = self.left_bivectors.new_ones(self.pairs)
             weight = (one if self.alpha is None else one * self.alpha).view(self.output_chunks, self.input_chunks)
             return weight, self.input_index.reshape(-1), output_index.reshape(-1)
-        left, right = self.rotor_factors(update_warm_start)
+        left, right, spectra = self._rotors(update_warm_start)
         if self.gradient == "exact":
-            blocks = exact_parity_blocks(self.left_bivectors, self.right_bivectors, left, right)
+            blocks = exact_parity_blocks(self.left_bivectors, self.right_bivectors, left, right, spectra)
         else:
             blocks = parity_blocks(left, right)
         return (chunk_weight(blocks, self.alpha, self.output_chunks), chunk_coordinates(self.input_index),
@@ -316,7 +367,8 @@ class RotorLinear(nn.Module):
     def assembled_weight(self, update_warm_start: bool = False) -> torch.Tensor:
         """The (out_features, in_features) matrix, built from all chunk-pair matrices in one batched
         call (differentiable; cached like the factors when nothing needs a gradient)."""
-        cacheable = not update_warm_start and not torch.is_grad_enabled() and not F._compiling()
+        cacheable = (not update_warm_start and not torch.is_grad_enabled()
+                     and not F._capturing(self.left_bivectors, self.right_bivectors, self.alpha))
         if cacheable:
             state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
             if self._weight_cache is not None and self._weight_cache[0] == state:
@@ -350,12 +402,12 @@ class RotorLinear(nn.Module):
         self._decode_cache = (state, args)
         return args
 
-    def _decodes(self, batch, update_warm_start) -> bool:
+    def _decodes(self, batch, update_warm_start, x=None) -> bool:
         """backend "auto" in inference on the CPU: the compiled decoding kernel where it was
         measured faster than the cached matrix (docs/performance.md, "Decoding"): chunks of
         n >= DECODE_MIN_N with one token, or a matrix of >= DECODE_MIN_ENTRIES entries with at
         most MATRIX_MAX_INFERENCE_BATCH tokens."""
-        if (self.backend != "auto" or update_warm_start or torch.is_grad_enabled() or F._compiling()
+        if (self.backend != "auto" or update_warm_start or torch.is_grad_enabled() or F._capturing(x, self.left_bivectors)
                 or self.left_bivectors.device.type != "cpu" or self.n < DECODE_MIN_N
                 or batch > MATRIX_MAX_INFERENCE_BATCH):
             return False
@@ -393,15 +445,19 @@ class RotorLinear(nn.Module):
 
     def _forward(self, x, update_warm_start):
         _check_input(self, x)
-        if self.check_finite and not F._compiling():
+        if self.check_finite and not F._capturing(self.left_bivectors, self.right_bivectors, self.alpha, self.bias):
             checked = self._versions(self.left_bivectors, self.right_bivectors, self.alpha, self.bias)
             if checked != self._checked:
                 self._check_parameters()
                 self._checked = checked
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
+        if torch.jit.is_tracing():  # the traced graph: one linear map whose matrix is a constant
+            with F._Untraced():
+                weight = self.assembled_weight(False).detach()
+            return nn.functional.linear(flat, weight, self.bias).reshape(*lead, self.out_features)
         batch = flat.shape[0]
-        if self._decodes(batch, update_warm_start):
+        if self._decodes(batch, update_warm_start, flat):
             y = self.decode(flat)
             return y.reshape(*lead, self.out_features)
         backend = self._backend_for(batch, flat)
@@ -413,10 +469,10 @@ class RotorLinear(nn.Module):
         else:
             chunks = flat[:, self.input_index]
         pairs = chunks.unsqueeze(1).expand(batch, J, I, c).reshape(batch, self.pairs, c)
-        left, right = self.rotor_factors(update_warm_start)
+        left, right, spectra = self._rotors(update_warm_start)
         if self.gradient == "exact":
             mapped = exact_rotor_sandwich(
-                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=backend
+                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=backend, spectra=spectra
             )
         else:
             mapped = F.rotor_sandwich(pairs, left, right, backend=backend)
@@ -443,10 +499,33 @@ class RotorLinear(nn.Module):
         computed in the parameters' dtype (float32 or float64) and the result cast back.
         """
         _check_input(self, x)
+        low = _autocast_dtype(x, self.left_bivectors.dtype)
+        if low is not None:
+            return self._autocast_forward(x, low)
         dtype, work = x.dtype, self.left_bivectors.dtype
         if dtype == work:
             return self._forward(x, update_warm_start=self.training)
         return self._forward(x.to(work), update_warm_start=self.training).to(dtype)
+
+    def _autocast_forward(self, x, low):
+        """Under torch.autocast: the rotors and their chunk matrices in the parameters' dtype (the
+        decomposition and phi(ad_B) need it), the product over the tokens, which is the cost, in
+        the autocast dtype ``low``; the output has dtype ``low``, as nn.Linear's has."""
+        _check_input(self, x)
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, self.in_features).to(low)
+        with torch.autocast(x.device.type, enabled=False):
+            if not self.training and not torch.is_grad_enabled():
+                weight = self.assembled_weight()
+                out = nn.functional.linear(flat, weight.to(low), None if self.bias is None else self.bias.to(low))
+                return out.reshape(*lead, self.out_features)
+            weight, inputs, outputs = self._chunk_weight(self.training)
+            mapped = flat.index_select(1, inputs) @ weight.t().to(low)
+            out = mapped.new_zeros(flat.shape[0], self.out_features).index_add(1, outputs, mapped)
+            out = out * self.output_scale.to(low)
+            if self.bias is not None:
+                out = out + self.bias.to(low)
+        return out.reshape(*lead, self.out_features)
 
     def dense_weight(self) -> torch.Tensor:
         """The equivalent (out_features, in_features) matrix (bias excluded); no state change."""
@@ -482,7 +561,3 @@ class RotorLinear(nn.Module):
             f"pairs={self.pairs}, double_rotor={self.double_rotor}, alpha={self.alpha is not None}, "
             f"bias={self.bias is not None}, backend={self.backend!r}"
         )
-
-
-# RotorNetwork lives in galinear.nn.network (it builds on RotorLinear); importable from here too.
-from galinear.nn.network import RotorNetwork  # noqa: E402

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sympy as sp
 
 from galinear import blades
+from galinear.symbolic.product_table import product_rules
 
 __all__ = ["MultiVectorInverse"]
 
@@ -55,8 +56,6 @@ class MultiVectorInverse:
         return t.gp(self.gp(t)._negate_grades((1, 4)))
 
     def _inv_matrix(self) -> "MultiVector":
-        from galinear.symbolic.multivector import product_rules
-
         size = 1 << self.n
         L = sp.zeros(size, size)
         for i, j, k, sign, gi, gj, gk in product_rules(self.metric):

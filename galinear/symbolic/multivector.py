@@ -21,7 +21,6 @@ numeric :class:`galinear.MultiVector`. Reverse, grade involution and Clifford co
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from itertools import combinations
 
 import sympy as sp
@@ -29,6 +28,7 @@ import sympy as sp
 from galinear import blades
 from galinear.symbolic.inverses import MultiVectorInverse
 from galinear.symbolic.printing import MultiVectorPrinting
+from galinear.symbolic.product_table import product_rules
 from galinear.symbolic.subspaces import MultiVectorSubspaces
 
 __all__ = ["MultiVector", "symbols", "vector", "bivector", "scalar", "blade", "basis", "product_rules"]
@@ -47,28 +47,6 @@ def _as_metric(metric) -> tuple[int, ...]:
         raise ValueError(f"metric entries must be +1, -1 or 0, got {out}")
     blades.check_dimension(len(out))
     return out
-
-
-@lru_cache(maxsize=32)
-def product_rules(metric: tuple[int, ...]):
-    """Sparse product table: for each (i, j) the target k, the sign and the grades.
-
-    Returns a tuple of ``(i, j, k, sign, gi, gj, gk)`` with sign != 0, for the blades at
-    shortlex positions i, j (``blade_i blade_j = sign * blade_k``). Built from
-    :func:`galinear.blades.blade_product_sign`, so it also works above n = 10.
-    """
-    n = len(metric)
-    masks = blades.shortlex_bitmasks(n).tolist()
-    pos = blades.bitmask_to_shortlex(n)
-    grades = blades.blade_grades(n).tolist()
-    rules = []
-    for i, a in enumerate(masks):
-        for j, b in enumerate(masks):
-            sign = blades.blade_product_sign(a, b, metric)
-            if sign:
-                k = int(pos[a ^ b])
-                rules.append((i, j, k, sign, grades[i], grades[j], grades[k]))
-    return tuple(rules)
 
 
 def _grade_sign(kind: str, g: int) -> int:

@@ -45,6 +45,18 @@ def atomic_write_json(path, payload) -> None:
 _CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "torch_rng", "history")
 
 
+def restore_state(state: dict, model, optimizer, scheduler, path, fix: str) -> None:
+    """Load a checkpoint's model, optimiser, scheduler and torch RNG states; a checkpoint of
+    another model is a CorruptFileError naming ``path`` and ``fix``."""
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as error:
+        raise _io.CorruptFileError(path, f"does not fit this run's model ({error})", fix) from None
+
+
 def _checkpoint_fix(path: Path) -> str:
     return (f"delete {path} to retrain this run from its first epoch (its config.json may stay), "
             "or restore the file from a backup")
@@ -290,14 +302,7 @@ def train_classifier(
         if not (run_dir / "config.json").is_file():
             atomic_write_json(run_dir / "config.json", config)
         if state is not None:
-            try:
-                model.load_state_dict(state["model"])
-                optimizer.load_state_dict(state["optimizer"])
-                scheduler.load_state_dict(state["scheduler"])
-                torch.set_rng_state(state["torch_rng"])
-            except (RuntimeError, ValueError, KeyError, TypeError) as error:
-                raise _io.CorruptFileError(checkpoint_path, f"does not fit this run's model ({error})",
-                                           _checkpoint_fix(checkpoint_path)) from None
+            restore_state(state, model, optimizer, scheduler, checkpoint_path, _checkpoint_fix(checkpoint_path))
             history = state["history"]
             atomic_write_json(run_dir / "history.json", history)  # whole again, if it was damaged or deleted
             log(f"{description}: resuming after epoch {len(history['epochs'])}")

@@ -8,7 +8,7 @@ import torch
 from galinear.nn import RotorLinear
 from galinear.nn import functional as F
 from galinear.nn.functional import autotable
-from galinear.nn.functional.matrices import exact_sandwich_matrices
+from galinear.nn.dexp import exact_sandwich_matrices
 from galinear.testing import assert_gradient_matches_fd, reference_rotor_map
 
 
@@ -132,8 +132,8 @@ def test_a_row_of_the_current_thread_count_comes_first():
     threaded = autotable.table_key(9, 1, "cpu", "inference", threads=torch.get_num_threads())
     assert threaded == plain + f"|{torch.get_num_threads()}t"
     other = autotable.table_key(9, 1, "cpu", "inference", threads=torch.get_num_threads() + 1)
-    table = {plain: "factored", threaded: "reversible", other: "numba"}
-    assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "reversible"
+    table = {plain: "factored", threaded: "spinor", other: "numba"}
+    assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "spinor"
     del table[threaded]
     assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "factored"
 

@@ -1,6 +1,8 @@
-"""The "spinor" sandwich backend (galinear.nn.functional.spinor): values and gradients against
-the dense backend (the 2**n x 2**n matrix), its torch path against its numba path, blocks of
-tokens, thread counts. Central differences at the special points are in test_dexp.py."""
+"""The "spinor" sandwich backend (galinear.nn.functional.spinor): values of the map and of the
+transposed map against the dense backend (the 2**n x 2**n matrix), its torch path against its
+numba path, blocks of tokens, thread counts; gradients through rotor_sandwich (which runs
+"factored" for a values-only backend) against the dense backend and against central differences
+of the spinor map. Central differences of the exact gradient are in test_dexp.py."""
 import numpy as np
 import pytest
 import torch
@@ -8,6 +10,7 @@ import torch
 from galinear import matrix_rep
 from galinear.nn import RotorLinear
 from galinear.nn import functional as F
+from galinear.nn.dexp import transposed_factors
 from galinear.nn.functional import spinor
 
 
@@ -22,18 +25,32 @@ def _run(backend, x, factors, single):
     return F.rotor_sandwich(x, (VL, WL), None if single else (VR, WR), backend=backend)
 
 
+def _values(backend, x, factors, single):
+    """The backend's own map (no autograd: a values-only backend runs itself)."""
+    with torch.no_grad():
+        return _run(backend, x, factors, single)
+
+
+def _transposed(factors):
+    """Factors of the transposed map y -> R~ y S."""
+    VL, WL, VR, WR = factors
+    return [*transposed_factors(VL, WL), *transposed_factors(VR, WR)]
+
+
 @pytest.mark.parametrize("single", [True, False], ids=["single", "double"])
 @pytest.mark.parametrize("n", range(1, 11))
 def test_matches_the_dense_backend_in_float64(n, single):
     x = torch.randn(5, 3, 2**n, dtype=torch.float64, requires_grad=True)
     factors = _factors(3, n, torch.float64, n)
     y_ref = _run("dense", x, factors, single)
-    y = _run("spinor", x, factors, single)
-    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-12)
+    y = _values("spinor", x, factors, single)
+    torch.testing.assert_close(y, y_ref.detach(), rtol=0, atol=1e-12)
     g = torch.randn_like(y)
     inputs = [x] + factors[: 2 if single else 4]
     ref = torch.autograd.grad(y_ref, inputs, g, allow_unused=True)
-    got = torch.autograd.grad(y, inputs, g, allow_unused=True)
+    # the transposed map (what the exact gradient asks of a backend) gives the input gradient
+    torch.testing.assert_close(_values("spinor", g, _transposed(factors), single), ref[0], rtol=0, atol=1e-11)
+    got = torch.autograd.grad(_run("spinor", x, factors, single), inputs, g, allow_unused=True)
     for a, b in zip(ref, got):
         if a is None or b is None:  # n = 1 has no factors
             assert n == 1
@@ -46,7 +63,8 @@ def test_float32_within_single_precision(n):
     x = torch.randn(9, 2, 2**n)
     factors = _factors(2, n, torch.float32, 20 + n)
     y_ref = _run("dense", x.double(), [f.double() for f in factors], False)
-    y = _run("spinor", x, factors, False)
+    y = _values("spinor", x, factors, False)
+    assert y.dtype == torch.float32
     assert float((y.detach().double() - y_ref.detach()).norm() / y_ref.detach().norm()) < 1e-5
 
 
@@ -55,28 +73,29 @@ def test_token_blocks_and_batch_axes(monkeypatch):
     n = 7
     x = torch.randn(3, 7, 2, 2**n, dtype=torch.float64, requires_grad=True)   # 21 tokens: 3 blocks
     factors = _factors(2, n, torch.float64, 3)
-    y = _run("spinor", x, factors, False)
+    y = _values("spinor", x, factors, False)
     y_ref = _run("dense", x, factors, False)
-    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(y, y_ref.detach(), rtol=0, atol=1e-12)
     g = torch.randn_like(y)
-    for a, b in zip(torch.autograd.grad(y_ref, [x] + factors, g), torch.autograd.grad(y, [x] + factors, g)):
+    ref = torch.autograd.grad(y_ref, [x] + factors, g)
+    torch.testing.assert_close(_values("spinor", g, _transposed(factors), False), ref[0], rtol=0, atol=1e-11)
+    got = torch.autograd.grad(_run("spinor", x, factors, False), [x] + factors, g)
+    for a, b in zip(ref, got):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-11)
-    one = _run("spinor", x[:1, :1], factors, False)
-    torch.testing.assert_close(one, y_ref[:1, :1], rtol=0, atol=1e-12)
+    one = _values("spinor", x[:1, :1], factors, False)
+    torch.testing.assert_close(one, y_ref[:1, :1].detach(), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("n", [2, 5, 6, 8, 9])
 def test_torch_path_equals_the_numba_path(n, monkeypatch):
-    x = torch.randn(10, 2, 2**n, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(10, 2, 2**n, dtype=torch.float64)
     factors = _factors(2, n, torch.float64, 40 + n)
-    y = _run("spinor", x, factors, False)
+    y = _values("spinor", x, factors, False)
     g = torch.randn_like(y)
-    grads = torch.autograd.grad(y, [x] + factors, g)
+    gx = _values("spinor", g, _transposed(factors), False)
     monkeypatch.setattr(spinor, "_use_numba", lambda tensor: False)
-    y_torch = _run("spinor", x, factors, False)
-    torch.testing.assert_close(y_torch, y, rtol=0, atol=1e-12)
-    for a, b in zip(grads, torch.autograd.grad(y_torch, [x] + factors, g)):
-        torch.testing.assert_close(b, a, rtol=0, atol=1e-11)
+    torch.testing.assert_close(_values("spinor", x, factors, False), y, rtol=0, atol=1e-12)
+    torch.testing.assert_close(_values("spinor", g, _transposed(factors), False), gx, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("n", [4, 7, 9, 10])
@@ -136,10 +155,12 @@ def test_inference_reuses_rotor_matrices_only_while_the_factors_are_unchanged():
         second = _run("spinor", x, factors, False)
     torch.testing.assert_close(second, _run("dense", x, factors, False), rtol=0, atol=1e-12)
     assert not torch.equal(first, second)
-    with torch.enable_grad():                     # with autograd nothing is cached
+    with torch.enable_grad():                     # with autograd rotor_sandwich runs "factored"
         spinor._MATRIX_CACHE.clear()
-        _run("spinor", x, [f.clone().requires_grad_() for f in factors], False)
-        assert not spinor._MATRIX_CACHE
+        y = _run("spinor", x, [f.clone().requires_grad_() for f in factors], False)
+        assert y.requires_grad and not spinor._MATRIX_CACHE
+        with pytest.raises(ValueError, match="values only.*rotor_sandwich"):
+            spinor.spinor_sandwich(x, *[f.clone().requires_grad_() for f in factors])
 
 
 def _special_factors(case, P, n):
@@ -164,8 +185,8 @@ def _special_factors(case, P, n):
 @pytest.mark.parametrize("case", ["random", "zero", "tiny", "large", "equal_angles"])
 @pytest.mark.parametrize("n", [4, 5, 8, 9])
 def test_factor_gradients_match_central_differences(n, case):
-    # the backward's own parameter gradients (dL/dA, dL/dB through phi(R_j)) against fourth-order
-    # central differences of the spinor forward, float64
+    # gradients through rotor_sandwich(backend="spinor") against fourth-order central differences
+    # of the spinor map itself (it runs without autograd), float64
     from galinear.testing import assert_gradient_matches_fd
 
     VL, WL = _special_factors(case, 2, n)

@@ -37,11 +37,14 @@ from galinear.nn.functional.backends import (
 )
 from galinear.nn.functional.decomposition import (
     FactorPairs,
+    Spectrum,
     bivector_to_skew,
     default_tolerance,
+    exact_factors,
     factors_to_bivectors,
     invariant_decomposition,
     skew_to_bivector,
+    spectrum,
     wedge,
 )
 from galinear.nn.functional.rotors import (
@@ -57,7 +60,7 @@ from galinear.nn.functional.transforms import fwht
 
 # Private names other galinear modules and the tests reach as ``functional._name``; the registry
 # and the table cache are the same objects as in the stage modules.
-from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE, _compiling  # noqa: F401
+from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE, _capturing, _compiling, _Untraced, _wrapped  # noqa: F401
 from galinear.nn.functional.backends import (  # noqa: F401
     _FLOAT_TYPES,
     _PLUGIN_STATE,
@@ -83,6 +86,9 @@ __all__ = [
     "skew_to_bivector",
     "wedge",
     "invariant_decomposition",
+    "exact_factors",
+    "spectrum",
+    "Spectrum",
     "factors_to_bivectors",
     "simple_rotor_coefficients",
     "exp_simple",

@@ -13,3 +13,58 @@ def _compiling() -> bool:
         return bool(torch.compiler.is_compiling())
     except AttributeError:  # pragma: no cover - very old torch
         return False
+
+
+def _wrapped(t) -> bool:
+    """Whether ``t`` is wrapped by a torch.func transform (vmap, grad, jacrev, functional_call
+    under them): such tensors have no storage and no data pointer."""
+    if _compiling():  # a compiled graph holds plain tensors
+        return False
+    check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+    return check is not None and isinstance(t, torch.Tensor) and bool(check(t))
+
+
+def _capturing(*tensors) -> bool:
+    """Whether this call is being captured or transformed (torch.compile, torch.jit.trace,
+    torch.export, or a torch.func transform over any of ``tensors``). Then a layer keeps to plain
+    torch operations: no caches keyed on storage, no compiled kernels, no checks that read values
+    into Python."""
+    if _compiling() or torch.jit.is_tracing():
+        return True
+    exporting = getattr(torch.compiler, "is_exporting", None)
+    if exporting is not None and exporting():
+        return True
+    return any(_wrapped(t) for t in tensors if t is not None)
+
+
+class _Untraced:
+    """Pauses torch.jit.trace's recording (no-op when not tracing): what runs inside enters the
+    traced graph as constants. Used for the matrices of a layer's inference path."""
+
+    def __enter__(self):
+        self.state = torch._C._get_tracing_state()
+        if self.state is not None:
+            torch._C._set_tracing_state(None)
+
+    def __exit__(self, *exc):
+        if self.state is not None:
+            torch._C._set_tracing_state(self.state)
+        return False
+
+
+def cached_table(build):
+    """Decorator for the constant tables of the kernels: ``build(*args)`` runs once per argument
+    tuple (devices keyed by name), eagerly even inside torch.compile (the builders read numpy
+    tables), and later calls return the cached tensors, which compiled graphs take as constants."""
+    eager = torch.compiler.disable(build)
+    name = build.__qualname__
+
+    def lookup(*args):
+        key = (name, *(str(a) if isinstance(a, torch.device) else a for a in args))
+        tables = _TABLE_CACHE.get(key)
+        if tables is None:
+            tables = _TABLE_CACHE[key] = eager(*args)
+        return tables
+
+    lookup.__name__, lookup.__qualname__, lookup.__doc__ = build.__name__, name, build.__doc__
+    return lookup

@@ -5,15 +5,19 @@ The table (``backend_table.json`` next to this module) is written by
 ``"<n>|<batch bucket>|<device type>|<mode>"``, and the same with ``"|<threads>t"`` for the
 thread count it ran with (on the CPU a row of the current ``torch.get_num_threads()`` is read
 first, then the plain key; mode "training" = forward + backward with the
-bivectors requiring gradients, "inference" = eval-mode forward without gradients, caches warm) the
-fastest backend of a whole :class:`~galinear.nn.RotorLinear` call. Batch buckets:
+bivectors requiring gradients (the default exact gradient, which runs the backend's forward map
+twice: once on x, once transposed on the output gradient), "inference" = eval-mode forward
+without gradients, caches warm) the fastest backend of a whole :class:`~galinear.nn.RotorLinear` call. Batch buckets:
 :data:`BATCH_BUCKETS` (a batch goes to the first bucket >= it, or the last).
 
 Rule for a missing key, a backend that is no longer registered, or a dtype it does not support:
 ``"dense"`` (every chunk-pair matrix in one batched call, then one GEMM; in inference the layer's
 assembled matrix is cached) for chunks with n <= :data:`MATRIX_MAX_N`, and in inference also for
 batches of at most :data:`MATRIX_MAX_INFERENCE_BATCH` tokens; otherwise the registered backend of
-highest priority that supports the device and dtype (``numba`` on the CPU, ``reversible`` on CUDA).
+highest priority that supports the device and dtype (``numba`` on the CPU, ``spinor`` on CUDA for
+float32/float64, ``factored`` otherwise). With ``gradient="power-step"`` a chosen backend that
+computes values only is replaced by ``factored`` wherever autograd runs through the map
+(:func:`galinear.nn.functional.rotor_sandwich`).
 """
 from __future__ import annotations
 

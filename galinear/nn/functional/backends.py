@@ -4,6 +4,14 @@ r"""Sandwich maps x -> R x S~ from factor pairs, through a registry of backends.
 signed permutations, ``"spinor"`` multiplies the matrices of x and of the rotors in the matrix
 representation of Cl(n) (:mod:`galinear.nn.functional.spinor`); other backends (e.g. ``"numba"``) are registered by name, lazily as
 ``"module:function"`` strings imported on first use.
+
+A backend is a forward map ``fn(x, VL, WL, VR, WR) -> y``; the transposed map is the same call
+with the factors of the reversed rotors (:func:`galinear.nn.dexp.transposed_factors`), which is
+all the exact gradient of :mod:`galinear.nn.dexp` needs. Only backends registered with
+``differentiable=True`` ("dense" and "factored": differentiable torch operations) carry autograd
+through the map; where :func:`rotor_sandwich` needs that (x or a factor requires gradients and
+grad mode is on) and the chosen backend computes values only, it runs ``"factored"`` instead:
+the same map, equal to rounding.
 """
 from __future__ import annotations
 
@@ -47,13 +55,18 @@ def _factored_backend(x, VL, WL, VR, WR):
 
 @dataclass
 class SandwichBackend:
-    """One registry entry: ``fn(x, VL, WL, VR, WR) -> y`` or a lazy "module:function" string."""
+    """One registry entry: ``fn(x, VL, WL, VR, WR) -> y`` or a lazy "module:function" string.
+
+    ``differentiable``: whether autograd through ``fn`` gives the gradients of the map (else
+    :func:`rotor_sandwich` runs ``"factored"`` where gradients through the map are needed).
+    """
 
     name: str
     fn: Callable | str
     devices: tuple[str, ...] | None
     dtypes: tuple[torch.dtype, ...]
     priority: int
+    differentiable: bool = False
 
     def supports(self, device: torch.device, dtype: torch.dtype) -> bool:
         device_ok = self.devices is None or torch.device(device).type in self.devices
@@ -78,7 +91,8 @@ OPTIONAL_BACKENDS = ("numba",)
 _PLUGIN_STATE: dict[str, str] = {}
 
 
-def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float32, torch.float64), priority=0):
+def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float32, torch.float64), priority=0,
+                              differentiable=False):
     """Add (or replace) a sandwich backend.
 
     Parameters
@@ -86,26 +100,27 @@ def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float
     name : str, not "auto".
     fn : callable ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), factors (P, k, n), VR = WR
         = None for single rotors) or a lazy ``"module:function"`` string imported on first use.
+        It only has to compute values: the exact gradient uses the same call with transposed
+        factors.
     devices : device types it supports (e.g. ("cpu", "cuda")), or None for every device.
     dtypes : dtypes it supports.
     priority : "auto" picks the supporting backend with the highest priority.
+    differentiable : True if autograd through ``fn`` gives the map's gradients; otherwise
+        :func:`rotor_sandwich` runs "factored" where gradients through the map are needed.
     """
     if not isinstance(name, str) or not name or name == "auto":
         raise ValueError(f"a backend name must be a non-empty string other than 'auto', got {name!r}")
     if not (callable(fn) or (isinstance(fn, str) and ":" in fn)):
         raise TypeError(f"fn must be callable or a 'module:function' string, got {fn!r}")
     _REGISTRY[name] = SandwichBackend(
-        name, fn, None if devices is None else tuple(devices), tuple(dtypes), int(priority)
+        name, fn, None if devices is None else tuple(devices), tuple(dtypes), int(priority), bool(differentiable)
     )
 
 
-register_sandwich_backend("dense", _dense_backend, devices=None, dtypes=_FLOAT_TYPES, priority=0)
-register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_FLOAT_TYPES, priority=10)
-#: Pure torch with the reversible backward of the numba kernels (only y saved; CPU and CUDA).
-register_sandwich_backend(
-    "reversible", "galinear.nn.functional.reversible:reversible_sandwich", devices=("cpu", "cuda"),
-    dtypes=(torch.float32, torch.float64), priority=5,
-)
+register_sandwich_backend("dense", _dense_backend, devices=None, dtypes=_FLOAT_TYPES, priority=0,
+                          differentiable=True)
+register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_FLOAT_TYPES, priority=10,
+                          differentiable=True)
 
 
 #: Rotor maps as products of small complex (or real) matrices through the matrix representation
@@ -209,14 +224,23 @@ def _check_factors(label, pair, P, n):
             )
 
 
+def _needs_autograd(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> torch.Tensor:
-    """y[b, p] = R_p x[b, p] S_p~ (S = R when ``right`` is None).
+    """y[b, p] = R_p x[b, p] S_p~ (S = R when ``right`` is None), differentiable in x and the factors.
 
     Parameters
     ----------
     x : (B, P, 2**n) multivectors (any number of leading batch axes before P).
     left, right : factor pairs (V, W), each (P, k, n), k = floor(n/2); see the module docstring.
     backend : a registered backend name or "auto".
+
+    When x or a factor requires gradients (and grad mode is on), a backend that computes values
+    only (e.g. "numba", "spinor") is replaced by "factored", whose torch operations autograd
+    differentiates: the result equals the requested backend's to rounding. Without gradients
+    the requested backend runs.
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         raise ValueError("x must be a tensor of shape (B, P, 2**n)")
@@ -228,7 +252,11 @@ def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> 
     _check_factors("left", left, P, n)
     if right is not None:
         _check_factors("right", right, P, n)
-    _, fn = resolve_sandwich_backend(backend, x.device, x.dtype)
     VL, WL = left
     VR, WR = (None, None) if right is None else right
+    name, fn = resolve_sandwich_backend(backend, x.device, x.dtype)
+    if _needs_autograd(x, VL, WL, VR, WR):
+        entry = _REGISTRY.get(name)
+        if entry is None or not entry.differentiable:
+            name, fn = resolve_sandwich_backend("factored", x.device, x.dtype)
     return fn(x, VL, WL, VR, WR)

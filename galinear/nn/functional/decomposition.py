@@ -13,7 +13,7 @@ import torch
 
 from galinear._generated import rotor_spec
 from galinear.blades import bivector_pairs
-from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE, _compiling
+from galinear.nn.functional._common import _HALF_TYPES, _compiling, cached_table
 
 
 def _dimension_from_bivectors(m: int) -> int:
@@ -27,12 +27,10 @@ def _dimension_from_bivectors(m: int) -> int:
     return n
 
 
+@cached_table
 def _pair_index(n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    key = ("pairs", n, str(device))
-    cached = _TABLE_CACHE.get(key)
-    if cached is None:
-        pairs = torch.tensor(np.array(bivector_pairs(n)), dtype=torch.long, device=device)
-        cached = _TABLE_CACHE[key] = (pairs[:, 0].contiguous(), pairs[:, 1].contiguous())
+    pairs = torch.tensor(np.array(bivector_pairs(n)), dtype=torch.long, device=device)
+    cached = (pairs[:, 0].contiguous(), pairs[:, 1].contiguous())
     return cached
 
 
@@ -48,7 +46,7 @@ def bivector_to_skew(bivector: torch.Tensor) -> torch.Tensor:
 
 def skew_to_bivector(matrix: torch.Tensor) -> torch.Tensor:
     """Bivector coefficients (..., C(n,2)) read from the upper triangle of a skew matrix."""
-    n = matrix.shape[-1]
+    n = int(matrix.shape[-1])
     rows, cols = _pair_index(n, matrix.device)
     return matrix[..., rows, cols]
 
@@ -130,21 +128,69 @@ def _power_factors(matrix, start, tol, max_iter, unroll, unconverged=None):
     return torch.stack(vs, dim=-2), torch.stack(ws, dim=-2), most
 
 
+class Spectrum(NamedTuple):
+    r"""Eigen-decomposition :math:`iA = U \mathrm{diag}(\mu) U^H` of the skew matrices A of bivectors.
+
+    mu: (..., n) float64, ascending (pairs :math:`\pm\theta_j`, and 0 for odd n); U: (..., n, n)
+    complex128. One of these serves both the planes of the exact decomposition and the gradient
+    of the exponential (:mod:`galinear.nn.dexp`).
+    """
+
+    mu: torch.Tensor
+    U: torch.Tensor
+
+
+def spectrum(bivector: torch.Tensor) -> Spectrum:
+    """The :class:`Spectrum` of bivectors (..., C(n, 2)): one Hermitian eigh in complex128, no gradient."""
+    matrix = bivector_to_skew(bivector.detach().to(torch.float64))  # checks the last axis is C(n, 2)
+    mu, U = torch.linalg.eigh(1j * matrix.to(torch.complex128))
+    return Spectrum(mu, U)
+
+
+def planes_from_spectrum(matrix: torch.Tensor, spec: Spectrum, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The k factor pairs (V, W) of the skew matrices ``matrix`` (..., n, n) from their spectrum.
+
+    An eigenvector u = a + ib of iA with eigenvalue :math:`\theta > 0` has A a = theta b and
+    A b = -theta a, with |a| = |b| and a orthogonal to b (u is orthogonal to its conjugate, the
+    eigenvector of -theta), and eigenvectors of one eigenvalue give orthogonal planes: so the k
+    largest eigenvalues, in decreasing order, give k orthogonal invariant planes, largest angle
+    first. v is the unit real part (or imaginary part, whichever is longer: a kernel vector may be
+    purely imaginary) and w = v _| A = -A v, as in the power method, so the planes sum to B.
+    """
+    top = spec.U[..., :, -k:].flip(-1) if k else spec.U[..., :, :0]   # (..., n, k): largest first
+    real, imag = top.real, top.imag
+    use_imag = torch.linalg.vector_norm(imag, dim=-2, keepdim=True) > torch.linalg.vector_norm(real, dim=-2, keepdim=True)
+    vectors = torch.where(use_imag, imag, real).transpose(-1, -2)    # (..., k, n)
+    vectors = vectors / torch.linalg.vector_norm(vectors, dim=-1, keepdim=True).clamp_min(torch.finfo(vectors.dtype).tiny)
+    v = vectors.to(matrix.dtype)
+    w = -(v @ matrix.transpose(-1, -2))                                # w_j = -A v_j
+    return v, w
+
+
+def exact_factors(bivector: torch.Tensor, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor, Spectrum | None]:
+    """(V, W, spectrum) of bivectors (..., C(n, 2)) from one eigen-decomposition, without gradients:
+    the factors of the ``"exact"`` method and the spectrum that the exact gradient reuses.
+    ``n``: the dimension, needed only to shape the empty factors of Cl(0) and Cl(1) (default 1)."""
+    if bivector.shape[-1] == 0:  # Cl(0) or Cl(1): no planes, the rotor is 1, no spectrum
+        empty = bivector.new_zeros(*bivector.shape[:-1], 0, 1 if n is None else n)
+        return empty, empty, None
+    with torch.no_grad():
+        spec = spectrum(bivector)
+        n = spec.mu.shape[-1]
+        work = bivector.detach().float() if bivector.dtype in _HALF_TYPES else bivector.detach()
+        V, W = planes_from_spectrum(bivector_to_skew(work), spec, n // 2)
+    if bivector.dtype in _HALF_TYPES:
+        V, W = V.to(bivector.dtype), W.to(bivector.dtype)
+    return V, W, spec
+
+
 def _exact_factors(matrix, k):
-    """All k planes from symmetric eigen-decompositions of -R^2 with deflation."""
-    vs, ws = [], []
-    remainder = matrix
-    for _ in range(k):
-        _, vectors = torch.linalg.eigh(-(remainder @ remainder))
-        v = vectors[..., :, -1]
-        w = -(remainder @ v.unsqueeze(-1)).squeeze(-1)
-        remainder = remainder - (v.unsqueeze(-1) * w.unsqueeze(-2) - w.unsqueeze(-1) * v.unsqueeze(-2))
-        vs.append(v)
-        ws.append(w)
+    """All k planes of skew matrices from one eigen-decomposition (:func:`planes_from_spectrum`)."""
     if k == 0:
         empty = matrix.new_zeros(*matrix.shape[:-2], 0, matrix.shape[-1])
         return empty, empty
-    return torch.stack(vs, dim=-2), torch.stack(ws, dim=-2)
+    spec = spectrum(skew_to_bivector(matrix))
+    return planes_from_spectrum(matrix, spec, k)
 
 
 @torch.compiler.disable
@@ -180,8 +226,8 @@ def invariant_decomposition(
     (the identity rotor) and gradients finite, but only the components of the gradient that touch
     the start vectors survive (the decomposition is not differentiable at a zero plane).
 
-    ``method="exact"``: eigen-decompositions of :math:`-R^2` (torch.linalg.eigh) with deflation
-    find the planes (no gradient: eigh's is infinite inside each doubly degenerate eigenvalue
+    ``method="exact"``: one eigen-decomposition of the Hermitian matrix :math:`iA`
+    (:func:`exact_factors`) finds all planes (no gradient: eigh's is infinite inside each doubly degenerate eigenvalue
     pair), then one power step with gradients, as in the power method; same factors at
     convergence.
 

@@ -12,7 +12,7 @@ import torch
 from galinear._generated import rotor_spec
 from galinear.blades import bivector_pairs
 from galinear.nn import _tables
-from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE
+from galinear.nn.functional._common import _HALF_TYPES, _wrapped, cached_table
 from galinear.nn.functional.decomposition import _dimension_from_bivectors, wedge
 
 
@@ -131,36 +131,30 @@ class _SwapOuterAxes(torch.autograd.Function):
 # ---------------------------------------------------------------------------------------------
 # Products with vectors: n signed permutations of the coefficients.
 
+@cached_table
 def _vector_tables(n: int, device, dtype):
-    key = ("vector", n, str(device), dtype)
-    tables = _TABLE_CACHE.get(key)
-    if tables is None:
-        gather, left, right = _tables.vector_tables(n)
-        left_adjoint = np.take_along_axis(left, gather, axis=1)
-        right_adjoint = np.take_along_axis(right, gather, axis=1)
-        tables = (
-            torch.as_tensor(np.array(gather, dtype=np.int64), device=device),
-            torch.as_tensor(left.astype(np.float64), device=device).to(dtype),
-            torch.as_tensor(right.astype(np.float64), device=device).to(dtype),
-            torch.as_tensor(left_adjoint.astype(np.float64), device=device).to(dtype),
-            torch.as_tensor(right_adjoint.astype(np.float64), device=device).to(dtype),
-        )
-        _TABLE_CACHE[key] = tables
+    gather, left, right = _tables.vector_tables(n)
+    left_adjoint = np.take_along_axis(left, gather, axis=1)
+    right_adjoint = np.take_along_axis(right, gather, axis=1)
+    tables = (
+        torch.as_tensor(np.array(gather, dtype=np.int64), device=device),
+        torch.as_tensor(left.astype(np.float64), device=device).to(dtype),
+        torch.as_tensor(right.astype(np.float64), device=device).to(dtype),
+        torch.as_tensor(left_adjoint.astype(np.float64), device=device).to(dtype),
+        torch.as_tensor(right_adjoint.astype(np.float64), device=device).to(dtype),
+    )
     return tables
 
 
+@cached_table
 def _full_tables(n: int, device, dtype):
-    key = ("full", n, str(device), dtype)
-    tables = _TABLE_CACHE.get(key)
-    if tables is None:
-        index, left, right = _tables.full_tables(n)
-        tables = (
-            torch.as_tensor(np.array(index, dtype=np.int64), device=device),
-            torch.as_tensor(left.astype(np.float64), device=device).to(dtype),
-            torch.as_tensor(right.astype(np.float64), device=device).to(dtype),
-            torch.as_tensor(_tables.reverse_signs(n).astype(np.float64), device=device).to(dtype),
-        )
-        _TABLE_CACHE[key] = tables
+    index, left, right = _tables.full_tables(n)
+    tables = (
+        torch.as_tensor(np.array(index, dtype=np.int64), device=device),
+        torch.as_tensor(left.astype(np.float64), device=device).to(dtype),
+        torch.as_tensor(right.astype(np.float64), device=device).to(dtype),
+        torch.as_tensor(_tables.reverse_signs(n).astype(np.float64), device=device).to(dtype),
+    )
     return tables
 
 
@@ -193,7 +187,7 @@ class _SignedPermutationSum(torch.autograd.Function):
             grad_x = _permutation_sum(grad, v, gather, adjoint_sign)
         if ctx.needs_input_grad[1]:
             n = sign.shape[0]
-            reuse = not (_functorch_wrapped(x) or _functorch_wrapped(grad))
+            reuse = not (_wrapped(x) or _wrapped(grad))
             buffer = torch.empty_like(x) if reuse else None
             columns = []
             for i in range(n):
@@ -207,13 +201,6 @@ class _SignedPermutationSum(torch.autograd.Function):
         return grad_x, grad_v, None, None, None
 
 
-def _functorch_wrapped(tensor) -> bool:
-    try:
-        return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
-    except AttributeError:  # pragma: no cover - torch without functorch internals
-        return True
-
-
 def _permutation_sum(x, v, gather, sign):
     """sum_i (v[:, i] * sign[i]) * x[gather[i]] in the (d, P, B) layout.
 
@@ -224,7 +211,7 @@ def _permutation_sum(x, v, gather, sign):
     n = sign.shape[0]
     coefficient = v.t().unsqueeze(1) * sign.unsqueeze(-1)  # (n, d, P)
     out = x.index_select(0, gather[0]) * coefficient[0].unsqueeze(-1)
-    if _functorch_wrapped(x) or _functorch_wrapped(v):
+    if _wrapped(x) or _wrapped(v):
         for i in range(1, n):
             out = out + x.index_select(0, gather[i]) * coefficient[i].unsqueeze(-1)
         return out
@@ -237,7 +224,7 @@ def _permutation_sum(x, v, gather, sign):
 
 def _vector_product_t(xt, v, left):
     """Vector product in the (d, P, B) layout: v xt (left) or xt v (right); v (P, n)."""
-    n = v.shape[-1]
+    n = int(v.shape[-1])
     gather, left_sign, right_sign, left_adjoint, right_adjoint = _vector_tables(n, xt.device, xt.dtype)
     if left:
         return _SignedPermutationSum.apply(xt, v, gather, left_sign, left_adjoint)
@@ -307,7 +294,7 @@ def _apply_right_reversed_rotors(xt, V, W, cos, sinc):
 
 def compose_rotors(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """The rotor R = R_0 R_1 ... R_{k-1} as a multivector (..., 2**n) from factors (..., k, n)."""
-    n = V.shape[-1]
+    n = int(V.shape[-1])
     lead = V.shape[:-2]
     one = V.new_zeros(*lead, 2**n)
     one[..., 0] = 1
@@ -323,7 +310,7 @@ def sandwich_matrix(left, right=None) -> torch.Tensor:
     """The (..., 2**n, 2**n) matrix M of x -> R x S~ (S = R when ``right`` is None): y = M x."""
     VL, WL = left
     VR, WR = (VL, WL) if right is None else right
-    n = VL.shape[-1]
+    n = int(VL.shape[-1])
     index, left_sign, right_sign, reverse = _full_tables(n, VL.device, VL.dtype)
     rotor = compose_rotors(VL, WL)
     other = rotor if right is None else compose_rotors(VR, WR)

