@@ -314,7 +314,7 @@ class RotorNetwork(nn.Module):
     def _forward(self, x, autocast=False):
         if torch.jit.is_tracing():
             return self._fused_forward(x)
-        capturing = autocast or F._capturing(x, self.branch_weights, self.activation.weight)
+        capturing = autocast or F._capturing()
         if (not self.training and not torch.is_grad_enabled() and not capturing
                 and x.numel() <= MATRIX_MAX_INFERENCE_BATCH * self.in_features):
             if x.device.type == "cpu" and _rotor._numba_usable():

@@ -311,7 +311,7 @@ class RotorLinear(nn.Module):
         """(left, right, spectra): the factor pairs and the bivectors' spectra (None where the
         decomposition computed none), cached as :meth:`rotor_factors` says."""
         constant = self.gradient == "exact" or not torch.is_grad_enabled()
-        reuse = not update_warm_start and constant and not F._capturing(self.left_bivectors, self.right_bivectors)
+        reuse = not update_warm_start and constant and not F._capturing()
         if reuse:
             state, alive = self._factor_state()
             if self._factor_cache is not None and self._factor_cache[0] == state:
@@ -337,7 +337,7 @@ class RotorLinear(nn.Module):
         """The backend name this call uses: ``self.backend``, or for "auto" the measured table's."""
         if self.backend != "auto":
             return self.backend
-        if F._capturing(x, self.left_bivectors):  # traced, exported or transformed: plain torch only
+        if F._capturing():  # traced, exported or transformed: plain torch only
             return "dense"
         mode = "training" if torch.is_grad_enabled() and self.left_bivectors.requires_grad else "inference"
         key = (batch_bucket(batch), x.device, x.dtype, mode, torch.get_num_threads())
@@ -368,7 +368,7 @@ class RotorLinear(nn.Module):
         """The (out_features, in_features) matrix, built from all chunk-pair matrices in one batched
         call (differentiable; cached like the factors when nothing needs a gradient)."""
         cacheable = (not update_warm_start and not torch.is_grad_enabled()
-                     and not F._capturing(self.left_bivectors, self.right_bivectors, self.alpha))
+                     and not F._capturing())
         if cacheable:
             state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
             if self._weight_cache is not None and self._weight_cache[0] == state:
@@ -407,7 +407,7 @@ class RotorLinear(nn.Module):
         measured faster than the cached matrix (docs/performance.md, "Decoding"): chunks of
         n >= DECODE_MIN_N with one token, or a matrix of >= DECODE_MIN_ENTRIES entries with at
         most MATRIX_MAX_INFERENCE_BATCH tokens."""
-        if (self.backend != "auto" or update_warm_start or torch.is_grad_enabled() or F._capturing(x, self.left_bivectors)
+        if (self.backend != "auto" or update_warm_start or torch.is_grad_enabled() or F._capturing()
                 or self.left_bivectors.device.type != "cpu" or self.n < DECODE_MIN_N
                 or batch > MATRIX_MAX_INFERENCE_BATCH):
             return False
@@ -445,7 +445,7 @@ class RotorLinear(nn.Module):
 
     def _forward(self, x, update_warm_start):
         _check_input(self, x)
-        if self.check_finite and not F._capturing(self.left_bivectors, self.right_bivectors, self.alpha, self.bias):
+        if self.check_finite and not F._capturing():
             checked = self._versions(self.left_bivectors, self.right_bivectors, self.alpha, self.bias)
             if checked != self._checked:
                 self._check_parameters()

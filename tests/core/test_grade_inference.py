@@ -99,8 +99,14 @@ def test_above_the_table_limit_values_stay_untracked():
     assert np.array_equal((x * x).values, alg.gp(x.values, x.values))
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("signature", SIGNATURES)
+# Every (signature, dtype) compiles its own kernels per grade pattern (about 30 s each with a cold
+# numba cache): float64 everywhere and float32 in Cl(3) and PGA run in `make test`, the other
+# float32 cases in `make test-slow`.
+_PRODUCT_CASES = [pytest.param(sig, dt, marks=() if dt == np.float64 or sig in SIGNATURES[:2] else pytest.mark.slow)
+                  for dt in (np.float64, np.float32) for sig in SIGNATURES]
+
+
+@pytest.mark.parametrize("signature, dtype", _PRODUCT_CASES)
 def test_inferred_products_equal_the_dense_path(signature, dtype):
     alg = Algebra(*signature)
     rng = np.random.default_rng(3)

@@ -172,8 +172,11 @@ def test_the_gradient_reuses_the_spectrum_of_the_decomposition():
     torch.testing.assert_close(g1, g2, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("make", [lambda: RotorLinear(32, 32, dtype=torch.float64),
-                                  lambda: RotorNetwork(32, 32, hidden=32, dtype=torch.float64)])
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda: RotorLinear(32, 32, dtype=torch.float64), id="RotorLinear"),
+    # the same graph machinery on 3 gadgets (25 s of compiling): in `make test-slow`
+    pytest.param(lambda: RotorNetwork(32, 32, hidden=32, dtype=torch.float64), id="RotorNetwork", marks=pytest.mark.slow),
+])
 def test_compile_makes_one_graph_without_breaks_or_recompiles(make):
     from torch._dynamo.utils import counters
 

@@ -15,26 +15,31 @@ def _compiling() -> bool:
         return False
 
 
+_IS_WRAPPED = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+_IS_EXPORTING = getattr(torch.compiler, "is_exporting", None)
+
+
 def _wrapped(t) -> bool:
     """Whether ``t`` is wrapped by a torch.func transform (vmap, grad, jacrev, functional_call
     under them): such tensors have no storage and no data pointer."""
-    if _compiling():  # a compiled graph holds plain tensors
+    if _IS_WRAPPED is None or t is None or _compiling():  # a compiled graph holds plain tensors
         return False
-    check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
-    return check is not None and isinstance(t, torch.Tensor) and bool(check(t))
+    return bool(_IS_WRAPPED(t))
 
 
-def _capturing(*tensors) -> bool:
+_CURRENT_LEVEL = getattr(torch._C._functorch, "maybe_current_level", None)
+
+
+def _capturing() -> bool:
     """Whether this call is being captured or transformed (torch.compile, torch.jit.trace,
-    torch.export, or a torch.func transform over any of ``tensors``). Then a layer keeps to plain
-    torch operations: no caches keyed on storage, no compiled kernels, no checks that read values
-    into Python."""
-    if _compiling() or torch.jit.is_tracing():
+    torch.export, or inside a torch.func transform such as vmap, grad or jacrev). Then a layer
+    keeps to plain torch operations: no caches keyed on storage, no compiled kernels, no checks
+    that read values into Python. Cheap: it runs on every call of a layer."""
+    if _compiling() or torch._C._get_tracing_state() is not None:
         return True
-    exporting = getattr(torch.compiler, "is_exporting", None)
-    if exporting is not None and exporting():
+    if _IS_EXPORTING is not None and _IS_EXPORTING():
         return True
-    return any(_wrapped(t) for t in tensors if t is not None)
+    return _CURRENT_LEVEL is not None and _CURRENT_LEVEL() is not None
 
 
 class _Untraced:
