@@ -328,10 +328,6 @@ def _where(edges, cycle) -> list[str]:
     return lines
 
 
-def _in(prefixes, cycle) -> bool:
-    return any(name == p or name.startswith(p + ".") for name in cycle for p in prefixes)
-
-
 def cycle_report(cycles, known, edges=None) -> str:
     """The failure message for ``cycles`` against the ``known`` chains ('' when they agree)."""
     found = {chain(c): c for c in cycles}

@@ -40,6 +40,7 @@ from typing import Callable
 
 import torch
 
+from galinear.nn.functional._common import _wrapped
 from galinear.nn.functional.decomposition import Spectrum, bivector_to_skew, skew_to_bivector, spectrum
 from galinear.nn.functional.matrices import (
     blocks_bivector_parts,
@@ -122,8 +123,6 @@ CORRELATION_LIMIT = 256
 def _plain(*tensors) -> bool:
     """Whether every tensor is an ordinary one (not wrapped by a torch.func transform such as
     vmap or grad): only those may leave torch for a compiled kernel."""
-    from galinear.nn.functional._common import _wrapped
-
     return not any(_wrapped(t) for t in tensors)
 
 
