@@ -100,7 +100,7 @@ API = [
     ("decompose(method='power', max_iter=0)", lambda d: A4.decompose(A4.blade("e12"), method="power", max_iter=0),
      ValueError, r"max_iter must be an integer >= 1"),
     ("decompose(method='power', steps=3)", lambda d: A4.decompose(A4.blade("e12"), method="power", steps=3),
-     TypeError, r"takes start, tol and max_iter, got \['steps'\]"),
+     TypeError, r"takes start, tol, max_iter and fallback, got \['steps'\]"),
     ("sandwich_matrix of 3,000 rotors in Cl(10)", lambda d: Algebra(10).sandwich_matrix(
         np.tile(Algebra(10).scalar(1.0), (3000, 1))), MemoryError, r"would need 70.3 GiB .*fewer rotors per call"),
     ("sandwich_matrix of batches that do not broadcast", lambda d: A4.sandwich_matrix(

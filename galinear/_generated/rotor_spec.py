@@ -22,6 +22,14 @@ DSINC_ERROR_BOUND = {'float32': 1.1022927689594357e-11, 'float64': 9.63542630209
 POWER_TOL = {'float32': 1e-05, 'float64': 1e-10}
 POWER_MAX_ITER = 100
 
+#: Power steps of the last plane (its remainder is simple), and the vanishing threshold
+#: (POWER_VANISH * eps)**2 of |A^2 v| on the matrix scaled by max|b| (restart or stop).
+POWER_LAST_PLANE_STEPS = 1
+POWER_VANISH = 64
+
+#: |b ^ b| <= SIMPLE_RTOL[dtype] * |b|**2 counts as a simple bivector (about sqrt(eps)).
+SIMPLE_RTOL = {'float32': 0.00048828125, 'float64': 1.4901161193847656e-08}
+
 
 def horner(coefficients, x):
     """sum_m coefficients[m] * x**m (floats, numpy arrays or torch tensors)."""

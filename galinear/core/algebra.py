@@ -441,7 +441,7 @@ class Algebra:
         method : {"exact", "power"}
             ``"exact"``: from the eigen-structure of the skew matrix (equal angles, zero planes
             and odd n handled). ``"power"``: the power iteration with deflation of Pence et al.
-            (2025), options ``start``, ``tol``, ``max_iter``; see
+            (2025), options ``start``, ``tol``, ``max_iter``, ``fallback``; see
             :func:`galinear.core.rotors.decompose_power`.
 
         Returns
@@ -461,9 +461,9 @@ class Algebra:
                 raise TypeError(f"the exact decomposition takes no options, got {sorted(options)}")
             return rotors.decompose_exact(self.n, b)
         if method == "power":
-            unknown = sorted(set(options) - {"start", "tol", "max_iter"})
+            unknown = sorted(set(options) - {"start", "tol", "max_iter", "fallback"})
             if unknown:
-                raise TypeError(f"the power decomposition takes start, tol and max_iter, got {unknown}")
+                raise TypeError(f"the power decomposition takes start, tol, max_iter and fallback, got {unknown}")
             check_tolerance(options.get("tol"), owner="Algebra.decompose")
             check_max_iter(options.get("max_iter", 1), owner="Algebra.decompose")
             return rotors.decompose_power(self.n, b, **options)

@@ -158,7 +158,7 @@ def default_start(n: int, dtype=np.float64) -> np.ndarray:
 
 
 def decompose_power(n: int, b: np.ndarray, start=None, tol=None,
-                    max_iter: int = rotor_spec.POWER_MAX_ITER) -> Decomposition:
+                    max_iter: int = rotor_spec.POWER_MAX_ITER, fallback: bool = True) -> Decomposition:
     r"""Invariant decomposition by power iteration with deflation (Pence et al. 2025, Alg. 1-2).
 
     For each of the first k - 1 planes: repeat (at least once, at most ``max_iter`` times, with
@@ -192,6 +192,11 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None,
         Stop tolerance; default ``rotor_spec.POWER_TOL`` of the dtype (1e-10 float64, 1e-5 float32).
     max_iter : int
         Most power steps per plane (>= 1).
+    fallback : bool
+        True (the converged decomposition is wanted): rows where some plane met ``max_iter``
+        before the stop test take the planes of :func:`decompose_exact` (their ``converged``
+        flags stay False, so the caller can still see that the iteration did not converge).
+        False: the parts of the finite iteration, whatever they are.
 
     Returns
     -------
@@ -230,13 +235,14 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None,
     planes = np.zeros((rows, k, 2, n), dtype)
     iterations = np.zeros((rows, k), np.int64)
     converged = np.ones((rows, k), bool)
-    tiny = (64 * np.finfo(dtype).eps) ** 2
+    vanish = rotor_spec.POWER_VANISH * np.finfo(dtype).eps
+    tiny = vanish**2
     for level in range(k):
         last = level == k - 1
         v = V[:, level, :] / np.linalg.norm(V[:, level, :], axis=-1, keepdims=True)
         active = np.ones(rows, bool)
         restarted = np.zeros(rows, bool)
-        for _ in range(1 if last else max_iter):
+        for _ in range(rotor_spec.POWER_LAST_PLANE_STEPS if last else max_iter):
             idx = np.nonzero(active)[0]
             if idx.size == 0:
                 break
@@ -246,7 +252,7 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None,
             vanished = ny <= tiny
             if np.any(vanished):  # restart from the largest column of R (in its range) once
                 columns = np.linalg.norm(Ra, axis=-2)
-                retry = vanished & (columns.max(axis=-1) > 64 * np.finfo(dtype).eps) & ~restarted[idx]
+                retry = vanished & (columns.max(axis=-1) > vanish) & ~restarted[idx]
                 if np.any(retry):
                     rr = idx[retry]
                     col = Ra[retry, :, np.argmax(columns[retry], axis=-1)]
@@ -281,8 +287,13 @@ def decompose_power(n: int, b: np.ndarray, start=None, tol=None,
         if not last:
             R = R - skew_matrix(n, part)
         V[:, level, :] = v
+    if fallback and not converged.all():
+        rows_left = ~converged.all(axis=-1)
+        exact = decompose_exact(n, flat_b[rows_left] / scale[rows_left])
+        parts[rows_left] = exact.bivectors
+        planes[rows_left] = exact.planes
+    angles = np.linalg.norm(parts, axis=-1) * scale  # before scaling back: no overflow of |b|^2
     parts *= scale[:, None, :]
-    angles = np.linalg.norm(parts, axis=-1)
     residual = flat_b - parts.sum(axis=-2)
     return Decomposition(
         n,
@@ -310,9 +321,9 @@ def check_simple(n: int, b: np.ndarray) -> None:
         + np.einsum("...il,...jk->...ijkl", A, A)
     )
     err = np.max(np.abs(t)) if t.size else 0.0
-    # sqrt(eps): parts split off a larger bivector carry rounding of order eps |B| / |b|, while a
-    # bivector that is not simple has |b ^ b| / |b|^2 of order one.
-    if err > np.sqrt(np.finfo(b.dtype).eps):
+    # the rotor spec's SIMPLE_RTOL (about sqrt(eps)): parts split off a larger bivector carry
+    # rounding of order eps |B| / |b|, while a bivector that is not simple has |b ^ b| / |b|^2 of order one.
+    if err > rotor_spec.SIMPLE_RTOL[np.dtype(b.dtype).name]:
         raise ValueError(
             f"exp(method='simple') needs a simple bivector (B ^ B = 0), but |B ^ B| / |B|^2 reaches "
             f"{float(err):.3g}; use method='decompose' for a general bivector"

@@ -287,7 +287,7 @@ def algebra_exp(alg, B, method: str = "decompose") -> np.ndarray:
         unit = flat / np.where(peak > 0, peak, 1.0)[:, None]
         wedge = alg.op(unit, unit)
         size = np.maximum((unit * unit).sum(axis=-1), np.finfo(np.float64).tiny)
-        if np.any(np.abs(wedge).max(axis=-1, initial=0.0) > np.sqrt(np.finfo(dtype).eps) * size):
+        if np.any(np.abs(wedge).max(axis=-1, initial=0.0) > rotor_spec.SIMPLE_RTOL[np.dtype(dtype).name] * size):
             raise ValueError(
                 "exp(method='simple') needs a simple bivector (B ^ B = 0); use method='decompose' for a general one"
             )

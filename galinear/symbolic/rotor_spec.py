@@ -25,8 +25,23 @@ Power decomposition contract
     each step is :math:`v \leftarrow \mathrm{normalize}(A^2 v)`, at least one and at most
     :data:`POWER_MAX_ITER`; a row stops when :math:`|v_{new} + v| <` :data:`POWER_TOL` ``[dtype]``;
     then :math:`w = -A v`, the part is :math:`v \wedge w` and :math:`A \leftarrow A - (v \wedge w)`.
-    The last plane is taken by one power step on the remainder (which has rank <= 2), so every
-    part is exactly a wedge of two vectors.
+    The last plane is taken by :data:`POWER_LAST_PLANE_STEPS` (one) power step on the remainder
+    (which has rank <= 2), so every part is exactly a wedge of two vectors. Scaling: the
+    iteration runs on :math:`A / \max_{ij}|b_{ij}|` (no overflow or underflow of :math:`A^2 v`
+    at any size of B); parts are scaled back. Restart: where :math:`|A^2 v|` falls to
+    :math:`(\text{POWER\_VANISH}\,\epsilon)^2` or below (v orthogonal to the range of A) while
+    A has a column longer than :math:`\text{POWER\_VANISH}\,\epsilon`, v restarts once from
+    the longest column of A (which lies in its range; the restart counts as a step); otherwise
+    the row stops and keeps v (a zero plane). Fallback: a caller that asks for the converged
+    decomposition (``decompose_power(fallback=True)`` in numpy, the refresh pass of
+    ``invariant_decomposition`` in torch) gets the planes of the eigen-decomposition for every
+    row whose iteration met :data:`POWER_MAX_ITER` before the stop test (nearly equal angles
+    converge slowly), so the factors give exp(B) there too.
+Simplicity test
+    A bivector counts as simple when :math:`|b \wedge b| \le` :data:`SIMPLE_RTOL` ``[dtype]``
+    :math:`|b|^2`: about :math:`\sqrt\epsilon`, because parts split off a larger bivector carry
+    rounding of order :math:`\epsilon |B| / |b|`, while a bivector that is not simple has
+    :math:`|b \wedge b| / |b|^2` of order one.
 Gadget chunk layout
     A rotor layer :math:`d_{in} \to d_{out}` works on chunks of :math:`c = 2^n` coordinates, by
     default the largest power of two no larger than both widths (:func:`chunk_layout`), with
@@ -47,6 +62,9 @@ __all__ = [
     "SERIES",
     "POWER_TOL",
     "POWER_MAX_ITER",
+    "POWER_LAST_PLANE_STEPS",
+    "POWER_VANISH",
+    "SIMPLE_RTOL",
     "q",
     "series_terms",
     "exact_function",
@@ -82,6 +100,15 @@ POWER_TOL = {"float32": sp.Rational(1, 10**5), "float64": sp.Rational(1, 10**10)
 
 #: Most power steps per plane (the stop test usually ends much earlier).
 POWER_MAX_ITER = 100
+
+#: The last plane of the power decomposition takes this many power steps (the remainder is simple).
+POWER_LAST_PLANE_STEPS = 1
+
+#: |A^2 v| <= (POWER_VANISH * eps)**2 of the scaled matrix counts as vanished (restart or stop).
+POWER_VANISH = 64
+
+#: |b ^ b| <= SIMPLE_RTOL[dtype] * |b|**2 counts as simple: sqrt(eps) rounded to a power of two.
+SIMPLE_RTOL = {"float32": sp.Rational(1, 2**11), "float64": sp.Rational(1, 2**26)}
 
 #: Unit roundoff 2**-(p) of each dtype (p = 24 or 53 significant bits).
 UNIT_ROUNDOFF = {"float32": sp.Rational(1, 2**24), "float64": sp.Rational(1, 2**53)}
@@ -186,6 +213,14 @@ def generate() -> str:
         "#: Power iteration: stop tolerance on |v_new + v| per dtype, most steps per plane.",
         f"POWER_TOL = {_table({d: _float(t) for d, t in POWER_TOL.items()})}",
         f"POWER_MAX_ITER = {POWER_MAX_ITER}",
+        "",
+        "#: Power steps of the last plane (its remainder is simple), and the vanishing threshold",
+        "#: (POWER_VANISH * eps)**2 of |A^2 v| on the matrix scaled by max|b| (restart or stop).",
+        f"POWER_LAST_PLANE_STEPS = {POWER_LAST_PLANE_STEPS}",
+        f"POWER_VANISH = {POWER_VANISH}",
+        "",
+        "#: |b ^ b| <= SIMPLE_RTOL[dtype] * |b|**2 counts as a simple bivector (about sqrt(eps)).",
+        f"SIMPLE_RTOL = {_table({d: _float(t) for d, t in SIMPLE_RTOL.items()})}",
         "",
         "",
         "def horner(coefficients, x):",

@@ -76,26 +76,45 @@ class FactorPairs(NamedTuple):
     iterations: int
 
 
-def _power_plane(matrix, v, tol, max_iter, unroll):
-    """Per-row power iteration on A^2 = (v _| A) _| A from the unit vectors v.
+def _power_plane(remainder, v, tol, max_iter, unroll):
+    """Per-row power iteration on A^2 = (v _| A) _| A from the unit vectors v (the rotor spec's
+    power contract, as :func:`galinear.core.rotors.decompose_power`).
 
-    Takes at least one step; a row stops once |v_new + v| < tol (A^2 is negative semi-definite,
-    so a converged vector flips sign at every step) or when A^2 v vanishes (then v is kept).
+    The iteration runs on A / max|A_ij| (the scale is a constant for the gradient, and the
+    direction of A^2 v does not depend on it), so A^2 v neither overflows nor underflows. Takes
+    at least one step; a row stops once |v_new + v| < tol (A^2 is negative semi-definite, so a
+    converged vector flips sign at every step). Where |A^2 v| <= (POWER_VANISH eps)^2 (v
+    orthogonal to the range of A) the row restarts once from the longest column of A, if that
+    column is longer than POWER_VANISH eps; otherwise it stops and keeps v (a zero plane).
     A stopped row is frozen, so checking "all rows stopped?" (a device sync) only after steps
     1, 2, 4, 8, 12, ... changes nothing but the number of syncs.
     Returns the final v, the most steps any row took and the rows still active (not converged).
     """
-    tiny = torch.finfo(matrix.dtype).eps ** 2
-    square = matrix @ matrix
+    vanish = rotor_spec.POWER_VANISH * torch.finfo(remainder.dtype).eps
+    tiny = vanish * vanish
+    with torch.no_grad():
+        scale = remainder.detach().abs().amax(dim=(-2, -1), keepdim=True)
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    scaled = remainder / scale
+    square = scaled @ scaled
+    lengths = torch.linalg.vector_norm(scaled, dim=-2)  # (..., n): the column lengths
+    longest, which = lengths.max(dim=-1)
+    column = torch.gather(scaled, -1, which[..., None, None].expand(*scaled.shape[:-1], 1)).squeeze(-1)
+    column = column / longest.clamp_min(tiny).unsqueeze(-1)
+    can_restart = longest > vanish
     active = torch.ones(v.shape[:-1], dtype=torch.bool, device=v.device)
+    restarted = torch.zeros_like(active)
     row_steps = torch.zeros(v.shape[:-1], dtype=torch.int32, device=v.device)
     for step in range(1, max_iter + 1):
         image = (square @ v.unsqueeze(-1)).squeeze(-1)
         norm = torch.linalg.vector_norm(image, dim=-1, keepdim=True)
-        moved = norm > tiny
-        v_new = torch.where(moved, image / norm.clamp_min(tiny), v)
-        done = (torch.linalg.vector_norm(v_new + v, dim=-1) < tol) | ~moved.squeeze(-1)
+        moved = (norm > tiny).squeeze(-1)
+        restart = ~moved & can_restart & ~restarted
+        v_new = torch.where(moved.unsqueeze(-1), image / norm.clamp_min(tiny),
+                            torch.where(restart.unsqueeze(-1), column, v))
+        done = (moved & (torch.linalg.vector_norm(v_new + v, dim=-1) < tol)) | (~moved & ~restart)
         v = torch.where(active.unsqueeze(-1), v_new, v)
+        restarted = restarted | (restart & active)
         row_steps = row_steps + active
         active = active & ~done
         if not unroll and (step <= 2 or step % 4 == 0) and not bool(active.any()):
@@ -106,16 +125,20 @@ def _power_plane(matrix, v, tol, max_iter, unroll):
 def _power_factors(matrix, start, tol, max_iter, unroll, unconverged=None):
     """All k planes by power iteration with deflation; returns V, W, steps.
 
-    ``unconverged``: a boolean tensor of the batch shape, or None; rows where some plane stopped
-    at ``max_iter`` without meeting the stop test are or-ed into it in place.
+    The last plane takes ``rotor_spec.POWER_LAST_PLANE_STEPS`` (one) step: after k - 1
+    deflations the remainder has rank <= 2, so one step recovers it exactly.
+    ``unconverged``: a boolean tensor of the batch shape, or None; rows where some plane (the
+    last excepted) stopped at ``max_iter`` without meeting the stop test are or-ed into it in place.
     """
     k = start.shape[-2]
     vs, ws = [], []
     most = 0
     remainder = matrix
     for j in range(k):
-        v, steps, active = _power_plane(remainder, start[..., j, :], tol, max_iter, unroll)
-        if unconverged is not None:
+        last = j == k - 1
+        steps_allowed = min(max_iter, rotor_spec.POWER_LAST_PLANE_STEPS) if last else max_iter
+        v, steps, active = _power_plane(remainder, start[..., j, :], tol, steps_allowed, unroll)
+        if unconverged is not None and not last:
             unconverged |= active
         most = max(most, steps)
         w = -(remainder @ v.unsqueeze(-1)).squeeze(-1)  # w = v _| R
@@ -215,8 +238,8 @@ def invariant_decomposition(
     slowly) take their planes from the ``"exact"`` method instead, so the factors give exp(B)
     at every point.
 
-    The last plane is also taken by a power step rather than as the remainder (the rotor-factor convention of docs/nn.md
-    wants factor pairs). This changes nothing mathematically: every v is a power step of the
+    The last plane is taken by one power step (the rotor spec's ``POWER_LAST_PLANE_STEPS``)
+    rather than as the remainder (the rotor-factor convention of docs/nn.md wants factor pairs). This changes nothing mathematically: every v is a power step of the
     current remainder R, hence lies in its range, so deflation keeps R's kernel and adds v to
     it; skew matrices have even rank, so each plane lowers the rank by 2 and the remainder after
     k-1 planes has rank <= 2: it *is* simple, one power step recovers it exactly, and the pieces

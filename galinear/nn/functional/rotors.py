@@ -52,6 +52,14 @@ def simple_rotor_coefficients(V: torch.Tensor, W: torch.Tensor) -> tuple[torch.T
     return cos.to(dtype), sinc.to(dtype)
 
 
+def simple_rtol(dtype: torch.dtype) -> float:
+    """The rotor spec's simplicity tolerance ``SIMPLE_RTOL`` (about sqrt(eps)) of a dtype; for
+    dtypes outside the spec (float16, bfloat16) sqrt(eps) of the dtype itself."""
+    if dtype in (torch.float32, torch.float64):
+        return rotor_spec.SIMPLE_RTOL[str(dtype).removeprefix("torch.")]
+    return float(torch.finfo(dtype).eps) ** 0.5
+
+
 def _wedge_square_norm(bivector: torch.Tensor, n: int) -> torch.Tensor:
     """|b ^ b| from the 4-index Pfaffian minors 2 (b_ij b_kl - b_ik b_jl + b_il b_jk), i<j<k<l."""
     from itertools import combinations
@@ -72,7 +80,7 @@ def exp_simple(bivector: torch.Tensor, check: bool = True) -> torch.Tensor:
 
     Finite in value and gradient at b = 0 (series in |b|^2). The formula is exp(b) only for a
     simple b (b ^ b = 0): with ``check`` (default) a bivector with
-    :math:`|b \wedge b| > 10^3 \epsilon |b|^2` raises ValueError (for any bivector use
+    :math:`|b \wedge b| >` :func:`simple_rtol` :math:`|b|^2` (the rotor spec's ``SIMPLE_RTOL``) raises ValueError (for any bivector use
     :func:`galinear.nn.dexp.rotor_exp`, or decompose first with :func:`invariant_decomposition`).
     """
     n = _dimension_from_bivectors(bivector.shape[-1])
@@ -80,7 +88,7 @@ def exp_simple(bivector: torch.Tensor, check: bool = True) -> torch.Tensor:
         with torch.no_grad():
             size = (bivector.detach() * bivector.detach()).sum(-1)
             wedge_norm = _wedge_square_norm(bivector.detach(), n)
-            bound = 1e3 * torch.finfo(bivector.dtype).eps * size
+            bound = simple_rtol(bivector.dtype) * size
             bad = wedge_norm > bound
             if bool(bad.any()):
                 worst = float((wedge_norm / size.clamp_min(torch.finfo(bivector.dtype).tiny)).max())
