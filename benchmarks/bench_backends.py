@@ -1,14 +1,15 @@
-"""Rotor sandwich backends side by side: the `auto` table, peak memory, and one-token latency.
+"""Rotor sandwich backends side by side: what `auto` picks, peak memory, and one-token latency.
 
-    python benchmarks/bench_backends.py [--write] [--n 3 5 7 9 11] [--batches 1 32 512] [--device cpu]
+    python benchmarks/bench_backends.py [--n 3 5 7 9 11] [--batches 1 32 512] [--device cpu] [--threads T]
     python benchmarks/bench_backends.py --memory [--tokens 64] [--n 11]
     python benchmarks/bench_backends.py --decode
 
-Table (default): for every n, batch and mode ("training": forward + backward of a whole
+Backends (default): for every n, batch and mode ("training": forward + backward of a whole
 RotorLinear(d, d), d = max(2**n, 512), bivectors requiring gradients; "inference": eval-mode
 forward without gradients, caches warm) the median time of each backend, interleaved round by
-round; ``--write`` stores the fastest per key in galinear/nn/functional/backend_table.json,
-which ``backend="auto"`` reads (keys measured on other devices are kept).
+round, the backend that ``backend="auto"`` runs there (:func:`galinear.nn.functional.plan.plan`;
+"decode" for the decoding kernel) and whether its time is within 10 % of the fastest. These
+measurements set the matrix and decoding thresholds of galinear/_switch_points.py.
 
 Memory: peak bytes of live tensors (torch allocations seen by a dispatch mode, numpy ones by
 tracemalloc) during forward + backward of the map with the exact gradient
@@ -24,8 +25,6 @@ arithmetic (the same module's time minus its matrices applied by plain torch cal
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -40,10 +39,9 @@ from torch.utils._pytree import tree_flatten
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from galinear import _io  # noqa: E402
 from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
 from galinear.nn import functional as F  # noqa: E402
-from galinear.nn.functional import autotable  # noqa: E402
+from galinear.nn.functional import plan as dispatch  # noqa: E402
 
 
 def _sync(device):
@@ -71,9 +69,12 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
     for n in ns:
         d = max(2**n, 512)
         for batch in batches:
-            for mode in autotable.MODES:
+            for mode in dispatch.MODES:
                 torch.manual_seed(0)
-                layers = {name: RotorLinear(d, d, chunk_size=2**n, backend=name, device=device) for name in backends}
+                layers = {name: RotorLinear(d, d, chunk_size=2**n, backend=name, device=device)
+                          for name in ("auto", *backends)}
+                for other in layers.values():
+                    other.load_state_dict(layers["auto"].state_dict())
                 x = torch.randn(batch, d, device=device)
                 calls = {}
                 for name, layer in layers.items():
@@ -89,32 +90,17 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
                                 layer(x)
                     calls[name] = call
                 median = _median_times(calls, rounds, device)
-                best = min(median, key=median.get)
-                threads = torch.get_num_threads() if device.type == "cpu" else None
-                rows.append({"key": autotable.table_key(n, batch, device, mode, threads),
-                             "plain_key": autotable.table_key(n, batch, device, mode), "n": n, "d": d,
-                             "batch": batch, "mode": mode, "seconds": median, "best": best})
+                best = min(backends, key=median.get)
+                with torch.set_grad_enabled(mode == "training"):
+                    picked = layers["auto"]._plan(batch, x, mode == "training")
+                rows.append({"n": n, "d": d, "batch": batch, "mode": mode, "threads": torch.get_num_threads(),
+                             "seconds": median, "best": best, "auto": "decode" if picked.decode else picked.backend,
+                             "rule": picked.rule, "auto_within_10pct": median["auto"] <= 1.1 * median[best]})
                 print(f"n={n} d={d} batch={batch} {mode}: " + ", ".join(
-                    f"{name} {seconds * 1e3:.2f} ms" for name, seconds in median.items()) + f" -> {best}", flush=True)
+                    f"{name} {seconds * 1e3:.2f} ms" for name, seconds in median.items())
+                    + f" -> fastest {best}; auto runs {rows[-1]['auto']} ({picked.rule})"
+                    + ("" if rows[-1]["auto_within_10pct"] else "; auto NOT within 10 %"), flush=True)
     return rows
-
-
-def write_table(rows, command):
-    path = autotable.TABLE_PATH
-    data = json.loads(path.read_text()) if path.exists() else {"choices": {}, "seconds": {}}
-    full = torch.get_num_threads() == (os.cpu_count() or 1)
-    for row in rows:
-        keys = [row["key"]] + ([row["plain_key"]] if full or row["plain_key"] not in data["choices"] else [])
-        for key in dict.fromkeys(keys):
-            data["choices"][key] = row["best"]
-            data["seconds"][key] = row["seconds"]
-    data["command"] = command
-    data["note"] = ("fastest backend of a whole RotorLinear call per 'n|batch bucket|device|mode' "
-                    "(and per thread count: '...|<threads>t'; the plain key holds the run with every CPU), "
-                    "written by benchmarks/bench_backends.py --write; read by backend='auto'")
-    data["torch"], data["threads"], data["date"] = torch.__version__, torch.get_num_threads(), time.strftime("%Y-%m-%d")
-    _io.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {path.relative_to(ROOT)} ({len(data['choices'])} keys)")
 
 
 class LiveBytes(TorchDispatchMode):
@@ -240,7 +226,8 @@ def decode_latency(rounds: int) -> list[dict]:
         calls = {"F.linear(2048, 2048)": lambda: big(x)}
         calls.update({f"RotorLinear(2048, 2048), {name}": (lambda m=m: m(x)) for name, m in layers.items()})
         median = _median_times(calls, rounds, torch.device("cpu"))
-        picked = "the decoding kernel" if layers["auto"]._decodes(1, False) else layers["auto"]._backend_for(1, x)
+        plan = layers["auto"]._plan(1, x, False)
+        picked = "the decoding kernel" if plan.decode else plan.backend
     rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
               "us": seconds * 1e6, "vs_linear": median["F.linear(2048, 2048)"] / seconds}
              for name, seconds in median.items()]
@@ -266,19 +253,18 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--write", action="store_true", help="store the fastest backends in the auto table")
     parser.add_argument("--memory", action="store_true", help="peak memory of forward + backward per backend")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--decode", action="store_true", help="one-token latency and per-call overhead")
     args = parser.parse_args(argv)
     if args.threads:
-        torch.set_num_threads(args.threads)
         try:
             from galinear import _numba
 
-            _numba.set_threads(args.threads)
+            _numba.set_threads(args.threads)  # first: starting numba's pool may reset torch's count
         except ImportError:  # numba not installed: torch threads only
             pass
+        torch.set_num_threads(args.threads)
     if args.memory:
         print("| backend | n | tokens | peak (MiB) | activations | extra beyond y, dy, dx |\n|---|---|---|---|---|---|")
         for n in args.n or [11]:
@@ -295,8 +281,8 @@ def main(argv=None) -> int:
         return 0
     device = torch.device(args.device)
     rows = measure_table(args.n or [3, 5, 7, 9, 11], args.batches, device, args.rounds)
-    if args.write:
-        write_table(rows, "python benchmarks/bench_backends.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    missed = [row for row in rows if not row["auto_within_10pct"]]
+    print(f"auto within 10 % of the fastest backend in {len(rows) - len(missed)} of {len(rows)} cases")
     return 0
 
 

@@ -6,7 +6,9 @@ layer for --repeats rounds after a warm-up, and its ratio is the pair's ratio of
 
 1. inference: ``torch.nn.functional.linear`` with a (d, d) weight; the map alone
    (``F.rotor_sandwich``, single-chunk double rotor) with the "spinor" and "numba" backends; a whole
-   ``RotorLinear(d, d)`` in eval mode under ``torch.no_grad()`` with each backend;
+   ``RotorLinear(d, d)`` in eval mode under ``torch.no_grad()`` with each backend (which follows
+   the thread policy of :mod:`galinear.nn.functional.plan`: "spinor" runs its calls with one
+   thread; ``benchmarks/bench_contention.py`` times it beside a busy process);
 2. training: forward + backward of ``F.linear`` (gradients for x and W) against forward + backward of
    ``RotorLinear(d, d)`` in training mode (invariant decomposition, exact gradient of exp, gradients for
    x and both bivectors) with each backend;
@@ -98,8 +100,8 @@ def main(argv=None) -> int:
     from galinear.nn import RotorLinear
     from galinear.nn import functional as F
 
+    _numba.set_threads(args.threads)  # first: starting numba's pool may reset torch's count
     torch.set_num_threads(args.threads)
-    _numba.set_threads(args.threads)
     torch.manual_seed(0)
     rows = []
     for d in args.sizes:

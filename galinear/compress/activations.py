@@ -51,7 +51,7 @@ def _captured_batches(model, layer: int, token_windows: np.ndarray, where: str, 
     layers ``layer..`` run (:func:`starting_at`)."""
     import torch
 
-    from galinear.compress.fit import progress_steps
+    from galinear.compress.progress import progress_steps
 
     block = decoder_layers(model)[layer]
     if where == "attn_in":
@@ -106,7 +106,7 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
         layers ``layer..`` run. Valid when nothing below ``layer`` differs from the network that
         produced them and :func:`skip_is_exact` holds for the model.
     progress : str, optional
-        Label of the progress display (:class:`galinear.compress.fit.Progress`: a bar on a
+        Label of the progress display (:class:`galinear.compress.progress.Progress`: a bar on a
         terminal, one line per capture in a log); None for none.
     """
     import torch
@@ -310,7 +310,7 @@ def residual_inputs(model, layer: int, token_windows: np.ndarray, progress: str 
     """Residual-stream input of decoder layer ``layer`` for each window: (windows, length, width)."""
     import torch
 
-    from galinear.compress.fit import progress_steps
+    from galinear.compress.progress import progress_steps
 
     block = decoder_layers(model)[layer]
     store = []

@@ -24,7 +24,6 @@ import numpy as np
 
 from galinear import _io
 from galinear.compress import activations, closed_form, fit, models
-from galinear.compress.fit import atomic_save
 
 __all__ = ["CaptureMethods"]
 
@@ -51,17 +50,14 @@ class CaptureMethods:
         if len(ids) == 0:
             raise ValueError("no validation window is left beside the training windows; give a longer text "
                              "or fewer --train-windows, or run without --until-converged")
-        path = self.store.valid_path(key)
-        cached = fit.load(path)
-        if cached is None:
+        def make() -> dict:
             x_orig = activations.capture(self.model, layer, ids)
             if replacements:
                 with activations.swapped(self.model, replacements):
-                    x_in = activations.capture(self.model, layer, ids)
-            else:
-                x_in = x_orig
-            cached = {"input": x_in, "original": x_orig}
-            atomic_save(cached, path)
+                    return {"input": activations.capture(self.model, layer, ids), "original": x_orig}
+            return {"input": x_orig, "original": x_orig}
+
+        cached = fit.cached(self.store.valid_path(key), make)
         self._valid_captures[key] = (cached["input"], cached["original"])
         return self._valid_captures[key]
 
@@ -88,20 +84,18 @@ class CaptureMethods:
     def _pair(self, layer: int, where: str, replacements: dict, key: str):
         if self.config.shard_windows is not None:
             return self._sharded_pair(layer, where, replacements, key)
-        path = self.store.capture_path(key)
-        cached = fit.load(path)
-        if cached is not None:
-            return cached["train"], cached["test"]
-        ids = np.concatenate([self._train_ids(), self._test_ids()])
-        label = f"capture {key}" if self._bars else None
-        residuals = self._split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
-        with activations.swapped(self.model, replacements):
-            rows = activations.capture(self.model, layer, ids, where=where, progress=label, residuals=residuals)
-        n_train = self._train_ids().size  # windows x ids per window (the BOS included)
-        train, test = rows[:n_train].contiguous(), rows[n_train:].contiguous()
-        atomic_save({"train": train, "test": test}, path)
-        self.log(f"captured {key}: {tuple(train.shape)} training rows")
-        return train, test
+        def make() -> dict:
+            ids = np.concatenate([self._train_ids(), self._test_ids()])
+            label = f"capture {key}" if self._bars else None
+            residuals = self._split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
+            with activations.swapped(self.model, replacements):
+                rows = activations.capture(self.model, layer, ids, where=where, progress=label, residuals=residuals)
+            n_train = self._train_ids().size  # windows x ids per window (the BOS included)
+            self.log(f"captured {key}: {(n_train, rows.shape[1])} training rows")
+            return {"train": rows[:n_train].contiguous(), "test": rows[n_train:].contiguous()}
+
+        cached = fit.cached(self.store.capture_path(key), make)
+        return cached["train"], cached["test"]
 
     def _starts_mid_stack(self, layer: int, replacements: dict) -> bool:
         """Whether a capture at ``layer`` may start from the original residual stream there: the
@@ -113,14 +107,12 @@ class CaptureMethods:
     def _split_residuals(self, layer: int):
         """Residual-stream inputs of ``layer`` in the original model for the training and test
         windows (those of :meth:`_pair`), computed once per layer and cached on disk."""
-        path = self.store.split_residual_path(layer)
-        cached = fit.load(path)
-        if cached is None:
-            ids = np.concatenate([self._train_ids(), self._test_ids()])
-            cached = {"residuals": activations.residual_inputs(self.model, layer, ids)}
-            atomic_save(cached, path)
-            self.log(f"residual inputs of layer {layer} for the training and test windows: {tuple(cached['residuals'].shape)}")
-        return cached["residuals"]
+        def make() -> dict:
+            residuals = activations.residual_inputs(self.model, layer, np.concatenate([self._train_ids(), self._test_ids()]))
+            self.log(f"residual inputs of layer {layer} for the training and test windows: {tuple(residuals.shape)}")
+            return {"residuals": residuals}
+
+        return fit.cached(self.store.split_residual_path(layer), make)["residuals"]
 
     def _sharded_pair(self, layer: int, where: str, replacements: dict, key: str):
         """:meth:`_capture_pair` kept in shards: (CaptureShards of the training rows, test tensor)."""
@@ -210,13 +202,9 @@ class CaptureMethods:
             return None
         key = (dataset, layer)
         if key not in self._residuals:
-            path = self.store.residual_path(dataset, layer)
-            cached = fit.load(path)
-            if cached is None:
-                w = self.windows[dataset]
-                cached = activations.residual_inputs(self.model, layer, w.batch(w.heldout))
-                atomic_save(cached, path)
-            self._residuals[key] = cached
+            w = self.windows[dataset]
+            self._residuals[key] = fit.cached(self.store.residual_path(dataset, layer),
+                                              lambda: activations.residual_inputs(self.model, layer, w.batch(w.heldout)))
         return layer, self._residuals[key]
 
 

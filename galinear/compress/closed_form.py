@@ -289,12 +289,13 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
     mini-batch noise. Every ``eval_every`` steps the loss is compared with the best so far; after
     ``patience`` checks without a relative gain of ``min_delta`` the rate is multiplied by
     ``decay`` (``decays`` times), then the fit stops (or at ``max_steps``); the best parameters
-    are kept. Returns stats with ``train_mse``, ``steps``, ``best_step``, ``stopped`` and
+    are kept (the loop and the rule of :func:`galinear.compress.adam.train`, its check the loss
+    itself, evaluated again). Returns stats with ``train_mse``, ``steps``, ``best_step``, ``stopped`` and
     ``moment_curve`` ([step, training MSE]).
     """
-    import copy
-
     import torch
+
+    from galinear.compress import adam
 
     if (getattr(module, "bias", None) is not None) != reg.bias:
         raise ValueError("the module's bias must follow the original projection's (fit a bias iff it has one)")
@@ -309,43 +310,21 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
             total = total - 2.0 * c @ my + 2.0 * c @ (a @ mx) + c @ c
         return total / reg.d_out
 
-    params = [p for p in module.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr)
-    module.eval()  # dense_weight does not refresh warm starts; eval keeps every forward pure
-    best, best_step, best_state = float("inf"), 0, copy.deepcopy(module.state_dict())
-    curve, since, stopped, step = [], 0, "max_steps", 0
-    for step in range(max_steps + 1):
+    what = f"while fitting {type(module).__name__} on second moments; lower the learning rate"
+
+    def validate():  # the loss at a check: the same forward as a step's (with gradients), so the same floats
         value = loss()
         if not torch.isfinite(value.detach()):
-            raise FloatingPointError(f"non-finite loss at step {step} while fitting {type(module).__name__} on "
-                                     "second moments; lower the learning rate")
-        if step % eval_every == 0 or step == max_steps:
-            v = float(value.detach())
-            curve.append([step, v])
-            if v < best * (1.0 - min_delta):
-                best, best_step, since = v, step, 0
-                best_state = copy.deepcopy(module.state_dict())
-            else:
-                if v < best:
-                    best, best_step = v, step
-                    best_state = copy.deepcopy(module.state_dict())
-                since += 1
-                if since >= patience:
-                    if decays > 0:
-                        decays, since = decays - 1, 0
-                        for group in opt.param_groups:
-                            group["lr"] *= decay
-                    else:
-                        stopped = "plateau"
-                        break
-        if step == max_steps:
-            break
-        opt.zero_grad(set_to_none=True)
-        value.backward()
-        opt.step()
-    module.load_state_dict(best_state)
-    return {"train_mse": best, "steps": int(step), "best_step": int(best_step), "stopped": stopped,
-            "moment_curve": curve, "ridge": 0.0, "rows": int(reg.n)}
+            raise FloatingPointError(f"non-finite loss at a check {what}")
+        return float(value.detach())
+
+    module.eval()  # dense_weight does not refresh warm starts; eval keeps every forward pure
+    run = adam.train([p for p in module.parameters() if p.requires_grad], lambda step: loss(), lr=lr,
+                     steps=max_steps, modules={"module": module}, train_mode=False, validate=validate,
+                     eval_every=eval_every, plateau=adam.Plateau(patience, min_delta, decay, decays),
+                     nonfinite=f"non-finite loss at step {{step}} {what}")
+    return {"train_mse": run.plateau.best, "steps": int(run.step), "best_step": int(run.plateau.best_step),
+            "stopped": run.stopped, "moment_curve": run.curve, "ridge": 0.0, "rows": int(reg.n)}
 
 
 def fit_module(module, reg: Regression) -> dict:

@@ -9,62 +9,18 @@ see :func:`galinear.compress.windows.split_windows`). An evaluation improves whe
 improvement the learning rate is multiplied by ``decay`` (at most ``decays`` times, each decay
 restarting the count); the next such plateau, or ``max_steps``, ends the fit. The parameters of
 the best evaluation are restored at the end, so the returned module is the one whose validation
-MSE is recorded.
+MSE is recorded. The loop and the rule's bookkeeping (:class:`Plateau`) are those of
+:func:`galinear.compress.adam.train`.
 
 The learning curve (step, validation MSE) of every fit is returned and kept in the run folder.
 """
 from __future__ import annotations
 
-import copy
 import math
-import time
 
-from galinear.compress.fit import batch_loss, progress_steps
-
-
-class Plateau:
-    """The stopping rule's bookkeeping: the best value so far, evaluations without improvement,
-    learning-rate decays left.
-
-    ``update(value, step)`` returns "better" (below (1 - min_delta) * best), "slight" (below the
-    best, but not by min_delta: kept as the best, still counted as no improvement) or "worse".
-    After ``patience`` evaluations in a row without improvement, :meth:`decay_now` is True once
-    (if decays are left; the count restarts) or :attr:`stopped` becomes True.
-    """
-
-    def __init__(self, patience: int = 4, min_delta: float = 1e-3, decay: float = 0.3, decays: int = 1):
-        self.patience, self.min_delta, self.decay, self.decays_left = patience, min_delta, decay, decays
-        self.best, self.best_step, self.since = math.inf, 0, 0
-        self.stopped, self._decay = False, False
-
-    def update(self, value: float, step: int, optimizer=None) -> str:
-        """Record the evaluation ``value`` at ``step``; a decay is applied to ``optimizer``'s rates."""
-        verdict = self._update(value, step)
-        if self._decay and optimizer is not None:
-            for group in optimizer.param_groups:
-                group["lr"] *= self.decay
-        return verdict
-
-    def _update(self, value: float, step: int) -> str:
-        self._decay = False
-        if value < self.best * (1.0 - self.min_delta) or self.best == math.inf:
-            self.best, self.best_step, self.since = value, step, 0
-            return "better"
-        verdict = "worse"
-        if value < self.best:
-            self.best, self.best_step, verdict = value, step, "slight"
-        self.since += 1
-        if self.since >= self.patience:
-            if self.decays_left > 0:
-                self.decays_left -= 1
-                self.since, self._decay = 0, True
-            else:
-                self.stopped = True
-        return verdict
-
-    def decay_now(self) -> bool:
-        """True right after the update that asked for a learning-rate decay."""
-        return self._decay
+from galinear.compress import adam
+from galinear.compress.adam import Plateau
+from galinear.compress.fit import adam_regression
 
 
 def _mean_square(target_inputs, weight, bias, module=None, inputs=None, batch_size: int = 4096) -> float:
@@ -107,8 +63,6 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
     ``final_loss`` (mean of the last 10 batch losses), ``valid_mse`` (best), ``valid_target_mean_square``,
     ``lr_last`` and ``curve`` (a list of [step, validation MSE]).
     """
-    import torch
-
     n = len(inputs)
     if n == 0:
         raise ValueError("no training rows to fit")
@@ -119,53 +73,17 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
             raise ValueError(f"{name} must be >= 1, got {value}")
     weight = weight.detach()
     valid_ms = _target_mean_square(valid_target_inputs, weight, bias)
-    params = [p for p in module.parameters() if p.requires_grad]
-    if not params:
+    fit = adam_regression(module, inputs, target_inputs, weight, bias, batch_size=batch_size, seed=seed, progress=progress)
+    if fit is None:
         mse = _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias)
         return {"steps": 0, "best_step": 0, "stopped": "no parameters", "final_loss": float("nan"),
                 "valid_mse": mse, "valid_target_mean_square": valid_ms, "lr_last": 0.0, "curve": [[0, mse]]}
-    opt = torch.optim.Adam(params, lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    module.eval()
-    plateau = Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays)
-    plateau.update(_validation_mse(module, valid_inputs, valid_target_inputs, weight, bias), 0)
-    curve = [[0, plateau.best]]
-    best_state = copy.deepcopy(module.state_dict())
-    stopped = "max_steps"
-    order, pos = torch.empty(0, dtype=torch.long), 0
-    recent = []
-    bar = progress_steps(max_steps, progress)
-    t0, step = time.perf_counter(), 0
-    for step in range(1, max_steps + 1):
-        module.train()
-        if pos >= len(order):
-            order, pos = torch.randperm(n, generator=generator), 0
-        idx = order[pos:pos + batch_size]
-        pos += batch_size
-        loss = batch_loss(module, inputs, target_inputs, weight, bias, idx, step, progress)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        recent = (recent + [loss.item()])[-10:]
-        if step % eval_every and step != max_steps:
-            bar.step(step)
-            continue
-        module.eval()
-        value = _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias)
-        curve.append([step, value])
-        bar.step(step, f"validation MSE {value:.4g}")
-        if plateau.update(value, step, opt) != "worse":
-            best_state = copy.deepcopy(module.state_dict())
-        if plateau.stopped:
-            stopped = "plateau"
-            break
-    bar.close(f"{step} steps, {time.perf_counter() - t0:.1f} s")
-    module.load_state_dict(best_state)
-    module.eval()
-    return {"steps": int(step), "best_step": int(plateau.best_step), "stopped": stopped,
-            "final_loss": sum(recent) / len(recent) if recent else float("nan"), "valid_mse": plateau.best,
-            "valid_target_mean_square": valid_ms, "lr_last": opt.param_groups[0]["lr"], "curve": curve,
-            "epochs_run": step * batch_size / n if n else math.nan}
+    run = adam.train(**fit, lr=lr, steps=max_steps, eval_every=eval_every,
+                     validate=lambda: _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias),
+                     plateau=Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays))
+    return {"steps": int(run.step), "best_step": int(run.plateau.best_step), "stopped": run.stopped,
+            "final_loss": run.final_loss, "valid_mse": run.plateau.best, "valid_target_mean_square": valid_ms,
+            "lr_last": run.lr, "curve": run.curve, "epochs_run": run.step * batch_size / n if n else math.nan}
 
 
 __all__ = ["Plateau", "fit_until_converged"]

@@ -97,16 +97,16 @@ def plot(records: list, path: str, layers=None) -> str | None:
     return path
 
 
-def write(study, plot: bool = True) -> list:
-    """Write learning_curves.json (and .png with ``plot``) into the study's output folder."""
-    records = collect(study.results["entries"])
+def write(entries: dict, out_dir: str, layers=None, plot: bool = True) -> list:
+    """Write learning_curves.json (and .png with ``plot``, the runs of the layer set ``layers``)
+    into ``out_dir`` from a study's evaluations ``entries``; returns the records."""
+    records = collect(entries)
     if not records:
         return records
-    out = study.config.out_dir
-    os.makedirs(out, exist_ok=True)
-    _io.save_json(os.path.join(out, "learning_curves.json"), {"runs": records})
+    os.makedirs(out_dir, exist_ok=True)
+    _io.save_json(os.path.join(out_dir, "learning_curves.json"), {"runs": records})
     if plot:
-        globals()["plot"](records, os.path.join(out, "learning_curves.png"), layers=study.config.layer_sets[0])
+        globals()["plot"](records, os.path.join(out_dir, "learning_curves.png"), layers=layers)
     return records
 
 

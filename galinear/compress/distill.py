@@ -7,8 +7,8 @@ distribution on the calibration (training) windows:
     L = mean over windows w and positions t of KL(p_original(. | w_<=t) || p_compressed(. | w_<=t)),
 
 the original distribution recomputed for every step (never stored: one window of logits at a
-time). Adam at a constant rate; the stopping rule of :mod:`galinear.compress.converge` on the
-same KL over the validation windows (training-side windows not used for fitting, never held-out
+time). Adam at a constant rate (:func:`galinear.compress.adam.train`); the stopping rule of
+:mod:`galinear.compress.converge` on the same KL over the validation windows (training-side windows not used for fitting, never held-out
 ones): every ``eval_every`` steps, a decay of the rate after ``patience`` checks without a 0.1 %
 improvement, the stop at the next plateau or ``max_steps``; the parameters of the best check
 are kept.
@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 
-from galinear.compress import activations
-from galinear.compress.converge import Plateau
-from galinear.compress.fit import atomic_save, load, progress_steps
+from galinear.compress import activations, adam
+from galinear.compress.adam import Plateau
+from galinear.compress.fit import DISTILL_SLOT, atomic_save, fit_seed, load
 
 _FORMAT = "galinear-distill-v1"
 
@@ -66,11 +65,6 @@ def mean_kl(model, modules: dict, ids, window_batch: int = 1) -> float:
     return total / max(len(ids), 1)
 
 
-def _mode(modules: dict, train: bool) -> None:
-    for m in modules.values():
-        m.train(train)
-
-
 def _states(modules: dict) -> dict:
     return {_key(k): copy.deepcopy(m.state_dict()) for k, m in modules.items()}
 
@@ -101,8 +95,6 @@ def distill(model, replacements: dict, train_ids, valid_ids, *, lr: float = 1e-3
         ``steps``, ``best_step``, ``stopped`` ("plateau" or "max_steps"), ``valid_kl_start``,
         ``valid_kl`` (best), ``curve`` ([step, validation KL] pairs), ``seconds``, ``lr``.
     """
-    import torch
-
     from galinear.compress.store import freeze
 
     if len(valid_ids) == 0:
@@ -122,74 +114,37 @@ def distill(model, replacements: dict, train_ids, valid_ids, *, lr: float = 1e-3
             params.append(p)
     if not params:
         raise ValueError("the replacements have no parameters to distill (the zero baseline)")
-    opt = torch.optim.Adam(params, lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    plateau = Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays)
-    order, pos, recent, curve, step, seconds = torch.empty(0, dtype=torch.long), 0, [], [], 0, 0.0
+    named = {_key(k): m for k, m in modules.items()}  # the names of the states in the checkpoint
+    batches = adam.Batches(len(train_ids), window_batch, seed)
     saved = load(checkpoint) if checkpoint else None
-    if saved is not None and saved.get("format") == _FORMAT:
-        for k, m in modules.items():
-            m.load_state_dict(saved["best" if saved["finished"] else "modules"][_key(k)])
-        if saved["finished"]:
-            return {k: freeze(m) for k, m in modules.items()}, saved["stats"]
-        opt.load_state_dict(saved["optimizer"])
-        generator.set_state(saved["generator"])
-        order, pos, recent, curve, step = saved["order"], saved["pos"], list(saved["recent"]), saved["curve"], saved["step"]
-        seconds = saved["seconds"]
-        for name, value in saved["plateau"].items():
-            setattr(plateau, name, value)
-        best_state = saved["best"]
-    else:
-        _mode(modules, train=False)
-        first = mean_kl(model, modules, valid_ids, window_batch)
-        plateau.update(first, 0)
-        curve = [[0, first]]
-        best_state = _states(modules)
-    stopped = "plateau" if plateau.stopped else "max_steps"
-    t0 = time.perf_counter()
-    bar = progress_steps(max_steps, progress)
-    while step < max_steps and not plateau.stopped:
-        step += 1
-        _mode(modules, train=True)
-        if pos >= len(order):
-            order, pos = torch.randperm(len(train_ids), generator=generator), 0
-        idx = order[pos:pos + window_batch].numpy()
-        pos += window_batch
-        loss = kl_loss(model, modules, train_ids[idx])
-        if not torch.isfinite(loss.detach()):
-            raise FloatingPointError(f"non-finite distillation loss at step {step}; lower the learning rate "
-                                     "(--distill-lr)")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        recent = (recent + [loss.item()])[-10:]
-        if step % eval_every and step != max_steps:
-            bar.step(step, f"KL {recent[-1]:.4g}")
-            continue
-        _mode(modules, train=False)
-        value = mean_kl(model, modules, valid_ids, window_batch)
-        curve.append([step, value])
-        if plateau.update(value, step, opt) != "worse":
-            best_state = _states(modules)
-        bar.step(step, f"validation KL {value:.4g}")
-        if checkpoint and step < max_steps and not plateau.stopped:
-            atomic_save({"format": _FORMAT, "finished": False, "modules": _states(modules), "best": best_state,
-                         "optimizer": opt.state_dict(), "generator": generator.get_state(), "order": order,
-                         "pos": pos, "recent": recent, "curve": curve, "step": step,
-                         "seconds": seconds + time.perf_counter() - t0,
-                         "plateau": {k: getattr(plateau, k) for k in ("best", "best_step", "since", "decays_left",
-                                                                      "stopped")}}, checkpoint)
-    if plateau.stopped:
-        stopped = "plateau"
-    bar.close(f"{step} steps, best validation KL {plateau.best:.4g} at step {plateau.best_step}")
-    for k, m in modules.items():
-        m.load_state_dict(best_state[_key(k)])
-    stats = {"steps": int(step), "best_step": int(plateau.best_step), "stopped": stopped,
-             "valid_kl_start": float(curve[0][1]), "valid_kl": float(plateau.best), "curve": curve,
-             "seconds": seconds + time.perf_counter() - t0, "lr": lr, "max_steps": max_steps,
-             "eval_every": eval_every, "patience": patience, "window_batch": window_batch}
+    resume = saved if saved is not None and saved.get("format") == _FORMAT else None
+    if resume is not None:
+        for name, m in named.items():
+            m.load_state_dict(resume["best" if resume["finished"] else "modules"][name])
+        if resume["finished"]:
+            return {k: freeze(m) for k, m in modules.items()}, resume["stats"]
+        batches.restore(resume)
+
+    def save(run) -> None:  # the state at a check: a rerun resumes here with the same floats
+        state = run.state()
+        atomic_save({"format": _FORMAT, "finished": False, "modules": _states(modules), "best": state["best"],
+                     "optimizer": state["optimizer"], **batches.state(), "recent": state["recent"],
+                     "curve": state["curve"], "step": state["step"], "seconds": state["seconds"],
+                     "plateau": state["plateau"]}, checkpoint)
+
+    run = adam.train(params, lambda step: kl_loss(model, modules, train_ids[batches.next().numpy()]), lr=lr,
+                     steps=max_steps, modules=named, eval_every=eval_every,
+                     validate=lambda: mean_kl(model, modules, valid_ids, window_batch),
+                     plateau=Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays),
+                     resume=resume, on_check=save if checkpoint else None, name="KL",
+                     nonfinite="non-finite distillation loss at step {step}; lower the learning rate (--distill-lr)",
+                     progress=progress)
+    stats = {"steps": int(run.step), "best_step": int(run.plateau.best_step), "stopped": run.stopped,
+             "valid_kl_start": float(run.curve[0][1]), "valid_kl": float(run.plateau.best), "curve": run.curve,
+             "seconds": run.seconds, "lr": lr, "max_steps": max_steps, "eval_every": eval_every,
+             "patience": patience, "window_batch": window_batch}
     if checkpoint:
-        atomic_save({"format": _FORMAT, "finished": True, "best": best_state, "stats": stats}, checkpoint)
+        atomic_save({"format": _FORMAT, "finished": True, "best": run.best, "stats": stats}, checkpoint)
     return {k: freeze(m) for k, m in modules.items()}, stats
 
 
@@ -209,7 +164,7 @@ def run_in_study(study, spec, seed: int, layer_set, replacements: dict):
     modules, stats = distill(study.model, replacements, study._train_ids(), study._valid_ids(),
                              lr=config.distill_lr, max_steps=config.distill_max_steps,
                              eval_every=config.distill_eval_every, patience=config.patience,
-                             seed=1_000_003 * seed + 17, checkpoint=path, progress=label)
+                             seed=fit_seed(seed, 0, DISTILL_SLOT), checkpoint=path, progress=label)
     study.log(f"distilled {spec.tag()} s{seed} L{set_name(layer_set)}: validation KL {stats['valid_kl_start']:.4g} -> "
               f"{stats['valid_kl']:.4g} (best at step {stats['best_step']} of {stats['steps']}, {stats['stopped']}), "
               f"{stats['seconds']:.1f} s")

@@ -55,7 +55,7 @@ def log_perplexity(model, windows, progress: str | None = None, start=None) -> d
     ``start = (layer, residuals)`` with residuals (windows, L, width): skip the layers below
     ``layer`` (their output is given). Returns ``{"log_ppl", "nll_sum", "tokens", "windows"}``.
     """
-    from galinear.compress.fit import progress_steps
+    from galinear.compress.progress import progress_steps
 
     total, count = 0.0, 0
     ids = windows.batch(windows.heldout)
@@ -109,4 +109,21 @@ def mse(module, inputs, targets, batch_size: int = 4096) -> float:
     return total / max(count, 1)
 
 
-__all__ = ["window_nll", "log_perplexity", "log_perplexity_direct", "perplexity", "mse"]
+def projection_target(inputs, projection):
+    """What the (original) ``projection`` (an nn.Linear) gives on ``inputs``: x W^T (+ b)."""
+    return inputs @ projection.weight.T + (0 if projection.bias is None else projection.bias)
+
+
+def test_stats(module, original, inputs, original_inputs) -> dict:
+    """The held-out numbers of a replacement ``module`` of the projection ``original``: ``test_mse``
+    (``module(inputs)`` against the original on ``original_inputs``), ``target_mean_square`` (of
+    that target: the MSE of predicting 0), ``params`` and ``dense_params`` (the original's)."""
+    from galinear.compress.methods import count_parameters
+
+    target = projection_target(original_inputs, original)
+    return {"test_mse": mse(module, inputs, target), "target_mean_square": float(target.double().pow(2).mean()),
+            "params": count_parameters(module), "dense_params": count_parameters(original)}
+
+
+__all__ = ["window_nll", "log_perplexity", "log_perplexity_direct", "perplexity", "mse", "projection_target",
+           "test_stats"]

@@ -1,24 +1,47 @@
-"""Fitting one replacement projection to the original model's outputs, and atomic checkpoints.
+"""Fitting one replacement projection to the original model's outputs; the seeds of a study's
+fits; its units, checkpointed atomically.
 
 The regression: rows x (attention inputs captured in the partly compressed network) and targets
 y = W x_orig (the ORIGINAL projection applied to the ORIGINAL network's attention input at the
-same token). Loss: mean squared error; Adam; mini-batches of 256 rows in a seeded random order;
-a cosine schedule stepped once per batch with T_max = the total number of steps, so the rate
-falls from lr to 0 exactly once over the whole run:
+same token). Loss: mean squared error; Adam (:func:`galinear.compress.adam.train`); mini-batches
+of 256 rows in a seeded random order; a cosine schedule stepped once per batch with T_max = the
+total number of steps, so the rate falls from lr to 0 exactly once over the whole run:
 
     lr_t = lr * (1 + cos(pi * t / T)) / 2,   t = 0..T-1.
 
-Checkpoints and caches are safetensors files with a JSON header (:mod:`galinear._io`): loading
-one never unpickles anything.
+Every fit of a study draws its initialisation and its batch order from :func:`fit_seed`, and is
+one unit (:func:`fit_unit`): fitted, saved atomically, read back by a rerun. Checkpoints and
+caches are safetensors files with a JSON header (:mod:`galinear._io`): loading one never
+unpickles anything.
 """
 from __future__ import annotations
 
 import math
 import os
 import sys
-import time
 
 from galinear import _io, _util
+from galinear.compress import adam
+from galinear.compress.progress import Progress, progress_steps  # noqa: F401  (used from here)
+
+#: The slots of :func:`fit_seed` besides q, k and v (0, 1, 2: their index in models.PROJECTIONS).
+O_PROJ_SLOT = 7     # the o_proj refit of a layer
+DISTILL_SLOT = 17   # the distillation stage of a whole compressed model (layer 0)
+
+
+def fit_seed(seed: int, layer: int = 0, slot: int = 0) -> int:
+    """The torch seed of one fit of a study: ``1_000_003 * seed + 131 * layer + slot``.
+
+    ``seed`` is the study's seed (``--seeds``), ``layer`` the decoder layer fitted and ``slot``
+    what is fitted in it: 0, 1, 2 for q, k and v (their index in ``models.PROJECTIONS``),
+    :data:`O_PROJ_SLOT` for the o_proj refit, :data:`DISTILL_SLOT` (with layer 0) for the
+    distillation stage. The value seeds both the module's initialisation (``torch.manual_seed``
+    before it is built) and its batch order (:class:`galinear.compress.adam.Batches`), so a fit
+    depends on nothing fitted before it. The multipliers are primes, large enough that every
+    (seed, layer < 7600, slot < 131) has a seed of its own. The joint fit of a layer's q, k and v
+    (:mod:`galinear.compress.objective`) draws its batch order from slot 0.
+    """
+    return 1_000_003 * seed + 131 * layer + slot
 
 
 def atomic_save(obj, path: str) -> None:
@@ -49,58 +72,53 @@ def load(path: str, *, recompute: bool = True):
         return None
 
 
-class Progress:
-    """Progress of one unit of ``total`` steps labelled ``label`` (None: silent).
+def cached(path: str, make):
+    """What ``path`` holds (:func:`load`), or else ``make()``, saved there atomically first: a
+    killed run leaves the file whole or absent, and a rerun reads it instead of computing it."""
+    value = load(path)
+    if value is None:
+        value = make()
+        atomic_save(value, path)
+    return value
 
-    On a terminal (``stream.isatty()``) a tqdm bar that is cleared at the end. Otherwise, for a
-    log: no bar and no carriage return, one line when the unit ends with its elapsed time, and a
-    line at most every ``every`` seconds while it runs (long units).
+
+def fit_unit(paths: dict, modules: dict, fit) -> dict:
+    """Fit one unit of a study, or read it back; returns its records.
+
+    ``modules`` (``{name: module}``, built and seeded by the caller) take the states saved in
+    ``paths`` (one file a module, under the same names) when every file is there and readable.
+    Otherwise ``fit(modules)`` fits them all and returns one record a module (a dict with the
+    module's ``state`` and its ``stats``), each saved atomically before anything else uses it, so
+    a run killed anywhere leaves whole records and a rerun resumes at the first unit without them.
     """
-
-    def __init__(self, total: int, label: str | None, stream=None, every: float = 60.0):
-        self.total, self.label, self.every = int(total), label, every
-        self.stream = sys.stderr if stream is None else stream
-        self.t0 = self.last = time.perf_counter()
-        self.bar = None
-        if label is not None and _isatty(self.stream):
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total, desc=label, leave=False, file=self.stream)
-
-    def _line(self, text: str) -> None:
-        print(f"{self.label}: {text} ({time.perf_counter() - self.t0:.1f} s)", file=self.stream, flush=True)
-
-    def step(self, n: int, note: str | None = None) -> None:
-        """Unit ``n`` of ``total`` is done; ``note`` is shown beside it."""
-        if self.label is None:
-            return
-        if self.bar is not None:
-            if note:
-                self.bar.set_postfix_str(note, refresh=False)
-            self.bar.update(n - self.bar.n)
-        elif time.perf_counter() - self.last >= self.every:
-            self.last = time.perf_counter()
-            self._line(f"{n}/{self.total}" + (f", {note}" if note else ""))
-
-    def close(self, summary: str | None = None) -> None:
-        if self.label is None:
-            return
-        if self.bar is not None:
-            self.bar.close()
-        else:
-            self._line(summary or f"{self.total} done")
+    records = {name: load(path) for name, path in paths.items()}
+    if any(record is None for record in records.values()):
+        records = fit(modules)
+        for name, path in paths.items():
+            atomic_save(records[name], path)
+    else:
+        for name, module in modules.items():
+            module.load_state_dict(records[name]["state"])
+    return records
 
 
-def _isatty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
+def unit_record(module, stats: dict, layer: int, projection: str, spec=None, seed=None) -> dict:
+    """The checkpoint of one fitted projection: its state, stats and place, and (q, k, v) the method
+    (a MethodSpec) and seed that made it."""
+    record = {"state": module.state_dict(), "stats": stats}
+    if spec is not None:
+        record["spec"] = spec.to_dict()
+    record.update(layer=layer, projection=projection)
+    if seed is not None:
+        record["seed"] = seed
+    return record
 
 
-def progress_steps(total: int, label: str | None, stream=None) -> Progress:
-    """A :class:`Progress` for ``total`` steps (see there)."""
-    return Progress(total, label, stream)
+def summary(what: str, stats: dict) -> str:
+    """The log line of a finished Adam fit of ``what`` from its stats."""
+    return (f"fitted {what}: {stats['steps']} steps"
+            + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
+            + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
 
 
 def cosine_lr(step: int, total: int, lr: float) -> float:
@@ -108,20 +126,31 @@ def cosine_lr(step: int, total: int, lr: float) -> float:
     return lr * _util.cosine_schedule(step, total)
 
 
-def batch_loss(module, inputs, target_inputs, weight, bias, idx, step: int, progress: str | None):
-    """MSE of ``module`` on the rows ``idx`` against ``target_inputs[idx] @ weight.T (+ bias)``;
-    a non-finite loss raises FloatingPointError naming the step and the module."""
+def batch_loss(module, inputs, target_inputs, weight, bias, idx):
+    """MSE of ``module`` on the rows ``idx`` against ``target_inputs[idx] @ weight.T (+ bias)``."""
     import torch
 
     with torch.no_grad():
         target = target_inputs[idx] @ weight.T
         if bias is not None:
             target = target + bias
-    loss = torch.nn.functional.mse_loss(module(inputs[idx]), target)
-    if not torch.isfinite(loss.detach()):
-        raise FloatingPointError(f"non-finite loss at step {step} while fitting {type(module).__name__} "
-                                 f"({progress or 'projection'}); lower the learning rate")
-    return loss
+    return torch.nn.functional.mse_loss(module(inputs[idx]), target)
+
+
+def adam_regression(module, inputs, target_inputs, weight, bias, *, batch_size: int, seed: int, progress: str | None):
+    """The arguments of :func:`galinear.compress.adam.train` shared by the regressions of one
+    projection (fixed steps here, until converged in :mod:`galinear.compress.converge`): its
+    trainable parameters (None when it has none), the MSE on mini-batches of ``batch_size`` rows
+    in the order seeded by ``seed``, the module, and the message of a non-finite loss."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        return None
+    weight = weight.detach()
+    batches = adam.Batches(len(inputs), batch_size, seed)
+    return {"params": params, "modules": {"module": module},
+            "loss": lambda step: batch_loss(module, inputs, target_inputs, weight, bias, batches.next()),
+            "nonfinite": (f"non-finite loss at step {{step}} while fitting {type(module).__name__} "
+                          f"({progress or 'projection'}); lower the learning rate"), "progress": progress}
 
 
 def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: float,
@@ -146,45 +175,16 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     -------
     dict with ``steps``, ``final_loss`` (mean of the last 10 batch losses) and ``lr_last``.
     """
-    import torch
-
     n = len(inputs)
     if n == 0:
         raise ValueError("no training rows to fit")
-    steps_per_epoch = math.ceil(n / batch_size)
-    total = max(1, int(round(epochs * steps_per_epoch)))
-    params = [p for p in module.parameters() if p.requires_grad]
-    if not params:  # nothing to fit (the zero baseline)
+    total = max(1, int(round(epochs * math.ceil(n / batch_size))))
+    fit = adam_regression(module, inputs, target_inputs, weight, bias, batch_size=batch_size, seed=seed, progress=progress)
+    if fit is None:  # nothing to fit (the zero baseline)
         return {"steps": 0, "final_loss": float("nan"), "lr_last": 0.0}
-    if optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    elif optimizer == "adamw":
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    else:
-        raise ValueError(f"optimizer must be 'adam' or 'adamw', got {optimizer!r}")
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: cosine_lr(t, total, 1.0))
-    generator = torch.Generator().manual_seed(seed)
-    weight = weight.detach()
-    module.train()
-    recent = []
-    order = torch.empty(0, dtype=torch.long)
-    pos = 0
-    bar = progress_steps(total, progress)
-    lr_last = lr
-    for step in range(total):
-        if pos >= len(order):
-            order, pos = torch.randperm(n, generator=generator), 0
-        idx = order[pos:pos + batch_size]
-        pos += batch_size
-        loss = batch_loss(module, inputs, target_inputs, weight, bias, idx, step, progress)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        lr_last = opt.param_groups[0]["lr"]
-        opt.step()
-        sched.step()
-        recent.append(loss.item())
-        recent = recent[-10:]
-        bar.step(step + 1, f"loss {recent[-1]:.3g}")
-    bar.close(f"{total} steps, final loss {sum(recent) / len(recent):.4g}")
-    module.eval()
-    return {"steps": total, "final_loss": sum(recent) / len(recent), "lr_last": lr_last}
+    run = adam.train(**fit, lr=lr, steps=total, optimizer=optimizer, weight_decay=weight_decay, cosine=True)
+    return {"steps": total, "final_loss": run.final_loss, "lr_last": run.lr_used}
+
+
+__all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "Progress", "adam_regression", "atomic_save", "batch_loss", "cached", "cosine_lr",
+           "fit_projection", "fit_seed", "fit_unit", "load", "progress_steps", "summary", "unit_record"]

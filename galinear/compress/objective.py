@@ -26,13 +26,9 @@ objective over the validation windows.
 """
 from __future__ import annotations
 
-import copy
 import math
-import time
 
-from galinear.compress import activations, models
-from galinear.compress.converge import Plateau
-from galinear.compress.fit import cosine_lr, progress_steps
+from galinear.compress import activations, adam, models
 from galinear.compress.models import PROJECTIONS
 
 OBJECTIVES = ("qkv", "attention", "logits")
@@ -162,13 +158,11 @@ def fit_layer(modules: dict, objective: LayerObjective, *, lr: float, steps: int
     Fixed steps (``steps``): cosine schedule from ``lr`` to 0. Until converged (``max_steps`` and
     ``valid``): constant ``lr``, the validation objective every ``eval_every`` steps, decays and stop
     as in :func:`galinear.compress.converge.fit_until_converged`, best parameters restored.
-    ``progress``: the label of a :class:`galinear.compress.fit.Progress` (None: silent).
+    ``progress``: the label of a :class:`galinear.compress.progress.Progress` (None: silent).
 
     Returns a dict with ``steps``, ``final_loss`` (mean of the last 10 batch losses), ``lr_last``,
     ``seconds`` and, until converged, ``best_step``, ``stopped``, ``valid_loss`` and ``curve``.
     """
-    import torch
-
     converged = max_steps is not None
     if converged and valid is None:
         raise ValueError("a fit until convergence needs validation windows (valid=...)")
@@ -178,57 +172,19 @@ def fit_layer(modules: dict, objective: LayerObjective, *, lr: float, steps: int
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     if not params:
         return {"steps": 0, "final_loss": float("nan"), "lr_last": 0.0, "seconds": 0.0}
-    opt = torch.optim.Adam(params, lr=lr)
-    sched = None if converged else torch.optim.lr_scheduler.LambdaLR(opt, lambda t: cosine_lr(t, total, 1.0))
-    generator = torch.Generator().manual_seed(seed)
-    order, pos, recent = torch.empty(0, dtype=torch.long), 0, []
-    plateau, curve, best_state = None, [], None
+    batches = adam.Batches(len(objective), window_batch, seed)
+    run = adam.train(params, lambda step: objective.loss(modules, batches.next()), lr=lr, steps=total,
+                     modules=modules, cosine=not converged, eval_every=eval_every,
+                     validate=(lambda: valid.value(modules)) if converged else None,
+                     plateau=adam.Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays),
+                     nonfinite=f"non-finite {objective.objective} loss at step {{step}}; lower the learning rate",
+                     progress=progress)
+    stats = {"steps": int(run.step), "final_loss": run.final_loss, "lr_last": run.lr, "seconds": run.seconds,
+             "objective": objective.objective, "target_mean_square": objective.target_mean_square(),
+             "window_batch": window_batch}
     if converged:
-        plateau = Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays)
-        _mode(modules, train=False)
-        first = valid.value(modules)
-        plateau.update(first, 0)
-        curve.append([0, first])
-        best_state = copy.deepcopy({p: m.state_dict() for p, m in modules.items()})
-    t0, step, stopped = time.perf_counter(), 0, "steps"
-    bar = progress_steps(total, progress)
-    for step in range(1, total + 1):
-        _mode(modules, train=True)
-        if pos >= len(order):
-            order, pos = torch.randperm(len(objective), generator=generator), 0
-        idx = order[pos:pos + window_batch]
-        pos += window_batch
-        loss = objective.loss(modules, idx)
-        if not torch.isfinite(loss.detach()):
-            raise FloatingPointError(f"non-finite {objective.objective} loss at step {step}; lower the learning rate")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if sched is not None:
-            sched.step()
-        recent = (recent + [loss.item()])[-10:]
-        checkpoint = step % eval_every == 0 or step == total
-        if converged and checkpoint:
-            _mode(modules, train=False)
-            value = valid.value(modules)
-            curve.append([step, value])
-            if plateau.update(value, step, opt) != "worse":
-                best_state = copy.deepcopy({p: m.state_dict() for p, m in modules.items()})
-            if plateau.stopped:
-                stopped = "plateau"
-                break
-        bar.step(step, f"loss {recent[-1]:.4g}" + (f", validation {curve[-1][1]:.4g}" if converged else ""))
-    bar.close(f"{step} steps, final loss {sum(recent) / len(recent):.4g}")
-    if best_state is not None:
-        for p, m in modules.items():
-            m.load_state_dict(best_state[p])
-    _mode(modules, train=False)
-    stats = {"steps": int(step), "final_loss": sum(recent) / len(recent), "lr_last": opt.param_groups[0]["lr"],
-             "seconds": time.perf_counter() - t0, "objective": objective.objective,
-             "target_mean_square": objective.target_mean_square(), "window_batch": window_batch}
-    if converged:
-        stats.update(best_step=int(plateau.best_step), stopped=stopped if stopped == "plateau" else "max_steps",
-                     valid_loss=plateau.best, curve=curve)
+        stats.update(best_step=int(run.plateau.best_step), stopped=run.stopped, valid_loss=run.plateau.best,
+                     curve=run.curve)
     return stats
 
 
@@ -253,21 +209,14 @@ def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements:
 
 def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
     """Fit (or load) the q, k, v replacements of ``layer_set[i]`` jointly with ``spec.objective``
-    inside a :class:`galinear.compress.Study`; one checkpoint per projection as for the
-    projection-wise fits (the shared fit statistics in each), the test MSE per projection."""
-    import torch
-
-    from galinear.compress import evaluate, fit, methods
-    from galinear.compress.store import install
+    inside a :class:`galinear.compress.Study`: one unit (:meth:`~galinear.compress.Study.fit_units`)
+    of the three, initialised as the projection-wise fits, one checkpoint per projection (the
+    shared fit statistics in each), the test MSE per projection."""
+    from galinear.compress import evaluate, fit
 
     model, layer, prefix = study.model, layer_set[i], tuple(layer_set[:i])
-    paths = {p: study.store.unit_path(spec, seed, prefix, layer, p) for p in PROJECTIONS}
-    saved = {p: fit.load(path) for p, path in paths.items()}
-    modules = {}
-    for j, proj in enumerate(PROJECTIONS):
-        torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # the projection-wise fits' initialisation
-        modules[proj] = study._build(spec, layer, proj)
-    if any(c is None for c in saved.values()):
+
+    def fit_all(modules: dict) -> dict:
         x_orig, x_orig_test = study.original_capture(layer)
         key = study.store.input_key(spec, seed, prefix, layer)
         x_in, x_in_test = study._capture_pair(layer, "attn_in", replacements, key) if prefix else (x_orig, x_orig_test)
@@ -278,31 +227,19 @@ def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, 
             valid = _objective_on(model, layer, spec.objective, study._valid_ids(), xv_in, xv_orig, replacements)
         label = f"fit {spec.name} s{seed} L{layer} q,k,v ({spec.objective})" if study._bars else None
         stats = fit_layer(modules, train, lr=spec.learning_rate, steps=steps_for(len(x_in), spec.epochs, spec.batch_size),
-                          seed=1_000_003 * seed + 131 * layer, valid=valid, max_steps=spec.max_steps,
+                          seed=fit.fit_seed(seed, layer), valid=valid, max_steps=spec.max_steps,
                           eval_every=spec.eval_every or 25, patience=spec.patience or 4, progress=label)
-        study.log(f"fitted {spec.tag()} s{seed} L{layer} q,k,v jointly ({spec.objective}): {stats['steps']} steps"
-                  + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
-                  + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
+        study.log(fit.summary(f"{spec.tag()} s{seed} L{layer} q,k,v jointly ({spec.objective})", stats))
+        out = {}
         for proj, module in modules.items():
-            orig = models.projection(model, layer, proj)
-            target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
-            unit = dict(stats, test_mse=evaluate.mse(module, x_in_test, target_test),
-                        target_mean_square=float(target_test.double().pow(2).mean()),
-                        objective_target_mean_square=stats["target_mean_square"],
-                        params=methods.count_parameters(module), dense_params=methods.count_parameters(orig))
+            unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), x_in_test, x_orig_test),
+                        objective_target_mean_square=stats["target_mean_square"])
             if "curve" in unit:  # the learning curve of the joint objective, kept under its own name
                 unit["objective_curve"] = unit.pop("curve")
-            saved[proj] = {"state": module.state_dict(), "stats": unit, "spec": spec.to_dict(),
-                           "layer": layer, "projection": proj, "seed": seed}
-            fit.atomic_save(saved[proj], paths[proj])
-    for proj, module in modules.items():
-        module.load_state_dict(saved[proj]["state"])
-        install(module, (layer, proj), saved[proj]["stats"], replacements, info)
+            out[proj] = unit
+        return out
 
-
-def _mode(modules: dict, train: bool) -> None:
-    for m in modules.values():
-        m.train(train)
+    study.fit_units(spec, seed, layer_set, i, PROJECTIONS, fit_all, replacements, info)
 
 
 def steps_for(rows: int, epochs: float, batch_size: int) -> int:

@@ -165,48 +165,56 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
     return path
 
 
-def write(study, plot: bool = True) -> dict:
-    """Write summary.json, results.md and logppl_vs_params.png into the study's output folder."""
+def write(entries: dict, config, *, model: str, windows: dict, datasets=None, wikitext: dict | None = None,
+          plot: bool = True) -> dict:
+    """Write summary.json, results.md, logppl_vs_params.png and the learning curves
+    (:func:`galinear.compress.curves.write`) into ``config.out_dir``.
+
+    Parameters
+    ----------
+    entries : dict
+        The study's evaluations (``results["entries"]``).
+    config : StudyConfig
+    model : str
+        The model's name.
+    windows : dict
+        ``{text: {"train": windows, "heldout": windows, "tokens": tokens}}``.
+    datasets : list, optional
+        What ln PPL is measured on, in the table's order (default ``config.datasets``).
+    wikitext : dict, optional
+        The WikiText-2 measure when on: ``{"source", "tokens", "window", "windows"}``.
+    """
     from galinear.compress import curves
 
-    config = study.config
-    datasets = list(getattr(study, "eval_datasets", config.datasets))
-    rows = summarize(study.results["entries"], datasets)
+    datasets = list(config.datasets if datasets is None else datasets)
+    rows = summarize(entries, datasets)
     os.makedirs(config.out_dir, exist_ok=True)
     note = texts_note(datasets)
     user = [f"{d} ({path})" for d, path in config.text_files]
     if user:
         note = (note + " " if note else "") + "Own texts: " + ", ".join(user) + "."
     info = {
-        "model": study.loaded.name,
+        "model": model,
         "note": note,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config).items()},
-        "windows": {d: {"train": len(w.train), "heldout": len(w.heldout), "tokens": int(len(w.tokens))}
-                    for d, w in study.windows.items()},
+        "windows": {d: {"train": w["train"], "heldout": w["heldout"], "tokens": w["tokens"]} for d, w in windows.items()},
         "rows": rows,
     }
-    summary_path = os.path.join(config.out_dir, "summary.json")
-    _io.save_json(summary_path, info, default=str)
     table = markdown(rows, datasets)
-    windows_line = ", ".join(f"{d}: {len(w.train)} training / {len(w.heldout)} held-out windows"
-                             for d, w in study.windows.items())
+    windows_line = ", ".join(f"{d}: {w['train']} training / {w['heldout']} held-out windows" for d, w in windows.items())
     standard = ""
-    if getattr(study, "wikitext_ids", None) is not None:
-        from galinear.compress import wikitext
-
-        count = len(wikitext.window_bounds(len(study.wikitext_ids), study.wikitext_window, study._bos))
+    if wikitext is not None:
         standard = (f"The standard measure is ln PPL over the whole WikiText-2 (raw) test split "
-                    f"({study.wikitext_source}): {len(study.wikitext_ids):,} tokens tokenised once and cut into "
-                    f"{count} consecutive non-overlapping windows of {study.wikitext_window} tokens (the last one "
-                    "shorter), every predicted token of every window scored (each window's first token is context "
+                    f"({wikitext['source']}): {wikitext['tokens']:,} tokens tokenised once and cut into "
+                    f"{wikitext['windows']} consecutive non-overlapping windows of {wikitext['window']} tokens (the last "
+                    "one shorter), every predicted token of every window scored (each window's first token is context "
                     "only), ln PPL = total NLL / tokens predicted; it is never used for fitting. The texts' columns "
                     "are secondary measures on their held-out windows.\n\n")
-        info["wikitext"] = {"source": study.wikitext_source, "tokens": int(len(study.wikitext_ids)),
-                            "window": study.wikitext_window, "windows": count}
-        _io.save_json(summary_path, info, default=str)
+        info["wikitext"] = {k: wikitext[k] for k in ("source", "tokens", "window", "windows")}
+    _io.save_json(os.path.join(config.out_dir, "summary.json"), info, default=str)
     fits = (f"Adam fits until the validation MSE stops improving (at most {config.max_steps} steps, checked every "
             f"{config.eval_every}, patience {config.patience})" if config.until_converged else f"Adam epochs {config.epochs:g}")
-    text = (f"# Compression of {study.loaded.name}\n\n" + standard + (f"{note}\n\n" if note else "")
+    text = (f"# Compression of {model}\n\n" + standard + (f"{note}\n\n" if note else "")
             + f"Windows of {config.window} tokens, stride {config.stride}; {windows_line}. "
             f"{fits}; LR1*, LR4*, BH1*: closed-form optimum over all training rows (second moments); "
             f"rotor hidden width {config.hidden}; o_proj refit "
@@ -214,7 +222,7 @@ def write(study, plot: bool = True) -> dict:
             f"several seeds ran.\n\n{table}" + block_note(rows) + _claim_section(rows, datasets))
     md_path = os.path.join(config.out_dir, "results.md")
     _io.atomic_write_text(md_path, text)
-    curves.write(study, plot=plot)
+    curves.write(entries, config.out_dir, layers=config.layer_sets[0], plot=plot)
     if plot:
         plot_figure(rows, datasets, os.path.join(config.out_dir, "logppl_vs_params.png"))
     return {"rows": rows, "table": table, "markdown": text}

@@ -16,7 +16,8 @@ Protocol (paper-notes section 6, with its leaks fixed):
 3. Each (layer, projection) is fitted with MSE, Adam, batches of 256, the method's rate and a
    cosine schedule over all steps (:mod:`galinear.compress.fit`); optionally o_proj is refitted
    (a dense o_proj started from the original one, AdamW 1e-4, weight decay 1e-2) to the original
-   o_proj outputs. Each unit is checkpointed atomically; a rerun skips finished units.
+   o_proj outputs. Each unit draws its initialisation and batch order from its own seed
+   (:func:`galinear.compress.fit.fit_seed`) and is checkpointed atomically; a rerun skips finished units.
 4. ln PPL is measured on the held-out windows of every text, for the original model and every
    compressed one, on the same windows; per-projection test MSE on held-out rows.
 """
@@ -34,7 +35,6 @@ from galinear.compress.captures import CaptureMethods
 from galinear.compress import report as reporting
 from galinear.compress import windows as win
 from galinear.compress.config import StudyConfig, validate_cheap, validate_request
-from galinear.compress.fit import atomic_save
 from galinear.compress.report import PAPER_SETS_NOTE
 from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
 
@@ -104,7 +104,7 @@ class Study(CaptureMethods):
         self.log("texts tokenised and split")
         self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config))
         self._bos = bos
-        self.wikitext_ids, self.wikitext_window, self.wikitext_source = None, None, None
+        self.wikitext_ids, self.wikitext_window, self.wikitext_source, self.wikitext_info = None, None, None, None
         self._setup_wikitext()
         self.work, self.results_path = self.store.work, self.store.results_path
         rank = self.ranks.rank if self.ranks.size > 1 else None
@@ -133,6 +133,7 @@ class Study(CaptureMethods):
         self.wikitext_ids, self.wikitext_source = ids, source
         self.wikitext_window = wikitext.window_length(self.model, self.config.wikitext_window, self._bos)
         count = len(wikitext.window_bounds(len(ids), self.wikitext_window, self._bos))
+        self.wikitext_info = {"source": source, "tokens": int(len(ids)), "window": self.wikitext_window, "windows": count}
         self.log(f"WikiText-2 test split ({source}): {len(ids):,} tokens in {count} non-overlapping windows of "
                  f"{self.wikitext_window}, every predicted token scored")
 
@@ -207,139 +208,137 @@ class Study(CaptureMethods):
 
     def _fit_layer(self, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
         """Fit (or load) the units of ``layer_set[i]`` and install them in ``replacements``."""
-        import torch
-
-        layer = layer_set[i]
-        prefix = tuple(layer_set[:i])
         if spec.moment_fit:
             self._fit_closed_form(spec, seed, layer_set, i, replacements, info)
-            if self.config.refit_o_proj:
-                self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
-            return
-        if spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
+        elif spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
             from galinear.compress import objective
 
             with self.whole_captures():  # the joint objectives take every training window at once
                 objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
-            if self.config.refit_o_proj:
-                self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
-            return
-        x_orig, x_orig_test = self.original_capture(layer)
-        need = [p for p in models.PROJECTIONS  # an unreadable unit file is removed here and refitted
-                if fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None]
-        if need:
-            if prefix:
-                x_in, x_in_test = self._capture_pair(layer, "attn_in", replacements,
-                                                     self.store.input_key(spec, seed, prefix, layer))
-            else:
-                x_in, x_in_test = x_orig, x_orig_test
-        for j, proj in enumerate(models.PROJECTIONS):
-            path = self.store.unit_path(spec, seed, prefix, layer, proj)
-            ckpt = fit.load(path)
-            torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # initialisation of a fit
-            module = self._build(spec, layer, proj)
-            if ckpt is None:
-                orig = models.projection(self.model, layer, proj)
-                label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
-                t0 = time.perf_counter()
-                if spec.max_steps:
-                    xv_in, xv_orig = self.valid_capture(layer, replacements,
-                                                        self.store.input_key(spec, seed, prefix, layer))
-                    stats = converge.fit_until_converged(
-                        module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
-                        lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size,
-                        seed=1_000_003 * seed + 131 * layer + j, max_steps=spec.max_steps,
-                        eval_every=spec.eval_every, patience=spec.patience, progress=label)
-                else:
-                    stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
-                                               epochs=spec.epochs, batch_size=spec.batch_size,
-                                               seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias,
-                                               progress=label)
-                stats["seconds"] = time.perf_counter() - t0
-                self.log(f"fitted {spec.tag()} s{seed} L{layer} {proj}: {stats['steps']} steps"
-                         + (f" (best at {stats['best_step']}, {stats['stopped']})" if "best_step" in stats else "")
-                         + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
-                target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
-                stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
-                stats["target_mean_square"] = float(target_test.double().pow(2).mean())
-                stats["params"] = methods.count_parameters(module)
-                stats["dense_params"] = methods.count_parameters(orig)
-                ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
-                        "layer": layer, "projection": proj, "seed": seed}
-                atomic_save(ckpt, path)
-            else:
-                module.load_state_dict(ckpt["state"])
-            install(module, (layer, proj), ckpt["stats"], replacements, info)
+        else:
+            self._fit_projections(spec, seed, layer_set, i, replacements, info)
         if self.config.refit_o_proj:
             self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
+
+    def fit_units(self, spec, seed: int, layer_set, i: int, projections, fit_all, replacements: dict,
+                  info: dict) -> None:
+        """Fit (or read back) the replacements of ``projections`` at ``layer_set[i]`` as one unit
+        (:func:`galinear.compress.fit.fit_unit`, one checkpoint a projection) and install them.
+
+        q, k and v are initialised under the seed :func:`galinear.compress.fit.fit_seed` gives
+        them (their index as the slot), o_proj as the original o_proj. ``fit_all(modules)`` fits
+        ``{projection: module}`` and returns ``{projection: stats}``.
+        """
+        import torch
+
+        layer, prefix = layer_set[i], tuple(layer_set[:i])
+        modules = {}
+        for proj in projections:
+            if proj != "o_proj":
+                torch.manual_seed(fit.fit_seed(seed, layer, models.PROJECTIONS.index(proj)))
+            modules[proj] = self._build(spec, layer, proj)
+
+        def records(fitting: dict) -> dict:  # o_proj's record names neither method nor seed
+            stats = fit_all(fitting)
+            return {p: fit.unit_record(m, stats[p], layer, p, *((None, None) if p == "o_proj" else (spec, seed)))
+                    for p, m in fitting.items()}
+
+        paths = {p: self.store.unit_path(spec, seed, prefix, layer, p) for p in projections}
+        saved = fit.fit_unit(paths, modules, records)
+        for proj, module in modules.items():
+            install(module, (layer, proj), saved[proj]["stats"], replacements, info)
+
+    def _missing(self, spec, seed: int, prefix, layer: int) -> bool:
+        """Whether a q/k/v unit of ``layer`` has no readable checkpoint (an unreadable one is removed)."""
+        return any([fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None for p in models.PROJECTIONS])
+
+    def _fit_projections(self, spec, seed, layer_set, i, replacements, info) -> None:
+        """Fit each q/k/v replacement of ``layer_set[i]`` on its own by Adam (:mod:`galinear.compress.fit`,
+        or until converged, :mod:`galinear.compress.converge`)."""
+        layer, prefix = layer_set[i], tuple(layer_set[:i])
+        key = self.store.input_key(spec, seed, prefix, layer)
+        x_orig, x_orig_test = self.original_capture(layer)
+        x_in, x_in_test = x_orig, x_orig_test
+        if prefix and self._missing(spec, seed, prefix, layer):
+            x_in, x_in_test = self._capture_pair(layer, "attn_in", replacements, key)
+
+        def fit_one(proj, j, module):
+            orig = models.projection(self.model, layer, proj)
+            label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
+            t0 = time.perf_counter()
+            if spec.max_steps:
+                xv_in, xv_orig = self.valid_capture(layer, replacements, key)
+                stats = converge.fit_until_converged(
+                    module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
+                    lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
+                    max_steps=spec.max_steps, eval_every=spec.eval_every, patience=spec.patience, progress=label)
+            else:
+                stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate, epochs=spec.epochs,
+                                           batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
+                                           bias=orig.bias, progress=label)
+            stats["seconds"] = time.perf_counter() - t0
+            self.log(fit.summary(f"{spec.tag()} s{seed} L{layer} {proj}", stats))
+            return dict(stats, **evaluate.test_stats(module, orig, x_in_test, x_orig_test))
+
+        for j, proj in enumerate(models.PROJECTIONS):
+            self.fit_units(spec, seed, layer_set, i, (proj,),
+                           lambda mods, proj=proj, j=j: {proj: fit_one(proj, j, mods[proj])}, replacements, info)
 
     def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info) -> None:
         """Set each q/k/v replacement of ``layer_set[i]`` from the second moments of all training rows:
         the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
-        import torch
-
         layer, prefix = layer_set[i], tuple(layer_set[:i])
-        paths = {p: self.store.unit_path(spec, seed, prefix, layer, p) for p in models.PROJECTIONS}
-        loaded = {p: fit.load(path) for p, path in paths.items()}
-        if any(c is None for c in loaded.values()):
+        if self._missing(spec, seed, prefix, layer):
             train_m, test_m = self.moments(layer, replacements, self.store.input_key(spec, seed, prefix, layer))
-        for j, proj in enumerate(models.PROJECTIONS):
-            ckpt = loaded[proj]
-            torch.manual_seed(1_000_003 * seed + 131 * layer + j)  # initialisation of rotorlin-m
-            module = self._build(spec, layer, proj)
-            if ckpt is None:
-                orig = models.projection(self.model, layer, proj)
-                t0 = time.perf_counter()
-                reg = train_m.regression(orig.weight, orig.bias)
-                if spec.closed_form:
-                    stats = closed_form.fit_module(module, reg)
-                else:  # rotorlin-m: Adam on the exact all-row loss, the study's stopping settings
-                    stats = closed_form.fit_on_moments(module, reg, lr=spec.learning_rate, max_steps=spec.max_steps,
-                                                       eval_every=spec.eval_every, patience=spec.patience)
-                stats["seconds"] = time.perf_counter() - t0
-                test_reg = test_m.regression(orig.weight, orig.bias)
-                stats["test_mse"] = closed_form.module_mse(module, test_reg)
-                stats["target_mean_square"] = test_reg.target_mean_square()
-                stats["params"] = methods.count_parameters(module)
-                stats["dense_params"] = methods.count_parameters(orig)
-                stats["final_loss"] = stats["train_mse"]
-                self.log(f"{'closed-form' if spec.closed_form else 'moment-fitted'} {spec.tag()} L{layer} {proj}: "
-                         f"train MSE {stats['train_mse']:.4g}, test MSE {stats['test_mse']:.4g}"
-                         + (f" ({stats['steps']} steps, best at {stats['best_step']})" if stats["steps"] else "")
-                         + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
-                ckpt = {"state": module.state_dict(), "stats": stats, "spec": spec.to_dict(),
-                        "layer": layer, "projection": proj, "seed": seed}
-                atomic_save(ckpt, paths[proj])
-            else:
-                module.load_state_dict(ckpt["state"])
-            install(module, (layer, proj), ckpt["stats"], replacements, info)
+
+        def fit_one(proj, module):
+            orig = models.projection(self.model, layer, proj)
+            t0 = time.perf_counter()
+            reg = train_m.regression(orig.weight, orig.bias)
+            if spec.closed_form:
+                stats = closed_form.fit_module(module, reg)
+            else:  # rotorlin-m: Adam on the exact all-row loss, the study's stopping settings
+                stats = closed_form.fit_on_moments(module, reg, lr=spec.learning_rate, max_steps=spec.max_steps,
+                                                   eval_every=spec.eval_every, patience=spec.patience)
+            stats["seconds"] = time.perf_counter() - t0
+            test_reg = test_m.regression(orig.weight, orig.bias)
+            stats["test_mse"] = closed_form.module_mse(module, test_reg)
+            stats["target_mean_square"] = test_reg.target_mean_square()
+            stats["params"] = methods.count_parameters(module)
+            stats["dense_params"] = methods.count_parameters(orig)
+            stats["final_loss"] = stats["train_mse"]
+            self.log(f"{'closed-form' if spec.closed_form else 'moment-fitted'} {spec.tag()} L{layer} {proj}: "
+                     f"train MSE {stats['train_mse']:.4g}, test MSE {stats['test_mse']:.4g}"
+                     + (f" ({stats['steps']} steps, best at {stats['best_step']})" if stats["steps"] else "")
+                     + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
+            return stats
+
+        for proj in models.PROJECTIONS:
+            self.fit_units(spec, seed, layer_set, i, (proj,), lambda mods, proj=proj: {proj: fit_one(proj, mods[proj])},
+                           replacements, info)
 
     def _refit_o_proj(self, spec, seed, layer_set, i, replacements, info):
+        """Refit a dense o_proj, started from the original one, to the original o_proj outputs (AdamW)."""
         import torch
 
-        layer, prefix = layer_set[i], tuple(layer_set[:i])
-        path = self.store.unit_path(spec, seed, prefix, layer, "o_proj")
-        ckpt = fit.load(path)
-        module = self._build(spec, layer, "o_proj")
-        if ckpt is None:
-            orig = models.projection(self.model, layer, "o_proj")
+        layer = layer_set[i]
+
+        def fit_o(mods):
+            module, orig = mods["o_proj"], models.projection(self.model, layer, "o_proj")
             x_orig, x_orig_test = self.original_capture(layer, "o_in")
             x_in, x_in_test = self._capture_pair(layer, "o_in", replacements,
                                                  self.store.o_input_key(spec, seed, layer_set[:i + 1]))
             label = f"refit o_proj {spec.name} s{seed} L{layer}" if self._bars else None
             torch.manual_seed(seed)
             stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=1e-4, epochs=self.config.o_epochs,
-                                       batch_size=256, seed=1_000_003 * seed + 131 * layer + 7, bias=orig.bias,
+                                       batch_size=256, seed=fit.fit_seed(seed, layer, fit.O_PROJ_SLOT), bias=orig.bias,
                                        weight_decay=1e-2, optimizer="adamw", progress=label)
-            target_test = x_orig_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
-            stats["test_mse"] = evaluate.mse(module, x_in_test, target_test)
+            stats["test_mse"] = evaluate.mse(module, x_in_test, evaluate.projection_target(x_orig_test, orig))
             stats["params"] = methods.count_parameters(module)
             stats["dense_params"] = stats["params"]
-            ckpt = {"state": module.state_dict(), "stats": stats, "layer": layer, "projection": "o_proj"}
-            atomic_save(ckpt, path)
-        else:
-            module.load_state_dict(ckpt["state"])
-        install(module, (layer, "o_proj"), ckpt["stats"], replacements, info)
+            return {"o_proj": stats}
+
+        self.fit_units(spec, seed, layer_set, i, ("o_proj",), fit_o, replacements, info)
 
     # ------------------------------------------------------------------ evaluation
     def _record(self, key: str, entry: dict) -> None:
@@ -390,7 +389,7 @@ class Study(CaptureMethods):
                 xv, xv_orig = self.valid_capture(first, {}, None)
                 for p in models.PROJECTIONS:
                     orig = models.projection(self.model, first, p)
-                    target = xv_orig @ orig.weight.T + (0 if orig.bias is None else orig.bias)
+                    target = evaluate.projection_target(xv_orig, orig)
                     curves[p] = [[0, evaluate.mse(fitted["replacements"][(first, p)], xv, target)]]
                     valid_ms[p] = float(target.double().pow(2).mean())
         elif spec.max_steps:
@@ -481,7 +480,11 @@ class Study(CaptureMethods):
         return self.results
 
     def write_report(self, plot: bool = True) -> dict:
-        return reporting.write(self, plot=plot)
+        """summary.json, results.md and the plots of the results so far (:func:`galinear.compress.report.write`)."""
+        windows = {d: {"train": len(w.train), "heldout": len(w.heldout), "tokens": int(len(w.tokens))}
+                   for d, w in self.windows.items()}
+        return reporting.write(self.results["entries"], self.config, model=self.loaded.name, windows=windows,
+                               datasets=self.eval_datasets, wikitext=self.wikitext_info, plot=plot)
 
     def write_index(self) -> None:
         """``--save DIR``: DIR/index.json listing every kept model folder."""

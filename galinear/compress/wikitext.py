@@ -197,7 +197,7 @@ def log_perplexity(model, ids: np.ndarray, length: int = DEFAULT_WINDOW, bos: in
     is then not the standard measure).
     """
     from galinear.compress.evaluate import window_nll
-    from galinear.compress.fit import progress_steps
+    from galinear.compress.progress import progress_steps
 
     bounds = window_bounds(len(ids), length, bos)
     if max_windows is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from galinear._numba import jit, prange
+from galinear._switch_points import RESIDENT_MAX_TOKENS
 from galinear.blades import shortlex_bitmasks
 from galinear.kernels import rotor_chain
 
@@ -38,17 +39,14 @@ __all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "s
 
 #: Tokens per parallel job.
 TOKENS_PER_JOB = 8
-#: Cross-over measured with benchmarks/bench_resident.py (docs/performance.md): up to this many
-#: tokens per chunk pair the token-resident kernel is faster than the tile kernel (which pads a
-#: batch to a 16-token tile and vectorises along tokens); above it the tile kernel is.
-RESIDENT_MAX_TOKENS = 4
 #: Kernel names accepted by :func:`pick_kernel` and the "numba" backend.
 KERNELS = ("auto", "resident", "tile")
 
 
 def pick_kernel(kernel: str, tokens: int) -> str:
     """"resident" or "tile" for a batch of ``tokens`` tokens per chunk pair; ``kernel`` "auto"
-    chooses by the measured cross-over :data:`RESIDENT_MAX_TOKENS`, other names are kept."""
+    chooses by the measured cross-over :data:`galinear._switch_points.RESIDENT_MAX_TOKENS` (the
+    tile kernel pads a batch to a 16-token tile and vectorises along tokens), other names are kept."""
     if kernel == "auto":
         return "resident" if tokens <= RESIDENT_MAX_TOKENS else "tile"
     if kernel not in KERNELS:

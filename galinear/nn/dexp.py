@@ -50,6 +50,7 @@ from galinear.nn.functional.matrices import (
     parity_blocks,
     part_tables,
 )
+from galinear.nn.functional.plan import bivector_parts_method
 from galinear.nn.functional.rotors import compose_rotors
 
 __all__ = [
@@ -114,12 +115,6 @@ def psi_ad(bivector: torch.Tensor, value: torch.Tensor, spec: Spectrum | None = 
 # ---------------------------------------------------------------------------------------------
 # Bivector parts of products of two multivectors.
 
-#: Up to this many coefficients per multivector the bivector parts go through one batched
-#: matrix product per chunk pair (T d^2 multiply-adds, at matrix-product speed); above it, one
-#: gather-multiply-sum per bivector blade (T d C(n, 2), memory-bound).
-CORRELATION_LIMIT = 256
-
-
 def _plain(*tensors) -> bool:
     """Whether every tensor is an ordinary one (not wrapped by a torch.func transform such as
     vmap or grad): only those may leave torch for a compiled kernel."""
@@ -142,10 +137,10 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
     r"""Summed bivector parts :math:`\sum_t \langle a_t \tilde b_t\rangle_2` and
     :math:`\sum_t \langle \tilde b_t a_t\rangle_2` for a, b of shape (T, P, 2**n): each (P, C(n, 2)).
 
-    ``kernel``: "torch" (one batched matrix product per chunk pair up to
-    :data:`CORRELATION_LIMIT` coefficients, one gather pass per blade above), "numba"
-    (:mod:`galinear.kernels.bivector_parts`: every blade from one resident pass, CPU only) or
-    "auto" (numba above the limit on the CPU when it compiles and the tensors are plain, torch
+    ``kernel``: "torch" (one batched matrix product per chunk pair for small chunks, one gather
+    pass per blade above; the limit is :func:`galinear.nn.functional.plan.bivector_parts_method`'s),
+    "numba" (:mod:`galinear.kernels.bivector_parts`: every blade from one resident pass, CPU only)
+    or "auto" (numba above the limit on the CPU when it compiles and the tensors are plain, torch
     otherwise).
     """
     if kernel not in ("auto", "torch", "numba"):
@@ -160,16 +155,19 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
     if M == 0:
         empty = a.new_zeros(P, 0)
         return empty, empty
-    use_numba = kernel == "numba" or (kernel == "auto" and d > CORRELATION_LIMIT and a.device.type == "cpu"
+    if kernel == "numba":
+        method = "numba"
+    else:
+        method = bivector_parts_method(d, a.device, kernel == "auto" and a.device.type == "cpu"
                                        and _numba_parts_usable(a) and _plain(b))
-    if use_numba:
+    if method == "numba":
         if a.device.type != "cpu":
             raise ValueError(f"kernel='numba' runs on the CPU only, got tensors on {a.device}; use kernel='torch'")
         from galinear.kernels.bivector_parts import bivector_parts as numba_parts
 
         left, right = numba_parts(a.detach().contiguous().numpy(), b.detach().to(a.dtype).contiguous().numpy())
         return torch.from_numpy(left), torch.from_numpy(right)
-    if d <= CORRELATION_LIMIT:
+    if method == "correlation":
         # corr[p, i, c] = sum_t a[t, p, i] b[t, p, c]
         return correlation_bivector_parts(torch.bmm(a.permute(1, 2, 0), b.permute(1, 0, 2)))
     at = a.permute(2, 1, 0)  # (d, P, T): rows gathered whole

@@ -13,7 +13,7 @@ from torch import nn
 
 from galinear._generated import rotor_spec
 from galinear.nn import functional as F
-from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH
+from galinear.nn.functional import plan as dispatch
 from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
@@ -77,10 +77,10 @@ class RotorNetwork(nn.Module):
 
     G are :class:`RotorLinear` gadgets, LN a LayerNorm without affine parameters, one PReLU
     (one parameter) shared by the whole network, a learnable (init 1), Pi fixed random
-    permutations stored as buffers. In eval mode without autograd, batches of at most
-    ``MATRIX_MAX_INFERENCE_BATCH`` rows (decoding) run in one compiled call on the CPU
-    (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled matrices with
-    the permutations folded in and the branches of a layer stacked. Defaults are the paper's: hidden = in_features, 2 hidden
+    permutations stored as buffers. In eval mode without autograd, small batches (decoding; the
+    limit and the choice are :func:`galinear.nn.functional.plan.plan`'s) run in one compiled call on
+    the CPU (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled
+    matrices with the permutations folded in and the branches of a layer stacked. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
     1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
     """
@@ -315,9 +315,12 @@ class RotorNetwork(nn.Module):
         if torch.jit.is_tracing():
             return self._fused_forward(x)
         capturing = autocast or F._capturing()
-        if (not self.training and not torch.is_grad_enabled() and not capturing
-                and x.numel() <= MATRIX_MAX_INFERENCE_BATCH * self.in_features):
-            if x.device.type == "cpu" and _rotor._numba_usable():
+        mode = "inference" if not self.training and not torch.is_grad_enabled() else "training"
+        dtype = torch.get_autocast_dtype(x.device.type) if autocast else x.dtype
+        plan = dispatch.plan(self.input_gadget.n, x.numel() // self.in_features, x.device, dtype, mode,
+                             network=True)
+        if plan.backend == "dense":  # the whole network in one call
+            if plan.decode:
                 y = self._decode_forward(x)
                 if y is not None:
                     return y

@@ -16,29 +16,12 @@ from galinear._limits import check_count, check_max_iter, check_tolerance, rotor
 from galinear._util import count_parameters
 from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
 from galinear.nn.dexp import exact_parity_blocks, exact_rotor_sandwich
-from galinear.nn.functional.autotable import MATRIX_MAX_INFERENCE_BATCH, batch_bucket, choose_backend
+from galinear.nn.functional import plan as dispatch
 from galinear.nn.functional.matrices import (
     assemble_weight, chunk_coordinates, chunk_weight, parity_blocks,
 )
 
 __all__ = ["RotorLinear", "check_finite", "fitting_chunk_size"]
-
-
-#: ``backend="auto"`` decodes (one compiled call, :meth:`RotorLinear.decode`) in inference on the
-#: CPU for one token with chunks of n >= DECODE_MIN_N, and for up to MATRIX_MAX_INFERENCE_BATCH
-#: tokens when the (out, in) matrix has at least DECODE_MIN_ENTRIES entries; measured by
-#: ``python benchmarks/bench_backends.py --decode --threads 1`` (docs/performance.md).
-DECODE_MIN_N = 9
-DECODE_MIN_ENTRIES = 2048 * 2048
-
-
-def _numba_usable() -> bool:
-    """numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python)."""
-    try:
-        from numba import config
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return False
-    return not config.DISABLE_JIT
 
 
 def _is_power_of_two(value) -> bool:
@@ -191,7 +174,6 @@ class RotorLinear(nn.Module):
         self._weight_cache = None
         self._decode_cache = None
         self._checked = None
-        self._choices = {}  # backend="auto": the choice per (batch, device, dtype, mode)
 
         P, m, k, n = self.pairs, self.bivector_size, self.planes, self.n
         self.left_bivectors = nn.Parameter(torch.empty(P, m, **factory))
@@ -333,18 +315,12 @@ class RotorLinear(nn.Module):
         )
         _finite_or_raise(named, owner)
 
-    def _backend_for(self, batch: int, x: torch.Tensor) -> str:
-        """The backend name this call uses: ``self.backend``, or for "auto" the measured table's."""
-        if self.backend != "auto":
-            return self.backend
-        if F._capturing():  # traced, exported or transformed: plain torch only
-            return "dense"
-        mode = "training" if torch.is_grad_enabled() and self.left_bivectors.requires_grad else "inference"
-        key = (batch_bucket(batch), x.device, x.dtype, mode, torch.get_num_threads())
-        name = self._choices.get(key)
-        if name is None:
-            name = self._choices[key] = choose_backend(self.n, batch, x.device, x.dtype, mode)
-        return name
+    def _plan(self, batch: int, x: torch.Tensor, update_warm_start: bool) -> dispatch.Plan:
+        """What this call runs: :func:`galinear.nn.functional.plan.plan` decides (mode "inference":
+        no autograd and no warm-start update)."""
+        mode = "training" if update_warm_start or torch.is_grad_enabled() else "inference"
+        return dispatch.plan(self.n, batch, x.device, x.dtype, mode, backend=self.backend,
+                             entries=self.in_features * self.out_features)
 
     def _versions(self, *tensors):
         return tuple(None if t is None else (id(t), t.data_ptr(), t._version) for t in tensors)
@@ -402,19 +378,6 @@ class RotorLinear(nn.Module):
         self._decode_cache = (state, args)
         return args
 
-    def _decodes(self, batch, update_warm_start, x=None) -> bool:
-        """backend "auto" in inference on the CPU: the compiled decoding kernel where it was
-        measured faster than the cached matrix (docs/performance.md, "Decoding"): chunks of
-        n >= DECODE_MIN_N with one token, or a matrix of >= DECODE_MIN_ENTRIES entries with at
-        most MATRIX_MAX_INFERENCE_BATCH tokens."""
-        if (self.backend != "auto" or update_warm_start or torch.is_grad_enabled() or F._capturing()
-                or self.left_bivectors.device.type != "cpu" or self.n < DECODE_MIN_N
-                or batch > MATRIX_MAX_INFERENCE_BATCH):
-            return False
-        if batch > 1 and self.in_features * self.out_features < DECODE_MIN_ENTRIES:
-            return False
-        return _numba_usable()
-
     def decode(self, x):
         """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
         applies every chunk pair's matrices directly (:func:`galinear.kernels.spinor.gadget_forward`):
@@ -457,12 +420,20 @@ class RotorLinear(nn.Module):
                 weight = self.assembled_weight(False).detach()
             return nn.functional.linear(flat, weight, self.bias).reshape(*lead, self.out_features)
         batch = flat.shape[0]
-        if self._decodes(batch, update_warm_start, flat):
-            y = self.decode(flat)
-            return y.reshape(*lead, self.out_features)
-        backend = self._backend_for(batch, flat)
+        plan = self._plan(batch, flat, update_warm_start)
+        if plan.decode:
+            out = self.decode(flat)
+        elif plan.threads is None:
+            out = self._run(flat, batch, plan.backend, update_warm_start)
+        else:
+            with dispatch.intra_op_threads(plan.threads):
+                out = self._run(flat, batch, plan.backend, update_warm_start)
+        return out.reshape(*lead, self.out_features)
+
+    def _run(self, flat, batch, backend, update_warm_start):
+        """The layer on ``flat`` (batch, in_features) through ``backend`` ("dense": the chunk matrices)."""
         if backend == "dense":  # every chunk-pair matrix in one batched call, then one GEMM
-            return self._matrix_forward(flat, update_warm_start).reshape(*lead, self.out_features)
+            return self._matrix_forward(flat, update_warm_start)
         c, I, J = self.chunk_size, self.input_chunks, self.output_chunks
         if self._plain_input:
             chunks = flat.view(batch, I, c)
@@ -489,7 +460,7 @@ class RotorLinear(nn.Module):
             out = summed.new_zeros(batch, self.out_features).index_add(1, self.output_index, summed)
         if self.bias is not None:
             out = out + self.bias
-        return out.reshape(*lead, self.out_features)
+        return out
 
     def forward(self, x):
         """y = gadget(x) for x (..., in_features); refreshes the warm starts in training mode.
@@ -542,10 +513,12 @@ class RotorLinear(nn.Module):
             return F.sandwich_matrix(left, right)
         c = self.chunk_size
         eye = torch.eye(c, dtype=self.left_bivectors.dtype, device=self.left_bivectors.device)
-        columns = exact_rotor_sandwich(
-            eye.unsqueeze(1).expand(c, self.pairs, c), self.left_bivectors, self.right_bivectors,
-            left, right, backend=self.backend,
-        )  # columns[t, p] = M_p e_t
+        plan = self._plan(c, eye, False)  # its backend (the decoding kernel gives no chunk maps)
+        with dispatch.intra_op_threads(plan.threads):
+            columns = exact_rotor_sandwich(
+                eye.unsqueeze(1).expand(c, self.pairs, c), self.left_bivectors, self.right_bivectors,
+                left, right, backend=plan.backend,
+            )  # columns[t, p] = M_p e_t
         return columns.permute(1, 2, 0)
 
     def num_rotor_parameters(self) -> int:

@@ -6,6 +6,7 @@ import torch
 
 from galinear import Algebra
 from galinear.nn import dexp
+from galinear.nn.functional import plan
 
 
 def _reference(a, b, n):
@@ -37,8 +38,8 @@ def test_bivector_parts_match_the_algebra(n, kernel, dtype, rtol, rng):
 
 
 def test_torch_gather_path_above_the_correlation_limit_agrees_with_numba(rng):
-    n = 9  # 512 coefficients: above CORRELATION_LIMIT, so "torch" takes the gather path
-    assert 2**n > dexp.CORRELATION_LIMIT
+    n = 9  # 512 coefficients: above the correlation limit, so "torch" takes the gather path
+    assert plan.bivector_parts_method(2**n, "cpu", numba=False) == "gather"
     a = torch.as_tensor(rng.standard_normal((20, 2, 2**n)))
     b = torch.as_tensor(rng.standard_normal((20, 2, 2**n)))
     for t, m in zip(dexp.bivector_parts(a, b, kernel="torch"), dexp.bivector_parts(a, b, kernel="numba")):

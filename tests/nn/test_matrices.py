@@ -1,4 +1,4 @@
-"""Small chunks as matrices (parity blocks, one GEMM), the measured `auto` table, eval-mode caching."""
+"""Small chunks as matrices (parity blocks, one GEMM), eval-mode caching (what `auto` runs: test_plan.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,6 @@ import torch
 
 from galinear.nn import RotorLinear
 from galinear.nn import functional as F
-from galinear.nn.functional import autotable
 from galinear.nn.dexp import exact_sandwich_matrices
 from galinear.testing import assert_gradient_matches_fd, reference_rotor_map
 
@@ -125,49 +124,3 @@ def test_eval_cache_reused_until_a_parameter_changes():
     assert not torch.allclose(first, second)
     layer.train()
     assert layer(x).requires_grad  # training builds the matrices afresh, with their gradient
-
-
-def test_a_row_of_the_current_thread_count_comes_first():
-    plain = autotable.table_key(9, 1, "cpu", "inference")
-    threaded = autotable.table_key(9, 1, "cpu", "inference", threads=torch.get_num_threads())
-    assert threaded == plain + f"|{torch.get_num_threads()}t"
-    other = autotable.table_key(9, 1, "cpu", "inference", threads=torch.get_num_threads() + 1)
-    table = {plain: "factored", threaded: "spinor", other: "numba"}
-    assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "spinor"
-    del table[threaded]
-    assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", table) == "factored"
-
-
-def test_auto_obeys_the_table_and_falls_back_to_the_rule(monkeypatch):
-    calls = []
-
-    def spy(x, VL, WL, VR, WR):
-        calls.append(x.shape)
-        return F._factored_backend(x, VL, WL, VR, WR)
-
-    F.register_sandwich_backend("table-spy", spy, devices=("cpu",), dtypes=(torch.float32,), priority=-1)
-    try:
-        table = {autotable.table_key(3, 4, "cpu", "training"): "table-spy"}
-        assert autotable.choose_backend(3, 4, "cpu", torch.float32, "training", table) == "table-spy"
-        assert autotable.choose_backend(3, 3, "cpu", torch.float32, "training", table) == "table-spy"  # same bucket
-        # missing key, or a dtype the entry does not support: the rule
-        assert autotable.choose_backend(3, 100, "cpu", torch.float32, "training", table) == "dense"
-        assert autotable.choose_backend(3, 4, "cpu", torch.float64, "training", table) == "dense"
-        best = F.resolve_sandwich_backend("auto", "cpu", torch.float32)[0]
-        assert autotable.choose_backend(9, 600, "cpu", torch.float32, "training", {}) == best
-        assert autotable.choose_backend(9, 1, "cpu", torch.float32, "inference", {}) == "dense"
-        monkeypatch.setattr(autotable, "load_table", lambda path=None: table)
-        layer = RotorLinear(16, 16, chunk_size=8)
-        layer(torch.randn(4, 16)).sum().backward()
-        assert calls, "auto must run the backend the table names"
-    finally:
-        del F._REGISTRY["table-spy"]
-
-
-def test_unreadable_table_is_named(tmp_path):
-    path = tmp_path / "backend_table.json"
-    path.write_text('{"no choices": 1}')
-    with pytest.raises(ValueError, match="bench_backends.py --write"):
-        autotable.load_table(path)
-    with pytest.raises(ValueError, match="mode"):
-        autotable.table_key(3, 1, "cpu", "train")

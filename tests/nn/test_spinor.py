@@ -222,7 +222,8 @@ def test_rotor_linear_decode_matches_forward(shape, dtype, atol):
 
 @pytest.mark.parametrize("out_features", [576, 192])
 def test_rotor_network_decoding_paths_match_the_training_path(out_features, monkeypatch):
-    from galinear.nn import RotorNetwork, rotor
+    from galinear.nn import RotorNetwork
+    from galinear.nn.functional import plan
 
     torch.manual_seed(2)
     net = RotorNetwork(576, out_features, hidden=512, dtype=torch.float64).eval()
@@ -238,8 +239,12 @@ def test_rotor_network_decoding_paths_match_the_training_path(out_features, monk
         changed = net(x)
         net.output_gadget.alpha = torch.nn.Parameter(net.output_gadget.alpha * 2)  # replaced: rebuilt
         replaced = net(x)
-        monkeypatch.setattr(rotor, "_numba_usable", lambda: False)
-        torch.testing.assert_close(net(x), replaced, rtol=0, atol=1e-12)       # the stacked matrices (torch)
+        monkeypatch.setattr(plan, "_numba_usable", lambda: False)
+        plan.forget_plans()
+        try:
+            torch.testing.assert_close(net(x), replaced, rtol=0, atol=1e-12)   # the stacked matrices (torch)
+        finally:
+            plan.forget_plans()
     with torch.enable_grad():
         torch.testing.assert_close(replaced, net(x), rtol=0, atol=1e-12)
         assert not torch.allclose(changed, replaced)
@@ -251,8 +256,13 @@ def test_auto_decodes_one_token_where_measured_faster():
     matrix = RotorLinear(512, 512, backend="dense").eval()
     matrix.load_state_dict(layer.state_dict())
     x = torch.randn(1, 512)
+
+    def decodes(module, batch):
+        return module._plan(batch, x, False).decode
+
     with torch.no_grad():
-        assert layer._decodes(1, False) and not layer._decodes(8, False)   # 512 x 512: one token only
+        assert decodes(layer, 1) and not decodes(layer, 8)                # 512 x 512: one token only
         torch.testing.assert_close(layer(x), matrix(x), rtol=0, atol=1e-5)
-    assert not layer._decodes(1, False)                                   # autograd on: never
-    assert not RotorLinear(64, 64, chunk_size=16).eval()._decodes(1, False)  # small chunks: the matrix
+    assert not decodes(layer, 1)                                         # autograd on: never
+    with torch.no_grad():
+        assert not decodes(RotorLinear(64, 64, chunk_size=16).eval(), 1)  # small chunks: the matrix

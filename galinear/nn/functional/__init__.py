@@ -22,9 +22,12 @@ simple rotors directly with signed permutations).
 
 Layout, by stage: :mod:`~galinear.nn.functional.decomposition` (bivector -> factors),
 :mod:`~galinear.nn.functional.rotors` (factors -> simple rotors, products with vectors, sandwich
-matrices), :mod:`~galinear.nn.functional.backends` (the registry and :func:`rotor_sandwich`) and
+matrices), :mod:`~galinear.nn.functional.backends` (the registry and :func:`rotor_sandwich`),
+:mod:`~galinear.nn.functional.plan` (the one dispatcher of the rotor layers: which backend, whether
+to decode, how many threads; ``plan.plan``, ``plan.Plan``, ``plan.intra_op_threads``) and
 :mod:`~galinear.nn.functional.transforms` (:func:`fwht`). Everything public is importable from
-here, and callers reach the functions through this module's attributes.
+here (the dispatcher from its module), and callers reach the functions through this module's
+attributes.
 """
 from __future__ import annotations
 

@@ -1,0 +1,254 @@
+"""Rotor layers beside a busy process: every backend at 1 and 2 threads, idle and loaded.
+
+    python benchmarks/bench_contention.py [--sizes 1024 2048 4096] [--tokens 2048] [--repeats 7]
+    python benchmarks/bench_contention.py --quick          # small sizes: a smoke run
+
+For each load, each thread count (torch's intra-op pool and numba's, set together) and each d,
+side by side in one run: ``torch.nn.functional.linear`` with a (d, d) weight and a whole
+``RotorLinear(d, d)`` (eval mode, ``torch.no_grad()``, float32, --tokens tokens) with each backend
+("dense", "numba", "spinor", "factored" up to d = --factored-max, and "auto"), plus the "spinor"
+map alone (``F.rotor_sandwich`` on the layer's one chunk), which runs with the caller's threads:
+the layers follow the thread policy of :mod:`galinear.nn.functional.plan`, the bare map does not.
+Every contender runs once per round, interleaved, after a warm-up; times are wall-clock
+(``time.perf_counter``) medians of --repeats rounds.
+
+Loads: "idle" (nothing else started), then "busy": one other process at normal priority (the
+benchmark's own) spinning a pure-Python loop, started by this benchmark before the busy cells and
+killed at the end (also on an error or Ctrl-C); its CPU seconds are reported.
+
+Reported per cell: ms per call, F.linear time / ours (above 1: faster than the dense layer),
+each contender's 2-thread / 1-thread time under the same load (above 1: slower with 2 threads),
+and whether ``auto`` is within 10 % of the fastest backend of the cell. Writes --out.{md,json}
+(default benchmarks/results/bench_contention).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+from bench_kernels import machine_description, median_times  # noqa: E402  (warm-up, interleaved rounds, medians)
+
+OUT = ROOT / "benchmarks" / "results" / "bench_contention"
+BACKENDS = ("dense", "numba", "spinor", "factored", "auto")
+MAP = "spinor map, caller's threads"
+SPIN = "while True:\n    pass\n"
+
+
+class BusyProcess:
+    """One other process spinning a pure-Python loop at the priority of this one (normal when this
+    benchmark runs at normal priority); killed on exit, also on an error."""
+
+    def __enter__(self):
+        self.process = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL)
+        time.sleep(0.5)  # let it start spinning
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the busy process exited at once (code {self.process.returncode})")
+        self.started = time.perf_counter()
+        return self
+
+    def cpu_seconds(self):
+        """User + system CPU seconds of the busy process so far (Linux), else None."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def __exit__(self, *exc):
+        self.cpu = self.cpu_seconds()
+        self.wall = time.perf_counter() - self.started
+        self.process.kill()
+        self.process.wait()
+        return False
+
+
+def set_threads(count: int) -> tuple[int, int | None]:
+    """torch and numba intra-op threads (numba first: starting its pool may reset torch's count);
+    returns the counts in effect (numba's is capped by the NUMBA_NUM_THREADS it started with)."""
+    import torch
+
+    numba_count = None
+    try:
+        from galinear import _numba
+
+        numba_count = _numba.set_threads(count)
+    except ImportError:  # numba missing: torch's threads only
+        pass
+    torch.set_num_threads(count)
+    return torch.get_num_threads(), numba_count
+
+
+def cell(d: int, tokens: int, repeats: int, factored_max: int) -> dict:
+    """Seconds per call of every contender at the current thread counts and load, and auto's plan."""
+    import torch
+
+    from galinear.nn import RotorLinear
+    from galinear.nn import functional as F
+
+    torch.manual_seed(0)
+    x = torch.randn(tokens, d)
+    weight = torch.randn(d, d) / d**0.5
+    names = [b for b in BACKENDS if b != "factored" or d <= factored_max]
+    layers = {name: RotorLinear(d, d, backend=name).eval() for name in names}
+    for layer in layers.values():
+        layer.load_state_dict(layers["auto"].state_dict())
+    calls = {"F.linear": lambda: torch.nn.functional.linear(x, weight)}
+    calls.update({name: (lambda layer=layer: layer(x)) for name, layer in layers.items()})
+    spinor = layers["spinor"]
+    if spinor.pairs == 1:
+        left, right = spinor.rotor_factors()
+        chunks = x.view(tokens, 1, d)
+        calls[MAP] = lambda: F.rotor_sandwich(chunks, left, right, backend="spinor")
+    with torch.no_grad():
+        seconds = median_times(calls, repeats)
+        plan = layers["auto"]._plan(tokens, x, False)
+    fastest = min((b for b in names if b != "auto"), key=seconds.get)
+    return {"seconds": seconds, "auto_runs": "decode" if plan.decode else plan.backend, "auto_rule": plan.rule,
+            "auto_threads": plan.threads, "fastest": fastest,
+            "auto_within_10pct": seconds["auto"] <= 1.1 * seconds[fastest]}
+
+
+def run(args) -> dict:
+    import torch
+
+    cells = []
+    loads = ["idle", "busy"]
+    busy_cpu = None
+    for load in loads:
+        with (BusyProcess() if load == "busy" else _Idle()) as neighbour:
+            for threads in args.threads:
+                in_effect = set_threads(threads)
+                for d in args.sizes:
+                    result = cell(d, args.tokens, args.repeats, args.factored_max)
+                    result.update(load=load, threads=threads, torch_threads=in_effect[0], numba_threads=in_effect[1],
+                                  d=d, tokens=args.tokens)
+                    cells.append(result)
+                    s = result["seconds"]
+                    print(f"{load:4s} {threads} thread(s) d={d}: " + ", ".join(
+                        f"{name} {t * 1e3:.1f} ms" for name, t in s.items())
+                        + f" | auto runs {result['auto_runs']}, fastest {result['fastest']}"
+                        + ("" if result["auto_within_10pct"] else " (auto NOT within 10 %)"), flush=True)
+        if load == "busy":
+            busy_cpu = {"cpu_seconds": neighbour.cpu, "wall_seconds": neighbour.wall}
+    return {"command": "python benchmarks/bench_contention.py " + " ".join(args.argv),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_description(),
+            "torch": torch.__version__, "tokens": args.tokens, "repeats": args.repeats, "sizes": args.sizes,
+            "threads": args.threads, "busy_process": busy_cpu, "cells": cells}
+
+
+class _Idle:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _find(cells, load, threads, d):
+    for c in cells:
+        if (c["load"], c["threads"], c["d"]) == (load, threads, d):
+            return c
+    return None
+
+
+def markdown(result) -> str:
+    cells = result["cells"]
+    threads = result["threads"]
+    low, high = min(threads), max(threads)
+    machine = result["machine"]
+    busy = result["busy_process"] or {}
+    lines = [f"Command: `{result['command'].strip()}`; {result['date']}; {machine['cpu']}, "
+             f"{machine['logical_cpus']} logical CPUs; torch {result['torch']}; float32, {result['tokens']} tokens, "
+             f"eval mode, no autograd; medians of {result['repeats']} interleaved rounds.", ""]
+    if busy.get("cpu_seconds") is not None:
+        lines += [f"Busy process: {busy['cpu_seconds']:.1f} CPU seconds in {busy['wall_seconds']:.1f} s while the "
+                  "busy cells ran.", ""]
+    lines += ["Ratio = F.linear time / ours (above 1: faster than the dense layer); "
+              f"{high}t/{low}t = time with {high} threads / time with {low} under the same load (above 1: slower "
+              f"with {high}). \"{MAP}\" is F.rotor_sandwich alone, outside the layers' thread policy.", ""]
+    for load in ("idle", "busy"):
+        for d in result["sizes"]:
+            by_threads = {t: _find(cells, load, t, d) for t in threads}
+            if any(c is None for c in by_threads.values()):
+                continue
+            names = list(by_threads[low]["seconds"])
+            lines += [f"### {load}, d = {d}", "",
+                      "| contender | " + " | ".join(f"{t} thread{'s' if t > 1 else ''} (ms)" for t in threads)
+                      + " | " + " | ".join(f"ratio {t}t" for t in threads) + f" | {high}t/{low}t |",
+                      "|---" * (2 * len(threads) + 2) + "|"]
+            for name in names:
+                times = [by_threads[t]["seconds"][name] for t in threads]
+                ratios = [by_threads[t]["seconds"]["F.linear"] / by_threads[t]["seconds"][name] for t in threads]
+                scaling = by_threads[high]["seconds"][name] / by_threads[low]["seconds"][name]
+                lines.append(f"| {name} | " + " | ".join(f"{v * 1e3:.1f}" for v in times) + " | "
+                             + " | ".join(f"{r:.2f}x" for r in ratios) + f" | {scaling:.2f} |")
+            lines.append("")
+            for t in threads:
+                c = by_threads[t]
+                numba = "" if c["numba_threads"] is None else f", numba {c['numba_threads']}"
+                lines.append(f"- {t} thread{'s' if t > 1 else ''} (in effect: torch {c['torch_threads']}{numba}): "
+                             f"auto runs {c['auto_runs']} ({c['auto_rule']}; threads {c['auto_threads'] or 'as set'}); "
+                             f"fastest backend {c['fastest']}; auto within 10 %: "
+                             f"{'yes' if c['auto_within_10pct'] else 'NO'}")
+            lines.append("")
+    within = sum(c["auto_within_10pct"] for c in cells)
+    slower = [f"{name} ({load}, d = {d}: {ratio:.2f})"
+              for load in ("idle", "busy") for d in result["sizes"]
+              for name, ratio in _scaling(cells, load, d, low, high).items() if name in BACKENDS and ratio > 1.1]
+    lines += [f"auto within 10 % of the fastest backend in {within} of {len(cells)} cells.",
+              "Layers more than 10 % slower with "
+              f"{high} threads than with {low}: " + (", ".join(slower) if slower else "none") + ".", ""]
+    return "\n".join(lines)
+
+
+def _scaling(cells, load, d, low, high) -> dict:
+    a, b = _find(cells, load, low, d), _find(cells, load, high, d)
+    if a is None or b is None:
+        return {}
+    return {name: b["seconds"][name] / a["seconds"][name] for name in a["seconds"]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--factored-max", type=int, default=2048, help="largest d timed with the factored backend")
+    parser.add_argument("--quick", action="store_true", help="d = 256 and 512, 256 tokens, 3 rounds (a smoke run)")
+    parser.add_argument("--out", type=Path, default=OUT, help="results path without suffix (.md and .json are added)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
+    if args.quick:
+        args.sizes, args.tokens, args.repeats = [256, 512], 256, 3
+    for d in args.sizes:
+        if d < 2 or d & (d - 1):
+            parser.error(f"--sizes must be powers of two >= 2, got {d}")
+    if len(args.threads) < 2 or min(args.threads) < 1:
+        parser.error("--threads needs at least two counts >= 1 (e.g. 1 2)")
+    args.threads = sorted(set(args.threads))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the busy process is killed on the way out
+    result = run(args)
+    text = markdown(result)
+    print()
+    print(text)
+    if not args.no_write:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(text)
+        print(f"wrote {args.out.with_suffix('.md')} and {args.out.with_suffix('.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

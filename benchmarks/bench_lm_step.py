@@ -1,0 +1,172 @@
+"""Cost of one training step of the `galinear train-lm` transformer, every projection kind side by side.
+
+``python benchmarks/bench_lm_step.py [--models dense rotor lowrank,rank=1 dense,width=48 ...]
+[--threads 1 2] [--batch-size 8] [--steps 5] [--width 256] [--layers 4] [--context 256]``
+
+A model is a projection kind, optionally followed by ``,field=value`` settings of
+``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48).
+For every model and thread count, a fresh subprocess builds the model of
+``galinear.train.lm`` (random token windows, byte vocabulary), runs ``--warmup`` steps, then
+times ``--steps`` optimiser steps (forward, cross-entropy, backward, clip, AdamW), and reports:
+
+- the median wall seconds of one step (``time.perf_counter``) and the median CPU seconds of the
+  process (``time.process_time``, all its threads);
+- tokens per second (batch x context / median wall seconds);
+- the peak resident set size of that subprocess (Linux ``VmHWM``), so no kind inherits another
+  kind's memory;
+- the ratio of each kind's step time to the dense model's at the same thread count, and each
+  kind's 2-thread / 1-thread speed-up.
+
+The kinds run one after another in the same invocation, so the ratios compare like with like; the
+absolute numbers depend on the machine and on what else runs on it. Writes
+``benchmarks/results/bench_lm_step.{md,json}`` unless ``--no-write``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results"
+KINDS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
+
+
+def _peak_rss() -> int:
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def parse_model(text: str) -> tuple[str, dict]:
+    """``"kind,field=value,..."`` -> (kind, {field: int or float or str})."""
+    kind, *settings = text.split(",")
+    if kind not in KINDS:
+        raise SystemExit(f"unknown projection kind {kind!r} in {text!r}; choose from {', '.join(KINDS)}")
+    extra = {}
+    for setting in settings:
+        field, _, value = setting.partition("=")
+        for convert in (int, float, str):
+            try:
+                extra[field] = convert(value)
+                break
+            except ValueError:
+                continue
+    return kind, extra
+
+
+def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, width: int, layers: int,
+            context: int) -> dict:
+    """One model at one thread count, in this process."""
+    import torch
+
+    from galinear.train.lm import build_lm, count_parameters, projection_parameters
+    from galinear.train.lm_config import LMConfig
+
+    kind, extra = parse_model(name)
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = LMConfig(**{"projection": kind, "width": width, "layers": layers, "context": context, **extra})
+    model = build_lm(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, config.vocab_size, (batch_size, context + 1), generator=generator)
+    wall, cpu = [], []
+    for step in range(warmup + steps):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        logits = model(ids[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if step >= warmup:
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - started_cpu)
+    seconds = statistics.median(wall)
+    return {"kind": name, "threads": threads, "parameters": count_parameters(model),
+            "projection_parameters": projection_parameters(config), "step_seconds": seconds,
+            "step_cpu_seconds": statistics.median(cpu), "tokens_per_second": batch_size * context / seconds,
+            "peak_rss_bytes": _peak_rss(), "batch_size": batch_size, "context": context}
+
+
+def run_child(args, name: str, threads: int) -> dict:
+    command = [sys.executable, __file__, "--child", name, str(threads), "--batch-size", str(args.batch_size),
+               "--steps", str(args.steps), "--warmup", str(args.warmup), "--width", str(args.width),
+               "--layers", str(args.layers), "--context", str(args.context)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{name} at {threads} thread(s) failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[dict]) -> str:
+    dense = {row["threads"]: row["step_seconds"] for row in rows if row["kind"] == "dense"}
+    one = {row["kind"]: row["step_seconds"] for row in rows if row["threads"] == 1}
+    lines = ["| kind | threads | parameters | in projections | step s (wall) | step s (CPU) | tokens/s "
+             "| step / dense step | 2-thread speed-up | peak RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ratio = row["step_seconds"] / dense[row["threads"]] if row["threads"] in dense else float("nan")
+        speedup = (f"{one[row['kind']] / row['step_seconds']:.2f}x"
+                   if row["threads"] != 1 and row["kind"] in one else "-")
+        lines.append(f"| {row['kind']} | {row['threads']} | {row['parameters']:,} | {row['projection_parameters']:,} "
+                     f"| {row['step_seconds']:.3f} | {row['step_cpu_seconds']:.3f} "
+                     f"| {row['tokens_per_second']:,.0f} | {ratio:.2f} | {speedup} "
+                     f"| {row['peak_rss_bytes'] / 2**20:,.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(KINDS),
+                        help="projection kinds, each optionally with ,field=value LMConfig settings")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "THREADS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        name, threads = args.child
+        row = measure(name, int(threads), args.batch_size, args.steps, args.warmup, args.width, args.layers,
+                      args.context)
+        print(json.dumps(row))
+        return
+    for name in args.models:
+        parse_model(name)  # refuse a bad model before anything runs
+    rows = []
+    for name in args.models:
+        for threads in args.threads:
+            row = run_child(args, name, threads)
+            rows.append(row)
+            print(f"{name:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step, "
+                  f"{row['tokens_per_second']:,.0f} tokens/s", flush=True)
+    text = table(rows)
+    print(text)
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        command = "python benchmarks/bench_lm_step.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        (RESULTS / "bench_lm_step.md").write_text(f"Command: `{command.strip()}`\n\n{text}\n")
+        (RESULTS / "bench_lm_step.json").write_text(json.dumps({"command": command.strip(), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

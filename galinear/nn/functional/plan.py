@@ -1,0 +1,249 @@
+r"""The one dispatcher of the rotor layers: which backend a call runs, whether it decodes, and with
+how many threads.
+
+:class:`~galinear.nn.RotorLinear` and :class:`~galinear.nn.RotorNetwork` ask :func:`plan` at every
+call and do what the returned :class:`Plan` says; they choose nothing themselves. The thresholds
+are the constants of :mod:`galinear._switch_points` (one place, each with the benchmark that
+measured it; the numba kernels read one of them there too). They are stated in the rotor
+specification's documentation and in docs/performance.md ("Which backend a rotor layer runs") too.
+
+A :class:`~galinear.nn.RotorLinear` call with ``backend="auto"`` (mode "inference": no autograd
+and no warm-start update; "training" otherwise) runs what the first rule that applies says:
+
+1. captured or transformed (torch.compile, jit.trace, export, a torch.func transform):
+   ``"dense"``, plain torch operations, threads as the caller set them;
+2. inference on at most ``MATRIX_MAX_INFERENCE_BATCH`` (32) tokens: on the CPU the compiled
+   decoding kernel when numba compiles, the chunks have n >= ``DECODE_MIN_N`` (9) and the batch is
+   one token or the (out, in) matrix has at least ``DECODE_MIN_ENTRIES`` (2048 x 2048) entries;
+   otherwise the cached (out, in) matrix (``"dense"``);
+3. chunks of n <= ``MATRIX_MAX_N`` (7) in training, n <= ``INFERENCE_MATRIX_MAX_N`` (9) in
+   inference: the chunk matrices (``"dense"``);
+4. on the CPU ``"spinor"``, except in training with more than one thread: ``"numba"`` (the
+   spinor backend runs single-threaded, see below, and the backward pass applies the transposed
+   map outside the call's thread setting, where only numba's single parallel region keeps its
+   speed beside a busy process); on CUDA ``"spinor"``; where these do not apply (other devices or
+   dtypes, a backend missing from the registry) the registry's best for the device and dtype
+   (:func:`~galinear.nn.functional.resolve_sandwich_backend` with ``"auto"``).
+
+A named backend runs as named (rule "requested"). A :class:`~galinear.nn.RotorNetwork`
+(``network=True``) runs the whole network in one call in inference on at most
+``MATRIX_MAX_INFERENCE_BATCH`` tokens in float32 or float64: the decoding kernel on the CPU when
+numba compiles, the stacked matrices (``"dense"``) otherwise; in every other case ``"gadgets"``:
+each gadget plans its own call.
+
+Threads, one policy for torch's intra-op pool (OpenMP, and MKL through it) and numba's parallel
+loops: on the CPU a backend of ``SERIAL_BACKENDS`` ("spinor", "factored") runs its call with one
+thread. Such a backend is many small parallel operations, each ending at a barrier of the pool; with
+one other busy process on the machine every barrier costs a scheduler quantum, and two threads
+became 22x slower than one. The other paths keep the caller's count: "dense" is one GEMM per call
+(a handful in training), "numba" one parallel region, and the decoding kernels are serial.
+:class:`intra_op_threads` applies the count for the call and restores the previous counts on
+exit, also when the call raises.
+
+Plans are remembered per argument tuple, so that asking costs a few microseconds per call;
+:func:`forget_plans` drops them (after registering a backend, say).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from galinear._switch_points import (
+    CORRELATION_LIMIT,
+    DECODE_MIN_ENTRIES,
+    DECODE_MIN_N,
+    INFERENCE_MATRIX_MAX_N,
+    MATRIX_MAX_INFERENCE_BATCH,
+    MATRIX_MAX_N,
+    SERIAL_BACKENDS,
+)
+from galinear.nn.functional._common import _capturing
+from galinear.nn.functional.backends import _REGISTRY, _load_plugins, resolve_sandwich_backend
+
+__all__ = ["MODES", "Plan", "bivector_parts_method", "forget_plans", "intra_op_threads", "plan"]
+
+#: What a call does: "training" (autograd or a warm-start update) or "inference".
+MODES = ("training", "inference")
+_WORK_DTYPES = (torch.float32, torch.float64)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one call of a rotor layer runs.
+
+    backend : sandwich backend name ("dense": the chunk matrices, or the cached (out, in) matrix
+        in inference); for a RotorNetwork "dense" (the whole network in one call) or "gadgets".
+    decode : run the compiled decoding kernel instead (CPU, inference, few tokens).
+    threads : intra-op threads to run the call with (1 for the backends of ``SERIAL_BACKENDS`` on
+        the CPU); None: as the caller set them.
+    rule : which rule chose it, in words.
+    """
+
+    backend: str
+    decode: bool
+    threads: int | None
+    rule: str
+
+
+def _numba_usable() -> bool:
+    """numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python)."""
+    try:
+        from numba import config
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return False
+    return not config.DISABLE_JIT
+
+
+def _available(name: str, device: torch.device, dtype: torch.dtype) -> bool:
+    _load_plugins()
+    entry = _REGISTRY.get(name)
+    return entry is not None and entry.supports(device, dtype)
+
+
+def _threads(backend: str, device: torch.device) -> int | None:
+    """1 for a backend of SERIAL_BACKENDS on the CPU, else None (the caller's count)."""
+    return 1 if device.type == "cpu" and backend in SERIAL_BACKENDS else None
+
+
+def _rotor_backend(device: torch.device, dtype: torch.dtype, mode: str, threads: int) -> tuple[str, str]:
+    """(backend, why) for chunks above the matrix rule's limit."""
+    if device.type == "cpu":
+        if mode == "training" and threads > 1 and _available("numba", device, dtype):
+            return "numba", "numba (training with more than one thread)"
+        if _available("spinor", device, dtype):
+            return "spinor", "spinor"
+    elif device.type == "cuda" and _available("spinor", device, dtype):
+        return "spinor", "spinor"
+    name = resolve_sandwich_backend("auto", device, dtype)[0]
+    return name, f"{name} (the registry's best for {device.type} and {dtype})"
+
+
+def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int | None = None, *,
+         backend: str = "auto", entries: int | None = None, network: bool = False) -> Plan:
+    """The :class:`Plan` of one call (rules in the module docstring).
+
+    Parameters
+    ----------
+    n : chunks of 2**n coefficients.
+    batch : tokens of the call.
+    device, dtype : of the computation (the layer's parameters).
+    mode : "training" (autograd or a warm-start update) or "inference".
+    threads : the caller's intra-op thread count (default ``torch.get_num_threads()``).
+    backend : the layer's backend setting ("auto" or a registered name).
+    entries : out_features x in_features of the layer (for the decoding rule).
+    network : plan a whole RotorNetwork call instead of one gadget.
+
+    Plans are remembered per argument tuple (a call of a layer asks at every forward); after
+    registering a backend or changing what numba can do, :func:`forget_plans` drops them.
+    """
+    if _capturing():
+        if network:
+            return _CAPTURED_NETWORK
+        return _CAPTURED if backend == "auto" else Plan(backend, False, None, "requested")
+    if threads is None:
+        threads = torch.get_num_threads()
+    return _decide(n, batch, device, dtype, mode, threads, backend, entries, network)
+
+
+def forget_plans() -> None:
+    """Drop the remembered plans (see :func:`plan`)."""
+    _decide.cache_clear()
+
+
+_CAPTURED = Plan("dense", False, None, "captured: plain torch operations")
+_CAPTURED_NETWORK = Plan("gadgets", False, None, "captured: gadget by gadget")
+
+
+@lru_cache(maxsize=1024)
+def _decide(n, batch, device, dtype, mode, threads, backend, entries, network) -> Plan:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    device = torch.device(device)
+    cpu = device.type == "cpu"
+    small = mode == "inference" and batch <= MATRIX_MAX_INFERENCE_BATCH
+    if network:
+        if small and dtype in _WORK_DTYPES:
+            if cpu and _numba_usable():
+                return Plan("dense", True, None,
+                            f"network, inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens: the decoding kernel")
+            return Plan("dense", False, None,
+                        f"network, inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens: the stacked matrices")
+        return Plan("gadgets", False, None, "network: gadget by gadget")
+    if backend != "auto":
+        return Plan(backend, False, _threads(backend, device), "requested")
+    if small:
+        if (cpu and dtype in _WORK_DTYPES and n >= DECODE_MIN_N
+                and (batch <= 1 or (entries or 0) >= DECODE_MIN_ENTRIES) and _numba_usable()):
+            return Plan("dense", True, None,
+                        f"inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens, n >= {DECODE_MIN_N}, one token or "
+                        f">= {DECODE_MIN_ENTRIES} entries: the decoding kernel")
+        return Plan("dense", False, None,
+                    f"inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens: the cached matrix")
+    limit = INFERENCE_MATRIX_MAX_N if mode == "inference" else MATRIX_MAX_N
+    if n <= limit:
+        return Plan("dense", False, None, f"{mode}, n <= {limit}: the chunk matrices")
+    name, why = _rotor_backend(device, dtype, mode, threads)
+    return Plan(name, False, _threads(name, device), f"{mode}, n > {limit}: {why}")
+
+
+def bivector_parts_method(d: int, device, numba: bool) -> str:
+    """How the exact gradient sums the bivector parts of chunks of ``d`` coefficients:
+    "correlation" (one batched matrix product per chunk pair) up to ``CORRELATION_LIMIT``
+    coefficients, above it "numba" on the CPU when ``numba`` (its kernel compiles and the tensors
+    are plain), else "gather" (one gather-multiply-sum per bivector blade)."""
+    if d <= CORRELATION_LIMIT:
+        return "correlation"
+    return "numba" if numba and torch.device(device).type == "cpu" else "gather"
+
+
+def _numba():
+    """galinear._numba (the module that imports numba) when numba imports, else None."""
+    try:
+        from galinear import _numba
+    except ImportError:  # numba missing or broken: torch's threads only
+        return None
+    return _numba
+
+
+class intra_op_threads:
+    """``with intra_op_threads(k):`` runs the block with ``k`` intra-op threads: torch's pool
+    (``torch.set_num_threads``, which sets MKL's count too) and numba's parallel loops (at most the
+    NUMBA_NUM_THREADS it started with). The previous counts come back on exit, also when the block
+    raises. A no-op for ``k`` None and while a call is being captured or transformed. Thread counts
+    are process-wide for torch: calls on several Python threads at once share them."""
+
+    __slots__ = ("count", "saved")
+
+    def __init__(self, count: int | None):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ValueError(f"the thread count must be a positive integer or None, got {count!r}")
+        self.count = count
+        self.saved = None
+
+    def __enter__(self):
+        count = self.count
+        if count is None or _capturing():
+            return self
+        torch_now = torch.get_num_threads()  # first: starting numba's pool may change torch's count
+        numba = _numba()
+        numba_now = None if numba is None else numba.numba.get_num_threads()
+        if numba_now is not None and numba_now != count:
+            numba.set_threads(count)
+        else:
+            numba = None  # nothing to restore
+        self.saved = (torch_now, numba, numba_now)
+        if torch.get_num_threads() != count:
+            torch.set_num_threads(count)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            torch_now, numba, numba_now = self.saved
+            self.saved = None
+            if numba is not None:
+                numba.set_threads(numba_now)
+            if torch.get_num_threads() != torch_now:
+                torch.set_num_threads(torch_now)
+        return False

@@ -1,0 +1,297 @@
+"""The one dispatcher of the rotor layers (galinear.nn.functional.plan): each switch point on both
+sides, the layers asking it and nothing else, the thread policy of a call, and `auto` computing
+what the backend it picks computes when named."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from galinear import _switch_points as sp
+from galinear.nn import RotorLinear, RotorNetwork
+from galinear.nn import functional as F
+from galinear.nn.functional import plan as dispatch
+
+CPU = torch.device("cpu")
+F32 = torch.float32
+GALINEAR = Path(dispatch.__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """Plans are remembered per argument tuple; tests that patch what they depend on start and end clean."""
+    dispatch.forget_plans()
+    yield
+    dispatch.forget_plans()
+
+
+def needs_numba():
+    if not dispatch._numba_usable():
+        pytest.skip("numba does not compile here (NUMBA_DISABLE_JIT or missing)")
+
+
+def plan(n, batch, mode="inference", threads=2, **kw):
+    return dispatch.plan(n, batch, CPU, F32, mode, threads, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every switch point, on both sides.
+
+def test_decoding_needs_chunks_of_decode_min_n():
+    needs_numba()
+    n = sp.DECODE_MIN_N
+    assert plan(n, 1).decode
+    below = plan(n - 1, 1)
+    assert not below.decode and below.backend == "dense"
+
+
+def test_decoding_more_than_one_token_needs_decode_min_entries():
+    needs_numba()
+    n, big = sp.DECODE_MIN_N, sp.DECODE_MIN_ENTRIES
+    assert plan(n, 2, entries=big).decode
+    assert not plan(n, 2, entries=big - 1).decode
+    assert plan(n, 2, entries=big - 1).backend == "dense"             # the cached matrix
+
+
+def test_few_tokens_in_inference_never_run_a_rotor_backend():
+    n, limit = 11, sp.MATRIX_MAX_INFERENCE_BATCH
+    at = plan(n, limit, entries=1)
+    assert (at.backend, at.decode) == ("dense", False)
+    assert plan(n, limit + 1, entries=1).backend == "spinor"
+    if dispatch._numba_usable():
+        big = sp.DECODE_MIN_ENTRIES
+        assert plan(n, limit, entries=big).decode and not plan(n, limit + 1, entries=big).decode
+
+
+def test_inference_matrix_limit():
+    n = sp.INFERENCE_MATRIX_MAX_N
+    assert plan(n, 4096).backend == "dense"
+    above = plan(n + 1, 4096)
+    assert above.backend == "spinor" and above.threads == 1
+
+
+@pytest.mark.parametrize("batch", [1, 4096])
+def test_training_matrix_limit_and_the_thread_rule(batch):
+    n = sp.MATRIX_MAX_N
+    for threads in (1, 2):
+        at = plan(n, batch, "training", threads)
+        assert (at.backend, at.decode, at.threads) == ("dense", False, None)
+    one = plan(n + 1, batch, "training", 1)
+    assert (one.backend, one.threads) == ("spinor", 1)             # single-threaded: spinor
+    if "numba" in F.available_sandwich_backends(CPU, F32):
+        two = plan(n + 1, batch, "training", 2)
+        assert (two.backend, two.threads) == ("numba", None)       # one parallel region, all threads
+
+
+def test_serial_backends_run_one_thread_on_the_cpu_only():
+    for name in sp.SERIAL_BACKENDS:
+        assert plan(11, 4096, backend=name) == dispatch.Plan(name, False, 1, "requested")
+        assert dispatch.plan(11, 4096, "cuda", F32, "inference", backend=name).threads is None
+    for name in ("dense", "numba"):
+        assert plan(11, 4096, backend=name).threads is None
+
+
+def test_other_devices_and_dtypes():
+    cuda = dispatch.plan(11, 4096, "cuda", F32, "inference")             # nothing runs: no GPU needed
+    assert (cuda.backend, cuda.decode, cuda.threads) == ("spinor", False, None)
+    assert dispatch.plan(11, 4096, "cuda", torch.bfloat16, "inference").backend == "factored"
+    assert dispatch.plan(11, 1, "cuda", F32, "inference", entries=sp.DECODE_MIN_ENTRIES).decode is False
+    assert plan(11, 4096, mode="training").backend in ("numba", "spinor")
+    assert dispatch.plan(11, 4096, CPU, torch.bfloat16, "inference").backend == "factored"
+
+
+def test_network_runs_whole_on_few_tokens_in_inference():
+    limit = sp.MATRIX_MAX_INFERENCE_BATCH
+    whole = plan(11, limit, network=True)
+    assert whole.backend == "dense" and whole.decode == dispatch._numba_usable()
+    assert plan(11, limit + 1, network=True).backend == "gadgets"
+    assert plan(11, 1, "training", network=True).backend == "gadgets"
+    assert dispatch.plan(11, 1, CPU, torch.bfloat16, "inference", network=True).backend == "gadgets"  # autocast
+    cuda = dispatch.plan(11, 1, "cuda", F32, "inference", network=True)
+    assert (cuda.backend, cuda.decode) == ("dense", False)
+
+
+def test_captured_calls_keep_to_plain_torch(monkeypatch):
+    monkeypatch.setattr(dispatch, "_capturing", lambda: True)
+    assert plan(11, 1) == dispatch.Plan("dense", False, None, "captured: plain torch operations")
+    assert plan(11, 4096, backend="numba") == dispatch.Plan("numba", False, None, "requested")
+    assert plan(11, 1, network=True).backend == "gadgets"
+
+
+def test_bivector_parts_correlation_limit():
+    limit = sp.CORRELATION_LIMIT
+    assert dispatch.bivector_parts_method(limit, CPU, numba=True) == "correlation"
+    assert dispatch.bivector_parts_method(2 * limit, CPU, numba=True) == "numba"
+    assert dispatch.bivector_parts_method(2 * limit, CPU, numba=False) == "gather"
+    assert dispatch.bivector_parts_method(2 * limit, "cuda", numba=True) == "gather"
+
+
+def test_bad_mode_is_named():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        plan(11, 1, mode="train")
+
+
+# ---------------------------------------------------------------------------------------------
+# The layers ask plan() and choose nothing themselves.
+
+@pytest.fixture
+def spy_backend():
+    calls = []
+
+    def spy(x, VL, WL, VR, WR):
+        calls.append((x.shape, torch.get_num_threads()))
+        return F._factored_backend(x, VL, WL, VR, WR)
+
+    F.register_sandwich_backend("plan-spy", spy, devices=("cpu",), dtypes=(torch.float32, torch.float64),
+                                priority=-1, differentiable=True)
+    yield calls
+    del F._REGISTRY["plan-spy"]
+
+
+def _recording(monkeypatch, answer=None):
+    """plan() replaced by a recorder that returns ``answer`` (or the real plan)."""
+    asked = []
+    real = dispatch.plan
+
+    def recorder(*args, **kwargs):
+        asked.append((args, kwargs))
+        return answer if answer is not None else real(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch, "plan", recorder)
+    return asked
+
+
+def test_rotor_linear_runs_what_plan_says(monkeypatch, spy_backend):
+    torch.manual_seed(0)
+    layer = RotorLinear(64, 64, chunk_size=16).eval()
+    asked = _recording(monkeypatch, dispatch.Plan("plan-spy", False, None, "test"))
+    with torch.no_grad():
+        layer(torch.randn(5, 64))
+    (args, kwargs), = asked
+    assert args[:5] == (4, 5, CPU, F32, "inference") and kwargs == {"backend": "auto", "entries": 64 * 64}
+    assert spy_backend and spy_backend[0][0] == (5, 16, 16)
+    layer.train()
+    layer(torch.randn(3, 64)).sum().backward()                       # training asks too
+    assert asked[-1][0][4] == "training" and len(spy_backend) >= 2
+
+
+def test_rotor_network_runs_what_plan_says(monkeypatch, spy_backend):
+    torch.manual_seed(0)
+    net = RotorNetwork(64, 64, hidden=64, chunk_size=16).eval()
+    asked = _recording(monkeypatch, dispatch.Plan("plan-spy", False, None, "test"))
+    with torch.no_grad():
+        net(torch.randn(2, 64))       # would otherwise run whole (decoding kernel or stacked matrices)
+    assert asked[0][1] == {"network": True} and asked[0][0][1] == 2
+    assert len(asked) == 1 + 1 + 2 * 3 + 1 and all(kw.get("backend") == "auto" for _, kw in asked[1:])
+    assert len(spy_backend) == 8                                    # every gadget ran the backend it was told
+
+
+def test_the_layers_choose_nothing_themselves():
+    """Inside galinear/nn only the dispatcher names the switch points or sets thread counts, and
+    every switch point is one constant of galinear/_switch_points.py."""
+    names = ["MATRIX_MAX_N", "INFERENCE_MATRIX_MAX_N", "MATRIX_MAX_INFERENCE_BATCH", "DECODE_MIN_N",
+             "DECODE_MIN_ENTRIES", "CORRELATION_LIMIT", "SERIAL_BACKENDS", "choose_backend", "rule_backend",
+             "autotable", "backend_table", "batch_bucket", "_backend_for", "_decodes", "_numba_usable",
+             "set_num_threads", "set_threads"]
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    plan_file = Path(dispatch.__file__).resolve()
+    found = [f"{path.relative_to(GALINEAR.parent)}:{number}: {line.strip()}"
+             for path in sorted((GALINEAR / "nn").rglob("*.py")) if path.resolve() != plan_file
+             for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, "switch points or thread settings outside the dispatcher:\n" + "\n".join(found)
+    constants = [name for name in vars(sp) if name.isupper()]
+    assert set(constants) >= {"MATRIX_MAX_N", "RESIDENT_MAX_TOKENS", "SERIAL_BACKENDS"}
+    assign = re.compile(r"^\s*(" + "|".join(constants) + r")\s*(:[^=]*)?=", re.M)
+    defined = [str(path.relative_to(GALINEAR.parent)) for path in sorted(GALINEAR.rglob("*.py"))
+               if path.name != "_switch_points.py" and assign.search(path.read_text())]
+    assert not defined, f"switch points defined outside galinear/_switch_points.py: {defined}"
+    assert not (GALINEAR / "nn" / "functional" / "backend_table.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The thread policy of a call.
+
+def _numba_threads():
+    import numba
+
+    return numba.get_num_threads()
+
+
+def test_thread_context_restores_the_counts_when_the_call_raises():
+    before = torch.get_num_threads()
+    numba_before = _numba_threads()  # starts numba's pool first (that may set torch's count)
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="inside"):
+            with dispatch.intra_op_threads(1):
+                assert torch.get_num_threads() == 1 and _numba_threads() == 1
+                raise RuntimeError("inside")
+        assert torch.get_num_threads() == 2 and _numba_threads() == numba_before
+        with dispatch.intra_op_threads(None):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="positive integer"):
+        dispatch.intra_op_threads(0)
+
+
+def test_thread_context_is_a_no_op_while_captured(monkeypatch):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.setattr(dispatch, "_capturing", lambda: True)
+        with dispatch.intra_op_threads(1):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_layer_runs_a_serial_backend_with_one_thread_and_restores(monkeypatch, spy_backend):
+    monkeypatch.setattr(dispatch, "SERIAL_BACKENDS", ("plan-spy",))
+    layer = RotorLinear(64, 64, chunk_size=16, backend="plan-spy").eval()
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.no_grad():
+            layer(torch.randn(40, 64))
+            assert spy_backend[-1][1] == 1 and torch.get_num_threads() == 2
+            monkeypatch.setattr(F._REGISTRY["plan-spy"], "fn", lambda *a: (_ for _ in ()).throw(KeyError("spy")))
+            with pytest.raises(KeyError, match="spy"):
+                layer(torch.randn(40, 64))
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------------------------------------
+# `auto` computes what the backend it picks computes when named.
+
+@pytest.mark.parametrize("width, tokens, training", [
+    (1024, 40, False),    # n = 10, inference: spinor (one thread)
+    (512, 40, False),     # n = 9, inference: the cached matrix
+    (512, 1, False),      # n = 9, one token: the decoding kernel
+    (256, 24, True),      # n = 8, training: spinor (1 thread) or numba
+    (64, 24, True),       # n = 6, training: the chunk matrices
+])
+def test_auto_equals_the_backend_it_picks(width, tokens, training):
+    torch.manual_seed(1)
+    auto = RotorLinear(width, width)
+    x = torch.randn(tokens, width)
+    with torch.set_grad_enabled(training):
+        picked = auto._plan(tokens, x, training)
+    named = RotorLinear(width, width, backend=picked.backend)
+    named.load_state_dict(auto.state_dict())
+    auto.train(training)
+    named.train(training)
+    if training:
+        ya, yn = auto(x), named(x)
+        ya.square().sum().backward()
+        yn.square().sum().backward()
+        assert torch.equal(auto.left_bivectors.grad, named.left_bivectors.grad)
+    else:
+        with torch.no_grad():
+            ya = auto(x)
+            yn = named.decode(x) if picked.decode else named(x)
+    assert torch.equal(ya, yn), picked
