@@ -30,11 +30,16 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	install -d -m 0700 $(NUMBA_CACHE_DIR)
 	touch $(STAMP)
 
+# Two pytest workers (pytest-xdist), one file per worker at a time (--dist loadfile): a file's
+# module fixtures run once and its tests share the kernels they compile. Both workers share the
+# numba cache folder. In one process: make test XDIST=
+XDIST ?= -n 2 --dist loadfile
+
 test: $(STAMP)
-	$(PYTEST) -m "not slow" -q --durations=30
+	$(PYTEST) $(XDIST) -m "not slow" -q --durations=30
 
 test-slow: $(STAMP)
-	$(PYTEST) -m slow -q
+	$(PYTEST) $(XDIST) -m slow -q
 
 test-nojit: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(PYTEST) -m nojit -q
@@ -93,10 +98,13 @@ bench-resident: $(STAMP)
 	$(PY) benchmarks/bench_resident.py
 
 # Rotor layers through the matrix representation ("spinor") vs F.linear and the numba kernels,
-# with the roofline; writes benchmarks/results/bench_spinor.{md,json} and docs/bench_spinor_time_vs_d.png
+# with the roofline; writes benchmarks/results/bench_spinor.{md,json} and docs/bench_spinor_time_vs_d.png.
+# Then every backend at 1 and 2 threads, idle and beside one busy process that the benchmark starts
+# and kills; writes benchmarks/results/bench_contention.{md,json}. Run it on an otherwise idle machine.
 .PHONY: bench-spinor
 bench-spinor: $(STAMP)
 	$(PY) benchmarks/bench_spinor.py
+	$(PY) benchmarks/bench_contention.py
 
 verify: $(STAMP)
 	$(PY) -m galinear verify

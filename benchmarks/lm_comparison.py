@@ -114,9 +114,11 @@ def plot(rows: list[dict], path) -> None:
         line, = by_step.plot(steps, mean, marker=".", label=label)
         if len(r["seeds"]) > 1:
             by_step.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=line.get_color(), alpha=0.2)
-        by_time.plot([s * r["cost"]["step_seconds"] for s in steps], mean, marker=".", color=line.get_color(), label=label)
+        later = [i for i, s in enumerate(steps) if s > 0]  # a log axis: step 0 has no place
+        by_time.plot([steps[i] * r["cost"]["step_seconds"] for i in later], [mean[i] for i in later], marker=".",
+                     color=line.get_color(), label=label)
     by_step.set_xlabel("optimiser step")
-    by_time.set_xlabel("idle seconds (steps x measured step cost)")
+    by_time.set_xlabel("seconds (steps x the step benchmark's seconds per step)")
     by_time.set_xscale("log")
     by_step.set_ylabel("held-out ln PPL (nats per byte)")
     for axis in (by_step, by_time):

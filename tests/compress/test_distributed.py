@@ -1,7 +1,6 @@
 """The compression study spread over two torch.distributed ranks (gloo, CPU) on a tiny random Llama."""
 import json
 import os
-import socket
 
 import pytest
 
@@ -21,21 +20,16 @@ SETTINGS = dict(methods=("lr1", "lr1-cf", "rotor"), hidden=16, seeds=(0, 1), mul
                 layer_sets=((1,), (0, 2)), epochs=2.0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank, size, port, out_dir, log_dir, die_after_fits):
+def _worker(rank, size, rendezvous, out_dir, log_dir, die_after_fits):
     """One rank: run the study, logging every file it moves into place (os.replace)."""
     from galinear.compress import Study, fit
     from galinear.compress.models import LoadedModel
 
     torch.set_num_threads(1)  # the same arithmetic in every process
     if size > 1:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=size)
+        # the ranks meet in a file of this run's own folder, not on a TCP port: a port picked
+        # free beforehand can be taken by another test's ranks before rank 0 listens on it
+        dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=size)
     written = []
     real_replace, real_fit = os.replace, fit.fit_projection
     fits = {"n": 0}
@@ -66,7 +60,8 @@ def _worker(rank, size, port, out_dir, log_dir, die_after_fits):
 
 def _run(size, out_dir, log_dir, die_after_fits=None):
     os.makedirs(log_dir, exist_ok=True)
-    mp.start_processes(_worker, args=(size, _free_port(), str(out_dir), str(log_dir), die_after_fits),
+    rendezvous = "file://" + os.path.join(os.path.abspath(log_dir), "rendezvous")  # a new folder per run
+    mp.start_processes(_worker, args=(size, rendezvous, str(out_dir), str(log_dir), die_after_fits),
                        nprocs=size, start_method="spawn")
     return {r: json.load(open(os.path.join(log_dir, f"writes-rank{r}.json"))) for r in range(size)
             if os.path.exists(os.path.join(log_dir, f"writes-rank{r}.json"))}

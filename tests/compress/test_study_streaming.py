@@ -4,7 +4,6 @@ import glob
 import json
 import os
 import shutil
-import socket
 
 import pytest
 
@@ -171,15 +170,10 @@ def test_command_line_option():
 
 
 # ---------------------------------------------------------------------- two torch.distributed ranks
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank, size, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=size)
+def _worker(rank, size, rendezvous, out_dir):
+    # the ranks meet in a file of the test's own folder, not on a TCP port: a port picked free
+    # beforehand can be taken by another test's ranks before rank 0 listens on it
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=size)
     try:
         Study(tiny_config(out_dir, shard_windows=1, **FIXED), _loaded(), texts=TEXTS).run(report=False)
     finally:
@@ -189,7 +183,9 @@ def _worker(rank, size, port, out_dir):
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 def test_two_ranks_with_shards_give_the_in_memory_numbers(in_memory, tmp_path):
     """The ranks share the original captures through their shard folders (one rank writes each)."""
-    mp.start_processes(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
-    entries = json.load(open(tmp_path / "results.json"))["entries"]
+    out = tmp_path / "run"
+    mp.start_processes(_worker, args=(2, "file://" + str(tmp_path / "rendezvous"), str(out)), nprocs=2,
+                       start_method="spawn")
+    entries = json.load(open(out / "results.json"))["entries"]
     assert _numbers({"entries": entries}) == in_memory["fixed"][0]
-    assert len(glob.glob(os.path.join(tmp_path, "cache", "*", "captures", "*-shards"))) >= 3
+    assert len(glob.glob(os.path.join(out, "cache", "*", "captures", "*-shards"))) >= 3

@@ -99,38 +99,49 @@ def test_above_the_table_limit_values_stay_untracked():
     assert np.array_equal((x * x).values, alg.gp(x.values, x.values))
 
 
-# Every (signature, dtype) compiles its own kernels per grade pattern (about 30 s each with a cold
-# numba cache): float64 everywhere and float32 in Cl(3) and PGA run in `make test`, the other
-# float32 cases in `make test-slow`.
-_PRODUCT_CASES = [pytest.param(sig, dt, marks=() if dt == np.float64 or sig in SIGNATURES[:2] else pytest.mark.slow)
-                  for dt in (np.float64, np.float32) for sig in SIGNATURES]
+# Operand shapes: single multivectors (numba compiles each kernel for their read-only packed
+# arrays) and batches broadcast against each other (materialised, writable arrays: every kernel
+# is compiled a second time).
+SHAPES = {"single": ((), ()), "broadcast": ((2, 1), (3,))}
+# Every (signature, dtype, shapes) compiles its own kernels per grade pattern (10 to 35 s each with
+# a cold numba cache). `make test` runs every signature in float64 on single multivectors (each
+# metric's generated kernels), the broadcast shapes in PGA and float32 in Cl(3): every kernel
+# source once, and both array kinds and both dtypes. The other combinations compile the same
+# kernel sources again for another array kind or dtype: they run in `make test-slow`.
+_FAST = {(sig, np.float64, "single") for sig in SIGNATURES}
+_FAST |= {((3, 0, 1), np.float64, "broadcast"), ((3, 0, 0), np.float32, "single")}
+_PRODUCT_CASES = [
+    pytest.param(sig, dt, shapes, id=f"cl{''.join(map(str, sig))}-{np.dtype(dt).name}-{shapes}",
+                 marks=() if (sig, dt, shapes) in _FAST else pytest.mark.slow)
+    for dt in (np.float64, np.float32) for shapes in SHAPES for sig in SIGNATURES
+]
 
 
-@pytest.mark.parametrize("signature, dtype", _PRODUCT_CASES)
-def test_inferred_products_equal_the_dense_path(signature, dtype):
+@pytest.mark.parametrize("signature, dtype, shapes", _PRODUCT_CASES)
+def test_inferred_products_equal_the_dense_path(signature, dtype, shapes):
     alg = Algebra(*signature)
     rng = np.random.default_rng(3)
     n = alg.n
     patterns = [(1,), (2,), tuple(range(0, n + 1, 2)), tuple(range(n + 1))]
     kinds = {"gp": lambda a, b: a * b, "op": lambda a, b: a ^ b, "lc": lambda a, b: a << b,
              "rc": lambda a, b: a >> b}
+    shape_a, shape_b = SHAPES[shapes]
     for ga in patterns:
         for gb in patterns[::3]:
-            for shapes in [((), ()), ((2, 1), (3,))]:
-                a_values, b_values = _draw(rng, alg, ga, shapes[0], dtype), _draw(rng, alg, gb, shapes[1], dtype)
-                a, b = MultiVector(alg, a_values), MultiVector(alg, b_values)
-                assert a.known_grades == ga and b.known_grades == gb
-                scale = float(np.abs(a_values).sum() * np.abs(b_values).sum())
-                for kind, fn in kinds.items():
-                    got = fn(a, b)
-                    want = getattr(alg, kind)(a_values.astype(np.float64), b_values.astype(np.float64))
-                    assert got.dtype == dtype and got.shape == np.broadcast_shapes(shapes[0], shapes[1])
-                    _close(got.values, want, scale, dtype)
-                    assert set(got.known_grades) <= set(graded.grades_of(graded.product_pattern(n, kind, a._pattern, b._pattern)))
-                got = a @ b  # the sandwich a b ~a
-                want = alg.gp(alg.gp(a_values.astype(np.float64), b_values), alg.reverse(a_values.astype(np.float64)))
-                _close(got.values, want, scale * float(np.abs(a_values).sum()), dtype)
-                _close((a + b).values, a_values.astype(np.float64) + b_values, 1.0, dtype)
+            a_values, b_values = _draw(rng, alg, ga, shape_a, dtype), _draw(rng, alg, gb, shape_b, dtype)
+            a, b = MultiVector(alg, a_values), MultiVector(alg, b_values)
+            assert a.known_grades == ga and b.known_grades == gb
+            scale = float(np.abs(a_values).sum() * np.abs(b_values).sum())
+            for kind, fn in kinds.items():
+                got = fn(a, b)
+                want = getattr(alg, kind)(a_values.astype(np.float64), b_values.astype(np.float64))
+                assert got.dtype == dtype and got.shape == np.broadcast_shapes(shape_a, shape_b)
+                _close(got.values, want, scale, dtype)
+                assert set(got.known_grades) <= set(graded.grades_of(graded.product_pattern(n, kind, a._pattern, b._pattern)))
+            got = a @ b  # the sandwich a b ~a
+            want = alg.gp(alg.gp(a_values.astype(np.float64), b_values), alg.reverse(a_values.astype(np.float64)))
+            _close(got.values, want, scale * float(np.abs(a_values).sum()), dtype)
+            _close((a + b).values, a_values.astype(np.float64) + b_values, 1.0, dtype)
 
 
 def test_motors_on_points_take_the_graded_kernels_without_declared_grades():

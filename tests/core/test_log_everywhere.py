@@ -90,7 +90,21 @@ def test_round_trips_and_principal_branch(signature, rng):
     tol = 1e-11 if alg.n == 8 else 1e-12
     assert round_trip_error(alg, R) <= tol
     np.testing.assert_allclose(alg.log(R), B, atol=1e-11 * max(1, alg.n // 4))
-    # float32 rotors (rounded from the float64 reference) give float32 logs
+
+
+# float32 compiles the kernels of each algebra again in single precision (Cl(6) alone takes
+# tens of seconds with a cold numba cache). `make test` runs float32 in the small algebras, one of
+# each kind of metric (Euclidean, degenerate, Minkowski, negative definite, null); the larger
+# ones in `make test-slow`.
+_FLOAT32_FAST = [(3,), (3, 0, 1), (3, 1), (0, 3), (0, 0, 2)]
+
+
+@pytest.mark.parametrize("signature", [pytest.param(s, marks=() if s in _FLOAT32_FAST else pytest.mark.slow)
+                                       for s in ALGEBRAS])
+def test_float32_rotors_give_float32_logs(signature, rng):
+    """Rotors rounded to float32 from the float64 reference: float32 logs, round trips to 2e-5."""
+    alg = Algebra(*signature)
+    R = reference_exp(alg, principal_bivectors(alg, rng, 3 if alg.n == 8 else 12))
     assert round_trip_error(alg, R.astype(np.float32)) <= 2e-5
 
 

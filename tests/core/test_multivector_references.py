@@ -12,6 +12,7 @@ result for inverses and quotients): float64 1e-12 for single products and maps, 
 inverses, quotients, powers and exponentials; float32 inputs 1e-5 and 1e-4. References are
 computed in float64 from the same (rounded) inputs.
 """
+import functools
 from itertools import combinations
 
 import numpy as np
@@ -23,6 +24,13 @@ from tests.core.test_multivector import INV_TOL, TOL, _close, _norms, _rand
 SIGNATURES = [(3, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (2, 0, 2)]
 # one Algebra per signature, so that clifford compiles its functions once per layout
 ALGEBRAS = {signature: Algebra(*signature) for signature in SIGNATURES}
+# float32 inputs compile every kernel of the algebra again in single precision, against the same
+# float64 references: `make test` compares float32 in Cl(3) and PGA (a non-degenerate and a
+# degenerate metric), the other signatures in float32 in `make test-slow`.
+FLOAT32_FAST = ((3, 0, 0), (3, 0, 1))
+CASES = [pytest.param(signature, dtype, id=f"cl{''.join(map(str, signature))}-{np.dtype(dtype).name}",
+                      marks=() if dtype == np.float64 or signature in FLOAT32_FAST else pytest.mark.slow)
+         for dtype in (np.float64, np.float32) for signature in SIGNATURES]
 
 
 def _blade_grades(alg):
@@ -45,8 +53,7 @@ def _rotor(rng, alg, dtype=np.float64, shape=()):
 
 
 # ------------------------------------------------------------------------------------------ clifford
-@pytest.mark.parametrize("signature", SIGNATURES)
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("signature, dtype", CASES)
 def test_against_clifford(signature, dtype, rng):
     """dual, undual, &, inv, /, **, outermorphism, project, reject and @ through clifford.
 
@@ -115,13 +122,15 @@ def test_against_clifford(signature, dtype, rng):
 
 
 # ------------------------------------------------------------------------------------------ kingdon
+@functools.lru_cache(maxsize=None)
 def _kingdon(signature):
+    """One kingdon algebra per signature: kingdon generates the code of each operation once per
+    algebra, and the float32 and float64 tests ask it the same float64 questions."""
     kingdon = pytest.importorskip("kingdon", reason="kingdon is the second reference (test extra)")
     return kingdon.Algebra(*signature)
 
 
-@pytest.mark.parametrize("signature", SIGNATURES)
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("signature, dtype", CASES)
 def test_against_kingdon(signature, dtype, rng):
     """Right contraction, sandwich, involutions, grade selection, inv, /, ** and projection
     through kingdon (batched).

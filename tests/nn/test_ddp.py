@@ -8,7 +8,6 @@ rounding (1e-12), with DDP's buffer broadcast on and off. The warm starts of the
 agree to 1e-12 too; the exact method does not read them, and leaves them as they were.
 """
 import os
-import socket
 import warnings
 
 import pytest
@@ -69,10 +68,11 @@ def _state(module):
     return {k: v.detach().clone() for k, v in inner.state_dict().items()}
 
 
-def _worker(rank, size, port, folder, configs):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _worker(rank, size, rendezvous, folder, configs):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=size)
+    # the ranks meet in a file of the fixture's own folder, not on a TCP port: a port picked free
+    # beforehand can be taken by another test's ranks before rank 0 listens on it
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=size)
     try:
         states = []
         for kind, backend, decomposition, broadcast in configs:
@@ -100,11 +100,9 @@ def _off_plane(v, v_ref, bivectors):
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ddp")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     configs = _configs()
-    mp.start_processes(_worker, args=(2, port, str(folder), configs), nprocs=2, start_method="spawn")
+    rendezvous = "file://" + str(folder / "rendezvous")
+    mp.start_processes(_worker, args=(2, rendezvous, str(folder), configs), nprocs=2, start_method="spawn")
     states = [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
     return dict(zip(configs, zip(*states)))
 
