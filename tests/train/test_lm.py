@@ -2,7 +2,6 @@
 rotor variants against central differences, 2 gloo ranks against one process, bf16 activations
 through the rotor layers, parameter matching and the command line."""
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -127,14 +126,15 @@ def _ddp_config():
     return _model("rotor"), _train(steps=4, batch_size=4, precision="float64", weight_decay=0.1, grad_clip=0.5)
 
 
-def _ddp_worker(rank, world, port, folder):
+def _ddp_worker(rank, world, rendezvous, folder):
     import torch.distributed as dist
 
     from galinear import _io
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # the ranks meet in a file of the test's folder: a port picked free beforehand can be taken
+    # by another test's ranks before rank 0 listens on it
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
     try:
         model, train = _ddp_config()
         history = train_lm(model, train, _windows(), device="cpu", log=_quiet)
@@ -153,10 +153,8 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
 
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_ddp_worker, args=(2, port, str(tmp_path)), nprocs=2, start_method="spawn")
+    rendezvous = "file://" + str(tmp_path / "rendezvous")
+    mp.start_processes(_ddp_worker, args=(2, rendezvous, str(tmp_path)), nprocs=2, start_method="spawn")
     model, train = _ddp_config()
     single = train_lm(model, train, _windows(), device="cpu", log=_quiet)
     reference = single["model"].state_dict()
