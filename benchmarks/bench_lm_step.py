@@ -38,19 +38,6 @@ RESULTS = ROOT / "benchmarks" / "results"
 KINDS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
 
 
-def _peak_rss() -> int:
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
 def parse_model(text: str) -> tuple[str, dict]:
     """``"kind,field=value,..."`` -> (kind, {field: int or float or str})."""
     kind, *settings = text.split(",")
@@ -75,6 +62,7 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
 
     from galinear.train.lm import build_lm, count_parameters, projection_parameters
     from galinear.train.lm_config import LMConfig
+    from galinear.train.lm_loop import peak_memory
 
     kind, extra = parse_model(name)
     torch.set_num_threads(threads)
@@ -100,7 +88,7 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
     return {"kind": name, "threads": threads, "parameters": count_parameters(model),
             "projection_parameters": projection_parameters(config), "step_seconds": seconds,
             "step_cpu_seconds": statistics.median(cpu), "tokens_per_second": batch_size * context / seconds,
-            "peak_rss_bytes": _peak_rss(), "batch_size": batch_size, "context": context}
+            "peak_rss_bytes": peak_memory(torch.device("cpu"))[0], "batch_size": batch_size, "context": context}
 
 
 def run_child(args, name: str, threads: int) -> dict:
