@@ -14,6 +14,8 @@ from math import comb
 
 import numpy as np
 
+from galinear.core.meetjoin import blade_vectors
+
 __all__ = ["invariants", "left_matrix", "MERGE_TOL", "commuting_rotation_plane", "quarter_turn_pair"]
 
 #: Invariants closer than this (relative to max(1, max |lambda|) of the row, after scaling the
@@ -309,8 +311,6 @@ def quarter_turn_pair(alg, Q4: np.ndarray):
     the blade's vectors, pair same-signed ones, and orient :math:`b_2` so that
     :math:`b_1 \wedge b_2` has the orientation of Q4.
     """
-    from galinear.core.meetjoin import blade_vectors
-
     V = blade_vectors(alg, Q4[0], tol=1e-6)
     if V is None or V.shape[0] != 4:
         return None

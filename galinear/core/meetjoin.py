@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from galinear.core.layout import Layout
+from galinear.core.mvmaps import dual
+
 __all__ = ["blade_vectors", "meet_join", "meet", "join"]
 
 
@@ -110,9 +113,6 @@ def meet_join(alg, a, b):
     float32 inputs are computed in float64 and rounded; ranks are decided at sqrt(eps) of the
     input dtype. ValueError for a zero or non-blade input.
     """
-    from galinear.core.algebra import Algebra
-    from galinear.core.mvmaps import dual
-
     a = alg._mv(a, "a")
     b = alg._mv(b, "b")
     dtype = np.result_type(a.dtype, b.dtype)
@@ -120,7 +120,7 @@ def meet_join(alg, a, b):
     A = np.broadcast_to(a, shape).reshape(-1, alg.dim).astype(np.float64)
     B = np.broadcast_to(b, shape).reshape(-1, alg.dim).astype(np.float64)
     tol = float(np.sqrt(np.finfo(dtype).eps))
-    euclid = Algebra(alg.n)
+    euclid = Layout(alg.n)
     degenerate = 0 in alg.metric
     meets = np.zeros_like(A)
     joins = np.zeros_like(A)

@@ -1,6 +1,6 @@
 r"""Batched numeric multivectors: :class:`MultiVector`, a numpy array with the operators of GA.
 
-A :class:`MultiVector` holds an :class:`~galinear.core.algebra.Algebra` and an array ``values``
+A :class:`MultiVector` holds an :class:`Algebra` and an array ``values``
 of shape ``(..., 2**n)`` (shortlex blade order). Leading axes are batch axes and broadcast as in
 numpy. A MultiVector also tracks which grades it may hold (vectors, bivectors, rotors, and
 everything computed from them); products then run only the terms those grades need
@@ -25,13 +25,20 @@ Operators (grades r, s of homogeneous parts, extended bilinearly):
 ``a ** k`` integer power (negative powers through :meth:`MultiVector.inv`)
 ``a / b``  :math:`a\, b^{-1}` for an invertible b, or division by a scalar
 ======== ======================================================================================
+
+:class:`Algebra` is defined here too: ``alg.multivector(...)`` returns a MultiVector and
+:meth:`MultiVector.from_clifford` / :meth:`~MultiVector.from_kingdon` build the Algebra they infer,
+so the two classes sit together above everything they use (:mod:`galinear.core.layout` for the
+arrays, :mod:`galinear.core.algebrarotors` for the rotors, the ``mv*`` modules for the methods of
+MultiVector), and none of those modules imports this one.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from galinear.core import graded
-from galinear.core.algebra import Algebra
+from galinear.core.algebrarotors import RotorMethods
+from galinear.core.layout import Layout
 from galinear.core.products import TABLE_MAX_N
 from galinear.core.mvmaps import (
     CLOSED_FORM_MAX_N,
@@ -50,16 +57,65 @@ from galinear.core.mvconveniences import (
 )
 from galinear.core.mvfast import infer_pattern, product_plan, run_plan, sandwich_plan
 from galinear.core.mvindexing import IndexingMethods
-from galinear.core.mvinterop import InteropMethods
+from galinear.core.mvinterop import (
+    InteropMethods,
+    clifford_signature,
+    from_kingdon,
+    kingdon_signature,
+)
 from galinear.core.mvnorms import NormMethods, _is_scalar
 from galinear.core.mvsubspaces import SubspaceMethods
 
-__all__ = ["MultiVector", "outermorphism_matrix", "hodge_signs", "inverse", "NotInvertibleError", "CLOSED_FORM_MAX_N"]
+__all__ = ["Algebra", "MultiVector", "outermorphism_matrix", "hodge_signs", "inverse", "NotInvertibleError",
+           "CLOSED_FORM_MAX_N"]
+
+
+class Algebra(RotorMethods, Layout):
+    r"""The Clifford algebra Cl(p, q, r) with batched numpy/numba operations.
+
+    Parameters
+    ----------
+    p, q, r : int
+        Numbers of basis vectors squaring to +1, -1 and 0. ``Algebra(3)`` is Euclidean Cl(3).
+        Following the ``clifford`` package, the r null vectors come first, then the p positive
+        ones, then the q negative ones.
+    signature : tuple of int, optional
+        ``(p,)``, ``(p, q)`` or ``(p, q, r)``; an alternative to the positional arguments.
+
+    Attributes
+    ----------
+    n : int
+        Dimension of the vector space, p + q + r.
+    dim : int
+        Number of coefficients, 2**n.
+    metric : tuple of int
+        Squares of the basis vectors, e.g. ``(1, 1, 1)``.
+    signature : tuple of int
+        ``(p, q, r)``.
+    euclidean : bool
+        True when every basis vector squares to +1 (required by the rotor methods).
+
+    Notes
+    -----
+    The array methods come from :class:`~galinear.core.layout.Layout`, the rotor methods from
+    :class:`~galinear.core.algebrarotors.RotorMethods`. Algebra is defined here, beside
+    :class:`MultiVector`, because each constructs the other (:meth:`multivector`,
+    :meth:`MultiVector.from_clifford`). Coefficients are stored in shortlex order (grade, then
+    lexicographic): ``1, e1, e2, e3, e12, e13, e23, e123`` for n = 3. :attr:`bitmasks` maps
+    shortlex positions to blade bitmasks and :attr:`shortlex_index` maps back.
+    """
+
+    def multivector(self, coefficients=None, /, **blades) -> "MultiVector":
+        """A :class:`~galinear.MultiVector` by blade names: ``alg.multivector(e12=2, e1=1)`` or
+        ``alg.multivector({"e12": 2, "1": 0.5})`` (kingdon's style); the same as
+        :meth:`MultiVector.from_blades(alg, ...) <galinear.MultiVector.from_blades>`, whose name
+        rules, batching and errors apply. The other constructors here return arrays."""
+        return MultiVector.from_blades(self, coefficients, **blades)
 
 
 class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, SubspaceMethods, InteropMethods,
                   NormMethods):
-    r"""A batch of multivectors of an :class:`~galinear.core.algebra.Algebra`.
+    r"""A batch of multivectors of an :class:`Algebra`.
 
     Parameters
     ----------
@@ -133,6 +189,21 @@ class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, Subsp
         else:
             _init(out, algebra, None, pattern, packed)
         return out
+
+    @classmethod
+    def from_clifford(cls, mv, algebra: Algebra | None = None) -> "MultiVector":
+        """From a ``clifford.MultiVector`` or MVArray; the algebra is read from its layout if
+        omitted."""
+        algebra = Algebra(*clifford_signature(mv)) if algebra is None else algebra
+        return cls._wrap(algebra, algebra.from_clifford(mv), None)
+
+    @classmethod
+    def from_kingdon(cls, x, algebra: Algebra | None = None) -> "MultiVector":
+        """From a kingdon multivector (any subset of blades, batched or not); its grades are kept.
+        The algebra is read from its signature if omitted."""
+        algebra = Algebra(*kingdon_signature(x)) if algebra is None else algebra
+        pattern = graded.mask_of(bin(int(k)).count("1") for k in x.keys())
+        return cls._wrap(algebra, from_kingdon(x, algebra), pattern)
 
     @property
     def values(self) -> np.ndarray:

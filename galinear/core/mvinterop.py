@@ -1,24 +1,37 @@
 """Conversions of :class:`~galinear.core.multivector.MultiVector` values to and from clifford and
-kingdon objects, and their text and LaTeX forms."""
+kingdon objects, and their text and LaTeX forms.
+
+The functions here take a :class:`~galinear.core.layout.Layout` and return arrays or signatures;
+``MultiVector.from_clifford`` and ``MultiVector.from_kingdon`` build the Algebra of an inferred
+signature."""
 from __future__ import annotations
 
 import numpy as np
 
-from galinear.core import graded
-from galinear.core.algebra import Algebra
+from galinear import blades
+from galinear.core.layout import Layout
 
-__all__ = ["clifford_algebra", "to_kingdon", "from_kingdon", "format_row", "InteropMethods"]
+__all__ = ["clifford_signature", "kingdon_signature", "to_kingdon", "from_kingdon", "format_row",
+           "InteropMethods"]
 
 
-def clifford_algebra(mv) -> Algebra:
-    """The Algebra of a ``clifford.MultiVector`` or MVArray (read from its layout)."""
+def clifford_signature(mv) -> tuple[int, int, int]:
+    """(p, q, r) of the algebra of a ``clifford.MultiVector`` or MVArray (read from its layout);
+    ValueError when galinear's ``Algebra(p, q, r)`` orders its basis differently."""
     import clifford
 
     first = mv if isinstance(mv, clifford.MultiVector) else np.asarray(mv, dtype=object).reshape(-1)[0]
-    return _algebra_from_metric(tuple(int(s) for s in first.layout.sig), "clifford")
+    return _signature_of_metric(tuple(int(s) for s in first.layout.sig), "clifford")
 
 
-def to_kingdon(alg: Algebra, values: np.ndarray, kingdon_algebra=None, pattern: int | None = None):
+def kingdon_signature(x) -> tuple[int, int, int]:
+    """(p, q, r) of the algebra of a kingdon multivector (its blades are permuted to galinear's
+    order, so any order of kingdon's basis is accepted)."""
+    ksig = tuple(int(s) for s in np.asarray(x.algebra.signature))
+    return ksig.count(1), ksig.count(-1), ksig.count(0)
+
+
+def to_kingdon(alg: Layout, values: np.ndarray, kingdon_algebra=None, pattern: int | None = None):
     """A kingdon multivector of ``values`` (batch axes last, as kingdon stores them), holding
     only the blades of the grade pattern when one is given."""
     kalg = kingdon_algebra if kingdon_algebra is not None else _kingdon_algebra(alg)
@@ -35,12 +48,11 @@ def to_kingdon(alg: Algebra, values: np.ndarray, kingdon_algebra=None, pattern: 
     return kalg.multivector(values=values, keys=tuple(int(k) for k in keys))
 
 
-def from_kingdon(x, algebra: Algebra | None = None) -> tuple[Algebra, np.ndarray]:
-    """(algebra, values) of a kingdon multivector (any subset of blades, batched or not)."""
+def from_kingdon(x, algebra: Layout) -> np.ndarray:
+    """Coefficients (..., 2**n) in ``algebra`` of a kingdon multivector (any subset of blades,
+    batched or not)."""
     ksig = tuple(int(s) for s in np.asarray(x.algebra.signature))
-    if algebra is None:
-        algebra = Algebra(ksig.count(1), ksig.count(-1), ksig.count(0))
-    elif sorted(ksig) != sorted(algebra.metric):
+    if sorted(ksig) != sorted(algebra.metric):
         raise ValueError(f"the kingdon multivector has signature {list(ksig)}, {algebra!r} has {list(algebra.metric)}")
     targets, signs = _blade_map(ksig, algebra.metric)  # indexed by kingdon bitmask (order of ksig)
     keys = list(x.keys())
@@ -51,10 +63,10 @@ def from_kingdon(x, algebra: Algebra | None = None) -> tuple[Algebra, np.ndarray
     pos = algebra.shortlex_index
     for key, v in zip(keys, vals):
         out[..., int(pos[int(targets[int(key)])])] = signs[int(key)] * v
-    return algebra, out
+    return out
 
 
-def _format_coefficient(alg: Algebra, name: str, mask: int, c, latex: bool, precision: int):
+def _format_coefficient(alg: Layout, name: str, mask: int, c, latex: bool, precision: int):
     text = f"{float(c):.{precision}g}"
     if mask == 0:
         return text
@@ -65,7 +77,7 @@ def _format_coefficient(alg: Algebra, name: str, mask: int, c, latex: bool, prec
     return name if text == "1" else ("-" + name if text == "-1" else f"{text}*{name}")
 
 
-def format_row(alg: Algebra, row, latex: bool = False, precision: int = 6) -> str:
+def format_row(alg: Layout, row, latex: bool = False, precision: int = 6) -> str:
     r"""``1 + 2*e12`` (or LaTeX ``1 + 2\,e_{12}``) for one row of coefficients."""
     parts = [_format_coefficient(alg, name, int(mask), c, latex, precision)
              for name, mask, c in zip(alg.blade_names, alg.bitmasks, row) if c != 0]
@@ -77,16 +89,16 @@ def format_row(alg: Algebra, row, latex: bool = False, precision: int = 6) -> st
     return out
 
 
-def _algebra_from_metric(metric: tuple[int, ...], source: str) -> Algebra:
+def _signature_of_metric(metric: tuple[int, ...], source: str) -> tuple[int, int, int]:
     r, p, q = metric.count(0), metric.count(1), metric.count(-1)
-    alg = Algebra(p, q, r)
-    if alg.metric != metric:
+    ours = blades.metric_from_signature(p, q, r)
+    if ours != metric:
         raise ValueError(
             f"the {source} algebra orders its basis as {metric}; galinear's Algebra({p}, {q}, {r}) "
-            f"uses {alg.metric} (null vectors first, then +1, then -1). Pass algebra=... with "
+            f"uses {ours} (null vectors first, then +1, then -1). Pass algebra=... with "
             f"a matching order, or reorder the {source} basis"
         )
-    return alg
+    return p, q, r
 
 
 def _blade_map(src: tuple[int, ...], dst: tuple[int, ...]):
@@ -114,7 +126,7 @@ def _blade_map(src: tuple[int, ...], dst: tuple[int, ...]):
 _KINGDON: dict = {}
 
 
-def _kingdon_algebra(alg: Algebra):
+def _kingdon_algebra(alg: Layout):
     try:
         import kingdon
     except ImportError:
@@ -126,7 +138,8 @@ def _kingdon_algebra(alg: Algebra):
 
 
 class InteropMethods:
-    """Conversions and printing of MultiVector (a base class of it)."""
+    """Conversions and printing of MultiVector (a base class of it); ``from_clifford`` and
+    ``from_kingdon`` are MultiVector's own, as they build an Algebra."""
 
     __slots__ = ()
 
@@ -135,22 +148,10 @@ class InteropMethods:
         """A ``clifford.MultiVector`` (unbatched) or ``clifford.MVArray`` (batched)."""
         return self.algebra.to_clifford(self.values)
 
-    @classmethod
-    def from_clifford(cls, mv, algebra: Algebra | None = None) -> "MultiVector":
-        """From a ``clifford.MultiVector`` or MVArray; the algebra is read from its layout if omitted."""
-        algebra = clifford_algebra(mv) if algebra is None else algebra
-        return cls._wrap(algebra, algebra.from_clifford(mv), None)
-
     def to_kingdon(self, kingdon_algebra=None):
         """A kingdon multivector (batch axes last, as kingdon stores them) with the blades of the
         known grades (all blades when not tracked); needs kingdon installed."""
         return to_kingdon(self.algebra, self.values, kingdon_algebra, self._pattern)
-
-    @classmethod
-    def from_kingdon(cls, x, algebra: Algebra | None = None) -> "MultiVector":
-        """From a kingdon multivector (any subset of blades, batched or not); its grades are kept."""
-        algebra, values = from_kingdon(x, algebra)
-        return cls._wrap(algebra, values, graded.mask_of(bin(int(k)).count("1") for k in x.keys()))
 
     # ---------------------------------------------------------------- printing
     def _rows_text(self, latex: bool, first: int = 4):

@@ -10,7 +10,8 @@ from functools import lru_cache
 import numpy as np
 
 from galinear import blades
-from galinear.core.algebra import Algebra, coerce_float, scaled_inverse
+from galinear.core.checks import coerce_float
+from galinear.core.layout import Layout, scaled_inverse
 
 __all__ = ["NotInvertibleError", "hodge_signs", "dual", "inverse", "outermorphism_matrix", "CLOSED_FORM_MAX_N"]
 
@@ -74,7 +75,7 @@ def hodge_signs(n: int) -> tuple[np.ndarray, np.ndarray]:
     return target, sign
 
 
-def _involution(alg: Algebra, x: np.ndarray, grades) -> np.ndarray:
+def _involution(alg: Layout, x: np.ndarray, grades) -> np.ndarray:
     """x with the listed grades negated."""
     sign = np.where(np.isin(alg.grades, grades), -1.0, 1.0).astype(x.dtype)
     return x * sign
@@ -85,7 +86,7 @@ def _involution(alg: Algebra, x: np.ndarray, grades) -> np.ndarray:
 CLOSED_FORM_MAX_N = 5
 
 
-def inverse(alg: Algebra, x) -> np.ndarray:
+def inverse(alg: Layout, x) -> np.ndarray:
     r"""Inverse of every invertible multivector, shape (..., 2**n); NotInvertibleError otherwise.
 
     For n <= 5 the closed forms of Hitzer and Sangwine (2017), valid in every signature:
@@ -102,7 +103,7 @@ def inverse(alg: Algebra, x) -> np.ndarray:
     the linear system :math:`L_x y = 1` (:math:`L_x` the left-multiplication matrix, built with
     the product kernels) is solved; x is invertible exactly when :math:`L_x` is. Each
     multivector is divided by its largest |coefficient| first and the inverse by it again
-    (:func:`~galinear.core.algebra.scaled_inverse`), so ``(1e200 * e1).inv()`` is ``1e-200 * e1``;
+    (:func:`~galinear.core.layout.scaled_inverse`), so ``(1e200 * e1).inv()`` is ``1e-200 * e1``;
     an OverflowError names the limit when the inverse does not fit the dtype (x too small).
     """
     x_in = alg._mv(x, "x")
@@ -111,7 +112,7 @@ def inverse(alg: Algebra, x) -> np.ndarray:
     return scaled_inverse(x_in.astype(np.float64), lambda y: _inverse_unscaled(alg, y), x_in.dtype)
 
 
-def _inverse_unscaled(alg: Algebra, x: np.ndarray) -> np.ndarray:
+def _inverse_unscaled(alg: Layout, x: np.ndarray) -> np.ndarray:
     """:func:`inverse` of float64 x whose largest coefficient is about 1."""
     n = alg.n
     if n > CLOSED_FORM_MAX_N:
@@ -148,7 +149,7 @@ def _inverse_unscaled(alg: Algebra, x: np.ndarray) -> np.ndarray:
     return num / scalar[..., None]
 
 
-def _inverse_matrix(alg: Algebra, x: np.ndarray) -> np.ndarray:
+def _inverse_matrix(alg: Layout, x: np.ndarray) -> np.ndarray:
     eye = np.eye(alg.dim, dtype=x.dtype)
     # rows j of L are x e_j, so L^T is the matrix of y -> x y
     L = alg.gp(x[..., None, :], eye)
@@ -171,7 +172,7 @@ def _inverse_matrix(alg: Algebra, x: np.ndarray) -> np.ndarray:
     return y.astype(x.dtype)
 
 
-def outermorphism_matrix(alg: Algebra, matrix) -> np.ndarray:
+def outermorphism_matrix(alg: Layout, matrix) -> np.ndarray:
     r"""The (..., 2**n, 2**n) matrix of the outermorphism of a linear map of vectors.
 
     ``matrix`` (..., n, n) maps :math:`e_i \mapsto \sum_j` ``matrix[j, i]`` :math:`e_j` (column i
@@ -202,7 +203,7 @@ def outermorphism_matrix(alg: Algebra, matrix) -> np.ndarray:
 @lru_cache(maxsize=64)
 def _polarity_signs(metric: tuple[int, ...], inverse: bool):
     """x I^-1 (or x I when ``inverse``) as a signed permutation: blade A goes to target[A] with sign[A]."""
-    alg = Algebra(signature=(metric.count(1), metric.count(-1), metric.count(0)))
+    alg = Layout(signature=(metric.count(1), metric.count(-1), metric.count(0)))
     I = alg.blade(alg.blade_names[-1])
     images = alg.gp(np.eye(alg.dim), I if inverse else alg.inverse(I))
     target = np.argmax(np.abs(images), axis=1)
@@ -210,7 +211,7 @@ def _polarity_signs(metric: tuple[int, ...], inverse: bool):
     return target, sign
 
 
-def dual(alg: Algebra, x: np.ndarray, kind: str = "auto", inverse: bool = False) -> np.ndarray:
+def dual(alg: Layout, x: np.ndarray, kind: str = "auto", inverse: bool = False) -> np.ndarray:
     """Dual (``inverse=False``) or undual of the array x; see :meth:`MultiVector.dual`."""
     if kind == "auto":
         kind = "hodge" if 0 in alg.metric else "polarity"

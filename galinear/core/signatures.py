@@ -52,7 +52,7 @@ from galinear.core.invariants import (  # noqa: F401  (invariants, left_matrix, 
     invariants,
     left_matrix,
 )
-from galinear.core.rotors import Decomposition
+from galinear.core.rotors import Decomposition, skew_matrix
 
 __all__ = ["SignatureDecomposition", "invariants", "decompose", "exp", "exp_simple", "exp_series",
            "left_matrix", "log", "algebra_exp", "algebra_decompose", "algebra_log", "MERGE_TOL"]
@@ -255,8 +255,6 @@ def decompose(alg, B: np.ndarray) -> SignatureDecomposition:
     if real:
         biv = biv.real.copy()
     # planes of the real parts: b = s u ^ w from the coefficient skew matrix
-    from galinear.core.rotors import skew_matrix
-
     planes = np.full((rows, k, 2, n), np.nan)
     realrows = np.all(np.abs(np.asarray(biv).imag) == 0, axis=-1) if not real else np.ones((rows, k), bool)
     A = skew_matrix(n, np.asarray(biv).real)
