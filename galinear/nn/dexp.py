@@ -50,7 +50,7 @@ from galinear.nn.functional.matrices import (
     parity_blocks,
     part_tables,
 )
-from galinear.nn.functional.plan import bivector_parts_method
+from galinear.nn.functional.plan import bivector_parts_method, intra_op_threads
 from galinear.nn.functional.rotors import compose_rotors
 
 __all__ = [
@@ -193,10 +193,14 @@ class MapKind:
     ``"sandwich"``: y = R x S~ for x (..., P, 2**n), applied by the forward-only ``apply(x, VL, WL,
     VR, WR)`` of a backend (S = R when the right bivectors are None); ``"blocks"``: the parity
     blocks (P, 2, h, h) of that map's matrix (x unused); ``"rotor"``: R = exp(B) itself (x unused).
+    ``threads``: the intra-op thread count the backward pass runs with (the one the forward call
+    ran with, :func:`galinear.nn.functional.plan.plan`'s; None: as the caller set them). Autograd
+    runs the backward pass after the forward call has returned, outside its thread setting.
     """
 
     kind: str
     apply: Callable | None = None
+    threads: int | None = None
 
 
 def _flat(x, P, d):
@@ -236,6 +240,11 @@ class RotorMap(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        with intra_op_threads(ctx.kind.threads):
+            return RotorMap._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         saved = list(ctx.saved_tensors)
         y, BL, VL, WL = saved[:4]
         rest = saved[4:]
@@ -340,7 +349,7 @@ def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None) -
 
 
 def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, backend: str = "auto",
-                         spectra=(None, None)):
+                         spectra=(None, None), threads: int | None = None):
     r"""y[b, p] = R_p x[b, p] S_p~ with R = exp(B), S = exp(C), and the exact gradient in B, C.
 
     Parameters
@@ -352,6 +361,9 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     backend : the sandwich backend that applies the factors (forward and transposed map).
     spectra : (left, right) :class:`~galinear.nn.functional.Spectrum` of the bivectors, when the
         decomposition computed them (then the backward pass runs no eigen-decomposition).
+    threads : intra-op threads for the backward pass (the plan's count that the caller runs the
+        forward call with, :class:`galinear.nn.functional.plan.intra_op_threads`); None: the
+        caller's count at the time autograd runs it.
     """
     from galinear.nn import functional as F
 
@@ -367,7 +379,8 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     if right is not None:
         F._check_factors("right", right, P, n)
     _, fn = F.resolve_sandwich_backend(backend, x.device, x.dtype)
+    kind = MapKind("sandwich", fn, intra_op_threads(threads).count)  # a bad count raises here, not in backward
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
     return RotorMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,
-                          *_spectra(spectra[0]), *_spectra(spectra[1]), MapKind("sandwich", fn))
+                          *_spectra(spectra[0]), *_spectra(spectra[1]), kind)

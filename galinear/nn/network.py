@@ -229,8 +229,8 @@ class RotorNetwork(nn.Module):
     def _fused_weights(self):
         """Per stage (weight, bias) with the permutations folded into the rows and the branches
         of a hidden layer stacked into one matrix; rebuilt when a parameter or a permutation
-        changes (the gadgets' other buffers are fixed index tables, or warm starts that the exact
-        decomposition does not read and the power method refreshes only in training)."""
+        changes (the gadgets' other buffers are fixed index tables, or the power method's warm starts,
+        which it refreshes only in training)."""
         state = self._parameter_state()
         if self._fused is not None and self._fused[0] == state:
             return self._fused[1]

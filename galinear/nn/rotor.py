@@ -62,6 +62,22 @@ def _autocast_dtype(x: torch.Tensor, work: torch.dtype):
     return low if low in (torch.float16, torch.bfloat16) else None
 
 
+_WARM_STARTS = ("left_warm_start", "right_warm_start")
+
+
+def _match_warm_starts(module, state_dict, prefix, *args):
+    """load_state_dict hook: warm starts are the power method's start vectors, not weights (any
+    unit vectors give the same converged factors). A layer without them (the exact decomposition)
+    drops those of a state saved by a power layer or by an older galinear, which kept them for
+    every layer; a power layer given a state without them keeps its own."""
+    for name in _WARM_STARTS:
+        key, own = prefix + name, module._buffers.get(name)
+        if own is None:
+            state_dict.pop(key, None)
+        elif key not in state_dict:
+            state_dict[key] = own
+
+
 class RotorLinear(nn.Module):
     r"""Generalised rotor gadget: a linear map d_in -> d_out made of rotor sandwiches.
 
@@ -80,10 +96,12 @@ class RotorLinear(nn.Module):
     then every output coordinate is divided by I times the number of output chunks covering
     it, and the bias is added. Parameters: P C(n,2) (2 or 1) + P (alpha) + d_out (bias).
 
-    The simple parts come from :func:`galinear.nn.functional.invariant_decomposition`; its
-    warm-start vectors are buffers (``left_warm_start``/``right_warm_start``, saved in the
-    state_dict) refreshed at every training-mode forward. The backend ("auto", "dense",
-    "factored" or any registered one) is not part of the state.
+    The simple parts come from :func:`galinear.nn.functional.invariant_decomposition`. With
+    ``decomposition="power"`` its warm-start vectors are buffers (``left_warm_start``/
+    ``right_warm_start``, saved in the state_dict) refreshed at every training-mode forward; the
+    exact decomposition reads none, and its layer holds none (those attributes are None; a state
+    that has them, saved by a power layer or by an older galinear, loads with them dropped). The
+    backend ("auto", "dense", "factored" or any registered one) is not part of the state.
 
     Parameters
     ----------
@@ -183,11 +201,12 @@ class RotorLinear(nn.Module):
             self.register_parameter("right_bivectors", None)
         self.alpha = nn.Parameter(torch.empty(P, **factory)) if alpha else None
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        self.register_buffer("left_warm_start", torch.empty(P, k, n, **factory))
-        if self.double_rotor:
-            self.register_buffer("right_warm_start", torch.empty(P, k, n, **factory))
-        else:
-            self.register_buffer("right_warm_start", None)
+        # the power method's start vectors; the exact decomposition reads none, so it keeps none
+        power = decomposition == "power"
+        self.register_buffer("left_warm_start", torch.empty(P, k, n, **factory) if power else None)
+        self.register_buffer("right_warm_start",
+                             torch.empty(P, k, n, **factory) if power and self.double_rotor else None)
+        self._register_load_state_dict_pre_hook(_match_warm_starts, with_module=True)
 
         index_device = device
         input_index = self._chunk_index(in_features, self.input_chunks, chunk_size, index_device)
@@ -233,7 +252,8 @@ class RotorLinear(nn.Module):
         return out
 
     def reset_parameters(self):
-        """Bivectors ~ N(0, bivector_init_std**2), alpha = 1, bias = 0, random unit warm starts."""
+        """Bivectors ~ N(0, bivector_init_std**2), alpha = 1, bias = 0, random unit warm starts (power
+        decomposition)."""
         with torch.no_grad():
             nn.init.normal_(self.left_bivectors, 0.0, self.bivector_init_std)
             if self.right_bivectors is not None:
@@ -242,10 +262,16 @@ class RotorLinear(nn.Module):
                 nn.init.ones_(self.alpha)
             if self.bias is not None:
                 nn.init.zeros_(self.bias)
-            for warm in (self.left_warm_start, self.right_warm_start):
+            for side, warm in ((self.left_bivectors, self.left_warm_start),
+                               (self.right_bivectors, self.right_warm_start)):
                 if warm is not None:
                     warm.normal_()
                     warm.div_(torch.linalg.vector_norm(warm, dim=-1, keepdim=True).clamp_min(1e-12))
+                elif side is not None:
+                    # the same draws as a power layer's warm starts, discarded: a seeded model
+                    # (bivectors, permutations, the layers built after it) is the same whichever
+                    # decomposition it uses, and the same as before exact layers kept no warm starts
+                    side.new_empty(self.pairs, self.planes, self.n).normal_()
 
     def _decompose(self, bivectors, warm, update):
         """(V, W, spectrum or None)."""
@@ -264,7 +290,7 @@ class RotorLinear(nn.Module):
                 bivectors, warm, tol=self.tol, max_iter=self.max_iter, method=self.decomposition,
                 refresh=self.refresh,
             )
-        if update:
+        if update and warm is not None:  # the exact decomposition with the paper's gradient keeps none
             with torch.no_grad():
                 warm.copy_(result.warm_start.to(warm.dtype))
         return result.V, result.W, None
@@ -427,11 +453,12 @@ class RotorLinear(nn.Module):
             out = self._run(flat, batch, plan.backend, update_warm_start)
         else:
             with dispatch.intra_op_threads(plan.threads):
-                out = self._run(flat, batch, plan.backend, update_warm_start)
+                out = self._run(flat, batch, plan.backend, update_warm_start, plan.threads)
         return out.reshape(*lead, self.out_features)
 
-    def _run(self, flat, batch, backend, update_warm_start):
-        """The layer on ``flat`` (batch, in_features) through ``backend`` ("dense": the chunk matrices)."""
+    def _run(self, flat, batch, backend, update_warm_start, threads=None):
+        """The layer on ``flat`` (batch, in_features) through ``backend`` ("dense": the chunk matrices);
+        ``threads``: the plan's thread count, which the exact gradient's backward pass runs with too."""
         if backend == "dense":  # every chunk-pair matrix in one batched call, then one GEMM
             return self._matrix_forward(flat, update_warm_start)
         c, I, J = self.chunk_size, self.input_chunks, self.output_chunks
@@ -443,7 +470,8 @@ class RotorLinear(nn.Module):
         left, right, spectra = self._rotors(update_warm_start)
         if self.gradient == "exact":
             mapped = exact_rotor_sandwich(
-                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=backend, spectra=spectra
+                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=backend, spectra=spectra,
+                threads=threads,
             )
         else:
             mapped = F.rotor_sandwich(pairs, left, right, backend=backend)
@@ -517,7 +545,7 @@ class RotorLinear(nn.Module):
         with dispatch.intra_op_threads(plan.threads):
             columns = exact_rotor_sandwich(
                 eye.unsqueeze(1).expand(c, self.pairs, c), self.left_bivectors, self.right_bivectors,
-                left, right, backend=plan.backend,
+                left, right, backend=plan.backend, threads=plan.threads,
             )  # columns[t, p] = M_p e_t
         return columns.permute(1, 2, 0)
 

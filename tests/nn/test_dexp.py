@@ -194,3 +194,27 @@ def test_exp_simple_refuses_a_non_simple_bivector():
     # a wedge of two vectors passes (rounding of b ^ b stays below the bound)
     v, w = torch.randn(50, 7, dtype=torch.float64), torch.randn(50, 7, dtype=torch.float64)
     assert F.exp_simple(F.wedge(v, w)).shape == (50, 128)
+
+
+def test_exact_sandwich_backward_runs_with_the_threads_it_was_given(monkeypatch):
+    seen, real = [], dexp.bivector_parts
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dexp, "bivector_parts", recording)
+    torch.manual_seed(0)
+    B = (0.3 * torch.randn(2, 6, dtype=torch.float64)).requires_grad_()
+    V, W, spec = F.exact_factors(B.detach(), 4)
+    x = torch.randn(5, 2, 16, dtype=torch.float64)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for threads, expected in ((1, 1), (None, 2)):
+            dexp.exact_rotor_sandwich(x, B, None, (V, W), backend="factored", threads=threads).sum().backward()
+            assert seen.pop() == expected and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="positive integer"):  # at the call, not later in backward
+        dexp.exact_rotor_sandwich(x, B, None, (V, W), threads=0)

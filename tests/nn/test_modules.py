@@ -165,19 +165,21 @@ def test_gadget_property_linear_and_counted(d_in, d_out, log_chunk, double):
 
 # --------------------------------------------------------------------------------- state
 
-def test_state_dict_round_trip_is_bit_exact(rng):
+@pytest.mark.parametrize("decomposition", ["exact", "power"])
+def test_state_dict_round_trip_is_bit_exact(rng, decomposition):
     seeded(rng)
-    network = RotorNetwork(12, 10, hidden=16)
+    network = RotorNetwork(12, 10, hidden=16, decomposition=decomposition)
     x = torch.randn(5, 12)
     network.train()
-    network(x).sum().backward()  # moves the warm starts away from their initial values
+    network(x).sum().backward()  # moves the power method's warm starts away from their initial values
     keys = network.state_dict().keys()
-    assert "input_gadget.left_warm_start" in keys and "input_gadget.right_warm_start" in keys
+    for side in ("left", "right"):  # the exact decomposition reads no warm starts and keeps none
+        assert (f"input_gadget.{side}_warm_start" in keys) == (decomposition == "power")
     assert "input_permutation" in keys and "hidden_permutations" in keys
     buffer = io.BytesIO()
     torch.save(network.state_dict(), buffer)
     buffer.seek(0)
-    fresh = RotorNetwork(12, 10, hidden=16)
+    fresh = RotorNetwork(12, 10, hidden=16, decomposition=decomposition)
     assert not torch.equal(fresh.input_permutation, network.input_permutation)
     fresh.load_state_dict(torch.load(buffer))
     for mode in ("train", "eval"):
@@ -200,7 +202,7 @@ def test_state_dict_loads_across_backends(rng, dtype):
 
 def test_to_moves_parameters_and_buffers(rng):
     seeded(rng)
-    network = RotorNetwork(12, 10, hidden=16)
+    network = RotorNetwork(12, 10, hidden=16, decomposition="power")
     network.to(torch.float64)
     gadget = network.input_gadget
     assert gadget.left_warm_start.dtype == torch.float64
@@ -213,12 +215,61 @@ def test_to_moves_parameters_and_buffers(rng):
         assert network(torch.randn(2, 12, dtype=torch.float64, device="cuda")).device.type == "cuda"
 
 
-def test_exact_decomposition_neither_reads_nor_refreshes_the_warm_starts(rng):
+@pytest.mark.parametrize("gradient", ["exact", "power-step"])
+def test_only_the_power_decomposition_keeps_warm_starts(rng, gradient):
     seeded(rng)
-    layer = RotorLinear(16, 16)  # decomposition="exact", the default
-    before = layer.left_warm_start.clone()
-    layer(torch.randn(2, 16)).sum().backward()
-    assert torch.equal(layer.left_warm_start, before)
+    exact = RotorLinear(16, 16, gradient=gradient)  # decomposition="exact", the default
+    power = RotorLinear(16, 16, decomposition="power", gradient=gradient)
+    single = RotorLinear(16, 16, double_rotor=False, decomposition="power", gradient=gradient)
+    assert exact.left_warm_start is None and exact.right_warm_start is None
+    assert not any("warm_start" in name for name, _ in exact.named_buffers())
+    assert not any("warm_start" in key for key in exact.state_dict())
+    assert power.left_warm_start.shape == power.right_warm_start.shape == (power.pairs, power.planes, power.n)
+    assert {"left_warm_start", "right_warm_start"} <= power.state_dict().keys()
+    assert single.right_warm_start is None and "right_warm_start" not in single.state_dict()
+    exact(torch.randn(2, 16)).sum().backward()  # a training step has nothing to refresh
+    assert exact.left_warm_start is None and not any("warm_start" in key for key in exact.state_dict())
+
+
+def test_warm_starts_load_across_decompositions(rng):
+    """A state with warm starts (a power layer's, or any layer's from before exact layers kept
+    none) loads strictly into an exact network with them dropped; a state without them loads into
+    a power network, which keeps its own; all three give one map."""
+    seeded(rng)
+    x = torch.randn(3, 12, dtype=torch.float64)
+    power = RotorNetwork(12, 10, hidden=16, decomposition="power", dtype=torch.float64)
+    power(x)  # a training-mode forward moves the warm starts
+    saved = power.state_dict()
+    exact = RotorNetwork(12, 10, hidden=16, dtype=torch.float64)
+    result = exact.load_state_dict(saved)
+    assert not result.missing_keys and not result.unexpected_keys
+    assert "input_gadget.left_warm_start" in saved  # the caller's dict is left as it was
+    assert exact.input_gadget.left_warm_start is None and not any("warm_start" in k for k in exact.state_dict())
+    back = RotorNetwork(12, 10, hidden=16, decomposition="power", dtype=torch.float64)
+    own = back.input_gadget.right_warm_start.clone()
+    result = back.load_state_dict(exact.state_dict())
+    assert not result.missing_keys and not result.unexpected_keys
+    assert torch.equal(back.input_gadget.right_warm_start, own)
+    for name, tensor in exact.state_dict().items():
+        assert torch.equal(back.state_dict()[name], tensor) and torch.equal(saved[name], tensor), name
+    with torch.no_grad():
+        reference = power.eval()(x)
+        torch.testing.assert_close(exact.eval()(x), reference, atol=1e-10, rtol=0)
+        torch.testing.assert_close(back.eval()(x), reference, atol=1e-10, rtol=0)
+
+
+def test_the_decomposition_changes_no_random_draw(rng):
+    """An exact layer draws (and drops) the numbers a power layer's warm starts take: one seed
+    gives one model, and the layers built after it, whichever the decomposition."""
+    seeded(rng)
+    state = torch.get_rng_state()
+    exact = RotorNetwork(12, 10, hidden=16)
+    after_exact = torch.randn(4)
+    torch.set_rng_state(state)
+    power = RotorNetwork(12, 10, hidden=16, decomposition="power")
+    assert torch.equal(torch.randn(4), after_exact)
+    for name, tensor in exact.state_dict().items():
+        assert torch.equal(power.state_dict()[name], tensor), name
 
 
 def test_warm_starts_refresh_only_in_training(rng):

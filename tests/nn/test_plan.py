@@ -265,6 +265,46 @@ def test_a_layer_runs_a_serial_backend_with_one_thread_and_restores(monkeypatch,
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("backend", ["plan-spy", "spinor"])
+def test_the_exact_gradient_runs_its_backward_with_the_forward_threads(monkeypatch, spy_backend, backend):
+    """A backend that runs single-threaded in the forward call runs single-threaded in its backward
+    pass too (the transposed map and the bivector parts), which autograd runs after the call has
+    returned; the caller's count is back after it, also when the backward pass raises."""
+    from galinear.nn import dexp
+
+    monkeypatch.setattr(dispatch, "SERIAL_BACKENDS", ("plan-spy", "spinor"))
+    parts, real_parts = [], dexp.bivector_parts
+
+    def recording_parts(*args, **kwargs):
+        parts.append(torch.get_num_threads())
+        if len(parts) == 2:
+            raise KeyError("backward")
+        return real_parts(*args, **kwargs)
+
+    monkeypatch.setattr(dexp, "bivector_parts", recording_parts)
+    layer = RotorLinear(64, 64, chunk_size=16, backend=backend, dtype=torch.float64)  # training mode
+    x = torch.randn(40, 64, dtype=torch.float64, requires_grad=True)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        y = layer(x)
+        assert torch.get_num_threads() == 2
+        y.sum().backward()
+        assert parts == [1] and torch.get_num_threads() == 2
+        assert x.grad is not None and layer.left_bivectors.grad is not None
+        if backend == "plan-spy":  # the forward call and the transposed map of the backward pass
+            assert [threads for _, threads in spy_backend] == [1, 1]
+        with pytest.raises(KeyError, match="backward"):
+            layer(x).sum().backward()
+        assert parts == [1, 1] and torch.get_num_threads() == 2
+        monkeypatch.setattr(dispatch, "SERIAL_BACKENDS", ())  # a backend that keeps the caller's count
+        dispatch.forget_plans()
+        layer(x).sum().backward()
+        assert parts == [1, 1, 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 # ---------------------------------------------------------------------------------------------
 # `auto` computes what the backend it picks computes when named.
 

@@ -19,9 +19,9 @@ and no warm-start update; "training" otherwise) runs what the first rule that ap
 3. chunks of n <= ``MATRIX_MAX_N`` (7) in training, n <= ``INFERENCE_MATRIX_MAX_N`` (9) in
    inference: the chunk matrices (``"dense"``);
 4. on the CPU ``"spinor"``, except in training with more than one thread: ``"numba"`` (the
-   spinor backend runs single-threaded, see below, and the backward pass applies the transposed
-   map outside the call's thread setting, where only numba's single parallel region keeps its
-   speed beside a busy process); on CUDA ``"spinor"``; where these do not apply (other devices or
+   spinor backend runs single-threaded, see below, its backward pass too, while numba's single
+   parallel region uses the threads and keeps its speed beside a busy process); on CUDA
+   ``"spinor"``; where these do not apply (other devices or
    dtypes, a backend missing from the registry) the registry's best for the device and dtype
    (:func:`~galinear.nn.functional.resolve_sandwich_backend` with ``"auto"``).
 
@@ -38,7 +38,10 @@ one other busy process on the machine every barrier costs a scheduler quantum, a
 became 22x slower than one. The other paths keep the caller's count: "dense" is one GEMM per call
 (a handful in training), "numba" one parallel region, and the decoding kernels are serial.
 :class:`intra_op_threads` applies the count for the call and restores the previous counts on
-exit, also when the call raises.
+exit, also when the call raises. The backward pass of the exact gradient
+(:class:`galinear.nn.dexp.RotorMap`), which autograd runs after the call has returned, applies
+the same count the same way (``gradient="power-step"`` differentiates the torch operations of
+``"factored"``, whose backward pass autograd runs with the caller's count).
 
 Plans are remembered per argument tuple, so that asking costs a few microseconds per call;
 :func:`forget_plans` drops them (after registering a backend, say).
