@@ -98,11 +98,11 @@ def main(argv=None) -> int:
             continue
         orig = models.projection(model, layer, proj)
         for name, options in GRADIENTS.items():
-            torch.manual_seed(1_000_003 * args.seed + 131 * layer + j)  # the study's initialisation seed
+            torch.manual_seed(fit.fit_seed(args.seed, layer, j))  # the study's initialisation seed
             module = RotorNetwork(orig.in_features, orig.out_features, hidden=args.hidden, **options)
             t0 = time.perf_counter()
             stats = fit.fit_projection(module, setting["x_train"], setting["x_train"], orig.weight, lr=0.05,
-                                       epochs=args.epochs, seed=1_000_003 * args.seed + 131 * layer + j,
+                                       epochs=args.epochs, seed=fit.fit_seed(args.seed, layer, j),
                                        progress=f"{name} {proj}")
             rows.setdefault(name, {})[proj] = {"relative_test_mse": relative_test_mse(module, setting["x_test"], orig),
                                                "steps": stats["steps"], "seconds": time.perf_counter() - t0}

@@ -39,7 +39,7 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
     modules = {}
     for j, proj in enumerate(models.PROJECTIONS):
         orig = models.projection(model, layer, proj)
-        torch.manual_seed(1_000_003 * seed + 131 * layer + j)
+        torch.manual_seed(fit.fit_seed(seed, layer, j))
         modules[proj] = methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
     x = setting["x_train"]
     steps = objective.steps_for(len(x), epochs, spec.batch_size)
@@ -48,7 +48,7 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
         for j, proj in enumerate(models.PROJECTIONS):
             orig = models.projection(model, layer, proj)
             fit.fit_projection(modules[proj], x, x, orig.weight, lr=spec.learning_rate, epochs=epochs,
-                               seed=1_000_003 * seed + 131 * layer + j, bias=orig.bias, progress=f"qkv {name} {proj}")
+                               seed=fit.fit_seed(seed, layer, j), bias=orig.bias, progress=f"qkv {name} {proj}")
     else:
         windows, length = setting["train_ids"].shape
         if objective_name == "attention":
@@ -56,7 +56,7 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
         else:
             inputs = setting["train_residual"]
         target = objective.LayerObjective(model, layer, objective_name, inputs, inputs)
-        objective.fit_layer(modules, target, lr=spec.learning_rate, steps=steps, seed=1_000_003 * seed + 131 * layer,
+        objective.fit_layer(modules, target, lr=spec.learning_rate, steps=steps, seed=fit.fit_seed(seed, layer),
                             progress=f"{objective_name} {name}")
     return modules, steps, time.perf_counter() - t0
 

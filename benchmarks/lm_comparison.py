@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from galinear.train.lm_report import collect_lm_runs  # noqa: E402
+from galinear.train.lm_report import collect_lm_runs, plot_lm_curves  # noqa: E402
 
 
 def model_key(config: dict) -> str:
@@ -70,7 +70,8 @@ def compare(runs_root, costs_path, threads: int = 2, time_of: str = "rotor") -> 
         if cost is None:
             raise SystemExit(f"no step cost for {key!r} at {threads} threads in {costs_path}; run bench_lm_step.py "
                              f"--models {key} --threads {threads}")
-        rows.append({"name": name, "model": key, "histories": histories, "cost": cost, "seeds": sorted(runs),
+        rows.append({"name": name, "model": key, "runs": runs, "histories": histories, "cost": cost,
+                     "seeds": sorted(runs),
                      "steps": max(h["evals"][-1]["step"] for h in histories)})
     reference = next((r for r in rows if r["name"] == time_of), None)
     budget = reference["steps"] * reference["cost"]["step_seconds"] if reference else None
@@ -99,34 +100,12 @@ def markdown(rows: list[dict], budget, threads: int, time_of: str) -> str:
 
 
 def plot(rows: list[dict], path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120, sharey=True)
-    for r in sorted(rows, key=lambda r: r["name"]):
-        length = min(len(h["evals"]) for h in r["histories"])
-        steps = [r["histories"][0]["evals"][i]["step"] for i in range(length)]
-        values = [[h["evals"][i]["heldout_ln_ppl"] for h in r["histories"]] for i in range(length)]
-        mean = [statistics.fmean(v) for v in values]
-        label = f"{r['name']} ({r['cost']['parameters']:,} params, {len(r['seeds'])} seed{'s' if len(r['seeds']) > 1 else ''})"
-        line, = by_step.plot(steps, mean, marker=".", label=label)
-        if len(r["seeds"]) > 1:
-            by_step.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=line.get_color(), alpha=0.2)
-        later = [i for i, s in enumerate(steps) if s > 0]  # a log axis: step 0 has no place
-        by_time.plot([steps[i] * r["cost"]["step_seconds"] for i in later], [mean[i] for i in later], marker=".",
-                     color=line.get_color(), label=label)
-    by_step.set_xlabel("optimiser step")
-    by_time.set_xlabel("seconds (steps x the step benchmark's seconds per step)")
-    by_time.set_xscale("log")
-    by_step.set_ylabel("held-out ln PPL (nats per byte)")
-    for axis in (by_step, by_time):
-        axis.grid(alpha=0.3)
-    by_step.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    """The train-lm curves of the groups, the time axis from the step benchmark (idle seconds, log scale)."""
+    plot_lm_curves({r["name"]: r["runs"] for r in rows}, path,
+                   seconds_per_step={r["name"]: r["cost"]["step_seconds"] for r in rows},
+                   labels={r["name"]: f"{r['name']} ({r['cost']['parameters']:,} params, {len(r['seeds'])} "
+                                      f"seed{'s' if len(r['seeds']) > 1 else ''})" for r in rows},
+                   log_time=True)
 
 
 def main(argv=None) -> None:

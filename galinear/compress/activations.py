@@ -24,6 +24,7 @@ import numpy as np
 from galinear import _io
 
 from galinear.compress.models import attention, attention_norm, decoder_layers, projection, set_projection
+from galinear.compress.progress import progress_steps
 
 
 @contextlib.contextmanager
@@ -50,8 +51,6 @@ def _captured_batches(model, layer: int, token_windows: np.ndarray, where: str, 
     time; with ``residuals`` (windows, length, width), the residual-stream inputs of ``layer``, only
     layers ``layer..`` run (:func:`starting_at`)."""
     import torch
-
-    from galinear.compress.progress import progress_steps
 
     block = decoder_layers(model)[layer]
     if where == "attn_in":
@@ -309,8 +308,6 @@ class CaptureShards:
 def residual_inputs(model, layer: int, token_windows: np.ndarray, progress: str | None = None):
     """Residual-stream input of decoder layer ``layer`` for each window: (windows, length, width)."""
     import torch
-
-    from galinear.compress.progress import progress_steps
 
     block = decoder_layers(model)[layer]
     store = []

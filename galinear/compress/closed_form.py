@@ -49,6 +49,8 @@ import os
 
 import numpy as np
 
+from galinear.compress import adam
+
 RIDGE_CUTOFF = 1e-10   # smallest / largest eigenvalue below which C_xx counts as singular
 RIDGE_SCALE = 1e-8     # the ridge, relative to the mean eigenvalue of C_xx
 
@@ -294,8 +296,6 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
     ``moment_curve`` ([step, training MSE]).
     """
     import torch
-
-    from galinear.compress import adam
 
     if (getattr(module, "bias", None) is not None) != reg.bias:
         raise ValueError("the module's bias must follow the original projection's (fit a bias iff it has one)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from galinear.compress.progress import progress_steps
+
 
 class _nothing:
     def __enter__(self):
@@ -55,8 +57,6 @@ def log_perplexity(model, windows, progress: str | None = None, start=None) -> d
     ``start = (layer, residuals)`` with residuals (windows, L, width): skip the layers below
     ``layer`` (their output is given). Returns ``{"log_ppl", "nll_sum", "tokens", "windows"}``.
     """
-    from galinear.compress.progress import progress_steps
-
     total, count = 0.0, 0
     ids = windows.batch(windows.heldout)
     bar = progress_steps(len(ids), progress)

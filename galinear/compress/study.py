@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
-                               models, sequential, wikitext)
+                               models, sequential, study_units, wikitext)
 from galinear.compress.captures import CaptureMethods
 from galinear.compress import report as reporting
 from galinear.compress import windows as win
@@ -459,12 +459,12 @@ class Study(CaptureMethods):
         """Evaluate the original model, then every planned run; write the report after each run.
 
         Under ``torchrun`` (torch.distributed initialised, several ranks) the units are spread over
-        the ranks instead (:func:`galinear.compress.distributed.run`).
+        the ranks instead (:func:`galinear.compress.study_units.run`).
         """
         from tqdm.auto import tqdm
 
         if self.ranks.size > 1:
-            return distributed.run(self, report=report)
+            return study_units.run(self, report=report)
         self.evaluate_original()
         plan = self.plan()
         last_plot = time.perf_counter()

@@ -83,15 +83,25 @@ def lm_markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_lm_curves(groups: dict[str, dict[int, dict]], path, title: str = "") -> None:
-    """Held-out ln PPL against steps (left) and training seconds (right): mean over seeds, with
-    the min..max band over seeds."""
+def plot_lm_curves(groups: dict[str, dict[int, dict]], path, title: str = "", *,
+                   seconds_per_step: dict[str, float] | None = None, labels: dict[str, str] | None = None,
+                   log_time: bool = False) -> None:
+    """Held-out ln PPL against steps (left) and seconds (right): mean over seeds, with the
+    min..max band over seeds.
+
+    The seconds are the runs' own training seconds, or with ``seconds_per_step`` ({group: s})
+    each evaluation's step times that cost (one idle measurement, for runs made on a shared
+    machine). ``labels``: legend text per group (default: its name and seed count). ``log_time``:
+    a logarithmic seconds axis, without the points at 0 s (step 0). The ln PPL is per byte when
+    every run used the byte tokenizer, per token otherwise.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 4), dpi=120, sharey=True)
+    tokenizers = set()
     for name, runs in groups.items():
         length = min(len(h["evals"]) for h in runs.values())
         evals = [[h["evals"][i] for h in runs.values()] for i in range(length)]
@@ -99,15 +109,24 @@ def plot_lm_curves(groups: dict[str, dict[int, dict]], path, title: str = "") ->
         low = [min(e["heldout_ln_ppl"] for e in row) for row in evals]
         high = [max(e["heldout_ln_ppl"] for e in row) for row in evals]
         steps = [row[0]["step"] for row in evals]
-        seconds = [statistics.fmean(e["train_seconds"] for e in row) for row in evals]
-        label = f"{name} ({len(runs)} seed{'s' if len(runs) > 1 else ''})"
+        if seconds_per_step is None:
+            seconds = [statistics.fmean(e["train_seconds"] for e in row) for row in evals]
+        else:
+            seconds = [step * seconds_per_step[name] for step in steps]
+        tokenizers |= {h["config"].get("data", {}).get("tokenizer") for h in runs.values()}
+        label = (labels or {}).get(name) or f"{name} ({len(runs)} seed{'s' if len(runs) > 1 else ''})"
         line, = by_step.plot(steps, mean, label=label)
         by_step.fill_between(steps, low, high, color=line.get_color(), alpha=0.2)
-        by_time.plot(seconds, mean, color=line.get_color(), label=label)
-        by_time.fill_between(seconds, low, high, color=line.get_color(), alpha=0.2)
+        shown = [point for point in zip(seconds, mean, low, high) if point[0] > 0 or not log_time]  # log: no 0 s
+        times, means, lows, highs = (list(column) for column in zip(*shown)) if shown else ([], [], [], [])
+        by_time.plot(times, means, color=line.get_color(), label=label)
+        by_time.fill_between(times, lows, highs, color=line.get_color(), alpha=0.2)
     by_step.set_xlabel("step")
-    by_time.set_xlabel("training seconds")
-    by_step.set_ylabel("held-out ln PPL (nats per token)")
+    by_time.set_xlabel("training seconds" if seconds_per_step is None
+                       else "seconds (steps x the step benchmark's seconds per step)")
+    if log_time:
+        by_time.set_xscale("log")
+    by_step.set_ylabel(f"held-out ln PPL (nats per {'byte' if tokenizers == {'byte'} else 'token'})")
     for axis in (by_step, by_time):
         axis.grid(alpha=0.3)
     by_time.legend(fontsize=8)
