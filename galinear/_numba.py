@@ -2,6 +2,8 @@
 
 Sets the on-disk cache folder before numba loads (site-packages may be read-only) and offers
 ``jit``: ``numba.njit(cache=True)`` by default. Compilation happens on first call, never at import.
+Kernel inputs go through ``readonly`` so that each kernel compiles once per dtype (numba gives
+read-only and writable arrays different types).
 
 What the disk cache trusts
 --------------------------
@@ -37,8 +39,8 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["jit", "prange", "set_threads", "default_cache_dir", "cache_folder_problem", "disk_cache_folder",
-           "generated_folder", "load_generated", "UntrustedCacheWarning"]
+__all__ = ["jit", "prange", "readonly", "set_threads", "default_cache_dir", "cache_folder_problem",
+           "disk_cache_folder", "generated_folder", "load_generated", "UntrustedCacheWarning"]
 
 
 class UntrustedCacheWarning(UserWarning):
@@ -185,6 +187,21 @@ def jit(func=None, **options):
 
 
 prange = numba.prange
+
+
+def readonly(arr):
+    """``arr`` itself when it is read-only, else a read-only view of it (no copy).
+
+    numba types a read-only array differently from a writable one (``readonly array(float64,
+    2d, C)`` vs ``array(float64, 2d, C)``) and compiles a kernel once per combination it meets.
+    Kernels take their *inputs* through this function and write only to arrays they allocate
+    or are handed as ``out``, so each kernel compiles once per dtype whatever its callers pass.
+    """
+    if not arr.flags.writeable:
+        return arr
+    view = arr.view()
+    view.flags.writeable = False
+    return view
 
 
 def set_threads(count: int) -> int:

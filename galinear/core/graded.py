@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from galinear import blades
+from galinear._numba import readonly
 from galinear.core import products
 
 __all__ = [
@@ -96,7 +97,10 @@ def _kept_terms(metric: tuple[int, ...], kind: str, pa: int, pb: int):
     ti, tj, tk, ts = products.product_triples(metric, kind, np.float64)
     grades = blades.blade_grades(len(metric))
     keep = ((pa >> grades[ti]) & 1).astype(bool) & ((pb >> grades[tj]) & 1).astype(bool)
-    return ti[keep], tj[keep], tk[keep], ts[keep].astype(np.int64)
+    out = ti[keep], tj[keep], tk[keep], ts[keep].astype(np.int64)
+    for arr in out:
+        arr.setflags(write=False)  # cached: shared by every caller, and read-only as kernel input
+    return out
 
 
 def _cache_folder() -> Path:
@@ -175,19 +179,22 @@ def _product_kernel(metric: tuple[int, ...], kind: str, pa: int, pb: int):
 
 
 def _rows(a: np.ndarray, b: np.ndarray):
-    """a, b as (rows, columns) arrays with row strides 0 or 1 when one side is a single multivector;
-    else both broadcast and materialised. Returns (a2, sa, b2, sb, batch shape)."""
+    """a, b as read-only C-contiguous (rows, columns) arrays with row strides 0 or 1 when one side
+    is a single multivector; else both broadcast and materialised. Returns (a2, sa, b2, sb, batch
+    shape). Always read-only, so that a kernel compiles once per dtype
+    (:func:`galinear._numba.readonly`)."""
     shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
     rows = int(np.prod(shape, dtype=np.int64))
     pieces = []
     for x in (a, b):
         dim = x.shape[-1]
         if x.shape[:-1] == shape:
-            pieces += [np.ascontiguousarray(x).reshape(rows, dim), 1]
+            pieces += [readonly(np.ascontiguousarray(x).reshape(rows, dim)), 1]
         elif x.size == dim:
-            pieces += [np.ascontiguousarray(x).reshape(1, dim), 0]
+            pieces += [readonly(np.ascontiguousarray(x).reshape(1, dim)), 0]
         else:
-            pieces += [np.ascontiguousarray(np.broadcast_to(x, shape + (dim,))).reshape(rows, dim), 1]
+            full = np.ascontiguousarray(np.broadcast_to(x, shape + (dim,)))
+            pieces += [readonly(full.reshape(rows, dim)), 1]
     return (*pieces, shape)
 
 
@@ -224,9 +231,9 @@ def product(alg, kind: str, a: np.ndarray, pa: int | None, b: np.ndarray, pb: in
             _check(kernel(a2, b2, out, sa, sb), a2, b2)
         else:
             ti, tj, tk, ts = _kept_terms(alg.metric, kind, pa, pb)
-            a2 = np.ascontiguousarray(np.broadcast_to(a2, out.shape))
-            b2 = np.ascontiguousarray(np.broadcast_to(b2, out.shape))
-            ts = ts.astype(dtype)
+            a2 = readonly(np.ascontiguousarray(np.broadcast_to(a2, out.shape)))
+            b2 = readonly(np.ascontiguousarray(np.broadcast_to(b2, out.shape)))
+            ts = readonly(ts.astype(dtype))
             _check(products.table_product(a2, b2, out, ti, tj, tk, ts, products.chunk_rows()), a2, b2)
     return out.reshape(shape + (alg.dim,)), out_pattern
 

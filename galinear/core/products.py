@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 from galinear import blades
-from galinear._numba import jit, prange
+from galinear._numba import jit, prange, readonly
 
 __all__ = [
     "KINDS",
@@ -266,6 +266,10 @@ def multiply(metric: tuple, kind: str, a2: np.ndarray, b2: np.ndarray, method: s
     ValueError names the input that holds NaN or infinity.
     """
     n = len(metric)
+    # one array kind per kernel signature: read-only C-contiguous inputs, a fresh writable output
+    # (the bitmask kernel below gets fresh writable copies, always)
+    a2 = readonly(np.ascontiguousarray(a2))
+    b2 = readonly(np.ascontiguousarray(b2))
     out = np.empty_like(a2)
     kernel = None
     if method != "table":

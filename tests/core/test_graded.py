@@ -128,6 +128,38 @@ def test_broadcast_nan_and_readonly(rng):
     assert (MultiVector.zeros(alg, 3) * R).known_grades == ()
 
 
+def test_each_graded_kernel_compiles_once_per_dtype(monkeypatch, rng):
+    """Read-only, writable, broadcast and strided operands reach a graded kernel as one array
+    kind: one compile per dtype (numba types read-only and writable arrays differently)."""
+    from galinear._numba import jit
+
+    alg = Algebra(3)
+    vector = 0b10
+    kernels = {}
+    for name in ("_product_kernel", "_packed_product_kernel"):
+        original = getattr(graded, name)
+        # a new dispatcher of the same code: its signatures are those of this test's calls only
+        kernels[name] = jit(original(alg.metric, "gp", vector, vector).py_func)
+        monkeypatch.setattr(graded, name, lambda *key, kernel=kernels[name]: kernel)
+    columns = graded.blades_of(alg.n, vector)
+    for dtype in (np.float64, np.float32):
+        u, v = rng.standard_normal((2, 4, alg.dim)).astype(dtype)
+        u[:, ~np.isin(alg.grades, 1)] = 0.0
+        v[:, ~np.isin(alg.grades, 1)] = 0.0
+        frozen = v.copy()
+        frozen.setflags(write=False)
+        for a, b in ((u, v), (u, frozen), (frozen, u[:1]), (np.repeat(u, 2, axis=0)[::2], frozen)):
+            want = alg.gp(a, b)
+            got, _ = graded.product(alg, "gp", a, vector, b, vector)
+            _assert_close(got, want, 100.0, TOL[dtype])
+            packed, pattern = graded.product_packed(alg, "gp", a[:, columns], vector, b[:, columns], vector)
+            _assert_close(graded.unpack(alg.n, packed, pattern), want, 100.0, TOL[dtype])
+    for name, kernel in kernels.items():
+        signatures = [", ".join(map(str, s)) for s in kernel.signatures]
+        assert len(signatures) == 2, (f"{name} compiled {len(signatures)} times for 2 dtypes:\n"
+                                      + "\n".join(signatures))
+
+
 @settings(max_examples=12, deadline=None)
 @given(st.sampled_from(SIGNATURES), st.lists(st.integers(0, 4), min_size=1, max_size=3),
        st.lists(st.integers(0, 4), min_size=1, max_size=3), st.integers(0, 2**31 - 1))

@@ -188,6 +188,43 @@ def test_generated_method(rng):
         Algebra(3).gp(a[:, :8], b[:, :8], method="fast")
 
 
+# ---------------------------------------------------------------------------- one compile per dtype
+def _array_kinds(x):
+    """x (rows, dim) as the kinds of array callers hand in: writable, read-only, strided (not
+    contiguous), and its first row alone (broadcast against the other operand)."""
+    frozen = x.copy()
+    frozen.setflags(write=False)
+    return [x, frozen, np.repeat(x, 2, axis=0)[::2], x[:1]]
+
+
+@pytest.mark.parametrize("method", ["table", "generated"])
+def test_each_product_kernel_compiles_once_per_dtype(monkeypatch, rng, method):
+    """numba types read-only, writable and non-contiguous arrays differently; the products hand
+    their kernels one kind, so inputs of every kind add no second compile of a kernel."""
+    from galinear._numba import jit
+
+    alg = Algebra(3)
+    if method == "table":
+        kernel = jit(products.table_product.py_func)  # a new dispatcher: only this test's signatures
+        monkeypatch.setattr(products, "table_product", kernel)
+    else:
+        kernel = jit(products._generated_kernel("gp", alg.metric).py_func)
+        monkeypatch.setattr(products, "_generated_kernel", lambda kind, metric: kernel)
+    for dtype in DTYPES:
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        for x in _array_kinds(_random(rng, alg, 4, dtype)):
+            for y in _array_kinds(_random(rng, alg, 4, dtype)):
+                want = clifford_reference(alg, "gp", x, y)
+                np.testing.assert_allclose(alg.gp(x, y, method=method), want, rtol=0, atol=tol)
+                if x.shape == y.shape:  # the products' own entry point, without Algebra's copies
+                    got = products.multiply(alg.metric, "gp", x, y, method)
+                    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+    signatures = [", ".join(map(str, s)) for s in kernel.signatures]
+    assert len(signatures) == len(DTYPES), (
+        f"the {method} kernel compiled {len(signatures)} times for {len(DTYPES)} dtypes:\n"
+        + "\n".join(signatures))
+
+
 # ---------------------------------------------------------------------------- bad input
 @pytest.mark.nojit
 def test_bad_input_errors():
