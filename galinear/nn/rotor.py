@@ -202,10 +202,13 @@ class RotorLinear(nn.Module):
         self.alpha = nn.Parameter(torch.empty(P, **factory)) if alpha else None
         self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
         # the power method's start vectors; the exact decomposition reads none, so it keeps none
+        # (a plain None attribute then: torch.export miscounts buffers registered as None)
         power = decomposition == "power"
-        self.register_buffer("left_warm_start", torch.empty(P, k, n, **factory) if power else None)
-        self.register_buffer("right_warm_start",
-                             torch.empty(P, k, n, **factory) if power and self.double_rotor else None)
+        for name, kept in (("left_warm_start", power), ("right_warm_start", power and self.double_rotor)):
+            if kept:
+                self.register_buffer(name, torch.empty(P, k, n, **factory))
+            else:
+                setattr(self, name, None)
         self._register_load_state_dict_pre_hook(_match_warm_starts, with_module=True)
 
         index_device = device
