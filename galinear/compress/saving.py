@@ -310,6 +310,25 @@ def check_identity(config: dict, model, check_weights: bool = True) -> None:
                      "better)")
 
 
+def _without_unread_warm_starts(where: str, own: dict, state: dict, declared: dict | None):
+    """``state`` and ``declared`` without the power method's warm-start vectors where ``module`` has
+    none: folders written before exact-decomposition layers stopped holding them carry such
+    vectors, which an exact layer never reads. Each dropped one is still checked against its
+    recorded SHA-256, so a changed file is refused as before."""
+    from galinear.nn.rotor import WARM_START_BUFFERS
+
+    unread = [k for k in state if k not in own and k.rpartition(".")[2] in WARM_START_BUFFERS]
+    if not unread:
+        return state, declared
+    if declared is not None:
+        for name in unread:
+            if name in declared and tensor_sha256(state[name]) != declared[name]["sha256"]:
+                raise ValueError(f"{where}: tensor {name} does not match its recorded SHA-256 (changed after it "
+                                 f"was saved, or swapped with another); {_FIX}")
+        declared = {k: v for k, v in declared.items() if k not in unread}
+    return {k: v for k, v in state.items() if k not in unread}, declared
+
+
 def checked_module(where: str, module, state: dict, declared: dict | None = None):
     """``module`` with ``state`` loaded, after every tensor was checked against its role: the names,
     dtypes and shapes of the module's own state_dict, finite floating-point values, the recorded
@@ -318,6 +337,7 @@ def checked_module(where: str, module, state: dict, declared: dict | None = None
     import torch
 
     own = module.state_dict()
+    state, declared = _without_unread_warm_starts(where, own, state, declared)
     missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     if missing or extra:
         raise ValueError(f"{where}: the tensors differ from a {type(module).__name__}'s (missing {missing}, "

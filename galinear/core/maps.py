@@ -13,7 +13,7 @@ import numpy as np
 
 from galinear import blades
 from galinear._generated import rotor_spec
-from galinear._numba import jit
+from galinear._numba import jit, readonly
 from galinear.core.products import reorder_sign
 from galinear.core.rotors import decompose_exact, wedge
 
@@ -141,7 +141,8 @@ def rotor_from_parts(n: int, parts: np.ndarray) -> np.ndarray:
     series = np.array(rotor_spec.SINC_SERIES[key], dtype=parts.dtype)
     switch = rotor_spec.SERIES_SWITCH[key]
     if rows:
-        _rotor_chain(flat, np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]), switch, series, out)
+        _rotor_chain(readonly(flat), readonly(np.ascontiguousarray(pairs[:, 0])), readonly(np.ascontiguousarray(pairs[:, 1])),
+                     switch, readonly(series), out)
     return out.reshape(shape + (2**n,))
 
 

@@ -20,6 +20,7 @@ from math import comb
 
 import numpy as np
 
+from galinear._numba import readonly
 from galinear.core import graded, products
 
 __all__ = ["infer_pattern", "product_plan", "sandwich_plan", "run_plan", "FULL_MAX_N"]
@@ -96,7 +97,7 @@ def run_plan(plan, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     kernel, _, columns, _ = plan
     if a.ndim == 1 and b.ndim == 1 and a.dtype is b.dtype:  # one multivector each: no broadcasting
         out = np.empty((1, columns), dtype=a.dtype)
-        if columns and not kernel(a.reshape(1, -1), b.reshape(1, -1), out, 0, 0):
+        if columns and not kernel(readonly(a.reshape(1, -1)), readonly(b.reshape(1, -1)), out, 0, 0):
             graded._check(False, a, b)
         out = out.reshape(columns)
     else:

@@ -62,7 +62,8 @@ def _autocast_dtype(x: torch.Tensor, work: torch.dtype):
     return low if low in (torch.float16, torch.bfloat16) else None
 
 
-_WARM_STARTS = ("left_warm_start", "right_warm_start")
+#: the power decomposition's warm-start buffers (held only by layers with decomposition="power")
+WARM_START_BUFFERS = ("left_warm_start", "right_warm_start")
 
 
 def _match_warm_starts(module, state_dict, prefix, *args):
@@ -70,7 +71,7 @@ def _match_warm_starts(module, state_dict, prefix, *args):
     unit vectors give the same converged factors). A layer without them (the exact decomposition)
     drops those of a state saved by a power layer or by an older galinear, which kept them for
     every layer; a power layer given a state without them keeps its own."""
-    for name in _WARM_STARTS:
+    for name in WARM_START_BUFFERS:
         key, own = prefix + name, module._buffers.get(name)
         if own is None:
             state_dict.pop(key, None)
