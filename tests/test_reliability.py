@@ -519,7 +519,7 @@ def test_compress_checks_paths_and_ranges_before_the_model_loads(tmp_path, no_lo
 
 def test_bh_blocks_of_a_model_told_only_once_loaded_is_checked_before_any_fit():
     from galinear.commands.compress import bh_blocks_problem
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     model = tiny_llama(layers=2)  # q: 32 -> 32, k and v: 32 -> 16
     assert bh_blocks_problem(model, ((0,), (1,)), 4) is None

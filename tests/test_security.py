@@ -288,13 +288,13 @@ def tiny():
     """A tiny random Llama (the compress tests' model); needs the optional transformers."""
     pytest.importorskip("transformers")
     from galinear.compress.models import LoadedModel
-    from tests.compress.conftest import CharTokenizer, tiny_llama
+    from galinear.testing.models import CharTokenizer, tiny_llama
 
     return LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama")
 
 
 def _small_study(out, tiny, **overrides):
-    from tests.compress.conftest import TEXTS, tiny_config
+    from galinear.testing.models import TEXTS, tiny_config
 
     settings = dict(datasets=("a",), layer_sets=((0, 2),), methods=("lr1",))
     settings.update(overrides)
@@ -353,7 +353,7 @@ def test_closed_form_moments_cache_damaged_or_with_objects_is_recomputed(tmp_pat
 
 
 def test_load_compressed_refuses_payload(tmp_path, tiny):
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     path = tmp_path / "models" / "rotor.pt"
     for kind in ("torch", "pickle"):
@@ -383,7 +383,7 @@ def test_truncated_compress_cache_is_recomputed(tmp_path, tiny, capsys):
 def test_compressed_model_folder_with_a_pickle_does_not_run_it(tmp_path, tiny):
     """galinear.compress.load reads JSON and safetensors only: a pickle in their place is an error."""
     from galinear.compress import MethodSpec, build_module, load, save
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     replacements = {(1, "q_proj"): build_module(MethodSpec("lr1"), 32, 32)}
     folder = save(str(tmp_path / "saved"), tiny.model, replacements, MethodSpec("lr1"), name="tiny-llama")
@@ -398,7 +398,7 @@ def test_compressed_model_folder_with_a_pickle_does_not_run_it(tmp_path, tiny):
 def test_truncated_compressed_model_names_file(tmp_path, tiny):
     study = _small_study(tmp_path / "run", tiny)
     study.run(report=False)
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     saved = next((tmp_path / "run" / "models").iterdir())
     _truncate(saved)
@@ -411,7 +411,7 @@ import sys
 sys.path.insert(0, {root!r})
 from galinear.compress import Study
 from galinear.compress.models import LoadedModel
-from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama
 config = tiny_config({out!r}, datasets=("a",), layer_sets=((0, 2),), methods=("lr1",), seeds=(0, 1, 2),
                      epochs=400.0)
 # Ctrl-C as at a terminal: a test run started in the background (`make test &`, a CI runner)
@@ -480,7 +480,7 @@ from galinear.compress import models as _models  # noqa: E402
 def _rotor_folder(root, model=None, name="kept"):
     """A folder with rotor networks for layer 1's q, k and v of the tiny Llama (hidden width 16)."""
     from galinear.compress import MethodSpec, build_module, save
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     model = tiny_llama() if model is None else model
     spec = MethodSpec("rotor", hidden=16)
@@ -533,7 +533,7 @@ import torch
 from galinear.compress import load
 from galinear.kernels import spinor
 from galinear.nn import RotorNetwork
-from tests.compress.conftest import tiny_llama
+from galinear.testing.models import tiny_llama
 for folder in sys.argv[1:]:
     try:
         if folder == "kernel":  # the kernel itself, called past every module check
@@ -754,7 +754,7 @@ def test_tampered_folders_are_refused_with_the_reason(kept_rotor, tmp_path, name
     """Finding 4: each of these installed garbage, NaN logits or another layer silently, or ended in
     a traceback; now each is refused before anything is installed, naming what is wrong."""
     from galinear.compress import load
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     _, folder = kept_rotor
     copy = _copy(folder, tmp_path, "copy")
@@ -788,8 +788,7 @@ def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkey
     from galinear.cli import main
     from galinear.compress import saving
     from galinear.compress.models import LoadedModel
-    from tests.compress.conftest import tiny_llama
-    from tests.compress.test_generate import DecodingCharTokenizer
+    from galinear.testing.models import DecodingCharTokenizer, tiny_llama
 
     monkeypatch.setattr(_models, "load_model", lambda source, gguf=None, **kw: LoadedModel(
         tiny_llama(), DecodingCharTokenizer(), source))
@@ -811,7 +810,7 @@ def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkey
 def test_load_checks_the_whole_model_not_only_the_embedding(kept_rotor):
     """Finding 2 for load: another model with the same embedding and norms was accepted."""
     from galinear.compress import load
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     _, folder = kept_rotor
     other = tiny_llama()
@@ -829,7 +828,7 @@ def test_load_checks_the_whole_model_not_only_the_embedding(kept_rotor):
 def test_the_same_model_in_bfloat16_is_named_as_such(tmp_path):
     """The same model loaded as bfloat16 was called "other weights"."""
     from galinear.compress import load
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     folder, _ = _rotor_folder(tmp_path)
     with pytest.raises(ValueError, match="float32 weights; this model's weights are bfloat16.*load the model as "
@@ -847,7 +846,7 @@ def _checkpoint(seed_of_the_rest):
     """A tiny Llama named like a fine-tune checkpoint: the embedding and norms of seed 0 (frozen in
     fine-tuning), every other weight drawn from ``seed_of_the_rest``."""
     from galinear.compress.models import LoadedModel
-    from tests.compress.conftest import CharTokenizer, tiny_llama
+    from galinear.testing.models import CharTokenizer, tiny_llama
 
     model, rest = tiny_llama(), tiny_llama(seed=seed_of_the_rest)
     with torch.no_grad():
@@ -876,7 +875,7 @@ def test_two_checkpoints_with_the_same_name_and_embedding_never_share_results(tm
 def test_the_cache_key_is_the_content_not_the_name():
     from galinear.compress import store
     from galinear.compress.config import StudyConfig
-    from tests.compress.conftest import CharTokenizer, tiny_llama
+    from galinear.testing.models import CharTokenizer, tiny_llama
 
     model = tiny_llama()
     windows, config = {}, StudyConfig()
@@ -899,7 +898,7 @@ def test_content_hash_streams_every_weight_against_a_reference():
     import hashlib
 
     from galinear.compress import models
-    from tests.compress.conftest import tiny_llama
+    from galinear.testing.models import tiny_llama
 
     model = tiny_llama(layers=1)
     h = hashlib.sha256(b"galinear-model-v1\0config\0" + models._canonical_config(model.config).encode())

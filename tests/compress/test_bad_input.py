@@ -10,7 +10,7 @@ transformers = pytest.importorskip("transformers")
 from galinear.compress import Study, check_model, log_perplexity  # noqa: E402
 from galinear.compress.models import LoadedModel  # noqa: E402
 from galinear.data import text as text_data  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_config  # noqa: E402
 
 
 def test_layer_out_of_range(tmp_path, tiny):

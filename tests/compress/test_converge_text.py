@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 from galinear.compress import Study, converge, log_perplexity, log_perplexity_direct, split_windows  # noqa: E402
 from galinear.compress.windows import bos_token  # noqa: E402
 from galinear.data.text import load_text_file  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
 
 
 class BosTokenizer(CharTokenizer):

@@ -11,7 +11,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from torch.multiprocessing.spawn import ProcessException  # noqa: E402
 
 from galinear.compress import distributed  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 

@@ -8,14 +8,13 @@ pytest.importorskip("safetensors")
 
 from galinear.commands import generate  # noqa: E402
 from galinear.compress import Study, load, models  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
-
-
-class DecodingCharTokenizer(CharTokenizer):
-    eos_token_id = None
-
-    def decode(self, ids):
-        return "".join(chr(97 + int(i) % 26) for i in ids)
+from galinear.testing.models import (  # noqa: E402
+    TEXTS,
+    CharTokenizer,
+    DecodingCharTokenizer,
+    tiny_config,
+    tiny_llama,
+)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from .conftest import tiny_llama
+from galinear.testing.models import tiny_llama
 
 torch = pytest.importorskip("torch")
 
@@ -214,7 +214,7 @@ def test_study_with_a_joint_objective(tmp_path, name):
     from galinear.compress import Study
     from galinear.compress.models import LoadedModel
 
-    from .conftest import TEXTS, CharTokenizer, tiny_config
+    from galinear.testing.models import TEXTS, CharTokenizer, tiny_config
 
     config = tiny_config(tmp_path, methods=("lr1", "lr1-cf"), layer_sets=((1, 2),), datasets=("a",), objective=name,
                          epochs=1.0)

@@ -10,13 +10,13 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from galinear.compress import Study, export_dense, load, log_perplexity, models  # noqa: E402
-from tests.compress.conftest import TEXTS, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.models import TEXTS, tiny_config, tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def saved_study(tmp_path_factory):
     from galinear.compress.models import LoadedModel
-    from tests.compress.conftest import CharTokenizer
+    from galinear.testing.models import CharTokenizer
 
     root = tmp_path_factory.mktemp("saved")
     config = tiny_config(root / "run", methods=("rotor", "lr1-cf", "bh1-cf"), hidden=16, layer_sets=((0, 2),),
@@ -155,7 +155,7 @@ def test_family_with_q_norms_and_wide_q(tmp_path):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from galinear.compress.models import LoadedModel
-    from tests.compress.conftest import CharTokenizer
+    from galinear.testing.models import CharTokenizer
 
     def qwen3(seed):
         torch.manual_seed(seed)

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from galinear.compress import Study, fit, sequential  # noqa: E402
 from galinear.compress.models import LoadedModel  # noqa: E402
 from galinear.compress.store import set_name  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
 
 
 def test_layer_syntax():

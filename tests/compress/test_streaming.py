@@ -13,7 +13,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from galinear.compress import activations, converge, fit, methods, models  # noqa: E402
 from galinear.compress.activations import CaptureShards  # noqa: E402
-from tests.compress.conftest import tiny_llama  # noqa: E402
+from galinear.testing.models import tiny_llama  # noqa: E402
 
 
 def _windows(count=7, length=24, seed=0):

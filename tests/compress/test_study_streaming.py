@@ -16,7 +16,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from galinear.compress import Study, activations, models  # noqa: E402
 from galinear.compress.activations import CaptureShards  # noqa: E402
 from galinear.compress.config import StudyConfig, validate_request  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
 
 # 12 training windows of 32 tokens per text: 768 training rows, three batches of 256 per pass
 SIZE = dict(train_windows=12, hidden=16)

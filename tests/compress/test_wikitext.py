@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study, wikitext  # noqa: E402
-from tests.compress.conftest import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
 
 
 def test_packaged_split_matches_its_checksum_and_notice():

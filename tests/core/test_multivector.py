@@ -11,31 +11,11 @@ from hypothesis import strategies as st
 
 from galinear import Algebra, MultiVector
 from galinear.core.multivector import NotInvertibleError, hodge_signs, outermorphism_matrix
-from galinear.testing import clifford_reference
+from galinear.testing import assert_close, clifford_reference, default_rtol, norm_product, random_multivector
 
 clifford = pytest.importorskip("clifford", reason="clifford is the reference implementation (test extra)")
 
 SIGNATURES = [(3, 0, 0), (2, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (1, 1, 1), (2, 2, 0), (2, 0, 2)]
-TOL = {np.float64: 1e-12, np.float32: 1e-5}
-INV_TOL = {np.float64: 1e-10, np.float32: 1e-4}
-
-
-def _rand(rng, alg, shape=(4,), dtype=np.float64):
-    return MultiVector(alg, rng.standard_normal(tuple(shape) + (alg.dim,)).astype(dtype))
-
-
-def _close(got, want, scale, tol):
-    got = np.asarray(got, dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    err = np.abs(got - want).reshape(-1, want.shape[-1] if want.ndim else 1).max(axis=-1)
-    assert np.all(err <= tol * np.maximum(np.asarray(scale).reshape(-1), 1e-300)), (err.max(), tol)
-
-
-def _norms(*mvs):
-    out = 1.0
-    for m in mvs:
-        out = out * np.linalg.norm(np.asarray(m.values, np.float64), axis=-1)
-    return out
 
 
 def _clifford_values(alg, mvs):
@@ -48,28 +28,28 @@ def test_operators_match_clifford(signature, dtype, rng):
     """Products from clifford's own sparse tables (no per-algebra compilation), unary maps from
     clifford's grade lists."""
     alg = Algebra(*signature)
-    a, b = _rand(rng, alg, (3,), dtype), _rand(rng, alg, (3,), dtype)
+    a, b = random_multivector(rng, alg, (3,), dtype), random_multivector(rng, alg, (3,), dtype)
     A, B = a.values.astype(np.float64), b.values.astype(np.float64)
-    tol = TOL[dtype]
+    tol = default_rtol(dtype)
     for op, name in [(lambda x, y: x * y, "gp"), (lambda x, y: x ^ y, "op"), (lambda x, y: x << y, "lc"),
                      (lambda x, y: x >> y, "rc")]:
         got = op(a, b)
         assert got.dtype == dtype
-        _close(got.values, clifford_reference(alg, name, A, B), _norms(a, b), tol)
+        assert_close(got.values, clifford_reference(alg, name, A, B), norm_product(a, b), tol)
     # clifford's | (its table imt) drops the terms with a scalar factor; ours keeps them (kingdon's |)
     from galinear.testing import _table_product
 
     layout = alg.clifford_layout()
     ref = _table_product(layout.imt, A, B) + A[:, :1] * B + B[:, :1] * A
     ref[:, 0] -= A[:, 0] * B[:, 0]
-    _close((a | b).values, ref, _norms(a, b), tol)
+    assert_close((a | b).values, ref, norm_product(a, b), tol)
     grades = np.asarray(layout._basis_blade_order.grades)
     for got, sign in [(~a, (-1.0) ** (grades * (grades - 1) // 2)), (a.involute(), (-1.0) ** grades),
                       (a.conjugate(), (-1.0) ** (grades * (grades + 1) // 2))]:
-        _close(got.values, A * sign, _norms(a), tol)
-    _close(a(2).values, A * (grades == 2), _norms(a), tol)
-    _close(a.grade(0, alg.n).values, A * ((grades == 0) | (grades == alg.n)), _norms(a), tol)
-    _close((2.5 * a - 1).values, 2.5 * A - np.eye(alg.dim)[0], _norms(a) + 1, tol)
+        assert_close(got.values, A * sign, norm_product(a), tol)
+    assert_close(a(2).values, A * (grades == 2), norm_product(a), tol)
+    assert_close(a.grade(0, alg.n).values, A * ((grades == 0) | (grades == alg.n)), norm_product(a), tol)
+    assert_close((2.5 * a - 1).values, 2.5 * A - np.eye(alg.dim)[0], norm_product(a) + 1, tol)
 
 
 def test_operators_match_clifford_multivectors(rng):
@@ -79,29 +59,29 @@ def test_operators_match_clifford_multivectors(rng):
     every other signature checks x^-1 x = 1 directly (test_inverse_every_signature).
     """
     alg = Algebra(3, 1)
-    a, b = _rand(rng, alg, (2,)), _rand(rng, alg, (2,))
+    a, b = random_multivector(rng, alg, (2,)), random_multivector(rng, alg, (2,))
     inv, quotient = a.inv(), a / b
     for i in range(2):
         A, B = _clifford_values(alg, (a[i], b[i]))
-        _close((~a).values[i], (~A).value, _norms(a[i]), 1e-12)
-        _close(a.involute().values[i], A.gradeInvol().value, _norms(a[i]), 1e-12)
-        _close(a.conjugate().values[i], A.conjugate().value, _norms(a[i]), 1e-12)
-        _close(a(2).values[i], A(2).value, _norms(a[i]), 1e-12)
-        _close(a.dual().values[i], A.dual().value, _norms(a[i]), 1e-12)
-        _close(inv.values[i], A.inv().value, np.linalg.norm(inv.values[i]), 1e-10)
-        _close(quotient.values[i], (A / B).value, np.linalg.norm(quotient.values[i]), 1e-10)
+        assert_close((~a).values[i], (~A).value, norm_product(a[i]), 1e-12)
+        assert_close(a.involute().values[i], A.gradeInvol().value, norm_product(a[i]), 1e-12)
+        assert_close(a.conjugate().values[i], A.conjugate().value, norm_product(a[i]), 1e-12)
+        assert_close(a(2).values[i], A(2).value, norm_product(a[i]), 1e-12)
+        assert_close(a.dual().values[i], A.dual().value, norm_product(a[i]), 1e-12)
+        assert_close(inv.values[i], A.inv().value, np.linalg.norm(inv.values[i]), 1e-10)
+        assert_close(quotient.values[i], (A / B).value, np.linalg.norm(quotient.values[i]), 1e-10)
 
 
 def test_clifford_round_trip_and_algebra_inference(rng):
     for signature in [(3, 0, 0), (3, 0, 1), (3, 1, 0)]:
         alg = Algebra(*signature)
-        x = _rand(rng, alg, ())
+        x = random_multivector(rng, alg, ())
         back = MultiVector.from_clifford(x.to_clifford())
         assert back.algebra == alg and back == x
-        xb = _rand(rng, alg, (2, 3))
+        xb = random_multivector(rng, alg, (2, 3))
         assert MultiVector.from_clifford(xb.to_clifford(), alg) == xb
     with pytest.raises(ValueError, match="cannot combine multivectors"):
-        _rand(rng, Algebra(3)) * _rand(rng, Algebra(2, 1))
+        random_multivector(rng, Algebra(3)) * random_multivector(rng, Algebra(2, 1))
 
 
 def test_kingdon_interop():
@@ -110,28 +90,28 @@ def test_kingdon_interop():
     for signature in [(3, 0, 0), (3, 0, 1), (3, 1, 0), (2, 0, 2)]:
         alg = Algebra(*signature)
         kalg = kingdon.Algebra(*signature)
-        a, b = _rand(rng, alg, ()), _rand(rng, alg, ())
+        a, b = random_multivector(rng, alg, ()), random_multivector(rng, alg, ())
         ka, kb = a.to_kingdon(kalg), b.to_kingdon(kalg)
         assert MultiVector.from_kingdon(ka, alg) == a
-        scale = _norms(a, b)
+        scale = norm_product(a, b)
         for ours, theirs in [(a * b, ka * kb), (a ^ b, ka ^ kb), (a | b, ka | kb), (a & b, ka & kb),
                              (a << b, ka.lc(kb)), (~a, ~ka)]:
-            _close(ours.values, MultiVector.from_kingdon(theirs, alg).values, scale, 1e-12)
+            assert_close(ours.values, MultiVector.from_kingdon(theirs, alg).values, scale, 1e-12)
         kind = "hodge" if 0 in alg.metric else "polarity"  # what "auto" picks (kingdon's auto needs r <= 1)
-        _close(a.dual().values, MultiVector.from_kingdon(ka.dual(kind), alg).values, _norms(a), 1e-12)
-        _close(a.undual().values, MultiVector.from_kingdon(ka.undual(kind), alg).values, _norms(a), 1e-12)
-    batch = _rand(rng, Algebra(3), (5,))
+        assert_close(a.dual().values, MultiVector.from_kingdon(ka.dual(kind), alg).values, norm_product(a), 1e-12)
+        assert_close(a.undual().values, MultiVector.from_kingdon(ka.undual(kind), alg).values, norm_product(a), 1e-12)
+    batch = random_multivector(rng, Algebra(3), (5,))
     assert MultiVector.from_kingdon(batch.to_kingdon()) == batch
 
 
 @pytest.mark.nojit
 def test_broadcasting_and_scalars(rng):
     alg = Algebra(3)
-    a, b = _rand(rng, alg, (5, 1)), _rand(rng, alg, (1, 4))
+    a, b = random_multivector(rng, alg, (5, 1)), random_multivector(rng, alg, (1, 4))
     ab = a * b
     assert ab.shape == (5, 4)
     assert np.allclose(ab.values, alg.gp(a.values, b.values))
-    x = _rand(rng, alg, ())
+    x = random_multivector(rng, alg, ())
     assert (2 * x).allclose(x * 2.0) and (x + 1)["1"] == x["1"] + 1 and (1 - x).allclose(-(x - 1))
     assert (np.float64(3) * x).allclose(x * 3) and (x / 2).allclose(0.5 * x)
     assert (2 / x).allclose(2 * x.inv(), rtol=1e-10)
@@ -149,7 +129,7 @@ def test_broadcasting_and_scalars(rng):
 
 def test_blade_access_and_indexing(rng):
     alg = Algebra(4)
-    x = _rand(rng, alg, (3,))
+    x = random_multivector(rng, alg, (3,))
     assert np.array_equal(x["e12"], x.values[:, 5]) and np.array_equal(x.e21, -x.values[:, 5])
     assert np.array_equal(x["1"], x.values[:, 0])
     x.e13 = 7.0
@@ -189,13 +169,13 @@ def test_repr_and_latex():
 def test_inverse_every_signature(signature, dtype, rng):
     """Closed forms up to n = 5, the matrix path above: x^-1 x = x x^-1 = 1."""
     alg = Algebra(*signature)
-    x = _rand(rng, alg, (6,), dtype)
+    x = random_multivector(rng, alg, (6,), dtype)
     y = x.inv()
     one = np.zeros(alg.dim)
     one[0] = 1
     scale = np.linalg.norm(x.values.astype(np.float64), axis=-1) * np.linalg.norm(y.values.astype(np.float64), axis=-1)
-    _close((x * y).values, np.broadcast_to(one, x.values.shape), scale, INV_TOL[dtype])
-    _close((y * x).values, np.broadcast_to(one, x.values.shape), scale, INV_TOL[dtype])
+    assert_close((x * y).values, np.broadcast_to(one, x.values.shape), scale, default_rtol(dtype, "chain"))
+    assert_close((y * x).values, np.broadcast_to(one, x.values.shape), scale, default_rtol(dtype, "chain"))
     assert y.dtype == dtype
 
 
@@ -223,19 +203,19 @@ SIG_STRATEGY = st.sampled_from([(3, 0, 0), (4, 0, 0), (3, 1, 0), (3, 0, 1), (2, 
 def test_property_associativity_and_inverse(seed, signature):
     rng = np.random.default_rng(seed)
     alg = Algebra(*signature)
-    a, b, c = (_rand(rng, alg, ()) for _ in range(3))
-    _close(((a * b) * c).values, (a * (b * c)).values, _norms(a, b, c), 1e-12)
-    _close(((a ^ b) ^ c).values, (a ^ (b ^ c)).values, _norms(a, b, c), 1e-12)
-    _close(((a & b) & c).values, (a & (b & c)).values, _norms(a, b, c), 1e-12)
+    a, b, c = (random_multivector(rng, alg, ()) for _ in range(3))
+    assert_close(((a * b) * c).values, (a * (b * c)).values, norm_product(a, b, c), 1e-12)
+    assert_close(((a ^ b) ^ c).values, (a ^ (b ^ c)).values, norm_product(a, b, c), 1e-12)
+    assert_close(((a & b) & c).values, (a & (b & c)).values, norm_product(a, b, c), 1e-12)
     y = a.inv()
-    _close((y * a).values, MultiVector.scalar(alg, 1.0).values, _norms(a, y), 1e-10)
+    assert_close((y * a).values, MultiVector.scalar(alg, 1.0).values, norm_product(a, y), 1e-10)
 
 
 @given(seed=st.integers(0, 2**32 - 1), signature=SIG_STRATEGY, kind=st.sampled_from(["auto", "hodge", "polarity"]))
 def test_property_dual_round_trip(seed, signature, kind):
     rng = np.random.default_rng(seed)
     alg = Algebra(*signature)
-    x = _rand(rng, alg, (2,))
+    x = random_multivector(rng, alg, (2,))
     if kind == "polarity" and 0 in alg.metric:
         with pytest.raises(ValueError, match="kind='hodge'"):
             x.dual(kind)
@@ -251,15 +231,15 @@ def test_property_meet_join(seed, signature, r, s):
     alg = Algebra(*signature)
     n = alg.n
     r, s = min(r, n), min(s, n)
-    a, b = _rand(rng, alg, ())(r), _rand(rng, alg, ())(s)
+    a, b = random_multivector(rng, alg, ())(r), random_multivector(rng, alg, ())(s)
     m = a & b
     want = set() if r + s < n else {r + s - n}
-    assert set(m.grades(tol=1e-12 * float(_norms(a, b)))) <= want
+    assert set(m.grades(tol=1e-12 * float(norm_product(a, b)))) <= want
     I = MultiVector.pseudoscalar(alg)
     assert (I & a).allclose(a, rtol=0, atol=1e-14) and (a & I).allclose(a, rtol=0, atol=1e-14)
-    assert m.dual("hodge").allclose(a.dual("hodge") ^ b.dual("hodge"), rtol=0, atol=1e-12 * float(_norms(a, b)))
+    assert m.dual("hodge").allclose(a.dual("hodge") ^ b.dual("hodge"), rtol=0, atol=1e-12 * float(norm_product(a, b)))
     sign = (-1) ** ((n - r) * (n - s))
-    assert (b & a).allclose(sign * m, rtol=0, atol=1e-12 * float(_norms(a, b)))
+    assert (b & a).allclose(sign * m, rtol=0, atol=1e-12 * float(norm_product(a, b)))
 
 
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 6), scale=st.floats(1e-6, 10.0),
@@ -319,7 +299,7 @@ def test_project_reject(rng):
 def test_outermorphism(rng):
     alg = Algebra(4)
     M = rng.standard_normal((4, 4))
-    a, b = _rand(rng, alg, ()), _rand(rng, alg, ())
+    a, b = random_multivector(rng, alg, ()), random_multivector(rng, alg, ())
     fa, fb = a.outermorphism(M), b.outermorphism(M)
     assert (a ^ b).outermorphism(M).allclose(fa ^ fb, atol=1e-11)
     I = MultiVector.pseudoscalar(alg)
@@ -353,7 +333,7 @@ def test_sandwich_exp_log_and_norms(rng):
     alg = Algebra(3)
     B = MultiVector.bivector(alg, rng.standard_normal(3))
     R = B.exp()
-    x = _rand(rng, alg, ())
+    x = random_multivector(rng, alg, ())
     assert (R @ x).allclose(R * x * ~R) and R.log().exp().allclose(R, atol=1e-12)
     assert np.isclose(float(R.norm()), 1.0) and (x.normalized().norm() - 1) < 1e-12
     with pytest.raises(TypeError, match="needs a MultiVector"):

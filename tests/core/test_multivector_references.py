@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from galinear import Algebra, MultiVector
-from tests.core.test_multivector import INV_TOL, TOL, _close, _norms, _rand
+from galinear.testing import assert_close, default_rtol, norm_product, random_multivector
 
 SIGNATURES = [(3, 0, 0), (3, 1, 0), (3, 0, 1), (4, 1, 0), (2, 0, 2)]
 # one Algebra per signature, so that clifford compiles its functions once per layout
@@ -75,8 +75,8 @@ def test_against_clifford(signature, dtype, rng):
 
     alg = ALGEBRAS[signature]
     layout = alg.clifford_layout()
-    tol, inv_tol = TOL[dtype], INV_TOL[dtype]
-    a, b = _rand(rng, alg, (2,), dtype), _rand(rng, alg, (2,), dtype)
+    tol, inv_tol = default_rtol(dtype), default_rtol(dtype, "chain")
+    a, b = random_multivector(rng, alg, (2,), dtype), random_multivector(rng, alg, (2,), dtype)
     matrix = rng.standard_normal((alg.n, alg.n)).astype(dtype)
     blades = {g: _blade(rng, alg, g, dtype) for g in _blade_grades(alg)}
     x = MultiVector.vector(alg, rng.standard_normal((2, alg.n)).astype(dtype))
@@ -106,17 +106,18 @@ def test_against_clifford(signature, dtype, rng):
         }
         want.update({f"project onto a {g}-blade": blade.project(A) for g, blade in cblades.items()})
         scales = {  # (scale, tolerance) per operation
-            "dual": (_norms(a[i]), tol), "undual": (_norms(a[i]), tol), "&": (_norms(a[i], b[i]), tol),
-            "** 3": (_norms(a[i]) ** 3, inv_tol),
-            "outermorphism": (_norms(a[i]) * max(1.0, np.linalg.norm(matrix, 2)) ** alg.n, tol),
-            "reject a vector": (_norms(x[i]) * blade_scale[2], inv_tol), "R @ a": (_norms(R, R, a[i]), tol),
+            "dual": (norm_product(a[i]), tol), "undual": (norm_product(a[i]), tol),
+            "&": (norm_product(a[i], b[i]), tol),
+            "** 3": (norm_product(a[i]) ** 3, inv_tol),
+            "outermorphism": (norm_product(a[i]) * max(1.0, np.linalg.norm(matrix, 2)) ** alg.n, tol),
+            "reject a vector": (norm_product(x[i]) * blade_scale[2], inv_tol), "R @ a": (norm_product(R, R, a[i]), tol),
         }
-        scales.update({f"project onto a {g}-blade": (_norms(a[i]) * blade_scale[g], inv_tol) for g in blades})
+        scales.update({f"project onto a {g}-blade": (norm_product(a[i]) * blade_scale[g], inv_tol) for g in blades})
         for key, ref in want.items():
             ref = MultiVector.from_clifford(ref, alg).values
             scale, t = scales.get(key, (np.linalg.norm(ref), inv_tol))  # inv, /, ** -2: the result's norm
             try:
-                _close(got[key].values[i], ref, scale, t)
+                assert_close(got[key].values[i], ref, scale, t)
             except AssertionError as err:
                 raise AssertionError(f"{key} in {alg!r} ({np.dtype(dtype).name}): {err}") from None
 
@@ -148,8 +149,8 @@ def test_against_kingdon(signature, dtype, rng):
     """
     kalg = _kingdon(signature)
     alg = ALGEBRAS[signature]
-    tol, inv_tol = TOL[dtype], INV_TOL[dtype]
-    a, b = _rand(rng, alg, (3,), dtype), _rand(rng, alg, (3,), dtype)
+    tol, inv_tol = default_rtol(dtype), default_rtol(dtype, "chain")
+    a, b = random_multivector(rng, alg, (3,), dtype), random_multivector(rng, alg, (3,), dtype)
     R = _rotor(rng, alg, dtype, (3,))
     positive = alg.metric.index(1)  # a basis vector squaring to +1, turned by R: a unit odd versor
     V = R * (R @ MultiVector.basis_vectors(alg)[positive].astype(dtype))
@@ -159,14 +160,14 @@ def test_against_kingdon(signature, dtype, rng):
         return MultiVector.from_kingdon(k, alg).values
 
     cases = [
-        ("R >> a", R @ a, theirs(kR >> ka), _norms(R, R, a), tol),
-        ("V >> a (odd)", V @ a.involute(), theirs(kV >> ka), _norms(V, V, a), tol),
-        ("a >> b (right contraction)", a >> b, theirs(ka.rc(kb)), _norms(a, b), tol),
-        ("involute", a.involute(), theirs(ka.involute()), _norms(a), tol),
-        ("conjugate", a.conjugate(), theirs(ka.conjugate()), _norms(a), tol),
-        ("grade 2", a(2), theirs(ka.grade(2)), _norms(a), tol),
-        ("grades 0, n", a.grade(0, alg.n), theirs(ka.grade(0, alg.n)), _norms(a), tol),
-        ("** 3", a ** 3, theirs(ka ** 3), _norms(a) ** 3, inv_tol),
+        ("R >> a", R @ a, theirs(kR >> ka), norm_product(R, R, a), tol),
+        ("V >> a (odd)", V @ a.involute(), theirs(kV >> ka), norm_product(V, V, a), tol),
+        ("a >> b (right contraction)", a >> b, theirs(ka.rc(kb)), norm_product(a, b), tol),
+        ("involute", a.involute(), theirs(ka.involute()), norm_product(a), tol),
+        ("conjugate", a.conjugate(), theirs(ka.conjugate()), norm_product(a), tol),
+        ("grade 2", a(2), theirs(ka.grade(2)), norm_product(a), tol),
+        ("grades 0, n", a.grade(0, alg.n), theirs(ka.grade(0, alg.n)), norm_product(a), tol),
+        ("** 3", a ** 3, theirs(ka ** 3), norm_product(a) ** 3, inv_tol),
     ]
     # kingdon writes its inverse symbolically per blade pattern; for a general multivector of
     # Cl(4,1) that takes minutes, so there inv and ** -2 use bivectors and / a vector divisor
@@ -188,11 +189,11 @@ def test_against_kingdon(signature, dtype, rng):
             x = a(g)
             ref = theirs(x.astype(np.float64).to_kingdon(kalg) @ kblade)
             cases.append((f"grade-{g} part projected onto a {grade}-blade", x.project(blade.astype(dtype)), ref,
-                          _norms(x), inv_tol))
+                          norm_product(x), inv_tol))
     for name, ours, ref, scale, t in cases:
         assert ours.dtype == dtype, name
         try:
-            _close(ours.values, ref, scale, t)
+            assert_close(ours.values, ref, scale, t)
         except AssertionError as err:
             raise AssertionError(f"{name} in {alg!r} ({np.dtype(dtype).name}): {err}") from None
 
@@ -220,8 +221,8 @@ def test_exp_of_simple_bivectors_against_kingdon(signature, rng):
             kB = B.to_kingdon(kalg).filter(lambda v: v != 0)  # only the blades present: B^2 is a scalar
             ref = MultiVector.from_kingdon(kB.exp(), alg).values
             scale = max(1.0, float(np.linalg.norm(ref)))
-            _close(B.exp().values, ref, scale, 1e-12)
-            _close(B.astype(np.float32).exp().values, ref, scale, 1e-5)
+            assert_close(B.exp().values, ref, scale, 1e-12)
+            assert_close(B.astype(np.float32).exp().values, ref, scale, 1e-5)
     assert -1 in squares  # rotations in every signature here
     if -1 in alg.metric:
         assert 1 in squares  # boosts

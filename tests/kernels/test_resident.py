@@ -1,10 +1,10 @@
-"""The token-resident kernels (galinear.kernels.resident) against the tile kernels, the dense
-oracle (tests/kernels/oracle.py), and across thread counts; gradients through
+"""The token-resident kernels (galinear.kernels.resident) against the tile kernels, the float64
+reference map of galinear.testing, and across thread counts; gradients through
 galinear.nn.functional.rotor_sandwich against central differences of the resident kernel.
 
-Tolerances: norm-wise relative error against a float64 reference on the same inputs, float32
-1e-5 and float64 1e-12 (the dense oracle) / 1e-12 (the tile kernel in the same dtype: both sum
-the same terms in different orders).
+Tolerances: norm-wise relative error, galinear.testing.default_rtol (float32 1e-5, float64
+1e-12), against the float64 reference on the same inputs and against the tile kernel in the same
+dtype (both sum the same terms in different orders).
 """
 import functools
 
@@ -15,41 +15,44 @@ import torch
 from galinear.kernels import resident, rotor_chain
 from galinear.nn import functional as F
 from galinear.nn.fast import numba_sandwich
-from galinear.testing import assert_gradient_matches_fd
-from tests.kernels.oracle import dense_sandwich
-from tests.kernels.test_rotor_chain import make_case, reference, rel_err, transposed
-
-TOL = {np.float32: 1e-5, np.float64: 1e-12}
+from galinear.testing import (
+    assert_gradient_matches_fd,
+    default_rtol,
+    random_factor_case,
+    reference_factor_map,
+    relative_error,
+    transposed_map_factors,
+)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("double", [False, True])
 @pytest.mark.parametrize("n,B,P", [(1, 1, 2), (2, 3, 1), (3, 1, 2), (4, 5, 3), (5, 9, 1), (6, 1, 3), (7, 2, 1),
                                    (8, 1, 1)])
-def test_matches_dense_oracle_and_tile_kernel(rng, n, B, P, double, dtype):
-    x, factors = make_case(rng, n, B, P, dtype, double)
+def test_matches_reference_and_tile_kernel(rng, n, B, P, double, dtype):
+    x, factors = random_factor_case(rng, n, B, P, dtype, double)
     y = resident.sandwich_forward(x, *factors)
     assert y.dtype == dtype and y.shape == x.shape
-    assert rel_err(y, reference(x, factors, dense_sandwich)) < TOL[dtype]
-    assert rel_err(y, rotor_chain.sandwich_forward(x, *factors)) < TOL[dtype]
+    assert relative_error(y, reference_factor_map(x, factors)) < default_rtol(dtype)
+    assert relative_error(y, rotor_chain.sandwich_forward(x, *factors)) < default_rtol(dtype)
     g = rng.standard_normal(x.shape).astype(dtype)  # the transposed map
-    gx = resident.sandwich_forward(g, *transposed(factors))
-    assert rel_err(gx, reference(g, transposed(factors), dense_sandwich)) < TOL[dtype]
+    gx = resident.sandwich_forward(g, *transposed_map_factors(factors))
+    assert relative_error(gx, reference_factor_map(g, transposed_map_factors(factors))) < default_rtol(dtype)
 
 
 @pytest.mark.parametrize("n,B", [(9, 1), (10, 3), (11, 1)])
 def test_large_n_matches_tile_kernel(rng, n, B):
-    x, factors = make_case(rng, n, B, 1, np.float64, True)
+    x, factors = random_factor_case(rng, n, B, 1, np.float64, True)
     y = resident.sandwich_forward(x, *factors)
-    assert rel_err(y, rotor_chain.sandwich_forward(x, *factors)) < 1e-12
+    assert relative_error(y, rotor_chain.sandwich_forward(x, *factors)) < 1e-12
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
-    assert rel_err(resident.sandwich_forward(y, *transposed(factors)), x) < 1e-12
+    assert relative_error(resident.sandwich_forward(y, *transposed_map_factors(factors)), x) < 1e-12
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_thread_count_gives_identical_bits(rng, dtype):
     import numba
-    x, factors = make_case(rng, 7, 19, 3, dtype, True)  # 19 tokens: full and partial jobs
+    x, factors = random_factor_case(rng, 7, 19, 3, dtype, True)  # 19 tokens: full and partial jobs
     before = numba.get_num_threads()
     results = []
     try:
@@ -105,7 +108,7 @@ def test_backend_kernels_agree_and_bad_names_are_refused():
     factors = [torch.randn(2, 2, 5, generator=gen, dtype=torch.float64) for _ in range(4)]
     outs = [numba_sandwich(x, *factors, kernel=k) for k in ("auto", "resident", "tile")]
     for y in outs[1:]:
-        assert rel_err(y.numpy(), outs[0].numpy()) < 1e-12
+        assert relative_error(y.numpy(), outs[0].numpy()) < 1e-12
     with pytest.raises(ValueError, match="kernel must be one of"):
         numba_sandwich(x, *factors, kernel="fast")
     with pytest.raises(ValueError, match="kernel must be one of"):
@@ -113,7 +116,7 @@ def test_backend_kernels_agree_and_bad_names_are_refused():
 
 
 def test_bad_input_is_refused(rng):
-    x, (V, W) = make_case(rng, 4, 2, 3, np.float64, False)
+    x, (V, W) = random_factor_case(rng, 4, 2, 3, np.float64, False)
     with pytest.raises(ValueError, match="2\\*\\*n"):
         resident.sandwich_forward(x[..., :15], V, W)
     with pytest.raises(ValueError, match="shape \\(P, k, n\\)"):
@@ -123,5 +126,5 @@ def test_bad_input_is_refused(rng):
 
 
 def test_empty_batch(rng):
-    x, factors = make_case(rng, 5, 0, 2, np.float32, True)
+    x, factors = random_factor_case(rng, 5, 0, 2, np.float32, True)
     assert resident.sandwich_forward(x, *factors).shape == x.shape

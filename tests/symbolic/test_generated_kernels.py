@@ -1,4 +1,4 @@
-"""Generated kernels against numpy (blades.cayley_tables), the symbolic layer and the core.
+"""Generated kernels against the numpy references of galinear.testing, the symbolic layer and the core.
 
 Only the gp kernels are shipped (Algebra.gp uses them); sandwich kernels and the torch target
 are generated into a temporary folder here, so the generator stays tested for them.
@@ -19,7 +19,7 @@ from galinear.symbolic.closed_forms import sandwich as symbolic_sandwich
 from galinear.symbolic.codegen import write_kernel
 from galinear.symbolic.spec import KernelSpec
 
-from .conftest import assert_close, numpy_gp, numpy_reverse, rotor_rows
+from galinear.testing import assert_close, reference_gp, reference_sandwich, rotor_from_rows
 
 BATCH = 33
 
@@ -62,7 +62,7 @@ def test_gp_matches_cayley_reference(n, dtype, rng):
     out = np.empty_like(a)
     kernel(a, b, out)
     assert out.dtype == dtype
-    assert_close(out, numpy_gp(a.astype(np.float64), b.astype(np.float64), n), dtype)
+    assert_close(out, reference_gp(a.astype(np.float64), b.astype(np.float64), n))
 
 
 def _rotor_width(n):
@@ -75,9 +75,9 @@ def test_sandwich_matches_reference(n, dtype, rng):
     r, x = _inputs(rng, dtype, _rotor_width(n), 1 << n)
     out = np.empty_like(x)
     kernel(r, x, out)
-    R = rotor_rows(r.astype(np.float64), n)
-    expected = numpy_gp(numpy_gp(R, x.astype(np.float64), n), numpy_reverse(R, n), n)
-    assert_close(out, expected, dtype)
+    R = rotor_from_rows(r.astype(np.float64), n)
+    expected = reference_sandwich(x.astype(np.float64), R)
+    assert_close(out, expected)
 
 
 @pytest.mark.parametrize("n", _fast_then_slow([1, 2, 3, 4], [5, 6]))
@@ -86,9 +86,9 @@ def test_double_sandwich_matches_reference(n, dtype, rng):
     r, s, x = _inputs(rng, dtype, _rotor_width(n), _rotor_width(n), 1 << n)
     out = np.empty_like(x)
     kernel(r, s, x, out)
-    R, S = rotor_rows(r.astype(np.float64), n), rotor_rows(s.astype(np.float64), n)
-    expected = numpy_gp(numpy_gp(R, x.astype(np.float64), n), numpy_reverse(S, n), n)
-    assert_close(out, expected, dtype)
+    R, S = rotor_from_rows(r.astype(np.float64), n), rotor_from_rows(s.astype(np.float64), n)
+    expected = reference_sandwich(x.astype(np.float64), R, S)
+    assert_close(out, expected)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -104,7 +104,7 @@ def test_kernels_match_symbolic_layer(n, rng):
         A = MultiVector(n, [sp.Float(v, 30) for v in a[row]])
         B = MultiVector(n, [sp.Float(v, 30) for v in b[row]])
         np.testing.assert_allclose(out[row], [float(c) for c in (A * B).coefficients], rtol=1e-13, atol=1e-13)
-        R = MultiVector(n, [sp.Float(v, 30) for v in rotor_rows(r[row], n)])
+        R = MultiVector(n, [sp.Float(v, 30) for v in rotor_from_rows(r[row], n)])
         X = MultiVector(n, [sp.Float(v, 30) for v in x[row]])
         got = [float(c) for c in symbolic_sandwich(R, X).coefficients]
         np.testing.assert_allclose(out_s[row], got, rtol=1e-12, atol=1e-12)
@@ -118,7 +118,7 @@ def test_gp_matches_core_table_kernel(n, dtype, rng):
     table = algebra.gp(a, b, method="table")
     generated = algebra.gp(a, b, method="generated")
     assert generated.dtype == dtype
-    assert_close(generated, table.astype(np.float64), dtype)
+    assert_close(generated, table.astype(np.float64))
 
 
 @pytest.mark.nojit
@@ -129,12 +129,12 @@ def test_gp_and_sandwich_small_nojit(n, rng):
         a, b = _inputs(rng, dtype, 1 << n, 1 << n)
         out = np.empty_like(a)
         find_kernel("gp", n)(a, b, out)
-        assert_close(out, numpy_gp(a.astype(np.float64), b.astype(np.float64), n), dtype)
+        assert_close(out, reference_gp(a.astype(np.float64), b.astype(np.float64), n))
         r, x = _inputs(rng, dtype, _rotor_width(n), 1 << n)
         out = np.empty_like(x)
         written_kernel("sandwich", n)(r, x, out)
-        R = rotor_rows(r.astype(np.float64), n)
-        assert_close(out, numpy_gp(numpy_gp(R, x.astype(np.float64), n), numpy_reverse(R, n), n), dtype)
+        R = rotor_from_rows(r.astype(np.float64), n)
+        assert_close(out, reference_sandwich(x.astype(np.float64), R))
 
 
 @pytest.mark.nojit
@@ -174,16 +174,16 @@ def test_torch_kernels_match_reference_and_differentiate(op, n, rng):
         if op == "gp":
             a, b = _inputs(rng, np_dtype, 1 << n, 1 << n)
             got = kernel(torch.tensor(a), torch.tensor(b))
-            expected = numpy_gp(a.astype(np.float64), b.astype(np.float64), n)
+            expected = reference_gp(a.astype(np.float64), b.astype(np.float64), n)
         else:
             widths = [_rotor_width(n)] * (2 if op == "sandwich2" else 1) + [1 << n]
             args = _inputs(rng, np_dtype, *widths)
             got = kernel(*[torch.tensor(t) for t in args])
-            R = rotor_rows(args[0].astype(np.float64), n)
-            S = rotor_rows(args[1].astype(np.float64), n) if op == "sandwich2" else R
-            expected = numpy_gp(numpy_gp(R, args[-1].astype(np.float64), n), numpy_reverse(S, n), n)
+            R = rotor_from_rows(args[0].astype(np.float64), n)
+            S = rotor_from_rows(args[1].astype(np.float64), n) if op == "sandwich2" else R
+            expected = reference_sandwich(args[-1].astype(np.float64), R, S)
         assert got.dtype == dtype
-        assert_close(got.numpy(), expected, np_dtype)
+        assert_close(got.numpy(), expected)
     a = torch.randn(4, 1 << n, dtype=torch.float64, requires_grad=True)
     b = torch.randn(1, 1 << n, dtype=torch.float64)  # broadcasts over the leading axis
     if op == "gp" and n <= 3:
@@ -231,7 +231,7 @@ def test_kernel_reports_non_finite_inputs_and_works_in_place(bad, rng):
     n = 3
     kernel = find_kernel("gp", n)
     a, b = (np.ascontiguousarray(x) for x in rng.standard_normal((2, 130, 1 << n)))  # 3 blocks of rows
-    expected = numpy_gp(a, b, n)
+    expected = reference_gp(a, b, n)
     out = np.empty_like(a)
     assert kernel(a, b, out)
     a_in_place = a.copy()

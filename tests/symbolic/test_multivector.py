@@ -1,4 +1,4 @@
-"""Symbolic multivectors: products against clifford and a numpy Cayley-table reference."""
+"""Symbolic multivectors: products against clifford and the numpy reference galinear.testing.reference_gp."""
 import numpy as np
 import pytest
 import sympy as sp
@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 from galinear import blades
 from galinear.symbolic import MultiVector, basis, bivector, blade, scalar, symbols, vector
 
-from .conftest import numpy_gp, numpy_reverse
+from galinear.testing import reference_gp, reference_reverse
 
 
 def _mv(n, values):
@@ -61,8 +61,8 @@ def test_nondegenerate_and_degenerate_metrics_match_clifford(clifford, metric, r
 def test_gp_matches_numpy_cayley_reference(n, data):
     coeffs = st.lists(st.integers(-9, 9), min_size=1 << n, max_size=1 << n)
     x, y = np.array(data.draw(coeffs)), np.array(data.draw(coeffs))
-    np.testing.assert_array_equal(_as_float(_mv(n, x) * _mv(n, y)), numpy_gp(x, y, n))
-    np.testing.assert_array_equal(_as_float(_mv(n, x).reverse()), numpy_reverse(x, n))
+    np.testing.assert_array_equal(_as_float(_mv(n, x) * _mv(n, y)), reference_gp(x, y, n))
+    np.testing.assert_array_equal(_as_float(_mv(n, x).reverse()), reference_reverse(x))
 
 
 def test_contractions_and_outer_product_by_grade():

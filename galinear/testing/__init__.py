@@ -1,34 +1,106 @@
-r"""Assertion helpers for users and tests of galinear (numpy only; clifford where named; torch
-inside the rotor-backend conformance helpers at the end).
+r"""Assertion helpers and references for users and tests of galinear (numpy only; clifford and
+scipy where named; torch inside the rotor-backend conformance helpers at the end).
 
 Tolerances are *relative to a scale*: for a product :math:`a \circ b` the error of each row is
-divided by :math:`\|a\|\,\|b\|` (coefficient 2-norms), for a unary map by :math:`\|x\|`. Defaults:
-``1e-12`` for float64 and ``1e-5`` for float32 inputs (references are computed in float64).
+divided by :math:`\|a\|\,\|b\|` (coefficient 2-norms), for a unary map by :math:`\|x\|`. One
+table, :data:`TOLERANCES`, holds them: ``1e-12`` for float64 and ``1e-5`` for float32 inputs for
+one product or map (references are computed in float64), ``1e-10`` and ``1e-4`` for inverses and
+chains of products.
+
+Float64 references (the geometric product, the reverse, rotor maps) live in
+:mod:`galinear.testing.references` and are re-exported here; tiny language models for the
+compression tests in :mod:`galinear.testing.models` (torch and transformers, not imported here).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from galinear.testing import references as _references
+from galinear.testing.references import (
+    as_float64,
+    random_factor_case,
+    reference_factor_map,
+    reference_gp,
+    reference_reverse,
+    reference_rotor_map,
+    reference_sandwich,
+    relative_error,
+    rotor_from_rows,
+    transposed_map_factors,
+)
+
 __all__ = [
+    "TOLERANCES",
     "default_rtol",
+    "assert_close",
+    "norm_product",
+    "random_multivector",
     "clifford_reference",
     "assert_matches_clifford",
     "assert_unit_rotor",
     "assert_orthogonal",
     "assert_simple",
     "rotor_cases",
-    "reference_rotor_map",
     "central_difference_gradient",
     "assert_gradient_matches_fd",
     "check_rotor_backend",
+    *_references.__all__,
 ]
 
-_RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
+#: Relative tolerances by dtype name: ``"product"`` for one product or map of O(1) inputs,
+#: ``"chain"`` for inverses and chains of products (the rounding of each step adds up).
+TOLERANCES = {
+    "float64": {"product": 1e-12, "chain": 1e-10},
+    "float32": {"product": 1e-5, "chain": 1e-4},
+}
 
 
-def default_rtol(dtype) -> float:
-    """Relative tolerance used by the helpers: 1e-12 (float64) or 1e-5 (float32)."""
-    return _RTOL.get(np.dtype(dtype), 1e-12)
+def default_rtol(dtype, kind: str = "product") -> float:
+    """The relative tolerance of :data:`TOLERANCES` for a numpy or torch dtype (or its name);
+    the float64 one for any other dtype. ``kind``: ``"product"`` or ``"chain"``."""
+    name = str(dtype).removeprefix("torch.") if type(dtype).__module__ == "torch" else np.dtype(dtype).name
+    table = TOLERANCES.get(name, TOLERANCES["float64"])
+    try:
+        return table[kind]
+    except KeyError:
+        raise ValueError(f"kind must be one of {sorted(table)}, got {kind!r}") from None
+
+
+def assert_close(actual, expected, scale=None, rtol=None) -> None:
+    """Assert the largest error of each row (last axis) is at most ``rtol * scale``.
+
+    ``scale``: one number or one a row (e.g. :func:`norm_product` of the operands); default
+    max(1, max |expected|). ``rtol``: default :func:`default_rtol` of ``actual``'s dtype.
+    Both sides are compared in float64.
+    """
+    if rtol is None:
+        rtol = default_rtol(actual.dtype if hasattr(actual, "dtype") else np.float64)
+    got, want = as_float64(actual), as_float64(expected)
+    if got.shape != want.shape:
+        raise AssertionError(f"shapes differ: {got.shape} and {want.shape}")
+    if scale is None:
+        scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    error = np.abs(got - want).reshape(-1, want.shape[-1] if want.ndim else 1).max(axis=-1, initial=0.0)
+    bound = rtol * np.maximum(as_float64(scale).reshape(-1), np.finfo(np.float64).tiny)
+    if not np.all(error <= bound):
+        worst = int(np.argmax(error / bound))
+        raise AssertionError(f"row {worst} differs by {float(error[worst]):.3g} > rtol {rtol:.3g} x scale "
+                             f"{float(bound[worst if bound.size > 1 else 0] / rtol):.3g}")
+
+
+def norm_product(*operands) -> np.ndarray:
+    """The product of the operands' coefficient 2-norms, row by row (arrays or MultiVectors)."""
+    out = np.float64(1.0)
+    for operand in operands:
+        out = out * np.linalg.norm(as_float64(getattr(operand, "values", operand)), axis=-1)
+    return out
+
+
+def random_multivector(rng, alg, shape=(4,), dtype=np.float64):
+    """A :class:`galinear.MultiVector` of ``alg`` with N(0, 1) coefficients, batch shape ``shape``."""
+    from galinear.core.multivector import MultiVector
+
+    return MultiVector(alg, rng.standard_normal(tuple(shape) + (alg.dim,)).astype(dtype))
 
 
 def _clifford_op(name: str):
@@ -235,48 +307,6 @@ def rotor_cases(n: int, pairs: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     return cases
 
 
-def reference_rotor_map(x, left_bivectors, right_bivectors=None) -> np.ndarray:
-    r"""y = R x S~ with R = expm(L_B) 1 (L_B: the matrix of left multiplication by B, built from
-    galinear.blades' Cayley tables; ``scipy.linalg.expm``), in float64 numpy.
-
-    Independent of galinear's decomposition and rotor code: a dense reference for tests.
-    x (T, P, 2**n), bivectors (P, C(n, 2)); arrays or tensors.
-    """
-    import scipy.linalg
-
-    from galinear.blades import blade_grades, cayley_tables
-
-    x = _as_float64(x)
-    d = x.shape[-1]
-    n = d.bit_length() - 1
-    index, sign = (np.asarray(t) for t in cayley_tables((1,) * n))  # e_i e_j = sign[i, j] e_index[i, j]
-    grades = blade_grades(n)
-    reverse = np.where((grades * (grades - 1) // 2) % 2 == 1, -1.0, 1.0)
-    columns = np.broadcast_to(np.arange(d), (d, d))
-
-    def product_matrix(a, rows, signs):
-        # for fixed j, i -> index[i, j] is a bijection: every (i, j) lands on its own entry
-        out = np.zeros(a.shape[:-1] + (d, d))
-        out[..., rows, columns] = a[..., :, None] * signs
-        return out
-
-    def rotor(bivector):
-        full = np.zeros(bivector.shape[:-1] + (d,))
-        full[..., 1 + n : 1 + n + bivector.shape[-1]] = bivector
-        return scipy.linalg.expm(product_matrix(full, index, sign))[..., :, 0]
-
-    R = rotor(_as_float64(left_bivectors))
-    S = R if right_bivectors is None else rotor(_as_float64(right_bivectors))
-    M = product_matrix(R, index, sign) @ product_matrix(S * reverse, index.T, sign.T)
-    return np.einsum("pcd,tpd->tpc", M, x)
-
-
-def _as_float64(a) -> np.ndarray:
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().double().numpy()
-    return np.asarray(a, dtype=np.float64)
-
-
 def _central_difference(f, x, direction, step):
     values = [float(f(x + offset * step * direction)) for offset in (-2, -1, 1, 2)]
     return (values[0] - 8 * values[1] + 8 * values[2] - values[3]) / (12 * step)
@@ -348,7 +378,6 @@ def check_rotor_backend(backend: str, dimensions=range(2, 9), dtypes=("float64",
     from galinear.nn import functional as F
     from galinear.nn.dexp import exact_rotor_sandwich
 
-    tolerance = {"float64": 1e-12, "float32": 1e-5}
     rows = []
     for n in dimensions:
         for name, bivectors in rotor_cases(n, pairs=1, seed=seed + n).items():
@@ -370,11 +399,11 @@ def check_rotor_backend(backend: str, dimensions=range(2, 9), dtypes=("float64",
                 reference = reference_rotor_map(x, B, C)
                 # an angle theta is known to theta * eps only: errors are relative to |x| (1 + |B| + |C|)
                 size = 1.0 + float(np.linalg.norm(bivectors)) * 1.5
-                value_error = float(np.linalg.norm(_as_float64(y) - reference) / np.linalg.norm(_as_float64(x))) / size
+                value_error = float(np.linalg.norm(as_float64(y) - reference) / np.linalg.norm(as_float64(x))) / size
                 row = {"backend": backend, "n": n, "case": name, "dtype": dtype_name, "value_error": value_error}
-                if not value_error <= tolerance[dtype_name]:
+                if not value_error <= default_rtol(dtype_name):
                     raise AssertionError(f"backend {backend!r}, n={n}, case {name!r}, {dtype_name}: "
-                                         f"value error {value_error:.3g} > {tolerance[dtype_name]:.3g}")
+                                         f"value error {value_error:.3g} > {default_rtol(dtype_name):.3g}")
                 if gradients and dtype == torch.float64:
                     def loss_of(which):
                         def f(value):

@@ -11,14 +11,9 @@ import torch
 from galinear.nn import functional
 from galinear.nn.fast import numba_sandwich
 from galinear.nn.functional.backends import NUMBA_PRIORITY
-from galinear.testing import assert_gradient_matches_fd
+from galinear.testing import assert_gradient_matches_fd, relative_error
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
-
-
-def rel_err(a, b):
-    a, b = a.detach().double(), b.detach().double()
-    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-300))
 
 
 def make_case(n, B, P, dtype, double, seed):
@@ -54,10 +49,10 @@ def test_matches_dense_and_factored_backends(n, B, P, double, dtype):
     for backend in references:
         # float64 reference on the same (possibly float32) inputs
         y_ref, grads_ref = run(backend, x.double(), [f.double() for f in factors], grad_y)
-        assert rel_err(y, y_ref) < TOL[dtype], backend
-        assert rel_err(y_grad, y_ref) < TOL[dtype], backend
+        assert relative_error(y, y_ref) < TOL[dtype], backend
+        assert relative_error(y_grad, y_ref) < TOL[dtype], backend
         for g, g_ref in zip(grads, grads_ref):
-            assert rel_err(g, g_ref) < TOL[dtype], backend
+            assert relative_error(g, g_ref) < TOL[dtype], backend
 
 
 @pytest.mark.parametrize("double", [False, True])

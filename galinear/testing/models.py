@@ -1,0 +1,71 @@
+"""Tiny randomly initialised causal language models, character tokenizers and texts for tests of
+:mod:`galinear.compress`: no download anywhere. torch and transformers load on the first call
+that builds a model."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "tiny_config", "tiny_llama"]
+
+
+class CharTokenizer:
+    """Maps each character to (code point mod vocab): enough to tokenise test text."""
+
+    def __init__(self, vocab: int = 64):
+        self.vocab = vocab
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) % self.vocab for c in text]}
+
+
+class DecodingCharTokenizer(CharTokenizer):
+    """A :class:`CharTokenizer` that also decodes (ids to letters a..z) and has no end token."""
+
+    eos_token_id = None
+
+    def decode(self, ids):
+        return "".join(chr(97 + int(i) % 26) for i in ids)
+
+
+def tiny_llama(layers: int = 3, seed: int = 0, dtype=None):
+    """A Llama of ``layers`` decoder layers (hidden size 32, 4 heads, 2 key-value heads, vocab
+    64), initialised from torch seed ``seed``, in eval mode with every parameter frozen."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    model = LlamaForCausalLM(config).eval()
+    if dtype is not None:
+        model = model.to(dtype)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def random_text(chars: int = 2400, seed: int = 0) -> str:
+    """Letters with some structure (a repeated vocabulary of short words), so a model can do better than chance."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(chr(97 + int(c)) for c in rng.integers(0, 26, rng.integers(2, 6))) for _ in range(40)]
+    out = []
+    while sum(len(w) + 1 for w in out) < chars:
+        out.append(words[int(rng.integers(0, len(words)))])
+    return " ".join(out)[:chars]
+
+
+def tiny_config(out_dir, **overrides):
+    """A :class:`galinear.compress.StudyConfig` small enough for a test: data sets "a" and "b"
+    (:data:`TEXTS`), two layer sets, methods dense and lr1, short windows; ``overrides`` replace
+    any field."""
+    from galinear.compress import StudyConfig
+
+    settings = dict(datasets=("a", "b"), layer_sets=((1,), (0, 2)), methods=("dense", "lr1"), seeds=(0,),
+                    train_windows=3, eval_windows=2, group=2, mse_windows=1, window=32, stride=16, epochs=2.0,
+                    out_dir=str(out_dir), progress=False, verbose=False)
+    settings.update(overrides)
+    return StudyConfig(**settings)
+
+
+#: The texts of :func:`tiny_config`'s data sets "a" and "b".
+TEXTS = {"a": random_text(2400, 1), "b": random_text(2400, 2)}

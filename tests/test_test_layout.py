@@ -1,0 +1,60 @@
+"""No test file imports another test file or a conftest: shared helpers live in galinear.testing.
+
+pytest gives fixtures to every test below a conftest.py without an import; anything else a test
+needs from elsewhere belongs to the package (galinear.testing, galinear.testing.models). The test
+files are parsed with :mod:`ast`, not imported, so every import is seen, lazy ones included.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def forbidden_imports(source: str, filename: str = "<source>") -> list[str]:
+    """``filename:line: statement`` for each import of ``tests`` or ``tests.*``, of a ``conftest``
+    module (at any depth), and each relative import (``from . import x``, ``from .x import y``)."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                found.append(f"{filename}:{node.lineno}: relative import "
+                             f"'from {'.' * node.level}{node.module or ''} import ...'")
+                continue
+            names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "tests" or "conftest" in parts:
+                found.append(f"{filename}:{node.lineno}: import of {name!r}")
+                break
+    return found
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("from tests.compress.conftest import tiny_llama\n", ["f.py:1: import of 'tests.compress.conftest'"]),
+    ("import tests.kernels.oracle\n", ["f.py:1: import of 'tests.kernels.oracle'"]),
+    ("from tests import helpers\n", ["f.py:1: import of 'tests'"]),
+    ("def f():\n    from .conftest import numpy_gp\n", ["f.py:2: relative import 'from .conftest import ...'"]),
+    ("from . import test_rotor_chain\n", ["f.py:1: relative import 'from . import ...'"]),
+    ("import conftest\n", ["f.py:1: import of 'conftest'"]),
+    ("from galinear import conftest\n", ["f.py:1: import of 'galinear.conftest'"]),
+    ("import numpy as np\nfrom galinear.testing import assert_close\nimport testsuite\n", []),
+])
+def test_the_checker_finds_planted_imports(source, expected):
+    assert forbidden_imports(source, "f.py") == expected
+
+
+def test_no_test_imports_a_test_module_or_a_conftest():
+    files = sorted(TESTS.rglob("*.py"))
+    assert len(files) > 50, f"expected the test suite under {TESTS}, found {len(files)} files"
+    found = [line for path in files
+             for line in forbidden_imports(path.read_text(encoding="utf-8"), str(path.relative_to(TESTS.parent)))]
+    assert not found, ("tests import other test modules or a conftest; move what they share to "
+                       "galinear.testing (fixtures may stay in conftest.py):\n" + "\n".join(found))
