@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-from galinear import _io, _util
+from galinear import _io
 from galinear.compress import adam
 from galinear.compress.progress import Progress, progress_steps  # noqa: F401  (used from here)
 
@@ -121,11 +121,6 @@ def summary(what: str, stats: dict) -> str:
             + f", {stats['seconds']:.1f} s, final loss {stats['final_loss']:.4g}")
 
 
-def cosine_lr(step: int, total: int, lr: float) -> float:
-    """Learning rate of step ``step`` (0-based) out of ``total``: lr * (1 + cos(pi step / total)) / 2."""
-    return lr * _util.cosine_schedule(step, total)
-
-
 def batch_loss(module, inputs, target_inputs, weight, bias, idx):
     """MSE of ``module`` on the rows ``idx`` against ``target_inputs[idx] @ weight.T (+ bias)``."""
     import torch
@@ -186,5 +181,5 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     return {"steps": total, "final_loss": run.final_loss, "lr_last": run.lr_used}
 
 
-__all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "Progress", "adam_regression", "atomic_save", "batch_loss", "cached", "cosine_lr",
+__all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "Progress", "adam_regression", "atomic_save", "batch_loss", "cached",
            "fit_projection", "fit_seed", "fit_unit", "load", "progress_steps", "summary", "unit_record"]

@@ -27,7 +27,6 @@ from galinear._generated import rotor_spec
 __all__ = [
     "Decomposition",
     "skew_matrix",
-    "bivector_from_skew",
     "wedge",
     "decompose_exact",
     "decompose_power",
@@ -44,12 +43,6 @@ def skew_matrix(n: int, b: np.ndarray) -> np.ndarray:
     A[..., pairs[:, 0], pairs[:, 1]] = b
     A[..., pairs[:, 1], pairs[:, 0]] = -b
     return A
-
-
-def bivector_from_skew(n: int, A: np.ndarray) -> np.ndarray:
-    """Bivector coefficients (..., C(n,2)) from the upper triangle of skew matrices (..., n, n)."""
-    pairs = blades.bivector_pairs(n)
-    return np.ascontiguousarray(A[..., pairs[:, 0], pairs[:, 1]])
 
 
 def wedge(n: int, u: np.ndarray, w: np.ndarray) -> np.ndarray:

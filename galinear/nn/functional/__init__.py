@@ -57,7 +57,6 @@ from galinear.nn.functional.rotors import (
     right_vector_product,
     sandwich_matrix,
     simple_rotor_coefficients,
-    simple_rotors,
 )
 from galinear.nn.functional.transforms import fwht
 
@@ -95,7 +94,6 @@ __all__ = [
     "factors_to_bivectors",
     "simple_rotor_coefficients",
     "exp_simple",
-    "simple_rotors",
     "compose_rotors",
     "left_vector_product",
     "right_vector_product",

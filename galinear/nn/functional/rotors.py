@@ -109,11 +109,6 @@ def exp_simple(bivector: torch.Tensor, check: bool = True) -> torch.Tensor:
     )
 
 
-def simple_rotors(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """The k simple rotors R_j as multivectors, shape (..., k, 2**n)."""
-    return exp_simple(wedge(V, W), check=False) if V.shape[-1] >= 2 else V.new_ones(*V.shape[:-1], 1)
-
-
 class _SwapOuterAxes(torch.autograd.Function):
     """(a, P, b) -> (b, P, a), contiguous, with a contiguous gradient too.
 
