@@ -55,7 +55,7 @@ class StudyDefault:
 
 # options whose default is the StudyConfig field of the same name
 STUDY_FIELDS = ("model", "window", "stride", "split_seed", "hidden", "o_epochs", "valid_windows", "objective",
-                "wikitext_window", "distill_lr", "distill_max_steps", "distill_eval_every")
+                "wikitext_window", "wikitext_windows", "distill_lr", "distill_max_steps", "distill_eval_every")
 
 
 def expand_methods(names, baseline_fit: str) -> tuple:
@@ -150,6 +150,9 @@ def add_arguments(parser):
                              "used for fitting")
     parser.add_argument("--wikitext-window", type=int, default=StudyDefault("wikitext_window"),
                         help="tokens per WikiText-2 window (default %(default)s, less where the model's context is)")
+    parser.add_argument("--wikitext-windows", type=int, default=StudyDefault("wikitext_windows"),
+                        help="score only this many WikiText-2 windows, spread evenly over the split (first and last "
+                             "included), for quick comparisons; the report says it is a subset (default: all)")
     parser.add_argument("--distill", action="store_true", default=None,
                         help="a final stage: fine-tune all replacement parameters jointly by distilling the original "
                              "model's next-token distribution (KL) on the training windows, stopped on the validation "

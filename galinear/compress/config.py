@@ -59,6 +59,8 @@ class StudyConfig:
                                        # (galinear.compress.wikitext): "auto" (when the packaged file is there),
                                        # "file" (required), "hub" (download) or "off"; `galinear compress` says auto
     wikitext_window: int = 2048        # tokens per non-overlapping WikiText-2 window (less if the model's context is)
+    wikitext_windows: int | None = None  # --wikitext-windows: score only this many windows, spread evenly over the
+                                       # split (a stated subset for quick comparisons; None: the whole split)
     distill: bool = False              # --distill: a final stage fits all replacements jointly (KL to the original)
     distill_lr: float = 1e-3           # its Adam rate
     distill_max_steps: int = 200       # its step budget (one calibration window per step)
@@ -130,6 +132,10 @@ def validate_request(c: StudyConfig, loaded) -> None:
     wikitext.check_source(c.wikitext)
     if isinstance(c.wikitext_window, bool) or not isinstance(c.wikitext_window, int) or c.wikitext_window < 2:
         raise ValueError(f"wikitext_window must be an integer >= 2 (tokens per window), got {c.wikitext_window!r}")
+    if c.wikitext_windows is not None and (isinstance(c.wikitext_windows, bool) or not isinstance(c.wikitext_windows, int)
+                                           or c.wikitext_windows < 1):
+        raise ValueError(f"wikitext_windows must be a positive integer (WikiText-2 windows scored, spread over the "
+                         f"split) or None (the whole split), got {c.wikitext_windows!r}")
     if c.distill:
         for name in ("distill_max_steps", "distill_eval_every"):
             value = getattr(c, name)

@@ -204,13 +204,19 @@ def write(entries: dict, config, *, model: str, windows: dict, datasets=None, wi
     windows_line = ", ".join(f"{d}: {w['train']} training / {w['heldout']} held-out windows" for d, w in windows.items())
     standard = ""
     if wikitext is not None:
+        every = wikitext.get("of", wikitext["windows"])
+        subset = wikitext["windows"] < every
         standard = (f"The standard measure is ln PPL over the whole WikiText-2 (raw) test split "
                     f"({wikitext['source']}): {wikitext['tokens']:,} tokens tokenised once and cut into "
-                    f"{wikitext['windows']} consecutive non-overlapping windows of {wikitext['window']} tokens (the last "
+                    f"{every} consecutive non-overlapping windows of {wikitext['window']} tokens (the last "
                     "one shorter), every predicted token of every window scored (each window's first token is context "
-                    "only), ln PPL = total NLL / tokens predicted; it is never used for fitting. The texts' columns "
-                    "are secondary measures on their held-out windows.\n\n")
-        info["wikitext"] = {k: wikitext[k] for k in ("source", "tokens", "window", "windows")}
+                    "only), ln PPL = total NLL / tokens predicted; it is never used for fitting. "
+                    + (f"**This run scores a subset: {wikitext['windows']} of the {every} windows, spread evenly over "
+                       f"the split ({wikitext.get('scored_tokens', 0):,} tokens, --wikitext-windows); its WikiText-2 "
+                       "column is not the standard measure.** " if subset else "")
+                    + "The texts' columns are secondary measures on their held-out windows.\n\n")
+        info["wikitext"] = {k: wikitext[k] for k in ("source", "tokens", "window", "windows", "of", "scored_tokens")
+                            if k in wikitext}
     _io.save_json(os.path.join(config.out_dir, "summary.json"), info, default=str)
     fits = (f"Adam fits until the validation MSE stops improving (at most {config.max_steps} steps, checked every "
             f"{config.eval_every}, patience {config.patience})" if config.until_converged else f"Adam epochs {config.epochs:g}")

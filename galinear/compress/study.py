@@ -132,10 +132,15 @@ class Study(CaptureMethods):
                                               wikitext.NAME), log=self.log)
         self.wikitext_ids, self.wikitext_source = ids, source
         self.wikitext_window = wikitext.window_length(self.model, self.config.wikitext_window, self._bos)
-        count = len(wikitext.window_bounds(len(ids), self.wikitext_window, self._bos))
-        self.wikitext_info = {"source": source, "tokens": int(len(ids)), "window": self.wikitext_window, "windows": count}
-        self.log(f"WikiText-2 test split ({source}): {len(ids):,} tokens in {count} non-overlapping windows of "
-                 f"{self.wikitext_window}, every predicted token scored")
+        every = wikitext.window_bounds(len(ids), self.wikitext_window, self._bos)
+        scored = wikitext.spread(every, self.config.wikitext_windows)
+        self.wikitext_info = {"source": source, "tokens": int(len(ids)), "window": self.wikitext_window,
+                              "windows": len(scored), "of": len(every),
+                              "scored_tokens": int(sum(stop - start for start, stop in scored))}
+        subset = (f"; {len(scored)} of them scored, spread evenly over the split (--wikitext-windows)"
+                  if len(scored) < len(every) else "")
+        self.log(f"WikiText-2 test split ({source}): {len(ids):,} tokens in {len(every)} non-overlapping windows of "
+                 f"{self.wikitext_window}, every predicted token scored{subset}")
 
     @property
     def eval_datasets(self) -> list:
@@ -146,14 +151,16 @@ class Study(CaptureMethods):
         entry = self.results["entries"].get(key)
         if entry is None:
             return False
-        return entry.get("dataset") != wikitext.NAME or entry.get("window") == self.wikitext_window
+        return entry.get("dataset") != wikitext.NAME or (
+            entry.get("window") == self.wikitext_window
+            and entry.get("windows", self.wikitext_info["of"]) == self.wikitext_info["windows"])
 
     def _log_perplexity(self, dataset: str, label: str, layer_set=None) -> dict:
         """ln PPL of the model as it stands on ``dataset`` (WikiText-2 or a text's held-out windows)."""
         progress = label if self._bars else None
         if dataset == wikitext.NAME:
             res = wikitext.log_perplexity(self.model, self.wikitext_ids, self.wikitext_window, self._bos,
-                                          progress=progress)
+                                          progress=progress, windows=self.config.wikitext_windows)
             return dict(res, source=self.wikitext_source)
         start = None if layer_set is None else self._start(dataset, layer_set[0])
         return evaluate.log_perplexity(self.model, self.windows[dataset], progress=progress, start=start)

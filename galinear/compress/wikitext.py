@@ -183,23 +183,41 @@ def window_bounds(n_tokens: int, length: int, bos: int | None = None) -> list:
     return out
 
 
+def spread(bounds: list, count: int | None) -> list:
+    """``count`` of ``bounds`` evenly spaced over the split (the first and the last among them), in
+    order; all of them when ``count`` is None or not smaller. A stated subset for quick comparisons:
+    the standard measure is the whole split."""
+    if count is None or count >= len(bounds):
+        return list(bounds)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"the WikiText-2 window count must be a positive integer, got {count!r}")
+    if count == 1:
+        return [bounds[0]]
+    picks = sorted({round(i * (len(bounds) - 1) / (count - 1)) for i in range(count)})
+    return [bounds[i] for i in picks]
+
+
 def _window(ids: np.ndarray, start: int, stop: int, bos: int | None) -> np.ndarray:
     part = np.asarray(ids[start:stop], dtype=np.int64)
     return part if bos is None else np.concatenate([[bos], part]).astype(np.int64)
 
 
 def log_perplexity(model, ids: np.ndarray, length: int = DEFAULT_WINDOW, bos: int | None = None,
-                   progress: str | None = None, max_windows: int | None = None) -> dict:
+                   progress: str | None = None, max_windows: int | None = None,
+                   windows: int | None = None) -> dict:
     """ln PPL of ``model`` over the windows of ``ids`` (:func:`window_bounds`), one window at a time.
 
     Returns ``{"log_ppl", "nll_sum", "tokens", "windows", "window", "seconds"}``; ``tokens`` counts
-    the predicted tokens. ``max_windows`` scores only the first windows (a timing probe; the result
-    is then not the standard measure).
+    the predicted tokens. ``max_windows`` scores only the first windows (a timing probe);
+    ``windows`` scores that many windows spread evenly over the split (:func:`spread`). Either
+    makes the result a subset, not the standard measure; ``"of"`` then says how many windows the
+    whole split has.
     """
     from galinear.compress.evaluate import window_nll
     from galinear.compress.progress import progress_steps
 
-    bounds = window_bounds(len(ids), length, bos)
+    every = window_bounds(len(ids), length, bos)
+    bounds = spread(every, windows)
     if max_windows is not None:
         bounds = bounds[:max_windows]
     total, count = 0.0, 0
@@ -213,7 +231,7 @@ def log_perplexity(model, ids: np.ndarray, length: int = DEFAULT_WINDOW, bos: in
     seconds = time.perf_counter() - t0
     bar.close(f"ln PPL {total / max(count, 1):.4f} on {count:,} tokens, {len(bounds)} windows of {length}")
     return {"log_ppl": total / count, "nll_sum": total, "tokens": count, "windows": len(bounds), "window": length,
-            "seconds": seconds}
+            "of": len(every), "seconds": seconds}
 
 
 def log_perplexity_direct(model, ids: np.ndarray, length: int, bos: int | None = None) -> float:
@@ -241,4 +259,4 @@ def _duration(seconds: float) -> str:
 
 __all__ = ["NAME", "TITLE", "SHA256", "DEFAULT_WINDOW", "SOURCES", "data_path", "available", "check_source",
            "read_file", "read_hub", "load_text", "check_not_wikitext", "tokenizer_key", "token_ids",
-           "window_length", "window_bounds", "log_perplexity", "log_perplexity_direct"]
+           "window_length", "window_bounds", "spread", "log_perplexity", "log_perplexity_direct"]
