@@ -540,10 +540,11 @@ for folder in sys.argv[1:]:
             net = RotorNetwork(32, 32, hidden=16).eval()
             with torch.no_grad():
                 net(torch.randn(1, 32))
-                args = list(net._decode_state())
-                args[1] = args[1].copy()
-                args[1][3] = 10 ** 9
-                spinor.network_forward(torch.randn(1, 32).numpy(), *args)
+                checked = net._decode_state()
+                perm = checked.input_perm.copy()
+                perm[3] = 10 ** 9
+                spinor.network_forward(torch.randn(1, 32).numpy(), checked.gadgets, perm, checked.hidden_perms,
+                                       checked.branch, checked.slope, checked.eps)
         else:
             model = load(folder, tiny_llama())
             with torch.no_grad():

@@ -321,6 +321,49 @@ def prepare_gadget(A, B, dtype):
     return Ar, Ar, Br, Br, False
 
 
+def _frozen(a):
+    """A private copy of ``a``: no other object holds it, so what a checked decoder indexes cannot
+    change after its check (writable, as the unchecked entry points pass it: one compile each)."""
+    return np.array(a, copy=True)
+
+
+def _frozen_gadget(g):
+    """The tuple ``g`` (:func:`gadget_tuple`) with the layer's index tables as private copies."""
+    in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, shared, back, tgt, sgnc, scale, cplx = g
+    return (_frozen(in_index), _frozen(out_index), out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, shared, back, tgt,
+            sgnc, scale, cplx)  # src, back, tgt: galinear's own tables, which the bounds checks recognise
+
+
+class CheckedGadget:
+    """One chunked rotor layer whose index tables were checked once against the arrays they index
+    (:func:`galinear.kernels.bounds.gadget_in_bounds`) and copied where no one else holds them, so a
+    call checks only
+    the tokens and the output (shape and dtype) before the compiled kernel: for decoding, where
+    the tables' pass would cost as much as the kernel. Same result as :func:`gadget_forward`."""
+
+    def __init__(self, in_index, out_index, out_scale, pair_scale, prepared, dtype, width: int):
+        from galinear.kernels import bounds
+
+        bounds.check_index(in_index, "gadget input index", width, ndim=2)
+        gadget = _frozen_gadget(gadget_tuple(in_index, out_index, out_scale, pair_scale, prepared, dtype))
+        probe = np.zeros((1, width), dtype=dtype)
+        self.out_features = int(np.asarray(out_scale).shape[0])
+        bounds.gadget_in_bounds(probe, gadget, np.zeros((1, self.out_features), dtype=dtype))
+        self.gadget, self.width, self.dtype = gadget, int(width), np.dtype(dtype)
+
+    def __call__(self, x, out):
+        """``out += `` the layer on tokens x (T, width) of the gadget's dtype; returns out."""
+        if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != self.width or x.dtype != self.dtype:
+            raise ValueError(f"x must be a {self.dtype} array of shape (tokens, {self.width}), got "
+                             f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}")
+        if (not isinstance(out, np.ndarray) or out.shape != (x.shape[0], self.out_features) or out.dtype != self.dtype
+                or not out.flags.writeable):
+            raise ValueError(f"out must be a writable {self.dtype} array of shape ({x.shape[0]}, {self.out_features}), "
+                             f"got {getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+        _gadget_kernel(x, *self.gadget, out)
+        return out
+
+
 def gadget_forward(x, in_index, out_index, out_scale, pair_scale, prepared, out):
     """``out += `` the chunked rotor layer on tokens x (T, in): chunk i of token t is
     x[t, in_index[i]] (shortlex coefficients), pair p = j I + i maps it by its matrices
@@ -402,6 +445,28 @@ def network_list(tuples):
     for item in tuples:
         out.append(item)
     return out
+
+
+class CheckedNetwork:
+    """The rotor network of :func:`network_forward` with every index table and permutation checked
+    once (:func:`galinear.kernels.bounds.network_in_bounds`) and privately copied; a call checks
+    only the tokens. Same result as :func:`network_forward`."""
+
+    def __init__(self, tuples, input_perm, hidden_perms, branch, slope, eps, width: int, dtype):
+        from galinear.kernels import bounds
+
+        self.gadgets = network_list([_frozen_gadget(g) for g in tuples])
+        self.input_perm, self.hidden_perms = _frozen(input_perm), _frozen(hidden_perms)
+        self.branch, self.slope, self.eps = _frozen(branch), float(slope), float(eps)
+        self.width, self.dtype = int(width), np.dtype(dtype)
+        bounds.network_in_bounds(np.zeros((1, width), dtype=dtype), self.gadgets, self.input_perm, self.hidden_perms,
+                                 self.branch)
+
+    def __call__(self, x):
+        if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != self.width or x.dtype != self.dtype:
+            raise ValueError(f"x must be a {self.dtype} array of shape (tokens, {self.width}), got "
+                             f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}")
+        return _network_kernel(x, self.gadgets, self.input_perm, self.hidden_perms, self.branch, self.slope, self.eps)
 
 
 def network_forward(x, gadgets, input_perm, hidden_perms, branch, slope, eps):

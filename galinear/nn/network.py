@@ -214,6 +214,7 @@ class RotorNetwork(nn.Module):
                    buffers["input_permutation"], buffers["hidden_permutations"]]
         for g in self._gadgets():
             tensors += g._parameters.values()
+            tensors += g._buffers.values()  # index tables: the decoder holds checked copies
         return tuple(None if t is None else (id(t), t._version) for t in tensors)
 
     def _check_for_inference(self):
@@ -253,8 +254,8 @@ class RotorNetwork(nn.Module):
         return stages
 
     def _decode_state(self):
-        """Arguments of :func:`galinear.kernels.spinor.network_forward`, rebuilt when a parameter
-        or a permutation changes."""
+        """The network as a :class:`galinear.kernels.spinor.CheckedNetwork` (its tables checked once),
+        rebuilt when a parameter or a permutation changes; None where the kernel does not apply."""
         from galinear.kernels import spinor as kernels
 
         state = self._parameter_state()
@@ -267,21 +268,20 @@ class RotorNetwork(nn.Module):
         dtype = self.branch_weights.dtype
         np_dtype = np.float64 if dtype == torch.float64 else np.float32
         tuples = [kernels.gadget_tuple(*gadget._decode_state(), np_dtype) for gadget in gadgets]
-        args = (kernels.network_list(tuples), self.input_permutation.numpy(), self.hidden_permutations.numpy(),
-                self.branch_weights.detach().numpy().astype(np_dtype), float(self.activation.weight), self.eps)
+        args = kernels.CheckedNetwork(tuples, self.input_permutation.numpy(), self.hidden_permutations.numpy(),
+                                      self.branch_weights.detach().numpy().astype(np_dtype),
+                                      float(self.activation.weight), self.eps, self.in_features, np_dtype)
         self._decoder = (state, args)
         return args
 
     def _decode_forward(self, x):
         """Inference in one compiled call that applies every chunk pair's rotor matrices directly."""
-        from galinear.kernels import spinor as kernels
-
         args = self._decode_state()
         if args is None:
             return None
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features).to(self.branch_weights.dtype).contiguous().numpy()
-        return torch.from_numpy(kernels.network_forward(flat, *args)).reshape(*lead, self.out_features)
+        return torch.from_numpy(args(flat)).reshape(*lead, self.out_features)
 
     def _fused_forward(self, x):
         """Inference with the gadgets' assembled matrices: one matrix product per stage (under

@@ -389,7 +389,8 @@ class RotorLinear(nn.Module):
         from galinear.kernels import spinor as kernels
         from galinear.nn.functional.spinor import rotor_matrices
 
-        state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
+        state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale, self.input_index,
+                                                         self.output_index)
         if self._decode_cache is not None and self._decode_cache[0] == state:
             return self._decode_cache[1]
         left, right = self.rotor_factors(False)
@@ -405,15 +406,25 @@ class RotorLinear(nn.Module):
         args = (np.ascontiguousarray(self.input_index.numpy()), np.ascontiguousarray(self.output_index.numpy()),
                 np.ascontiguousarray(self.output_scale.numpy().astype(np_dtype)), np.ascontiguousarray(alpha),
                 kernels.prepare_gadget(A, B, np_dtype))
-        self._decode_cache = (state, args)
+        self._decode_cache = (state, args, {})  # the third: checked decoders per dtype (_decoder)
         return args
+
+    def _decoder(self, dtype) -> "CheckedGadget":
+        """The layer's :class:`galinear.kernels.spinor.CheckedGadget` for ``dtype`` (its index
+        tables checked once per state, not per call), cached with :meth:`_decode_state`."""
+        from galinear.kernels import spinor as kernels
+
+        args = self._decode_state()
+        checked = self._decode_cache[2]
+        key = np.dtype(dtype).str
+        if key not in checked:
+            checked[key] = kernels.CheckedGadget(*args, dtype, self.in_features)
+        return checked[key]
 
     def decode(self, x):
         """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
-        applies every chunk pair's matrices directly (:func:`galinear.kernels.spinor.gadget_forward`):
+        applies every chunk pair's matrices directly (:class:`galinear.kernels.spinor.CheckedGadget`):
         it reads the chunk pairs' small matrices, not an (out, in) weight."""
-        from galinear.kernels import spinor as kernels
-
         _check_input(self, x)
         if self.training or torch.is_grad_enabled() or x.device.type != "cpu":
             raise RuntimeError("decode() is for inference on the CPU: call model.eval() and run it under "
@@ -421,7 +432,7 @@ class RotorLinear(nn.Module):
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features).to(self.left_bivectors.dtype).contiguous().numpy()
         out = np.zeros((flat.shape[0], self.out_features), dtype=flat.dtype)
-        kernels.gadget_forward(flat, *self._decode_state(), out)
+        self._decoder(flat.dtype)(flat, out)
         y = torch.from_numpy(out)
         if self.bias is not None:
             y = y + self.bias

@@ -266,3 +266,34 @@ def test_auto_decodes_one_token_where_measured_faster():
     assert not decodes(layer, 1)                                         # autograd on: never
     with torch.no_grad():
         assert not decodes(RotorLinear(64, 64, chunk_size=16).eval(), 1)  # small chunks: the matrix
+
+
+def test_checked_decoders_refuse_bad_tables_once_and_equal_the_checked_calls():
+    """The decoding kernels' index tables are checked when a decoder is built (not at every call),
+    on private copies: changing the layer's buffers afterwards cannot reach the kernel."""
+    import numpy as np
+
+    from galinear.kernels import spinor as kernels
+    from galinear.nn import RotorLinear
+
+    torch.manual_seed(0)
+    layer = RotorLinear(64, 32).eval()
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        args = layer._decode_state()
+        flat = x.numpy()
+        want = kernels.gadget_forward(flat, *args, np.zeros((3, 32), dtype=np.float32))
+        got = layer._decoder(np.float32)(flat, np.zeros((3, 32), dtype=np.float32))
+        assert np.array_equal(got, want)
+        bad = list(args)
+        bad[0] = args[0].copy()
+        bad[0][0, 0] = 64  # one past the input width
+        with pytest.raises(ValueError, match="gadget input index"):
+            kernels.CheckedGadget(*bad, np.float32, 64)
+        decoder = layer._decoder(np.float32)
+        args[0][0, 0] = 10**6  # the layer's own table, after the check: the decoder holds a copy
+        assert np.array_equal(decoder(flat, np.zeros((3, 32), dtype=np.float32)), want)
+        with pytest.raises(ValueError, match="x must be a float32 array of shape"):
+            decoder(flat[:, :32], np.zeros((3, 32), dtype=np.float32))
+        with pytest.raises(ValueError, match="out must be a writable float32 array"):
+            decoder(flat, np.zeros((3, 31), dtype=np.float32))
