@@ -214,7 +214,6 @@ class RotorNetwork(nn.Module):
                    buffers["input_permutation"], buffers["hidden_permutations"]]
         for g in self._gadgets():
             tensors += g._parameters.values()
-            tensors += g._buffers.values()  # index tables: the decoder holds checked copies
         return tuple(None if t is None else (id(t), t._version) for t in tensors)
 
     def _check_for_inference(self):
@@ -254,8 +253,10 @@ class RotorNetwork(nn.Module):
         return stages
 
     def _decode_state(self):
-        """The network as a :class:`galinear.kernels.spinor.CheckedNetwork` (its tables checked once),
-        rebuilt when a parameter or a permutation changes; None where the kernel does not apply."""
+        """The network as a :class:`galinear.kernels.spinor.CheckedNetwork` (its tables checked once
+        and copied), rebuilt when a parameter or a permutation changes; None where the kernel does
+        not apply. The gadgets' chunk index tables are fixed at construction: an in-place edit of
+        them reaches the decoder only through a new network (or ``_decoder = None``)."""
         from galinear.kernels import spinor as kernels
 
         state = self._parameter_state()
