@@ -132,15 +132,9 @@ class Study(CaptureMethods):
                                               wikitext.NAME), log=self.log)
         self.wikitext_ids, self.wikitext_source = ids, source
         self.wikitext_window = wikitext.window_length(self.model, self.config.wikitext_window, self._bos)
-        every = wikitext.window_bounds(len(ids), self.wikitext_window, self._bos)
-        scored = wikitext.spread(every, self.config.wikitext_windows)
-        self.wikitext_info = {"source": source, "tokens": int(len(ids)), "window": self.wikitext_window,
-                              "windows": len(scored), "of": len(every),
-                              "scored_tokens": int(sum(stop - start for start, stop in scored))}
-        subset = (f"; {len(scored)} of them scored, spread evenly over the split (--wikitext-windows)"
-                  if len(scored) < len(every) else "")
-        self.log(f"WikiText-2 test split ({source}): {len(ids):,} tokens in {len(every)} non-overlapping windows of "
-                 f"{self.wikitext_window}, every predicted token scored{subset}")
+        self.wikitext_info = wikitext.describe(ids, self.wikitext_window, self._bos, self.config.wikitext_windows,
+                                               source)
+        self.log(wikitext.summary(self.wikitext_info))
 
     @property
     def eval_datasets(self) -> list:

@@ -197,6 +197,23 @@ def spread(bounds: list, count: int | None) -> list:
     return [bounds[i] for i in picks]
 
 
+def describe(ids, length: int, bos: int | None, windows: int | None, source: str) -> dict:
+    """What an evaluation of ``ids`` scores: the split's size, its window count ``of`` and the
+    ``windows`` scored (all, or :func:`spread`'s subset) with their ``scored_tokens``."""
+    every = window_bounds(len(ids), length, bos)
+    scored = spread(every, windows)
+    return {"source": source, "tokens": int(len(ids)), "window": length, "windows": len(scored), "of": len(every),
+            "scored_tokens": int(sum(stop - start for start, stop in scored))}
+
+
+def summary(info: dict) -> str:
+    """One line naming the split, its windows and, for a subset, how many are scored."""
+    subset = (f"; {info['windows']} of them scored, spread evenly over the split (--wikitext-windows)"
+              if info["windows"] < info["of"] else "")
+    return (f"WikiText-2 test split ({info['source']}): {info['tokens']:,} tokens in {info['of']} non-overlapping "
+            f"windows of {info['window']}, every predicted token scored{subset}")
+
+
 def _window(ids: np.ndarray, start: int, stop: int, bos: int | None) -> np.ndarray:
     part = np.asarray(ids[start:stop], dtype=np.int64)
     return part if bos is None else np.concatenate([[bos], part]).astype(np.int64)
@@ -259,4 +276,4 @@ def _duration(seconds: float) -> str:
 
 __all__ = ["NAME", "TITLE", "SHA256", "DEFAULT_WINDOW", "SOURCES", "data_path", "available", "check_source",
            "read_file", "read_hub", "load_text", "check_not_wikitext", "tokenizer_key", "token_ids",
-           "window_length", "window_bounds", "spread", "log_perplexity", "log_perplexity_direct"]
+           "window_length", "window_bounds", "spread", "describe", "summary", "log_perplexity", "log_perplexity_direct"]
