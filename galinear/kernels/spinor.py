@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from galinear._numba import jit, prange
+from galinear.kernels import bounds
 from galinear.kernels.spinor_tables import kernel_tables  # noqa: F401 - part of this module's interface
 from galinear.matrix_rep import representation
 
@@ -342,8 +343,6 @@ class CheckedGadget:
     the tables' pass would cost as much as the kernel. Same result as :func:`gadget_forward`."""
 
     def __init__(self, in_index, out_index, out_scale, pair_scale, prepared, dtype, width: int):
-        from galinear.kernels import bounds
-
         bounds.check_index(in_index, "gadget input index", width, ndim=2)
         gadget = _frozen_gadget(gadget_tuple(in_index, out_index, out_scale, pair_scale, prepared, dtype))
         probe = np.zeros((1, width), dtype=dtype)
@@ -370,8 +369,6 @@ def gadget_forward(x, in_index, out_index, out_scale, pair_scale, prepared, out)
     (``prepared`` by :func:`prepare_gadget`) with weight pair_scale[p], and output chunk j adds
     into out[t, out_index[j c:(j + 1) c]] times out_scale there. One thread, x's real dtype; for
     decoding, where only the chunks' small matrices are read."""
-    from galinear.kernels import bounds
-
     bounds.check_tokens(x)
     bounds.check_index(in_index, "gadget input index", x.shape[1], ndim=2)
     c = in_index.shape[1]
@@ -453,8 +450,6 @@ class CheckedNetwork:
     only the tokens. Same result as :func:`network_forward`."""
 
     def __init__(self, tuples, input_perm, hidden_perms, branch, slope, eps, width: int, dtype):
-        from galinear.kernels import bounds
-
         self.gadgets = network_list([_frozen_gadget(g) for g in tuples])
         self.input_perm, self.hidden_perms = _frozen(input_perm), _frozen(hidden_perms)
         self.branch, self.slope, self.eps = _frozen(branch), float(slope), float(eps)
@@ -475,7 +470,5 @@ def network_forward(x, gadgets, input_perm, hidden_perms, branch, slope, eps):
     breadth), the PReLU slope and the LayerNorm epsilon. One thread; for decoding. Every index
     and permutation is checked against the axis it indexes first (:mod:`galinear.kernels.bounds`):
     ValueError, never an access outside an array."""
-    from galinear.kernels import bounds
-
     bounds.network_in_bounds(x, gadgets, input_perm, hidden_perms, branch)
     return _network_kernel(x, gadgets, input_perm, hidden_perms, branch, float(slope), float(eps))

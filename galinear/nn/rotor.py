@@ -406,20 +406,20 @@ class RotorLinear(nn.Module):
         args = (np.ascontiguousarray(self.input_index.numpy()), np.ascontiguousarray(self.output_index.numpy()),
                 np.ascontiguousarray(self.output_scale.numpy().astype(np_dtype)), np.ascontiguousarray(alpha),
                 kernels.prepare_gadget(A, B, np_dtype))
-        self._decode_cache = (state, args, {})  # the third: checked decoders per dtype (_decoder)
+        self._decode_cache = (state, args, None)  # the third: the checked decoder, built by _decoder
         return args
 
-    def _decoder(self, dtype) -> "CheckedGadget":
-        """The layer's :class:`galinear.kernels.spinor.CheckedGadget` for ``dtype`` (its index
-        tables checked once per state, not per call), cached with :meth:`_decode_state`."""
+    def _decoder(self) -> "CheckedGadget":
+        """The layer's :class:`galinear.kernels.spinor.CheckedGadget` (its index tables checked
+        once per state, not per call), cached with :meth:`_decode_state`."""
         from galinear.kernels import spinor as kernels
 
         args = self._decode_state()
-        checked = self._decode_cache[2]
-        key = np.dtype(dtype).str
-        if key not in checked:
-            checked[key] = kernels.CheckedGadget(*args, dtype, self.in_features)
-        return checked[key]
+        state, _, checked = self._decode_cache
+        if checked is None:
+            checked = kernels.CheckedGadget(*args, args[2].dtype, self.in_features)
+            self._decode_cache = (state, args, checked)
+        return checked
 
     def decode(self, x):
         """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
@@ -432,7 +432,7 @@ class RotorLinear(nn.Module):
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features).to(self.left_bivectors.dtype).contiguous().numpy()
         out = np.zeros((flat.shape[0], self.out_features), dtype=flat.dtype)
-        self._decoder(flat.dtype)(flat, out)
+        self._decoder()(flat, out)
         y = torch.from_numpy(out)
         if self.bias is not None:
             y = y + self.bias

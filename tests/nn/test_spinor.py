@@ -283,14 +283,14 @@ def test_checked_decoders_refuse_bad_tables_once_and_equal_the_checked_calls():
         args = layer._decode_state()
         flat = x.numpy()
         want = kernels.gadget_forward(flat, *args, np.zeros((3, 32), dtype=np.float32))
-        got = layer._decoder(np.float32)(flat, np.zeros((3, 32), dtype=np.float32))
+        got = layer._decoder()(flat, np.zeros((3, 32), dtype=np.float32))
         assert np.array_equal(got, want)
         bad = list(args)
         bad[0] = args[0].copy()
         bad[0][0, 0] = 64  # one past the input width
         with pytest.raises(ValueError, match="gadget input index"):
             kernels.CheckedGadget(*bad, np.float32, 64)
-        decoder = layer._decoder(np.float32)
+        decoder = layer._decoder()
         args[0][0, 0] = 10**6  # the layer's own table, after the check: the decoder holds a copy
         assert np.array_equal(decoder(flat, np.zeros((3, 32), dtype=np.float32)), want)
         with pytest.raises(ValueError, match="x must be a float32 array of shape"):
