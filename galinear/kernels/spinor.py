@@ -74,7 +74,7 @@ def _read(u, yt, tr, sr, first):
             yt[c] += sr[c] * u[tr[c]]
 
 
-@jit(parallel=True, fastmath=_FASTMATH)
+@jit(parallel=True, nogil=True, fastmath=_FASTMATH)
 def _to_matrix_kernel(x, b0, src, sgn, shared, back, parts, out):
     """out[p * irreps + rho, r, t] = row r of phi_rho(x[b0 + t, p]) (block order); ``out`` real,
     (G, N, nb, parts * N) with real and imaginary parts interleaved when ``parts`` is 2 (a real
@@ -108,7 +108,7 @@ def _to_matrix_kernel(x, b0, src, sgn, shared, back, parts, out):
                         dst[j] = u[row[j]]
 
 
-@jit(parallel=True, fastmath=_FASTMATH)
+@jit(parallel=True, nogil=True, fastmath=_FASTMATH)
 def _from_matrix_kernel(Y, b0, tgt, sgnc, back, scale, parts, y):
     """y[b0 + t, p] = (1/s) Re sum_rho tr(phi_rho(e_A)^H Y_rho) for Y (H, P * irreps, N, nb,
     parts * W) real (interleaved parts when ``parts`` is 2): entry (r, j) of token t at

@@ -50,7 +50,8 @@ from galinear.nn.functional.matrices import (
     parity_blocks,
     part_tables,
 )
-from galinear.nn.functional.plan import bivector_parts_method, intra_op_threads
+from galinear.nn.functional.plan import bivector_parts_method
+from galinear.nn.functional.threads import caller_threads, intra_op_threads
 from galinear.nn.functional.rotors import compose_rotors
 
 __all__ = [
@@ -194,13 +195,16 @@ class MapKind:
     VR, WR)`` of a backend (S = R when the right bivectors are None); ``"blocks"``: the parity
     blocks (P, 2, h, h) of that map's matrix (x unused); ``"rotor"``: R = exp(B) itself (x unused).
     ``threads``: the intra-op thread count the backward pass runs with (the one the forward call
-    ran with, :func:`galinear.nn.functional.plan.plan`'s; None: as the caller set them). Autograd
+    ran with, :func:`galinear.nn.functional.plan.plan`'s; None: as the caller set them) and
+    ``workers`` the caller's count at the forward call, which a single-threaded backend shares
+    its token blocks among (:func:`galinear.nn.functional.threads.caller_threads`). Autograd
     runs the backward pass after the forward call has returned, outside its thread setting.
     """
 
     kind: str
     apply: Callable | None = None
     threads: int | None = None
+    workers: int | None = None
 
 
 def _flat(x, P, d):
@@ -240,7 +244,7 @@ class RotorMap(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        with intra_op_threads(ctx.kind.threads):
+        with intra_op_threads(ctx.kind.threads, ctx.kind.workers):
             return RotorMap._backward(ctx, grad)
 
     @staticmethod
@@ -277,7 +281,9 @@ class RotorMap(torch.autograd.Function):
             left, right = blocks_bivector_parts(grad, y)
         else:
             P, d = y.shape[-2:]
-            left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
+            # one batched product or one parallel loop: no barrier storm, so the caller's threads
+            with intra_op_threads(kind.workers if kind.threads is not None else None):
+                left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
         if ctx.single:
             grad_l = phi_ad(BL, (left - right).to(BL.dtype), specL)
         else:
@@ -379,7 +385,8 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     if right is not None:
         F._check_factors("right", right, P, n)
     _, fn = F.resolve_sandwich_backend(backend, x.device, x.dtype)
-    kind = MapKind("sandwich", fn, intra_op_threads(threads).count)  # a bad count raises here, not in backward
+    kind = MapKind("sandwich", fn, intra_op_threads(threads).count,  # a bad count raises here, not in backward
+                   caller_threads())
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
     return RotorMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,

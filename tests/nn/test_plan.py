@@ -13,6 +13,7 @@ from galinear import _switch_points as sp
 from galinear.nn import RotorLinear, RotorNetwork
 from galinear.nn import functional as F
 from galinear.nn.functional import plan as dispatch
+from galinear.nn.functional import threads as threads_module
 
 CPU = torch.device("cpu")
 F32 = torch.float32
@@ -189,17 +190,20 @@ def test_rotor_network_runs_what_plan_says(monkeypatch, spy_backend):
 
 
 def test_the_layers_choose_nothing_themselves():
-    """Inside galinear/nn only the dispatcher names the switch points or sets thread counts, and
-    every switch point is one constant of galinear/_switch_points.py."""
+    """Inside galinear/nn only the dispatcher names the switch points and only it and its thread
+    module set thread counts, and every switch point is one constant of galinear/_switch_points.py."""
     names = ["MATRIX_MAX_N", "INFERENCE_MATRIX_MAX_N", "MATRIX_MAX_INFERENCE_BATCH", "DECODE_MIN_N",
              "DECODE_MIN_ENTRIES", "CORRELATION_LIMIT", "SERIAL_BACKENDS", "choose_backend", "rule_backend",
              "autotable", "backend_table", "batch_bucket", "_backend_for", "_decodes", "_numba_usable",
              "set_num_threads", "set_threads"]
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     plan_file = Path(dispatch.__file__).resolve()
+    threads_file = plan_file.with_name("threads.py")  # sets thread counts, names no switch point
+    setters = {"set_num_threads", "set_threads"}
     found = [f"{path.relative_to(GALINEAR.parent)}:{number}: {line.strip()}"
              for path in sorted((GALINEAR / "nn").rglob("*.py")) if path.resolve() != plan_file
-             for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+             for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)
+             if path.resolve() != threads_file or not set(pattern.findall(line)) <= setters]
     assert not found, "switch points or thread settings outside the dispatcher:\n" + "\n".join(found)
     constants = [name for name in vars(sp) if name.isupper()]
     assert set(constants) >= {"MATRIX_MAX_N", "RESIDENT_MAX_TOKENS", "SERIAL_BACKENDS"}
@@ -241,7 +245,7 @@ def test_thread_context_is_a_no_op_while_captured(monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        monkeypatch.setattr(dispatch, "_capturing", lambda: True)
+        monkeypatch.setattr(threads_module, "_capturing", lambda: True)
         with dispatch.intra_op_threads(1):
             assert torch.get_num_threads() == 2
     finally:

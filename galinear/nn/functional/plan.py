@@ -64,6 +64,7 @@ from galinear._switch_points import (
 )
 from galinear.nn.functional._common import _capturing
 from galinear.nn.functional.backends import _REGISTRY, _load_plugins, resolve_sandwich_backend
+from galinear.nn.functional.threads import intra_op_threads
 
 __all__ = ["MODES", "Plan", "bivector_parts_method", "forget_plans", "intra_op_threads", "plan"]
 
@@ -199,54 +200,3 @@ def bivector_parts_method(d: int, device, numba: bool) -> str:
     if d <= CORRELATION_LIMIT:
         return "correlation"
     return "numba" if numba and torch.device(device).type == "cpu" else "gather"
-
-
-def _numba():
-    """galinear._numba (the module that imports numba) when numba imports, else None."""
-    try:
-        from galinear import _numba
-    except ImportError:  # numba missing or broken: torch's threads only
-        return None
-    return _numba
-
-
-class intra_op_threads:
-    """``with intra_op_threads(k):`` runs the block with ``k`` intra-op threads: torch's pool
-    (``torch.set_num_threads``, which sets MKL's count too) and numba's parallel loops (at most the
-    NUMBA_NUM_THREADS it started with). The previous counts come back on exit, also when the block
-    raises. A no-op for ``k`` None and while a call is being captured or transformed. Thread counts
-    are process-wide for torch: calls on several Python threads at once share them."""
-
-    __slots__ = ("count", "saved")
-
-    def __init__(self, count: int | None):
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-            raise ValueError(f"the thread count must be a positive integer or None, got {count!r}")
-        self.count = count
-        self.saved = None
-
-    def __enter__(self):
-        count = self.count
-        if count is None or _capturing():
-            return self
-        torch_now = torch.get_num_threads()  # first: starting numba's pool may change torch's count
-        numba = _numba()
-        numba_now = None if numba is None else numba.numba.get_num_threads()
-        if numba_now is not None and numba_now != count:
-            numba.set_threads(count)
-        else:
-            numba = None  # nothing to restore
-        self.saved = (torch_now, numba, numba_now)
-        if torch.get_num_threads() != count:
-            torch.set_num_threads(count)
-        return self
-
-    def __exit__(self, *exc):
-        if self.saved is not None:
-            torch_now, numba, numba_now = self.saved
-            self.saved = None
-            if numba is not None:
-                numba.set_threads(numba_now)
-            if torch.get_num_threads() != torch_now:
-                torch.set_num_threads(torch_now)
-        return False

@@ -35,6 +35,7 @@ import torch
 from galinear import matrix_rep
 from galinear.nn.functional._common import _TABLE_CACHE
 from galinear.nn.functional.rotors import simple_rotor_coefficients
+from galinear.nn.functional.threads import caller_threads, for_each_block
 
 __all__ = ["TOKENS_PER_BLOCK", "rotor_matrices", "spinor_sandwich"]
 
@@ -227,15 +228,31 @@ def _block_size(G, N, element_size):
 
 
 def _apply(x, A, B, out):
-    """out = phi^{-1}(A phi(x) B), token block by token block."""
+    """out = phi^{-1}(A phi(x) B), token block by token block.
+
+    On the CPU inside a single-threaded call (:class:`galinear.nn.functional.threads.intra_op_threads`
+    with one thread, as the dispatcher runs this backend) the blocks are shared among as many
+    threads as the caller had (:func:`~galinear.nn.functional.threads.caller_threads`), each
+    with its own buffers; every block is computed the same way whichever thread takes it.
+    """
     total = x.shape[0]
     G, H, Wd, _ = A.shape
     N = H * Wd
     block = min(total, _block_size(G, N, A.element_size()))
-    buffers = _Buffers(G, H, Wd, block, A.dtype, x.device)
-    for start in range(0, total, block):
-        X, Z, Y = buffers.view(min(block, total - start))
-        _from_matrix(_products(A, _to_matrix(x, start, X), B, Z, Y), out, start)
+    blocks = -(-total // block) if total else 0
+    workers = 1
+    if x.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
+        workers = caller_threads()
+
+    def work(next_block):
+        buffers = _Buffers(G, H, Wd, block, A.dtype, x.device)
+        while (index := next_block()) is not None:
+            start = index * block
+            X, Z, Y = buffers.view(min(block, total - start))
+            _from_matrix(_products(A, _to_matrix(x, start, X), B, Z, Y), out, start)
+
+    if blocks:
+        for_each_block(blocks, work, workers)
     return out
 
 
