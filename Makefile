@@ -102,11 +102,13 @@ bench-resident: $(STAMP)
 # Rotor layers through the matrix representation ("spinor") vs F.linear and the numba kernels,
 # with the roofline; writes benchmarks/results/bench_spinor.{md,json} and docs/bench_spinor_time_vs_d.png.
 # Then every backend at 1 and 2 threads, idle and beside one busy process that the benchmark starts
-# and kills; writes benchmarks/results/bench_contention.{md,json}. Run it on an otherwise idle machine.
+# and kills, in eval mode and in training; writes benchmarks/results/bench_contention{,_training}.{md,json}.
+# Run it on an otherwise idle machine.
 .PHONY: bench-spinor
 bench-spinor: $(STAMP)
 	$(PY) benchmarks/bench_spinor.py
 	$(PY) benchmarks/bench_contention.py
+	$(PY) benchmarks/bench_contention.py --training
 
 verify: $(STAMP)
 	$(PY) -m galinear verify

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_contention.py [--sizes 1024 2048 4096] [--tokens 2048] [--repeats 11]
     python benchmarks/bench_contention.py --quick          # small sizes: a smoke run
+    python benchmarks/bench_contention.py --training       # forward + backward in training mode
 
 For each load, each thread count (torch's intra-op pool and numba's, set together) and each d,
 side by side in one run: ``torch.nn.functional.linear`` with a (d, d) weight and a whole
@@ -91,7 +92,7 @@ def set_threads(count: int) -> tuple[int, int | None]:
     return torch.get_num_threads(), numba_count
 
 
-def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list) -> list:
+def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list, training: bool = False) -> list:
     """Seconds per call of every contender at every thread count, and auto's plan, for one d.
 
     Each round times every contender once at each thread count, the counts alternating inside the
@@ -107,25 +108,37 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list) ->
     torch.manual_seed(0)
     x = torch.randn(tokens, d)
     weight = torch.randn(d, d) / d**0.5
-    names = [b for b in BACKENDS if b != "factored" or d <= factored_max]
-    layers = {name: RotorLinear(d, d, backend=name).eval() for name in names}
+    names = [b for b in BACKENDS if (b != "factored" or d <= factored_max) and not (training and b == "factored")]
+    layers = {name: RotorLinear(d, d, backend=name).train(training) for name in names}
     for layer in layers.values():
         layer.load_state_dict(layers["auto"].state_dict())
-    calls = {"F.linear": lambda: torch.nn.functional.linear(x, weight)}
-    calls.update({name: (lambda layer=layer: layer(x)) for name, layer in layers.items()})
+    if training:  # forward + backward: gradients for x and the parameters (F.linear: x and W)
+        x.requires_grad_(True)
+        weight.requires_grad_(True)
+
+        def step(fn):
+            def call():
+                fn().sum().backward()
+            return call
+
+        calls = {"F.linear": step(lambda: torch.nn.functional.linear(x, weight))}
+        calls.update({name: step(lambda layer=layer: layer(x)) for name, layer in layers.items()})
+    else:
+        calls = {"F.linear": lambda: torch.nn.functional.linear(x, weight)}
+        calls.update({name: (lambda layer=layer: layer(x)) for name, layer in layers.items()})
     spinor = layers["spinor"]
-    if spinor.pairs == 1:
+    if spinor.pairs == 1 and not training:
         left, right = spinor.rotor_factors()
         chunks = x.view(tokens, 1, d)
         calls[MAP] = lambda: F.rotor_sandwich(chunks, left, right, backend="spinor")
     samples = {t: {name: [] for name in calls} for t in threads}
     effect, plans = {}, {}
-    with torch.no_grad():
+    with torch.set_grad_enabled(training):
         for t in threads:  # warm-up at every count
             effect[t] = set_threads(t)
             for fn in calls.values():
                 fn()
-            plans[t] = layers["auto"]._plan(tokens, x, False)
+            plans[t] = layers["auto"]._plan(tokens, x, training)
         for _ in range(repeats):
             for t in threads:
                 set_threads(t)
@@ -134,7 +147,7 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list) ->
                     start = time.perf_counter()
                     fn()
                     samples[t][name].append(time.perf_counter() - start)
-        plan_us = _plan_cost(layers["auto"], tokens, x)
+        plan_us = _plan_cost(layers["auto"], tokens, x, training)
     out = []
     for t in threads:
         seconds = {name: float(np.median(v)) for name, v in samples[t].items()}
@@ -152,11 +165,11 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list) ->
     return out
 
 
-def _plan_cost(layer, tokens, x, calls: int = 2000) -> float:
+def _plan_cost(layer, tokens, x, training=False, calls: int = 2000) -> float:
     """Microseconds per call of the dispatcher (what auto adds to the backend it picks)."""
     start = time.perf_counter()
     for _ in range(calls):
-        layer._plan(tokens, x, False)
+        layer._plan(tokens, x, training)
     return (time.perf_counter() - start) / calls * 1e6
 
 
@@ -169,7 +182,7 @@ def run(args) -> dict:
     for load in loads:
         with (BusyProcess() if load == "busy" else _Idle()) as neighbour:
             for d in args.sizes:
-                for result in cell(d, args.tokens, args.repeats, args.factored_max, args.threads):
+                for result in cell(d, args.tokens, args.repeats, args.factored_max, args.threads, args.training):
                     result.update(load=load, d=d, tokens=args.tokens)
                     cells.append(result)
                     s = result["seconds"]
@@ -182,7 +195,7 @@ def run(args) -> dict:
             busy_cpu = {"cpu_seconds": neighbour.cpu, "wall_seconds": neighbour.wall}
     return {"command": "python benchmarks/bench_contention.py " + " ".join(args.argv),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_description(),
-            "torch": torch.__version__, "tokens": args.tokens, "repeats": args.repeats, "sizes": args.sizes,
+            "torch": torch.__version__, "training": args.training, "tokens": args.tokens, "repeats": args.repeats, "sizes": args.sizes,
             "threads": args.threads, "busy_process": busy_cpu, "cells": cells}
 
 
@@ -209,7 +222,9 @@ def markdown(result) -> str:
     busy = result["busy_process"] or {}
     lines = [f"Command: `{result['command'].strip()}`; {result['date']}; {machine['cpu']}, "
              f"{machine['logical_cpus']} logical CPUs; torch {result['torch']}; float32, {result['tokens']} tokens, "
-             f"eval mode, no autograd; medians of {result['repeats']} rounds, each timing every contender at "
+             + ("training mode, forward + backward (gradients for x and the parameters)"
+                if result.get("training") else "eval mode, no autograd")
+             + f"; medians of {result['repeats']} rounds, each timing every contender at "
              "every thread count (the counts alternating inside the round), every timed call after one untimed "
              "call of the same contender.", ""]
     if busy.get("cpu_seconds") is not None:
@@ -273,7 +288,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="d = 256 and 512, 256 tokens, 3 rounds (a smoke run)")
     parser.add_argument("--out", type=Path, default=OUT, help="results path without suffix (.md and .json are added)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--training", action="store_true",
+                        help="forward + backward in training mode (without factored); default --out "
+                             "benchmarks/results/bench_contention_training")
     args = parser.parse_args(argv)
+    if args.training and args.out == OUT:
+        args.out = OUT.with_name(OUT.name + "_training")
     args.argv = list(argv if argv is not None else sys.argv[1:])
     if args.quick:
         args.sizes, args.tokens, args.repeats = [256, 512], 256, 3

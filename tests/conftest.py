@@ -25,6 +25,26 @@ except ImportError:  # hypothesis is a test extra; tests that need it import it 
     pass
 
 
+def pytest_configure(config):
+    """Under pytest-xdist each worker gets its share of the cores for torch's and numba's pools
+    (``make test`` runs 2 workers on 2 cores: 1 thread each). Two workers with a pool of every
+    core each would put two spinning OpenMP pools on each core, the contention that
+    docs/performance.md ("Threads") measures. Tests about thread counts set them themselves."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or workers < 2:
+        return
+    share = max(1, (os.cpu_count() or 1) // workers)
+    import torch
+
+    try:
+        from galinear import _numba
+
+        _numba.set_threads(share)  # first: starting numba's pool may change torch's count
+    except ImportError:  # numba missing: torch's threads only
+        pass
+    torch.set_num_threads(share)
+
+
 @pytest.fixture
 def rng(request):
     """A numpy Generator seeded from the test's name, so every test is reproducible."""

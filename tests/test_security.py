@@ -426,7 +426,9 @@ Study(config, LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama"), texts=TE
 """
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+# SIGKILL (nothing runs on the way out) in `make test`; SIGINT (the handlers run) in `make test-slow`
+@pytest.mark.parametrize("signal_number", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGKILL],
+                         ids=["SIGINT", "SIGKILL"])
 def test_interrupted_compress_leaves_nothing_half_written(tmp_path, tiny, signal_number):
     """Ctrl-C (or kill -9) in the middle of a study: every file on disk reads back and a rerun finishes.
 

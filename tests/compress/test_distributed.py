@@ -98,6 +98,7 @@ def test_two_ranks_give_the_single_process_numbers_and_never_share_a_file(refere
     assert own[0] and own[1] and not set(own[0]) & set(own[1]) and {**own[0], **own[1]}.keys() == entries.keys()
 
 
+@pytest.mark.slow  # about 55 s: two ranks, a kill, a rerun (one rank's resume: test_pipeline, test_security)
 def test_a_killed_rank_is_redone_by_the_rerun(reference, tmp_path):
     with pytest.raises(ProcessException):
         _run(2, tmp_path / "run", tmp_path / "log1", die_after_fits=1)

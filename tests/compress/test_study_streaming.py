@@ -180,6 +180,7 @@ def _worker(rank, size, rendezvous, out_dir):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # about 40 s; two ranks against one process: test_distributed, shards in one process: above
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 def test_two_ranks_with_shards_give_the_in_memory_numbers(in_memory, tmp_path):
     """The ranks share the original captures through their shard folders (one rank writes each)."""

@@ -131,7 +131,14 @@ def _kingdon(signature):
     return kingdon.Algebra(*signature)
 
 
-@pytest.mark.parametrize("signature, dtype", CASES)
+# kingdon in Cl(4,1): the same galinear kernels as the clifford comparison of Cl(4,1) above, and
+# kingdon's own code generation for a 32-dimensional algebra (about 35 s cold): `make test-slow`
+KINGDON_CASES = [pytest.param(*case.values, id=case.id,
+                              marks=case.marks or ((pytest.mark.slow,) if case.values[0] == (4, 1, 0) else ()))
+                 for case in CASES]
+
+
+@pytest.mark.parametrize("signature, dtype", KINGDON_CASES)
 def test_against_kingdon(signature, dtype, rng):
     """Right contraction, sandwich, involutions, grade selection, inv, /, ** and projection
     through kingdon (batched).

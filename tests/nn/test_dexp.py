@@ -17,12 +17,13 @@ BACKENDS = ("dense", "factored", "numba", "spinor")
 
 
 def _dimension_params():
-    # every backend for n = 2..8; the default run keeps n <= 5 everywhere and n = 6, 8 on the
-    # CPU's "auto" backend (numba), the rest is `make test-slow` (each n >= 6 takes 15-50 s)
+    # every backend for n = 2..8; the default run keeps n <= 5 everywhere, n = 6 for numba and
+    # spinor and n = 8 for spinor (the CPU's "auto" backend there, a real representation); the
+    # rest is `make test-slow` (each n >= 6 takes 7-30 s cold)
     params = []
     for backend in BACKENDS:
         for n in range(2, 9):
-            fast = n <= 5 or (backend in ("numba", "spinor") and n in (6, 8))
+            fast = n <= 5 or (backend in ("numba", "spinor") and n == 6) or (backend, n) == ("spinor", 8)
             marks = [] if fast else [pytest.mark.slow]
             params.append(pytest.param(backend, n, marks=marks, id=f"{backend}-n{n}"))
     return params
@@ -197,24 +198,36 @@ def test_exp_simple_refuses_a_non_simple_bivector():
 
 
 def test_exact_sandwich_backward_runs_with_the_threads_it_was_given(monkeypatch):
-    seen, real = [], dexp.bivector_parts
+    """The transposed map of the backward pass runs with the ``threads`` given to the forward call
+    (None: the caller's count); the bivector parts run with the caller's count."""
+    parts, maps = [], []
+    real = dexp.bivector_parts
 
     def recording(*args, **kwargs):
-        seen.append(torch.get_num_threads())
+        parts.append(torch.get_num_threads())
         return real(*args, **kwargs)
 
+    def spy(x, VL, WL, VR, WR):
+        maps.append(torch.get_num_threads())
+        return F._factored_backend(x, VL, WL, VR, WR)
+
     monkeypatch.setattr(dexp, "bivector_parts", recording)
+    F.register_sandwich_backend("threads-spy", spy, devices=("cpu",), dtypes=(torch.float64,), priority=-1,
+                                differentiable=True)
     torch.manual_seed(0)
     B = (0.3 * torch.randn(2, 6, dtype=torch.float64)).requires_grad_()
     V, W, spec = F.exact_factors(B.detach(), 4)
-    x = torch.randn(5, 2, 16, dtype=torch.float64)
+    x = torch.randn(5, 2, 16, dtype=torch.float64, requires_grad=True)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         for threads, expected in ((1, 1), (None, 2)):
-            dexp.exact_rotor_sandwich(x, B, None, (V, W), backend="factored", threads=threads).sum().backward()
-            assert seen.pop() == expected and torch.get_num_threads() == 2
+            y = dexp.exact_rotor_sandwich(x, B, None, (V, W), backend="threads-spy", threads=threads)
+            maps.clear()
+            y.sum().backward()
+            assert maps == [expected] and parts.pop() == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+        del F._REGISTRY["threads-spy"]
     with pytest.raises(ValueError, match="positive integer"):  # at the call, not later in backward
         dexp.exact_rotor_sandwich(x, B, None, (V, W), threads=0)

@@ -271,9 +271,10 @@ def test_a_layer_runs_a_serial_backend_with_one_thread_and_restores(monkeypatch,
 
 @pytest.mark.parametrize("backend", ["plan-spy", "spinor"])
 def test_the_exact_gradient_runs_its_backward_with_the_forward_threads(monkeypatch, spy_backend, backend):
-    """A backend that runs single-threaded in the forward call runs single-threaded in its backward
-    pass too (the transposed map and the bivector parts), which autograd runs after the call has
-    returned; the caller's count is back after it, also when the backward pass raises."""
+    """A backend that runs single-threaded in the forward call runs its transposed map in the
+    backward pass single-threaded too, which autograd runs after the call has returned; the
+    bivector parts (one batched product or one parallel loop) run with the count the forward call's
+    caller had; the caller's count is back after it, also when the backward pass raises."""
     from galinear.nn import dexp
 
     monkeypatch.setattr(dispatch, "SERIAL_BACKENDS", ("plan-spy", "spinor"))
@@ -294,17 +295,17 @@ def test_the_exact_gradient_runs_its_backward_with_the_forward_threads(monkeypat
         y = layer(x)
         assert torch.get_num_threads() == 2
         y.sum().backward()
-        assert parts == [1] and torch.get_num_threads() == 2
+        assert parts == [2] and torch.get_num_threads() == 2
         assert x.grad is not None and layer.left_bivectors.grad is not None
         if backend == "plan-spy":  # the forward call and the transposed map of the backward pass
             assert [threads for _, threads in spy_backend] == [1, 1]
         with pytest.raises(KeyError, match="backward"):
             layer(x).sum().backward()
-        assert parts == [1, 1] and torch.get_num_threads() == 2
+        assert parts == [2, 2] and torch.get_num_threads() == 2
         monkeypatch.setattr(dispatch, "SERIAL_BACKENDS", ())  # a backend that keeps the caller's count
         dispatch.forget_plans()
         layer(x).sum().backward()
-        assert parts == [1, 1, 2] and torch.get_num_threads() == 2
+        assert parts == [2, 2, 2] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 

@@ -33,15 +33,19 @@ each gadget plans its own call.
 
 Threads, one policy for torch's intra-op pool (OpenMP, and MKL through it) and numba's parallel
 loops: on the CPU a backend of ``SERIAL_BACKENDS`` ("spinor", "factored") runs its call with one
-thread. Such a backend is many small parallel operations, each ending at a barrier of the pool; with
-one other busy process on the machine every barrier costs a scheduler quantum, and two threads
-became 22x slower than one. The other paths keep the caller's count: "dense" is one GEMM per call
-(a handful in training), "numba" one parallel region, and the decoding kernels are serial.
-:class:`intra_op_threads` applies the count for the call and restores the previous counts on
-exit, also when the call raises. The backward pass of the exact gradient
-(:class:`galinear.nn.dexp.RotorMap`), which autograd runs after the call has returned, applies
-the same count the same way (``gradient="power-step"`` differentiates the torch operations of
-``"factored"``, whose backward pass autograd runs with the caller's count).
+intra-op thread. Such a backend is many small parallel operations, each ending at a barrier of the
+pool; with one other busy process on the machine every barrier costs a scheduler quantum, and two
+threads became 22x slower than one. "spinor" still uses the caller's cores: its token blocks are
+shared among as many Python threads as the caller had, each block computed serially
+(:func:`galinear.nn.functional.threads.for_each_block`), so no thread waits for another. The other
+paths keep the caller's count: "dense" is one GEMM per call (a handful in training), "numba" one
+parallel region, and the decoding kernels are serial. :class:`intra_op_threads` (from
+:mod:`galinear.nn.functional.threads`) applies the count for the call, records the caller's, and
+restores the previous counts on exit, also when the call raises. The backward pass of the exact
+gradient (:class:`galinear.nn.dexp.RotorMap`), which autograd runs after the call has returned,
+applies the same counts the same way; its bivector parts (one batched product or one parallel
+loop) run with the caller's count (``gradient="power-step"`` differentiates the torch operations
+of ``"factored"``, whose backward pass autograd runs with the caller's count).
 
 Plans are remembered per argument tuple, so that asking costs a few microseconds per call;
 :func:`forget_plans` drops them (after registering a backend, say).
