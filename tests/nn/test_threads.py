@@ -139,3 +139,31 @@ def test_spinor_blocks_go_to_the_callers_threads(monkeypatch):
         torch.set_num_threads(before)
     assert len(names) == 2, names
     assert dispatch.plan(9, 4096, "cpu", torch.float32, "inference", 2, backend="spinor").threads == 1
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork is POSIX only")
+def test_a_forked_child_gets_its_own_pool():
+    """After fork the parent's pool threads do not exist in the child: the child must not hand
+    blocks to them (it would wait for ever), so it starts a pool of its own."""
+    import os
+
+    _numba_started()
+    threads.for_each_block(4, lambda next_block: [None for _ in iter(next_block, None)], 2)  # the pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if two threads took blocks
+        code = 1
+        try:
+            names = set()
+
+            def work(next_block):
+                if next_block() is not None:
+                    names.add(threading.current_thread().name)
+                    barrier.wait()
+
+            barrier = threading.Barrier(2, timeout=20)
+            threads.for_each_block(2, work, 2)
+            code = 0 if len(names) == 2 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -108,16 +108,29 @@ def _concurrent_numba_ok() -> bool:
         return False
 
 
+#: helper threads of :func:`for_each_block` (the calling thread is one more worker)
+_HELPERS = max(1, (os.cpu_count() or 1) - 1)
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts a pool of its own when it needs one
+    (the parent's would take work and never run it)."""
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
-                                       thread_name_prefix="galinear-blocks")
+            _POOL = ThreadPoolExecutor(max_workers=_HELPERS, thread_name_prefix="galinear-blocks")
         return _POOL
 
 
@@ -130,7 +143,7 @@ def for_each_block(blocks: int, work: Callable[[Callable[[], int | None]], None]
     block sets torch's process-wide count; numba's count is per thread and set to 1 here). The
     first exception raised by any thread is raised here, after all threads have stopped.
     """
-    workers = max(1, min(int(workers), blocks, _pool()._max_workers + 1))
+    workers = max(1, min(int(workers), blocks, _HELPERS + 1))
     if workers > 1 and not _concurrent_numba_ok():
         workers = 1
     counter = iter(range(blocks))
