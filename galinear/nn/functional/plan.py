@@ -18,10 +18,10 @@ and no warm-start update; "training" otherwise) runs what the first rule that ap
    otherwise the cached (out, in) matrix (``"dense"``);
 3. chunks of n <= ``MATRIX_MAX_N`` (7) in training, n <= ``INFERENCE_MATRIX_MAX_N`` (9) in
    inference: the chunk matrices (``"dense"``);
-4. on the CPU ``"spinor"``, except in training with more than one thread: ``"numba"`` (the
-   spinor backend runs single-threaded, see below, its backward pass too, while numba's single
-   parallel region uses the threads and keeps its speed beside a busy process); on CUDA
-   ``"spinor"``; where these do not apply (other devices or
+4. on the CPU and on CUDA ``"spinor"``, in inference and in training at any thread count
+   (``python benchmarks/bench_contention.py [--training]``: the fastest backend in every cell,
+   idle and beside a busy process; until its token blocks went to the caller's threads, training
+   with more than one thread ran ``"numba"``); where these do not apply (other devices or
    dtypes, a backend missing from the registry) the registry's best for the device and dtype
    (:func:`~galinear.nn.functional.resolve_sandwich_backend` with ``"auto"``).
 
@@ -115,14 +115,9 @@ def _threads(backend: str, device: torch.device) -> int | None:
     return 1 if device.type == "cpu" and backend in SERIAL_BACKENDS else None
 
 
-def _rotor_backend(device: torch.device, dtype: torch.dtype, mode: str, threads: int) -> tuple[str, str]:
+def _rotor_backend(device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
     """(backend, why) for chunks above the matrix rule's limit."""
-    if device.type == "cpu":
-        if mode == "training" and threads > 1 and _available("numba", device, dtype):
-            return "numba", "numba (training with more than one thread)"
-        if _available("spinor", device, dtype):
-            return "spinor", "spinor"
-    elif device.type == "cuda" and _available("spinor", device, dtype):
+    if device.type in ("cpu", "cuda") and _available("spinor", device, dtype):
         return "spinor", "spinor"
     name = resolve_sandwich_backend("auto", device, dtype)[0]
     return name, f"{name} (the registry's best for {device.type} and {dtype})"
@@ -192,7 +187,7 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network) -
     limit = INFERENCE_MATRIX_MAX_N if mode == "inference" else MATRIX_MAX_N
     if n <= limit:
         return Plan("dense", False, None, f"{mode}, n <= {limit}: the chunk matrices")
-    name, why = _rotor_backend(device, dtype, mode, threads)
+    name, why = _rotor_backend(device, dtype)
     return Plan(name, False, _threads(name, device), f"{mode}, n > {limit}: {why}")
 
 
