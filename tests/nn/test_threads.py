@@ -2,6 +2,7 @@
 caller's count recorded, and the spinor backend the same on any number of workers."""
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -141,12 +142,10 @@ def test_spinor_blocks_go_to_the_callers_threads(monkeypatch):
     assert dispatch.plan(9, 4096, "cpu", torch.float32, "inference", 2, backend="spinor").threads == 1
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork is POSIX only")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
 def test_a_forked_child_gets_its_own_pool():
     """After fork the parent's pool threads do not exist in the child: the child must not hand
     blocks to them (it would wait for ever), so it starts a pool of its own."""
-    import os
-
     _numba_started()
     threads.for_each_block(4, lambda next_block: [None for _ in iter(next_block, None)], 2)  # the pool exists
     pid = os.fork()

@@ -141,37 +141,42 @@ def for_each_block(blocks: int, work: Callable[[Callable[[], int | None]], None]
     thread that waits for its core takes fewer blocks and none waits for another at a barrier.
     ``work`` must use one intra-op thread per call (the caller's :class:`intra_op_threads`
     block sets torch's process-wide count; numba's count is per thread and set to 1 here). The
-    first exception raised by any thread is raised here, after all threads have stopped.
+    first exception raised by any thread is raised here, after all threads have stopped; once a
+    thread has raised, ``next_block()`` returns None to every thread.
     """
     workers = max(1, min(int(workers), blocks, _HELPERS + 1))
     if workers > 1 and not _concurrent_numba_ok():
         workers = 1
-    counter = iter(range(blocks))
+    remaining = iter(range(blocks))
     lock = threading.Lock()
+    stopped = False
 
     def next_block():
         with lock:
-            return next(counter, None)
+            return None if stopped else next(remaining, None)
 
     if workers == 1:
         work(next_block)
         return
     numba = _numba()
 
-    def helper():
-        if numba is not None:
+    def run(helper: bool):
+        nonlocal stopped
+        if helper and numba is not None:
             numba.set_threads(1)  # numba's count is per thread; pool threads start with its maximum
-        work(next_block)
+        try:
+            work(next_block)
+        except BaseException:
+            with lock:  # no more blocks for anyone: the call fails
+                stopped = True
+            raise
 
-    futures = [_pool().submit(helper) for _ in range(workers - 1)]
+    futures = [_pool().submit(run, True) for _ in range(workers - 1)]
     error = None
     try:
-        work(next_block)
+        run(False)
     except BaseException as exc:  # noqa: BLE001 - re-raised below, after the helpers stopped
         error = exc
-        with lock:  # stop handing out blocks
-            for _ in counter:
-                pass
     for future in futures:
         try:
             future.result()
