@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
-from bench_kernels import machine_description, median_times  # noqa: E402  (warm-up, interleaved rounds, medians)
+from bench_kernels import machine_description  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "bench_contention"
 BACKENDS = ("dense", "numba", "spinor", "factored", "auto")
