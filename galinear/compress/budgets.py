@@ -1,8 +1,8 @@
 """Parameter budgets: every method's size, cost per token, and the setting closest to a budget.
 
 Each method with a size knob (``methods.KNOBS``: the rank of ``lr``, the blocks of ``bh1``,
-``monarch`` and ``bhh``, the Kronecker terms of ``kron``, the hidden width of ``rotor`` and
-``givens``) has a closed formula for its parameter count and its multiply-adds per token on a
+``monarch`` and ``bhh``, the Kronecker terms of ``kron``, the chunk size of ``rotor`` and
+``givens`` at their hidden width) has a closed formula for its parameter count and its multiply-adds per token on a
 ``d_in -> d_out`` projection (the table in :mod:`galinear.compress.methods`); the tests check the
 counts against the modules. :func:`closest_setting` picks the knob value whose count is nearest a
 budget, :func:`matched_settings` does so for every method and projection at a fraction of the
@@ -10,11 +10,13 @@ dense parameters::
 
     from galinear.compress import budgets
     budgets.matched_settings(0.02)["kron"]["q_proj"]   # Setting(method='kron', knob='terms', value=6, ...)
+    budgets.matched_settings(0.02)["rotor"]["q_proj"]  # knob='chunk' at hidden width 512
 
 The classes cannot reach every budget: Monarch has at least 2 d^1.5 parameters (8.3 % of SmolLM2's
 q/k/v), ``bhh`` at most 64 power-of-two blocks there (1.6 % at least), and the rotor network and its
-control grow slowly with the hidden width (at most ``MAX_HIDDEN``); ``Setting.relative`` says how
-far the closest setting lies from the budget.
+control reach their budgets by smaller chunks at a fixed hidden width (``hidden=``, default 512:
+the matrix form's cost per token does not change with the chunk, while the width multiplies it);
+``Setting.relative`` says how far the closest setting lies from the budget.
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ from galinear.compress import method_names
 SMOLLM2_QKV = {"q_proj": (576, 576), "k_proj": (576, 192), "v_proj": (576, 192)}
 #: the budgets of the study, as fractions of the dense q/k/v parameters
 FRACTIONS = (0.005, 0.02, 0.08)
-#: the widest hidden layer the rotor network and its control are offered
-MAX_HIDDEN = 8192
+#: the hidden width of the rotor network and its control when a budget sets their chunk
+DEFAULT_HIDDEN = 512
+#: the smallest chunk offered (2^2 coordinates: one plane per side)
+MIN_CHUNK = 4
 #: the rotor network's shape in the study (methods.build_module): 2 hidden layers, breadth 3
 HIDDEN_LAYERS, BREADTH = 2, 3
 
@@ -54,8 +58,10 @@ class Setting:
         return {self.knob: self.value}
 
 
-def _chunk(d_in, d_out):
-    return 1 << (min(d_in, d_out).bit_length() - 1)
+def _chunk(d_in, d_out, chunk=None):
+    """A gadget's chunk: ``chunk`` capped at the largest power of two <= both widths."""
+    cap = 1 << (min(d_in, d_out).bit_length() - 1)
+    return cap if chunk is None else min(chunk, cap)
 
 
 def _gadgets(d_in, d_out, hidden):
@@ -63,8 +69,8 @@ def _gadgets(d_in, d_out, hidden):
     return [(d_in, hidden)] + [(hidden, hidden)] * (HIDDEN_LAYERS * BREADTH) + [(hidden, d_out)]
 
 
-def _gadget_size(a, b):
-    c = _chunk(a, b)
+def _gadget_size(a, b, chunk=None):
+    c = _chunk(a, b, chunk)
     n = c.bit_length() - 1
     pairs = -(-a // c) * -(-b // c)
     return pairs, c, n * (n - 1)  # pairs, chunk, rotor (or Givens) parameters per pair (double rotor)
@@ -76,8 +82,13 @@ def kronecker_factors(d_in, d_out):
     return default_kronecker_factors(d_in, d_out)
 
 
-def parameters(method: str, value: int, d_in: int, d_out: int, bias: bool = False) -> int:
-    """Parameter count of ``method`` (its base name) with knob ``value`` on ``d_in -> d_out``."""
+def parameters(method: str, value: int | None, d_in: int, d_out: int, bias: bool = False,
+               hidden: int = DEFAULT_HIDDEN) -> int:
+    """Parameter count of ``method`` (its base name) with knob ``value`` on ``d_in -> d_out``.
+
+    For rotor and givens ``value`` is the chunk size (None: the largest that fits each gadget) and
+    ``hidden`` the width.
+    """
     base = method_names.base_name(method)
     extra = d_out if bias else 0
     if base == "lr":
@@ -93,14 +104,14 @@ def parameters(method: str, value: int, d_in: int, d_out: int, bias: bool = Fals
         return d_out * -(-d_in // value) + extra
     if base in ("rotor", "givens"):
         total = 1 + HIDDEN_LAYERS * BREADTH  # the PReLU and the branch weights
-        for a, b in _gadgets(d_in, d_out, value):
-            pairs, _, per_pair = _gadget_size(a, b)
+        for a, b in _gadgets(d_in, d_out, hidden):
+            pairs, _, per_pair = _gadget_size(a, b, value)
             total += pairs * (per_pair + 1) + (b if bias else 0)
         return total
     raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
 
 
-def flops_per_token(method: str, value: int, d_in: int, d_out: int) -> int:
+def flops_per_token(method: str, value: int | None, d_in: int, d_out: int, hidden: int = DEFAULT_HIDDEN) -> int:
     """Multiply-adds per token (the methods table), every method applied in factored form.
 
     The rotor network: per chunk pair of c = 2^n and per side, k = n // 2 simple rotors
@@ -119,17 +130,17 @@ def flops_per_token(method: str, value: int, d_in: int, d_out: int) -> int:
         return parameters(base, value, d_in, d_out) + d_out * int(math.log2(value))
     if base in ("rotor", "givens"):
         total = 0
-        for a, b in _gadgets(d_in, d_out, value):
-            pairs, c, per_pair = _gadget_size(a, b)
+        for a, b in _gadgets(d_in, d_out, hidden):
+            pairs, c, per_pair = _gadget_size(a, b, value)
             n = c.bit_length() - 1
             total += pairs * (2 * (n // 2) * (2 * n + 1) * c if base == "rotor" else 2 * per_pair * c)
         return total
     raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
 
 
-def settings(method: str, d_in: int, d_out: int) -> list[int]:
-    """Every knob value the method's module accepts on ``d_in -> d_out`` (hidden widths: multiples of
-    64 up to MAX_HIDDEN)."""
+def settings(method: str, d_in: int, d_out: int, hidden: int = DEFAULT_HIDDEN) -> list[int]:
+    """Every knob value the method's module accepts on ``d_in -> d_out`` (chunk sizes: the powers of
+    two from MIN_CHUNK up to the largest any gadget at width ``hidden`` fits)."""
     base = method_names.base_name(method)
     if base == "lr":
         return list(range(1, min(d_in, d_out) + 1))
@@ -141,25 +152,33 @@ def settings(method: str, d_in: int, d_out: int) -> list[int]:
     if base == "bhh":
         return [2**i for i in range(d_out.bit_length()) if d_out % 2**i == 0 and 2**i <= d_in]
     if base in ("rotor", "givens"):
-        return list(range(64, MAX_HIDDEN + 1, 64))
+        largest = max(_chunk(a, b) for a, b in _gadgets(d_in, d_out, hidden))
+        return [1 << k for k in range(MIN_CHUNK.bit_length() - 1, largest.bit_length())]
     raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
 
 
-def closest_setting(method: str, budget: int, d_in: int, d_out: int, bias: bool = False) -> Setting:
-    """The knob value whose parameter count is nearest ``budget`` (ties: the smaller count)."""
+def closest_setting(method: str, budget: int, d_in: int, d_out: int, bias: bool = False,
+                    hidden: int | None = None) -> Setting:
+    """The knob value whose parameter count is nearest ``budget`` (ties: the smaller count).
+
+    ``hidden`` is the width of rotor and givens (default DEFAULT_HIDDEN), whose knob is the chunk.
+    """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be a positive number of parameters, got {budget!r}")
     base = method_names.base_name(method)
+    width = {"hidden": DEFAULT_HIDDEN if hidden is None else hidden} if base in ("rotor", "givens") else {}
+
     def distance(value):
-        count = parameters(base, value, d_in, d_out, bias)
+        count = parameters(base, value, d_in, d_out, bias, **width)
         return abs(count - budget), count
 
-    best = min(settings(base, d_in, d_out), key=distance)
-    return Setting(method, method_names.KNOBS[base], best, parameters(base, best, d_in, d_out, bias),
-                   flops_per_token(base, best, d_in, d_out), budget)
+    best = min(settings(base, d_in, d_out, **width), key=distance)
+    return Setting(method, method_names.KNOBS[base], best, parameters(base, best, d_in, d_out, bias, **width),
+                   flops_per_token(base, best, d_in, d_out, **width), budget)
 
 
-def matched_settings(fraction: float, shapes=None, names=None, bias: bool = False) -> dict:
+def matched_settings(fraction: float, shapes=None, names=None, bias: bool = False,
+                     hidden: int | None = None) -> dict:
     """{method: {projection: Setting}} at ``fraction`` of each projection's dense parameters.
 
     ``shapes`` maps projection names to (d_in, d_out) (default SmolLM2's q/k/v); ``names`` the
@@ -171,10 +190,10 @@ def matched_settings(fraction: float, shapes=None, names=None, bias: bool = Fals
     shapes = SMOLLM2_QKV if shapes is None else shapes
     out = {}
     for name in names or method_names.KNOBS:
-        out[name] = {proj: closest_setting(name, max(1, round(fraction * d_in * d_out)), d_in, d_out, bias)
+        out[name] = {proj: closest_setting(name, max(1, round(fraction * d_in * d_out)), d_in, d_out, bias, hidden)
                      for proj, (d_in, d_out) in shapes.items()}
     return out
 
 
-__all__ = ["Setting", "SMOLLM2_QKV", "FRACTIONS", "MAX_HIDDEN", "parameters", "flops_per_token", "settings",
+__all__ = ["Setting", "SMOLLM2_QKV", "FRACTIONS", "DEFAULT_HIDDEN", "MIN_CHUNK", "parameters", "flops_per_token", "settings",
            "closest_setting", "matched_settings"]

@@ -33,6 +33,7 @@ class StudyConfig:
     bh_blocks: int | None = None       # bh1 (monarch and bhh: methods.default_blocks, or set by budget)
     rank: int | None = None            # lr, lr-cf (None: methods.DEFAULT_LOW_RANK)
     terms: int | None = None           # kron, kron-cf (None: methods.DEFAULT_KRONECKER_TERMS)
+    chunk: int | None = None           # rotor, givens: the gadgets' chunk size (None: the largest that fits)
     budget: float | None = None        # a fraction of each projection's dense parameters, for every method
                                        # with a size knob (methods.KNOBS); the knob is set to match it
     refit_o_proj: bool = False
@@ -79,6 +80,7 @@ class StudyConfig:
                                   blocks=self.bh_blocks if base == "bh1" else None,
                                   rank=self.rank if base == "lr" else None,
                                   terms=self.terms if base == "kron" else None,
+                                  chunk=self.chunk if base in ("rotor", "givens") else None,
                                   budget=self.budget if base in methods.KNOBS else None,
                                   max_steps=self.max_steps if converged else None,
                                   eval_every=self.eval_every if converged else None,

@@ -13,8 +13,8 @@ CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf",  # Adam-fitted
 DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*", "rotorlin-m": "RotorLinear (moments)",
            "lr-cf": "LR*", "kron-cf": "Kron*", "monarch-cf": "Monarch*", "bhh-cf": "BHH*"}
 #: the knob of each method whose size is a setting (galinear.compress.budgets); its MethodSpec field
-KNOBS = {"lr": "rank", "bh1": "blocks", "kron": "terms", "monarch": "blocks", "bhh": "blocks", "rotor": "hidden",
-         "givens": "hidden"}
+KNOBS = {"lr": "rank", "bh1": "blocks", "kron": "terms", "monarch": "blocks", "bhh": "blocks", "rotor": "chunk",
+         "givens": "chunk"}
 
 
 def base_name(name: str) -> str:

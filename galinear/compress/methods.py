@@ -38,15 +38,20 @@ bh1        b ceil(d_out/b) ceil(d_in/b)            the same                     
 kron       t (m1 n1 + m2 n2)                       t n1 m2 (n2 + m1)                      terms t
 monarch    d_out d_in / b + d_out b                the same                               blocks b
 bhh        d_out ceil(d_in/b)                      the same + d_out log2(b) additions     blocks b (power of 2)
-rotor      sum over gadgets of P (2 C(n,2) + 1),   sum over gadgets of P 2 k (2n + 1) c   hidden width H
+rotor      sum over gadgets of P (2 C(n,2) + 1),   sum over gadgets of P 2 k (2n + 1) c   chunk c at width H
            + 1 (PReLU) + 6 (branch weights)        (k = n // 2 simple rotors per side)
-givens     the rotor network's count               sum over gadgets of P 2 G c            hidden width H
+givens     the rotor network's count               sum over gadgets of P 2 G c            chunk c at width H
 =========  ======================================  =====================================  ===================
 
 (m1, n1), (m2, n2) are the Kronecker factor shapes, default m1, n1 the largest divisors of
 d_out, d_in <= their square roots (24x24 kron 24x24 for 576 -> 576); a gadget has P chunk pairs
 of c = 2^n coordinates, G = 2 C(n, 2) Givens layers per pair (as c x c matrices, the form both
-run in on the CPU, a pair costs c^2). Monarch needs b to divide both widths
+run in on the CPU, a pair costs c^2). The rotor network and its control grow by smaller chunks at
+a fixed hidden width H (``MethodSpec.chunk``; a budget sets it): halving c about quadruples the
+pairs and keeps C(n, 2) per pair nearly as large, while the matrix form's cost, one c x c block per
+pair, stays d_in H + ... per token (at H = 512 on SmolLM2's q/k/v: 0.47 % of the dense
+parameters with the largest chunks, 3.0 % at c = 128, 8.3 % at c = 64). Growing H instead costs
+compute in proportion and adds few parameters (11x the width for 2 %). Monarch needs b to divide both widths
 and is smallest at b = sqrt(d_in) (27,648 parameters for q, 9,216 for k and v: 8.3 % of q/k/v);
 bhh needs b a power of two dividing d_out (at most 64 for SmolLM2: 1.6 %).
 
@@ -113,6 +118,8 @@ class MethodSpec:
                                                # None picks default_blocks(...)
     rank: int | None = None                    # lr only (None: DEFAULT_LOW_RANK)
     terms: int | None = None                   # kron only (None: DEFAULT_KRONECKER_TERMS)
+    chunk: int | None = None                   # rotor and givens: the gadgets' chunk size, a power of two
+                                               # (None: the largest power of two <= both widths)
     budget: float | None = None                # a fraction of each projection's dense parameters: the
                                                # knob (KNOBS) is set per projection to the count closest
                                                # to it (galinear.compress.budgets), overriding the field
@@ -130,10 +137,17 @@ class MethodSpec:
             raise ValueError(f"epochs must be positive, got {self.epochs}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        for knob in ("hidden", "blocks", "rank", "terms"):
+        for knob in ("hidden", "blocks", "rank", "terms", "chunk"):
             value = getattr(self, knob)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{knob} must be a positive integer or None, got {value!r}")
+        if self.chunk is not None:
+            if base_name(self.name) not in ("rotor", "givens"):
+                raise ValueError(f"chunk sets the gadgets of rotor and givens; method {self.name} has none: "
+                                 "drop chunk for it")
+            if self.chunk < 4 or self.chunk & (self.chunk - 1):
+                raise ValueError(f"chunk must be a power of two >= 4 (a chunk of 2^n coordinates holds "
+                                 f"C(n, 2) planes), got {self.chunk}")
         if self.budget is not None:
             if isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget <= 1:
                 raise ValueError(f"budget must be a fraction in (0, 1] of the dense parameters (0.02 for 2 %), "
@@ -182,11 +196,12 @@ class MethodSpec:
         """The size part of the tag ('' when none; the forms of the first methods are unchanged)."""
         base = base_name(self.name)
         if self.budget is not None:
+            if base in ("rotor", "givens"):  # the budget sets the chunk at this hidden width
+                return f"p{self.budget:g}-h{self.hidden or DEFAULT_ROTOR_HIDDEN}"
             return f"p{self.budget:g}"
-        if base == "rotor":
-            return f"h{self.hidden}"
-        if base == "givens":
-            return f"h{self.hidden or DEFAULT_ROTOR_HIDDEN}"
+        if base in ("rotor", "givens"):
+            hidden = self.hidden if base == "rotor" else self.hidden or DEFAULT_ROTOR_HIDDEN
+            return f"h{hidden}" + (f"-c{self.chunk}" if self.chunk is not None else "")
         if base in ("bh1", "monarch", "bhh") and self.blocks is not None:
             return f"b{self.blocks}"
         if base == "lr":
@@ -269,7 +284,11 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
         from galinear.compress import budgets
 
         base = base_name(spec.name)
-        setting = budgets.closest_setting(base, max(1, round(spec.budget * d_in * d_out)), d_in, d_out, bias)
+        hidden = None
+        if base in ("rotor", "givens"):  # the width the module gets (the rotor network's default: d_in)
+            hidden = spec.hidden if spec.hidden is not None else (d_in if base == "rotor" else DEFAULT_ROTOR_HIDDEN)
+        setting = budgets.closest_setting(base, max(1, round(spec.budget * d_in * d_out)), d_in, d_out, bias,
+                                          hidden=hidden)
         spec = replace(spec, budget=None, **setting.spec_fields())
     if spec.name == "dense":
         return torch.nn.Linear(d_in, d_out, bias=bias)
@@ -277,12 +296,12 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
         return _zero_projection_class()(d_in, d_out, bias=bias)
     cls = module_class(spec.name)
     if spec.name == "rotor":
-        return cls(d_in, d_out, hidden=spec.hidden, bias=bias)
+        return cls(d_in, d_out, hidden=spec.hidden, chunk_size=spec.chunk, bias=bias)
     if spec.name == "rotorlin-m":
         return cls(d_in, d_out, bias=bias)
     base = base_name(spec.name)
     if base == "givens":
-        return cls(d_in, d_out, hidden=spec.hidden or DEFAULT_ROTOR_HIDDEN, bias=bias)
+        return cls(d_in, d_out, hidden=spec.hidden or DEFAULT_ROTOR_HIDDEN, chunk_size=spec.chunk, bias=bias)
     if base in ("lr1", "lr4", "lr"):
         rank = {"lr1": 1, "lr4": 4}.get(base, spec.rank or DEFAULT_LOW_RANK)
         return cls(d_in, d_out, rank=rank, bias=bias)

@@ -154,12 +154,35 @@ def test_budget_formulas_equal_the_modules_parameter_counts(shape):
                     (name, value, bias)
 
 
-@pytest.mark.parametrize("shape, hidden", [((576, 192), 64), ((576, 576), 2048), ((32, 16), 64), ((20, 12), 128)])
-def test_budget_formula_of_the_rotor_network_and_its_control(shape, hidden):
+@pytest.mark.parametrize("shape, hidden, chunk", [((576, 192), 64, None), ((576, 576), 2048, None), ((32, 16), 64, None),
+                                                 ((20, 12), 128, None), ((576, 192), 512, 64), ((576, 576), 512, 128),
+                                                 ((32, 16), 64, 4), ((20, 12), 128, 8)])
+def test_budget_formula_of_the_rotor_network_and_its_control(shape, hidden, chunk):
     for name in ("rotor", "givens"):
         for bias in (False, True):
-            module = methods.build_module(methods.MethodSpec(name=name, hidden=hidden), *shape, bias=bias)
-            assert budgets.parameters(name, hidden, *shape, bias) == methods.count_parameters(module)
+            module = methods.build_module(methods.MethodSpec(name=name, hidden=hidden, chunk=chunk), *shape, bias=bias)
+            assert budgets.parameters(name, chunk, *shape, bias, hidden=hidden) == methods.count_parameters(module)
+
+
+def test_smaller_chunks_grow_the_rotor_network_at_its_width():
+    """The chunk knob: the gadgets really use it, and each halving adds parameters."""
+    counts = []
+    for chunk in budgets.settings("rotor", 576, 192):
+        module = methods.build_module(methods.MethodSpec(name="rotor", chunk=chunk), 576, 192)
+        assert module.hidden == 512
+        assert {g.chunk_size for g in module.modules() if type(g).__name__ == "RotorLinear"} == \
+            {min(chunk, 128), min(chunk, 512)}
+        counts.append(methods.count_parameters(module))
+    assert counts == sorted(counts, reverse=True) and len(set(counts)) == len(counts)
+    natural = methods.build_module(methods.MethodSpec(name="rotor"), 576, 192)
+    assert methods.count_parameters(natural) == counts[-1] == budgets.parameters("rotor", None, 576, 192)
+    tags = {methods.MethodSpec(name="rotor", chunk=c).tag() for c in (None, 64, 128)}
+    assert tags == {"rotor-h512-e1-lr0.05", "rotor-h512-c64-e1-lr0.05", "rotor-h512-c128-e1-lr0.05"}
+    for bad in (2, 48, 0):
+        with pytest.raises(ValueError, match="chunk must be"):
+            methods.MethodSpec(name="rotor", chunk=bad)
+    with pytest.raises(ValueError, match="drop chunk"):
+        methods.MethodSpec(name="kron", chunk=64)
 
 
 def test_closest_setting_is_the_brute_force_argmin():
@@ -181,7 +204,9 @@ def test_matched_settings_for_smollm2_qkv():
     two = budgets.matched_settings(0.02)
     assert two["lr"]["q_proj"].value == 6 and two["kron"]["q_proj"].value == 6
     assert {s.value for s in two["monarch"].values()} == {24}  # Monarch cannot go below 2 d^1.5
-    assert budgets.matched_settings(0.08)["rotor"]["q_proj"].relative < 0  # nor the rotor network up to 8 %
+    eight = budgets.matched_settings(0.08)["rotor"]
+    assert eight["q_proj"].relative < 0 and eight["q_proj"].value == 64  # per projection, not up to 8 % at width 512
+    assert {s.knob for s in eight.values()} == {"chunk"}
     with pytest.raises(ValueError, match="fraction"):
         budgets.matched_settings(2.0)
     with pytest.raises(ValueError, match="no size knob"):
@@ -248,8 +273,15 @@ def test_a_budget_spec_sets_each_projections_knob():
         for module, (d_in, d_out) in ((q, (576, 576)), (k, (576, 192))):
             setting = budgets.closest_setting(name, round(0.02 * d_in * d_out), d_in, d_out)
             assert methods.count_parameters(module) == setting.parameters
-    assert methods.build_module(methods.MethodSpec(name="givens", budget=0.001), 32, 16).hidden == \
-        budgets.closest_setting("givens", 1, 32, 16).value
+    for name in ("givens", "rotor"):
+        for budget, hidden in ((0.001, 512), (0.5, 64)):
+            spec = methods.MethodSpec(name=name, budget=budget, hidden=hidden)
+            assert spec.tag().startswith(f"{name}-p{budget:g}-h{hidden}-")
+            module = methods.build_module(spec, 32, 16)
+            setting = budgets.closest_setting(name, max(1, round(budget * 32 * 16)), 32, 16, hidden=hidden)
+            assert module.hidden == hidden and methods.count_parameters(module) == setting.parameters
+    q = methods.build_module(methods.MethodSpec(name="rotor", budget=0.02), 576, 576)
+    assert {g.chunk_size for g in q.modules() if type(g).__name__ == "RotorLinear"} == {128}
     with pytest.raises(ValueError, match="no size knob"):
         methods.MethodSpec(name="dense", budget=0.02)
     with pytest.raises(ValueError, match="fraction in"):
