@@ -361,14 +361,34 @@ class Study(CaptureMethods):
             self.log(f"evaluated original on {name}: ln PPL {res['log_ppl']:.4f}")
             self._record(key, {"method": "original", "dataset": name, **res})
 
-    def run_one(self, name: str, seed: int, layer_set) -> None:
+    def _rows(self, name: str, seed: int, layer_set):
+        """(spec, {tag: {dataset: key}}) of the rows one (method, seed, layer set) run reports: the
+        fitted row, and the distilled one with --distill."""
         spec = self.config.method_spec(name)
-        keys = {d: f"{spec.tag()}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets}
-        distilled = self.config.distill and name != "zero"
-        dtag = f"{spec.tag()}-{distill.settings_tag(self.config)}"
-        dkeys = {d: f"{dtag}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets} if distilled else {}
-        if all(self._evaluated(k) for k in list(keys.values()) + list(dkeys.values())):
+        tags = [spec.tag()]
+        if self.config.distill and name != "zero":
+            tags.append(f"{spec.tag()}-{distill.settings_tag(self.config)}")
+        return spec, {t: {d: f"{t}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets} for t in tags}
+
+    def pending(self, name: str, seed: int, layer_set) -> bool:
+        """Whether a row of this run is not evaluated yet, or (``--save``) one of its models not kept."""
+        _, rows = self._rows(name, seed, layer_set)
+        if not all(self._evaluated(k) for keys in rows.values() for k in keys.values()):
+            return True
+        if self.config.save_dir:
+            from galinear.compress import saving
+
+            return not all(os.path.exists(os.path.join(self.config.save_dir, f"{t}-s{seed}-L{set_name(layer_set)}",
+                                                       saving.CONFIG)) for t in rows)
+        return False
+
+    def run_one(self, name: str, seed: int, layer_set) -> None:
+        if not self.pending(name, seed, layer_set):
             return
+        spec, rows = self._rows(name, seed, layer_set)
+        (tag, keys), *rest = rows.items()
+        distilled = bool(rest)
+        dtag, dkeys = rest[0] if distilled else (None, {})
         fitted = self.fit_layer_set(spec, seed, tuple(layer_set))
         stats = fitted["stats"]
         per_layer_params = sum(stats[(layer_set[0], p)]["params"] for p in models.PROJECTIONS)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from galinear.compress import distributed
 from galinear.compress.distributed import Unit
-from galinear.compress.store import set_name
 
 ROTOR_COST = 20
 
@@ -45,10 +44,9 @@ def stages(study, plan) -> list:
     shared, depths, evaluations = {}, {}, []
     for name, seed, layer_set in plan:
         spec = c.method_spec(name)
-        keys = [f"{spec.tag()}|s{seed}|{set_name(layer_set)}|{d}" for d in study.eval_datasets]
-        pending = not all(study._evaluated(k) for k in keys)
+        pending = study.pending(name, seed, layer_set)
         if pending:
-            evaluations.append(Unit(f"evaluate {name} seed {seed} layers {layer_set}", float(len(keys)),
+            evaluations.append(Unit(f"evaluate {name} seed {seed} layers {layer_set}", float(len(study.eval_datasets)),
                                     lambda n=name, s=seed, ls=layer_set: study.run_one(n, s, ls)))
             first = layer_set[0]
             if study.skip_lower_layers and first > 0:

@@ -118,3 +118,32 @@ def test_study_reports_the_distilled_model(tmp_path, tiny):
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert len([r for r in summary["rows"] if r["method"] == "lr1"]) == 2
     assert (tmp_path / "run" / "models" / f"lr1-e1-lr0.05-{distill.settings_tag(config)}-s0-L0+1+2.pt").exists()
+
+
+def test_a_finished_run_asked_again_with_save_keeps_its_models_and_a_lost_distilled_row_is_rerun(tmp_path, tiny):
+    """Rows already evaluated do not hide the work still asked for: --save on a finished run writes
+    the folders (from the cache, no new fit), and a run stopped after the fitted row but before the
+    distilled one was recorded resumes with the distillation."""
+    from galinear.compress import load, log_perplexity
+
+    settings = dict(datasets=("a",), layer_sets=((1,),), methods=("lr1",), epochs=1.0, distill=True,
+                    distill_max_steps=4, distill_eval_every=2, distill_lr=0.01, valid_windows=1)
+    config = tiny_config(tmp_path / "run", **settings)
+    first = Study(config, tiny, texts=TEXTS).run()["entries"]
+    kd_key = f"lr1-e1-lr0.05-{distill.settings_tag(config)}|s0|1|a"
+    again = tiny_config(tmp_path / "run", save_dir=str(tmp_path / "keep"), **settings)
+    study = Study(again, tiny, texts=TEXTS)
+    second = study.run()["entries"]
+    assert {k: v["log_ppl"] for k, v in second.items()} == {k: v["log_ppl"] for k, v in first.items()}
+    kept = sorted(p.name for p in (tmp_path / "keep").iterdir() if p.is_dir())
+    assert kept == ["lr1-e1-lr0.05-kd4-v2-p4-lr0.01-s0-L1", "lr1-e1-lr0.05-s0-L1"]
+    for folder, key in zip(kept, (kd_key, kd_key.replace(f"-{distill.settings_tag(config)}", ""))):
+        fresh = load(str(tmp_path / "keep" / folder), tiny_llama())
+        assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == first[key]["log_ppl"]
+
+    results = tmp_path / "run" / "results.json"
+    data = json.load(open(results))
+    del data["entries"][kd_key]  # as if stopped before the distilled row was recorded
+    results.write_text(json.dumps(data))
+    third = Study(tiny_config(tmp_path / "run", **settings), tiny, texts=TEXTS).run()["entries"]
+    assert third[kd_key]["log_ppl"] == first[kd_key]["log_ppl"]
