@@ -88,12 +88,18 @@ def _describe(subset: tuple) -> str:
     return f"{windows} of {of} windows of {window} tokens" if of is not None else f"{windows} windows"
 
 
-def collect(run_folders, dataset: str = "wikitext2", layers_total: int = 30, mixed_subsets: bool = False) -> list:
+def collect(run_folders, dataset: str = "wikitext2", layers_total: int = 30, mixed_subsets: bool = False,
+            per_layer: bool = False) -> list:
     """The points of every ``dataset`` entry of ``run_folders``, the original model first (kept = 1).
 
     Raises ValueError when a folder holds no results.json, when the same entry (or the original
     model on the same subset) is scored differently in two folders, or when points come from
     different evaluation subsets and ``mixed_subsets`` is False.
+
+    ``per_layer`` puts the budget itself on the axis: ``kept`` is then params_per_layer /
+    dense_params_per_layer, the share kept in the replaced layers, which compares budgets at one
+    layer set (the whole-model share of four replaced layers differs only in its third digit); the
+    points must then share one layer set.
     """
     if isinstance(layers_total, bool) or not isinstance(layers_total, int) or layers_total < 1:
         raise ValueError(f"layers_total must be a positive integer, got {layers_total!r}")
@@ -149,8 +155,14 @@ def collect(run_folders, dataset: str = "wikitext2", layers_total: int = 30, mix
         points.append(Point(e["method"], display_name(e["method"]) + (" + distillation" if distilled else ""), tag,
                             objective_of(e["method"], tag), distilled, layers, tuple(sorted(group["scores"])),
                             float(np.mean(scores)), float(np.std(scores, ddof=1)) if len(scores) > 1 else None,
-                            params, kept_fraction(len(layers), params, dense, layers_total), subset,
+                            params, params / dense if per_layer else kept_fraction(len(layers), params, dense,
+                                                                                   layers_total), subset,
                             tuple(group["folders"])))
+    sets = sorted({p.layers for p in points if p.method != "original"})
+    if per_layer and len(sets) > 1:
+        raise ValueError(f"the per-layer share compares budgets at one layer set, but the runs replace "
+                         f"{' and '.join(compact(s) for s in sets[:3])}{' ...' if len(sets) > 3 else ''}: "
+                         "pass folders of one layer set, or drop --per-layer")
     return points
 
 
@@ -193,7 +205,7 @@ _COLORS = {"rotor": "tab:red", "kron": "tab:orange", "lr": "tab:blue", "lr1": "t
 _MARKERS = "osD^v<>pPhX*"
 
 
-def plot(points, path: str) -> str:
+def plot(points, path: str, per_layer: bool = False) -> str:
     """ln PPL against % of q/k/v kept (log x) as a PNG at ``path``: colour per method family, marker
     per method, hollow when fitted only and filled when distilled, the front as a step line and the
     original model as a dashed line. Needs matplotlib."""
@@ -230,7 +242,8 @@ def plot(points, path: str) -> str:
     ax.xaxis.set_major_formatter(plain)
     if max(xs) < 10 * min(xs):  # less than a decade: label the minor ticks too (over more they crowd)
         ax.xaxis.set_minor_formatter(plain)
-    ax.set_xlabel("% of the model's attention q/k/v parameters kept")
+    ax.set_xlabel("% of q/k/v parameters kept in the replaced layers" if per_layer
+                  else "% of the model's attention q/k/v parameters kept")
     ax.set_ylabel("ln PPL")
     ax.grid(alpha=0.3, which="both")
     ax.legend(handles, names, fontsize=8, loc="best")
@@ -248,18 +261,21 @@ def main(argv=None) -> int:
     parser.add_argument("--layers-total", type=int, default=30,
                         help="decoder layers of the model (not recorded in the run; default 30 = SmolLM2-135M)")
     parser.add_argument("--mixed-subsets", action="store_true", help="allow points scored on different subsets")
+    parser.add_argument("--per-layer", action="store_true",
+                        help="the share kept in the replaced layers (params per layer / dense) on the axis, for "
+                             "budgets at one layer set")
     parser.add_argument("--png", help="write the plot there")
     parser.add_argument("--md", help="write the table there")
     args = parser.parse_args(argv)
     try:
-        points = collect(args.runs, args.dataset, args.layers_total, args.mixed_subsets)
+        points = collect(args.runs, args.dataset, args.layers_total, args.mixed_subsets, args.per_layer)
         if not points:
             raise ValueError(f"no {args.dataset} entries in {', '.join(args.runs)}")
         text = table(points)
         if args.md:
             _io.atomic_write_text(args.md, text)
         if args.png:
-            plot(points, args.png)
+            plot(points, args.png, args.per_layer)
     except (ValueError, OSError, ImportError) as error:
         parser.exit(2, f"pareto: error: {' '.join(str(error).split())}\n")
     sys.stdout.write(text)

@@ -204,3 +204,15 @@ def test_damaged_entries_are_named(tmp_path):
         pareto.collect([folder])
     with pytest.raises(ValueError, match="finite log_ppl"):
         pareto.collect([run(tmp_path / "n", [entry("a", 0, float("nan"))])])
+
+
+def test_per_layer_share_compares_budgets_at_one_layer_set(tmp_path):
+    small = run(tmp_path / "s", [original(), entry("a", 0, 3.5, params=2_000, layers=[12, 13])])
+    large = run(tmp_path / "l", [original(), entry("b", 0, 3.4, params=20_000, layers=[12, 13])])
+    points = pareto.collect([small, large], per_layer=True)
+    shares = {p.tag: p.kept for p in points}
+    assert shares == {"original": 1.0, "a": 2_000 / DENSE, "b": 20_000 / DENSE}
+    other = run(tmp_path / "o", [original(), entry("c", 0, 3.3, params=2_000, layers=[0, 1, 2])])
+    with pytest.raises(ValueError, match="one layer set"):
+        pareto.collect([small, other], per_layer=True)
+    assert len(pareto.collect([small, other])) == 3
