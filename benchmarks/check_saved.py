@@ -51,18 +51,21 @@ def main(argv=None) -> int:
     total = sum(p.numel() for p in model.parameters())
     qkv = sum(p.numel() for block in decoder_layers(model) for name in PROJECTIONS
               for p in getattr(attention(block), name).parameters())
-    layers = len(decoder_layers(model))
+    blocks = decoder_layers(model)
     config = model.config
-    dense_qkv = layers * config.hidden_size * (config.num_attention_heads + 2 * config.num_key_value_heads) * \
+    per_layer = config.hidden_size * (config.num_attention_heads + 2 * config.num_key_value_heads) * \
         (config.hidden_size // config.num_attention_heads)
+    dense_qkv = len(blocks) * per_layer
     dense_total = total - qkv + dense_qkv
+    replaced = sum(not isinstance(attention(b).q_proj, torch.nn.Linear) for b in blocks)
     size = folder_bytes(args.folder)
     print(f"{args.folder}: WikiText-2 ln PPL {result['log_ppl']:.4f} on {result['tokens']:,} tokens "
           f"({result['windows']} of {result['of']} windows of {length}), {result['seconds']:.0f} s")
     print(f"parameters: model {total:,} (original {dense_total:,}); q/k/v {qkv:,} (original {dense_qkv:,}, "
           f"{100 * qkv / dense_qkv:.3f} % kept)")
-    print(f"on disk: {size:,} bytes for the folder; the q/k/v weights it replaces take {4 * dense_qkv:,} bytes "
-          f"in float32 ({4 * dense_qkv / size:.0f}x), the whole model {4 * dense_total:,}")
+    print(f"on disk: {size:,} bytes for the folder (parameters and the rotor networks' permutation indices); "
+          f"the q/k/v weights of the {replaced} layers it replaces take {4 * replaced * per_layer:,} bytes in "
+          f"float32 ({4 * replaced * per_layer / size:.0f}x), the whole model {4 * dense_total:,}")
     return 0
 
 
