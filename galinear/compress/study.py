@@ -386,7 +386,7 @@ class Study(CaptureMethods):
         if not self.pending(name, seed, layer_set):
             return
         spec, rows = self._rows(name, seed, layer_set)
-        (tag, keys), *rest = rows.items()
+        (_, keys), *rest = rows.items()
         distilled = bool(rest)
         dtag, dkeys = rest[0] if distilled else (None, {})
         fitted = self.fit_layer_set(spec, seed, tuple(layer_set))
