@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
-                               models, sequential, study_units, wikitext)
+                               models, saving, sequential, study_units, wikitext)
 from galinear.compress.captures import CaptureMethods
 from galinear.compress import report as reporting
 from galinear.compress import windows as win
@@ -376,11 +376,13 @@ class Study(CaptureMethods):
         if not all(self._evaluated(k) for keys in rows.values() for k in keys.values()):
             return True
         if self.config.save_dir:
-            from galinear.compress import saving
-
-            return not all(os.path.exists(os.path.join(self.config.save_dir, f"{t}-s{seed}-L{set_name(layer_set)}",
-                                                       saving.CONFIG)) for t in rows)
+            return not all(os.path.exists(os.path.join(self._kept_folder(t, seed, layer_set), saving.CONFIG))
+                           for t in rows)
         return False
+
+    def _kept_folder(self, tag: str, seed: int, layer_set) -> str:
+        """The ``--save`` folder of one compressed model."""
+        return os.path.join(self.config.save_dir, f"{tag}-s{seed}-L{set_name(layer_set)}")
 
     def run_one(self, name: str, seed: int, layer_set) -> None:
         if not self.pending(name, seed, layer_set):
@@ -443,10 +445,7 @@ class Study(CaptureMethods):
             save_compressed(os.path.join(self.config.out_dir, "models", f"{tag}-s{seed}-L{set_name(layer_set)}.pt"),
                             replacements, spec, self.loaded.name, model=self.model)
         if self.config.save_dir:
-            from galinear.compress import saving
-
-            folder = f"{tag}-s{seed}-L{set_name(layer_set)}"
-            saving.save(os.path.join(self.config.save_dir, folder), self.model, replacements, spec,
+            saving.save(self._kept_folder(tag, seed, layer_set), self.model, replacements, spec,
                         source=self._model_source[0], gguf_file=self._model_source[1], name=self.loaded.name)
             if self.ranks.size == 1:  # under torchrun rank 0 writes the index at the end
                 self.write_index()
@@ -509,8 +508,6 @@ class Study(CaptureMethods):
 
     def write_index(self) -> None:
         """``--save DIR``: DIR/index.json listing every kept model folder."""
-        from galinear.compress import saving
-
         saved = [f for f in os.listdir(self.config.save_dir)
                  if os.path.exists(os.path.join(self.config.save_dir, f, saving.CONFIG))]
         saving.write_index(self.config.save_dir, saved)
