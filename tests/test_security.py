@@ -584,7 +584,9 @@ def test_saved_permutations_out_of_range_are_refused_not_a_crash(tmp_path):
         _edit_tensors(copy, change, rehash=True)
         folders.append(copy)
     unforged = _copy(folder, tmp_path, "unforged")
-    _edit_tensors(unforged, lambda t: t.__setitem__("1.q_proj.input_permutation", torch.full((16,), 10 ** 9)))
+    # another valid permutation in the stored dtype, checksums not forged: only the SHA-256 tells
+    key = "1.q_proj.input_permutation"
+    _edit_tensors(unforged, lambda t: t.__setitem__(key, t[key].flip(0)))
     results = _load_and_run([folder] + folders + [unforged, "kernel"])
     assert results[folder].startswith("RAN")  # the untouched folder loads and runs
     for copy in folders:

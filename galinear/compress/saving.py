@@ -10,7 +10,9 @@ set) under DIR, and ``DIR/index.json`` listing them. A folder holds
   replaced module its layer, projection, class, widths, bias and the shape, dtype and SHA-256
   of each of its tensors;
 - ``replacements.safetensors``: every parameter AND buffer of the replacement modules (the rotor
-  networks' fixed permutations included), keys ``<layer>.<projection>.<name>``;
+  networks' fixed permutations included), keys ``<layer>.<projection>.<name>``. Integer buffers
+  are stored in the narrowest of int16 and int32 that holds their values (a permutation of 512
+  takes 1 kB instead of 4 kB) and widened back to the module's int64 on load;
 - ``README.md``: how to load it.
 
 There is deliberately no ``config.json``: ``transformers.AutoModelForCausalLM.from_pretrained``
@@ -37,11 +39,12 @@ refuses it.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
 from galinear import _io
 from galinear.compress import methods, models
+from galinear.compress.tensor_checks import describe_tensors, narrowest, tensor_sha256  # noqa: F401
+from galinear.compress.tensor_checks import checked_module as _checked_module
 
 FORMAT = "galinear-compressed-v3"
 OLD_FORMATS = ("galinear-compressed-v2",)  # read no more: no checksums
@@ -78,7 +81,7 @@ MAX_JSON_BYTES = 16 << 20
 #: Room for the safetensors header beside the tensors' own bytes.
 _HEADER_ROOM = (1 << 20)
 _FIX = "write the folder again with `galinear compress ... --save DIR` (the study's cached fits make this quick)"
-_TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32"}
+_TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16"}
 
 
 def identity(model, source: str | None = None, gguf_file: str | None = None, name: str | None = None, *,
@@ -109,20 +112,6 @@ def _settings(module) -> dict:
     return {k: int(getattr(module, k)) for k in keys if isinstance(getattr(module, k, None), int)}
 
 
-def tensor_sha256(tensor) -> str:
-    """SHA-256 of a tensor's bytes as stored (dtype and shape are recorded beside it)."""
-    import torch
-
-    data = tensor.detach().cpu().contiguous().reshape(-1)
-    return hashlib.sha256(data.view(torch.uint8).numpy().tobytes()).hexdigest()
-
-
-def describe_tensors(state: dict) -> dict:
-    """{name: {"shape", "dtype", "sha256"}} of a module's state_dict, as a folder records it."""
-    return {k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", ""), "sha256": tensor_sha256(v)}
-            for k, v in state.items()}
-
-
 def save(folder: str, model, replacements: dict, spec, *, source: str | None = None,
          gguf_file: str | None = None, name: str | None = None, extra: dict | None = None) -> str:
     """Write the compressed-model folder for ``replacements`` ({(layer, projection): module}).
@@ -138,7 +127,7 @@ def save(folder: str, model, replacements: dict, spec, *, source: str | None = N
         raise ValueError("no replacement to save: a compressed-model folder holds at least one module")
     tensors, entries = {}, []
     for (layer, proj), module in sorted(replacements.items()):
-        state = {k: v.detach().cpu().contiguous().clone() for k, v in module.state_dict().items()}
+        state = {k: narrowest(v.detach().cpu().contiguous().clone()) for k, v in module.state_dict().items()}
         for key, value in state.items():
             tensors[f"{layer}.{proj}.{key}"] = value
         entries.append({"layer": int(layer), "projection": proj, "class": type(module).__name__,
@@ -310,65 +299,10 @@ def check_identity(config: dict, model, check_weights: bool = True) -> None:
                      "better)")
 
 
-def _without_unread_warm_starts(where: str, own: dict, state: dict, declared: dict | None):
-    """``state`` and ``declared`` without the power method's warm-start vectors where ``module`` has
-    none: folders written before exact-decomposition layers stopped holding them carry such
-    vectors, which an exact layer never reads. Each dropped one is still checked against its
-    recorded SHA-256, so a changed file is refused as before."""
-    from galinear.nn.rotor import WARM_START_BUFFERS
-
-    unread = [k for k in state if k not in own and k.rpartition(".")[2] in WARM_START_BUFFERS]
-    if not unread:
-        return state, declared
-    if declared is not None:
-        for name in unread:
-            if name in declared and tensor_sha256(state[name]) != declared[name]["sha256"]:
-                raise ValueError(f"{where}: tensor {name} does not match its recorded SHA-256 (changed after it "
-                                 f"was saved, or swapped with another); {_FIX}")
-        declared = {k: v for k, v in declared.items() if k not in unread}
-    return {k: v for k, v in state.items() if k not in unread}, declared
-
-
 def checked_module(where: str, module, state: dict, declared: dict | None = None):
-    """``module`` with ``state`` loaded, after every tensor was checked against its role: the names,
-    dtypes and shapes of the module's own state_dict, finite floating-point values, the recorded
-    shape, dtype and SHA-256 (``declared``, from :func:`describe_tensors`) and, through the
-    module's load hooks, permutation buffers that are permutations. ``where`` starts every message."""
-    import torch
-
-    own = module.state_dict()
-    state, declared = _without_unread_warm_starts(where, own, state, declared)
-    missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-    if missing or extra:
-        raise ValueError(f"{where}: the tensors differ from a {type(module).__name__}'s (missing {missing}, "
-                         f"unexpected {extra}); {_FIX}")
-    if declared is not None and set(declared) != set(own):
-        raise ValueError(f"{where}: the recorded tensors {sorted(declared)} differ from a {type(module).__name__}'s "
-                         f"{sorted(own)}; {_FIX}")
-    for name, expected in own.items():
-        value = state[name]
-        if not isinstance(value, torch.Tensor) or value.dtype != expected.dtype or value.shape != expected.shape:
-            got = f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(f"{where}: tensor {name} is {got}, a {type(module).__name__} holds "
-                             f"{expected.dtype} {tuple(expected.shape)} there; {_FIX}")
-        if declared is not None:
-            info = declared[name]
-            if info["shape"] != list(value.shape) or info["dtype"] != str(value.dtype).replace("torch.", ""):
-                raise ValueError(f"{where}: tensor {name} is {value.dtype} {tuple(value.shape)}, recorded as "
-                                 f"{info['dtype']} {tuple(info['shape'])}; {_FIX}")
-            if tensor_sha256(value) != info["sha256"]:
-                raise ValueError(f"{where}: tensor {name} does not match its recorded SHA-256 (changed after it "
-                                 f"was saved, or swapped with another); {_FIX}")
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            raise ValueError(f"{where}: tensor {name} holds NaN or infinity; {_FIX}")
-    try:
-        module.load_state_dict(state, strict=True)
-    except (ValueError, RuntimeError) as error:
-        raise ValueError(f"{where}: {error}; {_FIX}") from None
-    module.eval()
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module
+    """:func:`galinear.compress.tensor_checks.checked_module`, its messages ending with how to
+    write a kept folder again."""
+    return _checked_module(where, module, state, declared, fix=_FIX)
 
 
 def _read_tensors(path: str, expected_bytes: int) -> dict:

@@ -58,6 +58,59 @@ def test_rotor_buffers_are_saved(saved_study):
     params = {name for name, _ in module.named_parameters()}
     buffers = [name for name in module.state_dict() if name not in params]  # persistent buffers
     assert "input_permutation" in buffers and all(f"0.q_proj.{b}" in tensors for b in buffers)
+    # the permutations are stored in int16 (every index fits) and come back as the module's int64
+    for b in ("input_permutation", "hidden_permutations"):
+        stored, loaded = tensors[f"0.q_proj.{b}"], module.state_dict()[b]
+        assert stored.dtype == torch.int16 and loaded.dtype == torch.int64
+        assert torch.equal(stored.to(torch.int64), loaded)
+
+
+def _rotor_copy(saved_study, tmp_path):
+    import shutil
+
+    root, _, _ = saved_study
+    source = root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("rotor")][0]
+    shutil.copytree(source, tmp_path / "copy")
+    return tmp_path / "copy"
+
+
+def _rewrite(folder, change):
+    """Apply ``change`` to every stored tensor and record the new dtypes and checksums, as save would."""
+    from safetensors.torch import load_file, save_file
+
+    from galinear.compress.saving import describe_tensors
+
+    path = folder / "replacements.safetensors"
+    tensors = {k: change(k, v) for k, v in load_file(str(path)).items()}
+    save_file(tensors, str(path), metadata={"format": "galinear-compressed-v3"})
+    config = json.loads((folder / "galinear_compressed.json").read_text())
+    for entry in config["modules"]:
+        prefix = f"{entry['layer']}.{entry['projection']}."
+        own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+        entry["tensors"] = describe_tensors(own)
+    (folder / "galinear_compressed.json").write_text(json.dumps(config))
+
+
+def test_int64_permutations_of_earlier_folders_still_load(saved_study, tmp_path):
+    root, study, entries = saved_study
+    copy = _rotor_copy(saved_study, tmp_path)
+    _rewrite(copy, lambda k, v: v.to(torch.int64) if not v.is_floating_point() else v)
+    fresh = load(str(copy), tiny_llama())
+    assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, "rotor")["log_ppl"]
+
+
+def test_a_narrow_permutation_that_is_no_permutation_is_refused(saved_study, tmp_path):
+    copy = _rotor_copy(saved_study, tmp_path)
+    _rewrite(copy, lambda k, v: torch.zeros_like(v) if k.endswith("input_permutation") else v)
+    with pytest.raises(ValueError, match="permutation"):
+        load(str(copy), tiny_llama())
+
+
+def test_an_integer_tensor_in_place_of_a_float_one_is_refused(saved_study, tmp_path):
+    copy = _rotor_copy(saved_study, tmp_path)
+    _rewrite(copy, lambda k, v: v.to(torch.int16) if k.endswith("activation.weight") else v)
+    with pytest.raises(ValueError, match="activation.weight is torch.int16"):
+        load(str(copy), tiny_llama())
 
 
 def test_wrong_model_is_refused(saved_study):
