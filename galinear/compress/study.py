@@ -30,8 +30,9 @@ import time
 import numpy as np
 
 from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
-                               models, saving, sequential, study_units, wikitext)
+                               models, saving, sequential, study_units)
 from galinear.compress.captures import CaptureMethods
+from galinear.compress.scoring import ScoringMethods
 from galinear.compress import report as reporting
 from galinear.compress import windows as win
 from galinear.compress.config import StudyConfig, validate_cheap, validate_request
@@ -39,7 +40,7 @@ from galinear.compress.report import PAPER_SETS_NOTE
 from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
 
 
-class Study(CaptureMethods):
+class Study(CaptureMethods, ScoringMethods):
     """A resumable compression study. ``Study(config).run()`` does everything.
 
     Parameters
@@ -115,49 +116,6 @@ class Study(CaptureMethods):
         first = next(iter(self.windows.values()))
         self.skip_lower_layers = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0],
                                                            max(1, min(all_layers)))
-
-    # ------------------------------------------------------------------ setup
-    def _setup_wikitext(self) -> None:
-        """Tokenise the WikiText-2 test split once (ids cached beside the study's cache), unless off."""
-        source = self.config.wikitext
-        if source == "off":
-            return
-        if source == "auto":
-            if not wikitext.available():
-                self.log(f"the WikiText-2 test split is not installed ({wikitext.data_path()}): ln PPL on the texts only")
-                return
-            source = "file"
-        ids = wikitext.token_ids(self.loaded.tokenizer, wikitext.load_text(source),
-                                 os.path.join(self.config.cache_dir or os.path.join(self.config.out_dir, "cache"),
-                                              wikitext.NAME), log=self.log)
-        self.wikitext_ids, self.wikitext_source = ids, source
-        self.wikitext_window = wikitext.window_length(self.model, self.config.wikitext_window, self._bos)
-        self.wikitext_info = wikitext.describe(ids, self.wikitext_window, self._bos, self.config.wikitext_windows,
-                                               source)
-        self.log(wikitext.summary(self.wikitext_info))
-
-    @property
-    def eval_datasets(self) -> list:
-        """What ln PPL is measured on: the whole WikiText-2 test split (when on) first, then the texts."""
-        return ([wikitext.NAME] if self.wikitext_ids is not None else []) + list(self.windows)
-
-    def _evaluated(self, key: str) -> bool:
-        entry = self.results["entries"].get(key)
-        if entry is None:
-            return False
-        return entry.get("dataset") != wikitext.NAME or (
-            entry.get("window") == self.wikitext_window
-            and entry.get("windows", self.wikitext_info["of"]) == self.wikitext_info["windows"])
-
-    def _log_perplexity(self, dataset: str, label: str, layer_set=None) -> dict:
-        """ln PPL of the model as it stands on ``dataset`` (WikiText-2 or a text's held-out windows)."""
-        progress = label if self._bars else None
-        if dataset == wikitext.NAME:
-            res = wikitext.log_perplexity(self.model, self.wikitext_ids, self.wikitext_window, self._bos,
-                                          progress=progress, windows=self.config.wikitext_windows)
-            return dict(res, source=self.wikitext_source)
-        start = None if layer_set is None else self._start(dataset, layer_set[0])
-        return evaluate.log_perplexity(self.model, self.windows[dataset], progress=progress, start=start)
 
     def log(self, message: str) -> None:
         """One line on stderr with the elapsed time (when ``verbose``)."""
