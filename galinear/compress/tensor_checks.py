@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+
 def tensor_sha256(tensor) -> str:
     """SHA-256 of a tensor's bytes as stored (dtype and shape are recorded beside it)."""
     import torch
@@ -68,11 +69,12 @@ def _without_unread_warm_starts(where: str, own: dict, state: dict, declared: di
     return {k: v for k, v in state.items() if k not in unread}, declared
 
 
-def checked_module(where: str, module, state: dict, declared: dict | None = None, fix: str = ""):
+def checked_module(where: str, module, state: dict, declared: dict | None = None, *, fix: str):
     """``module`` with ``state`` loaded, after every tensor was checked against its role: the names,
     dtypes and shapes of the module's own state_dict, finite floating-point values, the recorded
     shape, dtype and SHA-256 (``declared``, from :func:`describe_tensors`) and, through the
-    module's load hooks, permutation buffers that are permutations. ``where`` starts every message."""
+    module's load hooks, permutation buffers that are permutations. ``where`` starts every message
+    and ``fix`` (how to write the file again) ends it."""
     import torch
 
     own = module.state_dict()
