@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from galinear._limits import check_max_iter, check_memory, check_tolerance
-from galinear.core import maps, rotors, signatures
+from galinear.core import maps, rotors, signature_log, signatures
 from galinear.core.checks import coerce_float
 
 __all__ = ["RotorMethods"]
@@ -103,11 +103,11 @@ class RotorMethods:
         r"""Logarithm of a rotor: a bivector B with ``exp(B) = R`` (Euclidean: angles in [0, pi]).
 
         R must be even with :math:`R \tilde R = 1` (checked). For n < 2 only R = 1 has a log.
-        Non-Euclidean signatures: :func:`galinear.core.signatures.algebra_log` (the invariant
+        Non-Euclidean signatures: :func:`galinear.core.signature_log.algebra_log` (the invariant
         decomposition of the bivector part of R; a ValueError where no logarithm is found).
         """
-        if not self.euclidean:  # every other signature: galinear.core.signatures
-            return signatures.algebra_log(self, R)
+        if not self.euclidean:  # every other signature: galinear.core.signature_log
+            return signature_log.algebra_log(self, R)
         R = self._rotor_arg(R)
         b = maps.rotor_log(self.n, R)
         return self.bivector(b)

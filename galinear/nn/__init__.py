@@ -11,7 +11,8 @@
 from galinear.nn import functional, motors
 from galinear.nn.baselines import BlockHadamardLinear, LowRankLinear
 from galinear.nn.network import RotorNetwork
-from galinear.nn.rotor import RotorLinear, check_finite
+from galinear.nn.checks import check_finite
+from galinear.nn.rotor import RotorLinear
 from galinear.nn.givens import GivensLinear, GivensNetwork
 from galinear.nn.structured import KroneckerSumLinear, MixedBlockHadamardLinear, MonarchLinear
 

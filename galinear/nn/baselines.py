@@ -6,51 +6,11 @@ import math
 import torch
 from torch import nn
 
-from galinear._limits import check_memory
 from galinear._util import count_parameters
+from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.functional import fwht
 
 __all__ = ["LowRankLinear", "BlockHadamardLinear"]
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_float_dtype(owner, dtype):
-    """``dtype`` must be None (torch's default) or a real floating-point torch dtype."""
-    if dtype is None:
-        return
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{owner}: dtype must be a torch dtype such as torch.float32, got {dtype!r}")
-    if not dtype.is_floating_point:
-        raise TypeError(
-            f"{owner}: dtype={dtype} is not a real floating-point type; the weights are trained, so "
-            "use torch.float32 (the default) or torch.float64, and convert the inputs instead"
-        )
-
-
-def _check_allocation(owner, values, dtype, device, index_bytes=0, fix=""):
-    """Refuse before allocating ``values`` weights of ``dtype`` (+ index bytes) beyond free memory."""
-    itemsize = (dtype or torch.get_default_dtype()).itemsize
-    check_memory(f"{owner} (parameters and buffers)", values * itemsize + index_bytes, device, fix)
-
-
-def _check_input(module, x):
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{type(module).__name__} expects a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(
-            f"{type(module).__name__} expects a floating-point input, got dtype {x.dtype}; convert it "
-            "first, e.g. x.float()"
-        )
-    if x.dim() == 0 or x.shape[-1] != module.in_features:
-        raise ValueError(
-            f"{type(module).__name__}: the last dimension of the input must be in_features="
-            f"{module.in_features}, got shape {tuple(x.shape)}; reshape the input or build the layer "
-            f"with in_features={x.shape[-1] if x.dim() else '?'}"
-        )
 
 
 class LowRankLinear(nn.Module):

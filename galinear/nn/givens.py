@@ -28,9 +28,11 @@ from torch import nn
 
 from galinear._generated import rotor_spec
 from galinear._util import count_parameters
-from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
+from galinear.nn.checks import (
+    _check_allocation, _check_float_dtype, _check_input, _check_positive, _finite_or_raise, _is_power_of_two,
+)
 from galinear.nn.network import RotorNetwork
-from galinear.nn.rotor import RotorLinear, _finite_or_raise, _is_power_of_two, fitting_chunk_size
+from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
 __all__ = ["GivensLinear", "GivensNetwork"]
 

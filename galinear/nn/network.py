@@ -16,9 +16,9 @@ from galinear.nn import functional as F
 from galinear.nn.functional import plan as dispatch
 from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
-from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
 from galinear.nn import rotor as _rotor
-from galinear.nn.rotor import RotorLinear, _finite_or_raise, fitting_chunk_size
+from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _finite_or_raise
+from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
 __all__ = ["RotorNetwork", "check_permutations"]
 

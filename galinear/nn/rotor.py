@@ -6,7 +6,6 @@ Section 5 (restated in docs/nn.md).
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -14,8 +13,11 @@ from galinear._generated import rotor_spec
 from galinear.nn import functional as F
 from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
-from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input
+from galinear.nn.checks import (  # noqa: F401  (check_finite: re-exported)
+    _check_allocation, _check_float_dtype, _check_input, _finite_or_raise, _is_power_of_two, check_finite,
+)
 from galinear.nn.dexp import exact_parity_blocks, exact_rotor_sandwich
+from galinear.nn.rotor_decode import DecodeMethods
 from galinear.nn.functional import plan as dispatch
 from galinear.nn.functional.matrices import (
     assemble_weight, chunk_coordinates, chunk_weight, parity_blocks,
@@ -24,32 +26,10 @@ from galinear.nn.functional.matrices import (
 __all__ = ["RotorLinear", "check_finite", "fitting_chunk_size"]
 
 
-def _is_power_of_two(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1 and value & (value - 1) == 0
-
-
 def fitting_chunk_size(in_features: int, out_features: int, chunk_size: int | None = None) -> int:
     """``chunk_size`` capped at the largest power of two <= both widths (the cap itself if None)."""
     cap = rotor_spec.chunk_layout(in_features, out_features)[0]
     return cap if chunk_size is None else min(chunk_size, cap)
-
-
-def _finite_or_raise(named_tensors, owner: str):
-    bad = [name for name, tensor in named_tensors if tensor is not None and not bool(torch.isfinite(tensor).all())]
-    if bad:
-        raise ValueError(
-            f"{owner}: non-finite values (NaN or inf) in {', '.join(bad)}; this usually follows an "
-            "optimizer step with too large a learning rate or exploding gradients: lower the "
-            "learning rate or clip gradients, and reload the last good checkpoint"
-        )
-
-
-def check_finite(module: nn.Module) -> None:
-    """Raise ValueError naming every parameter or buffer of ``module`` that holds NaN or inf."""
-    named = list(module.named_parameters()) + [
-        (name, buffer) for name, buffer in module.named_buffers() if buffer.is_floating_point()
-    ]
-    _finite_or_raise(named, type(module).__name__)
 
 
 def _autocast_dtype(x: torch.Tensor, work: torch.dtype):
@@ -79,7 +59,7 @@ def _match_warm_starts(module, state_dict, prefix, *args):
             state_dict[key] = own
 
 
-class RotorLinear(nn.Module):
+class RotorLinear(DecodeMethods, nn.Module):
     r"""Generalised rotor gadget: a linear map d_in -> d_out made of rotor sandwiches.
 
     With chunk c = 2**n (default min(2**floor(log2 d_in), 2**floor(log2 d_out))),
@@ -382,61 +362,6 @@ class RotorLinear(nn.Module):
         weight = assemble_weight(*self._chunk_weight(update_warm_start), self.output_scale, self.in_features)
         self._weight_cache = (state, weight, (self.alpha,)) if cacheable else None
         return weight
-
-    def _decode_state(self):
-        """Numpy arguments of :func:`galinear.kernels.spinor.gadget_forward`, cached like the
-        assembled weight (rebuilt when a parameter changes)."""
-        from galinear.kernels import spinor as kernels
-        from galinear.nn.functional.spinor import rotor_matrices
-
-        state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale, self.input_index,
-                                                         self.output_index)
-        if self._decode_cache is not None and self._decode_cache[0] == state:
-            return self._decode_cache[1]
-        left, right = self.rotor_factors(False)
-        dtype = self.left_bivectors.dtype
-        P = self.pairs
-        A = rotor_matrices(left[0].to(dtype), left[1].to(dtype))
-        S = A if right is None else rotor_matrices(right[0].to(dtype), right[1].to(dtype))
-        blocks = A.shape[1:]
-        A = A.reshape(P, -1, *blocks).numpy()
-        B = S.conj().transpose(-1, -2).resolve_conj().reshape(P, -1, *blocks).numpy()
-        np_dtype = A.real.dtype
-        alpha = np.ones(P, dtype=np_dtype) if self.alpha is None else self.alpha.detach().numpy().astype(np_dtype)
-        args = (np.ascontiguousarray(self.input_index.numpy()), np.ascontiguousarray(self.output_index.numpy()),
-                np.ascontiguousarray(self.output_scale.numpy().astype(np_dtype)), np.ascontiguousarray(alpha),
-                kernels.prepare_gadget(A, B, np_dtype))
-        self._decode_cache = (state, args, None)  # the third: the checked decoder, built by _decoder
-        return args
-
-    def _decoder(self) -> "CheckedGadget":
-        """The layer's :class:`galinear.kernels.spinor.CheckedGadget` (its index tables checked
-        once per state, not per call), cached with :meth:`_decode_state`."""
-        from galinear.kernels import spinor as kernels
-
-        args = self._decode_state()
-        state, _, checked = self._decode_cache
-        if checked is None:
-            checked = kernels.CheckedGadget(*args, args[2].dtype, self.in_features)
-            self._decode_cache = (state, args, checked)
-        return checked
-
-    def decode(self, x):
-        """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
-        applies every chunk pair's matrices directly (:class:`galinear.kernels.spinor.CheckedGadget`):
-        it reads the chunk pairs' small matrices, not an (out, in) weight."""
-        _check_input(self, x)
-        if self.training or torch.is_grad_enabled() or x.device.type != "cpu":
-            raise RuntimeError("decode() is for inference on the CPU: call model.eval() and run it under "
-                               "torch.no_grad()")
-        lead = x.shape[:-1]
-        flat = x.reshape(-1, self.in_features).to(self.left_bivectors.dtype).contiguous().numpy()
-        out = np.zeros((flat.shape[0], self.out_features), dtype=flat.dtype)
-        self._decoder()(flat, out)
-        y = torch.from_numpy(out)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*lead, self.out_features).to(x.dtype)
 
     def _matrix_forward(self, flat, update_warm_start):
         if not update_warm_start and not torch.is_grad_enabled():

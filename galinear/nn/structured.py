@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from galinear._util import count_parameters
-from galinear.nn.baselines import _check_allocation, _check_float_dtype, _check_input, _check_positive
+from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.functional import fwht
 
 __all__ = ["KroneckerSumLinear", "MonarchLinear", "MixedBlockHadamardLinear", "nearest_kronecker_sum",
