@@ -232,8 +232,10 @@ def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, 
         study.log(fit.summary(f"{spec.tag()} s{seed} L{layer} q,k,v jointly ({spec.objective})", stats))
         out = {}
         for proj, module in modules.items():
+            # one joint fit: each unit holds its share of the time (the study sums "seconds" over units)
             unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), x_in_test, x_orig_test),
-                        objective_target_mean_square=stats["target_mean_square"])
+                        objective_target_mean_square=stats["target_mean_square"], joint_seconds=stats["seconds"],
+                        seconds=stats["seconds"] / len(modules))
             if "curve" in unit:  # the learning curve of the joint objective, kept under its own name
                 unit["objective_curve"] = unit.pop("curve")
             out[proj] = unit

@@ -231,3 +231,8 @@ def test_study_with_a_joint_objective(tmp_path, name):
                  for p in ("q_proj", "k_proj", "v_proj")]
         assert all(u["stats"]["objective"] == name for u in units)
         assert len({u["stats"]["final_loss"] for u in units}) == 1  # one joint fit
+        # its time is counted once in the row: the units' shares add up to the joint fit's seconds
+        assert sum(u["stats"]["seconds"] for u in units) == pytest.approx(units[0]["stats"]["joint_seconds"])
+    assert joint["fit_seconds"] == pytest.approx(sum(
+        fit.load(study.store.unit_path(spec, 0, (1,) if layer == 2 else (), layer, "q_proj"))["stats"]["joint_seconds"]
+        for layer in (1, 2)))
