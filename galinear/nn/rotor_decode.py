@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from galinear.nn.checks import _check_input
+from galinear.nn.functional.spinor import rotor_matrices
 
 if TYPE_CHECKING:
     from galinear.kernels.spinor import CheckedGadget
@@ -25,8 +26,7 @@ class DecodeMethods:
     def _decode_state(self):
         """Numpy arguments of :func:`galinear.kernels.spinor.gadget_forward`, cached like the
         assembled weight (rebuilt when a parameter changes)."""
-        from galinear.kernels import spinor as kernels
-        from galinear.nn.functional.spinor import rotor_matrices
+        from galinear.kernels import spinor as kernels  # numba: compiled on first decode, not at import
 
         state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale, self.input_index,
                                                          self.output_index)
