@@ -1,14 +1,21 @@
 """The ``galinear`` command line (also ``python -m galinear``).
 
 Each subcommand lives in ``galinear/commands/<name>.py`` and defines ``HELP`` (one line),
-``add_arguments(parser)`` and ``run(args) -> int``. Those modules import only the standard
-library at top level, so ``galinear --help`` stays fast; heavy imports happen inside ``run``.
+``add_arguments(parser)`` and ``run(args) -> int``, and may set ``ON_INTERRUPT`` (what Ctrl-C
+leaves behind). Those modules import only the standard library at top level, so ``galinear
+--help`` stays fast; heavy imports happen inside ``run``.
+
+Every error reaches the user the same way, whatever the command: a bad argument, galinear's own
+errors and Ctrl-C are one line on stderr (``galinear X: error: ...``, exit status 2; ``galinear
+X: interrupted; ...``, exit status 130), written by :func:`galinear.commands._report.run_command`
+and :class:`OneLineParser`; only a bug shows a traceback.
 """
 import argparse
 import importlib
 import sys
 
 from galinear._version import __version__
+from galinear.commands._report import DEFAULT_ON_INTERRUPT, run_command
 
 # subcommand name -> module under galinear.commands
 COMMANDS = {
@@ -23,18 +30,28 @@ COMMANDS = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``galinear X: error: ... (see galinear X --help)``,
+    with exit status 2, like every other error of a command (argparse's default prints the whole
+    usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="galinear",
         description="Exact geometric algebra, fast rotor layers, rotor compression of linear layers.",
     )
     parser.add_argument("--version", action="version", version=f"galinear {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"galinear.commands.{module_name}")
         sub_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sub_parser)
-        sub_parser.set_defaults(_run=module.run)
+        sub_parser.set_defaults(_run=module.run, _name=name,
+                                _on_interrupt=getattr(module, "ON_INTERRUPT", DEFAULT_ON_INTERRUPT))
     return parser
 
 
@@ -44,7 +61,7 @@ def main(argv=None) -> int:
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 0
-    return int(args._run(args) or 0)
+    return run_command(args._name, args._run, args, args._on_interrupt)
 
 
 if __name__ == "__main__":
