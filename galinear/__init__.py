@@ -12,7 +12,7 @@ from importlib import import_module as _import_module
 
 from galinear._version import __version__
 
-__all__ = ["__version__", "Algebra", "MultiVector", "blades", "core", "symbolic", "nn"]
+__all__ = ["__version__", "Algebra", "MultiVector", "blades", "core", "symbolic", "nn", "compile", "prove", "Kernel"]
 
 _LAZY = {
     "Algebra": ("galinear.core", "Algebra"),
@@ -21,6 +21,9 @@ _LAZY = {
     "core": ("galinear.core", None),
     "symbolic": ("galinear.symbolic", None),
     "nn": ("galinear.nn", None),
+    "compile": ("galinear.compiler", "compile"),
+    "prove": ("galinear.compiler", "prove"),
+    "Kernel": ("galinear.compiler", "Kernel"),
 }
 
 

@@ -1,0 +1,93 @@
+r"""Compile any function of multivectors into straight-line kernels, and prove identities.
+
+``galinear.compile(func, algebra, inputs, target="numba")`` traces ``func`` once with symbolic
+multivectors (:mod:`galinear.symbolic.trace`), lowers it to one straight-line program with the
+structural zeros removed and common subexpressions shared (:mod:`galinear.symbolic.lowering`),
+prints it for the target (:mod:`galinear.symbolic.emit`: numba, numpy, torch, C, Triton) and
+loads it as a :class:`Kernel`. ``grad=True`` also generates the backward program by
+differentiating the forward one symbolically.
+
+``galinear.prove(func, inputs, signatures)`` decides identities ``lhs == rhs`` per signature:
+numeric falsification first, then an exact proof on symbolic coefficients
+(:mod:`galinear.compiler.prove`).
+
+Docs: docs/codegen.md.
+"""
+from __future__ import annotations
+
+from galinear.compiler.kernel import Kernel, KernelPair
+from galinear.symbolic.emit import TARGETS
+from galinear.symbolic.trace import KernelDomainError, dual, exp, grade, inv, norm, reverse, sqrt, undual
+
+__all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "TARGETS", "prove", "parse_expression",
+           "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
+
+
+def _metric_of(algebra):
+    from galinear.blades import metric_from_signature
+
+    metric = getattr(algebra, "metric", None)
+    if metric is not None:
+        return tuple(int(m) for m in metric)
+    if isinstance(algebra, tuple) and len(algebra) in (1, 2, 3):
+        return metric_from_signature(*algebra)
+    if isinstance(algebra, int) and not isinstance(algebra, bool):
+        return (1,) * algebra
+    raise TypeError(f"algebra must be a galinear.Algebra (or (p, q, r)), got {type(algebra).__name__}")
+
+
+def compile(func, algebra, inputs: dict, target: str = "numba", *, grad: bool = False,
+            strategy: str = "auto", name: str | None = None, cache: bool = True):
+    """Compile ``func`` (a Python function of multivectors) for ``target``.
+
+    Parameters
+    ----------
+    func : callable
+        Written with galinear's operators (``* ^ | << >> & ~ @``, ``x(k)`` / ``x.grade(k)``,
+        ``dual``, ``undual``, ``reverse``, scalar ``+ - * /``, ``inv()``, ``exp()`` of a bivector,
+        :func:`sqrt` / :func:`norm` of a scalar part). It must not branch on multivector values.
+    algebra : galinear.Algebra
+        The algebra (any signature, n <= 8).
+    inputs : dict
+        Parameter name -> what it holds: a grade, a list of grades, ``"even"``, ``"odd"``,
+        ``"full"`` or a list of blade names.
+    target : {"numba", "numpy", "torch", "c", "triton"}
+    grad : bool
+        Also generate the backward kernel; returns a :class:`KernelPair` ``(forward, backward)``.
+    strategy : {"auto", "staged", "expanded"}
+        Order of evaluation (``auto``: fewer multiplications).
+    name : str, optional
+        Name of the generated function (default: the function's name).
+    cache : bool
+        Reuse generated sources from galinear's private cache folder.
+    """
+    from galinear.compiler.build import build
+    from galinear.symbolic.emit import TARGETS as targets
+
+    if not callable(func):
+        raise TypeError(f"func must be a function of multivectors, got {type(func).__name__}")
+    if target not in targets:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(targets)}")
+    metric = _metric_of(algebra)
+    if name is None:
+        name = getattr(func, "__name__", "kernel")
+        if not name.isidentifier() or name == "<lambda>":
+            name = "kernel"
+    built = build(func, metric, inputs, target, strategy=strategy, grad=grad, name=name, use_cache=cache)
+    kernel = Kernel(built, func, algebra, inputs)
+    return KernelPair(kernel) if grad else kernel
+
+
+def prove(func, inputs: dict, signatures, **options):
+    """Prove or refute ``lhs == rhs`` (``func`` returns the pair) in each signature; see
+    :func:`galinear.compiler.prove.prove`."""
+    from galinear.compiler.prove import prove as _prove
+
+    return _prove(func, inputs, signatures, **options)
+
+
+def parse_expression(text: str, names):
+    """A function of ``names`` from an expression string (``ast``, allowed operators only)."""
+    from galinear.compiler.expression import parse_expression as _parse
+
+    return _parse(text, names)

@@ -1,0 +1,353 @@
+"""The :class:`Kernel`: a generated program loaded for its target, called on coefficient arrays.
+
+Arrays hold the coefficients of the blades in ``input_blades[name]`` on their last axis, in that
+order; leading axes broadcast (numpy rules) and the result has shape ``(..., len(output_blades))``.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from galinear.compiler.build import Built
+from galinear.symbolic.trace import KernelDomainError
+
+__all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS"]
+
+#: Batches of at least this many rows run the numba kernel's ``prange`` variant.
+PARALLEL_ROWS = 16384
+
+
+def _module_folder() -> Path:
+    from galinear._numba import generated_folder
+
+    folder = generated_folder().parent / "galinear_compiled_src"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        folder = generated_folder()
+    return folder
+
+
+def _load_module(source: str, tag: str):
+    from galinear._numba import load_generated
+
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:24]
+    name = f"galinear_compiled_{tag}_{digest}"
+    return load_generated(name, _module_folder() / f"{name}.py", source)
+
+
+def _compile_c(source: str, header: str, name: str) -> ctypes.CDLL:
+    digest = hashlib.sha256((source + header).encode("utf-8")).hexdigest()[:24]
+    folder = _module_folder() / f"c_{name}_{digest}"
+    lib = folder / f"lib{name}.so"
+    if not lib.exists():
+        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if not compiler:
+            raise RuntimeError("the C target needs a C compiler: install one (apt install gcc) or set CC")
+        from galinear._io import atomic_write_text
+
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_text(str(folder / f"{name}.c"), source)
+        atomic_write_text(str(folder / f"{name}.h"), header)
+        tmp = folder / f".lib{name}.{os.getpid()}.so"
+        result = subprocess.run([compiler, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(tmp),
+                                 str(folder / f"{name}.c"), "-lm"], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{compiler} could not compile the generated C kernel:\n{result.stderr}")
+        os.replace(tmp, lib)
+    return ctypes.CDLL(str(lib))
+
+
+def _is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+class _Loaded:
+    """One program (forward or backward) loaded for a target."""
+
+    def __init__(self, target: str, source: str, header: str | None, name: str, guards: tuple,
+                 widths: tuple, out_widths: tuple):
+        self.target, self.name, self.guards = target, name, guards
+        self.widths, self.out_widths = widths, out_widths
+        if target == "c":
+            lib = _compile_c(source, header, name)
+            self.c_functions = {}
+            for dtype, suffix, ctype in ((np.float64, "f64", ctypes.c_double), (np.float32, "f32", ctypes.c_float)):
+                fn = getattr(lib, f"{name}_{suffix}")
+                ptr = ctypes.POINTER(ctype)
+                fn.argtypes = ([ptr] * (len(widths) + len(out_widths)) + [ctypes.c_longlong,
+                                                                           ctypes.POINTER(ctypes.c_uint8)])
+                fn.restype = ctypes.c_int
+                self.c_functions[np.dtype(dtype)] = (fn, ptr)
+            self.module = None
+        else:
+            if target == "triton":
+                _require_triton()
+            self.module = _load_module(source, f"{name}_{target}")
+
+    # -- helpers
+    def _raise_status(self, status) -> None:
+        codes = np.asarray(status).reshape(-1)
+        bad = np.flatnonzero(codes)
+        if bad.size:
+            code = int(codes[bad[0]])
+            raise KernelDomainError(
+                f"{self.guards[code - 1]} at {bad.size} of {codes.size} rows (first: row {int(bad[0])}); "
+                "the kernel's inputs must keep every denominator nonzero and every square root argument >= 0")
+
+    def _flat(self, arrays):
+        dtype = np.result_type(*arrays)
+        if dtype not in (np.float32, np.float64):
+            dtype = np.dtype(np.float64) if dtype.kind in "biu" or dtype == np.float16 or dtype.kind == "f" \
+                else None
+            if dtype is None:
+                raise TypeError(f"kernels take real float arrays; got {np.result_type(*arrays)}")
+        lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
+        flat = [np.ascontiguousarray(np.broadcast_to(a, lead + (a.shape[-1],)).reshape(-1, a.shape[-1]), dtype)
+                for a in arrays]
+        return flat, lead, dtype
+
+    def _check_finite(self, names, flat) -> None:
+        for name, a in zip(names, flat):
+            if not np.isfinite(a).all():
+                row = int(np.flatnonzero(~np.isfinite(a).all(axis=-1))[0])
+                raise ValueError(f"input {name!r} holds inf or nan (first at row {row}); kernels take finite "
+                                 "coefficients")
+
+    def run_numpy_like(self, arrays, names):
+        """numba, c and numpy: numpy arrays in, numpy arrays out."""
+        if self.target == "numpy":
+            dtype = np.result_type(*arrays)
+            if dtype not in (np.float32, np.float64):
+                dtype = np.dtype(np.float64)
+            arrays = [a.astype(dtype, copy=False) for a in arrays]
+            self._check_finite(names, [a.reshape(-1, a.shape[-1]) for a in arrays])
+            with np.errstate(all="ignore"):
+                outs, status = self.module.kernel(*arrays)
+            if status is not None:
+                self._raise_status(status)
+            return outs
+        flat, lead, dtype = self._flat(arrays)
+        rows = flat[0].shape[0]
+        outs = [np.empty((rows, w), dtype) for w in self.out_widths]
+        status = np.zeros(rows, np.uint8)
+        if self.target == "numba":
+            from galinear._numba import readonly
+
+            consts = np.asarray(self.module.CONSTANTS, dtype)
+            fn = self.module.kernel_parallel if rows >= PARALLEL_ROWS else self.module.kernel_serial
+            finite = fn(*[readonly(a) for a in flat], readonly(consts), *outs, status)
+            if not np.isfinite(finite) or finite != 0:
+                self._check_finite(names, flat)
+                warnings.warn("the kernel produced inf or nan from finite inputs (overflow)", RuntimeWarning,
+                              stacklevel=4)
+        else:
+            self._check_finite(names, flat)
+            fn, ptr = self.c_functions[np.dtype(dtype)]
+            fn(*[a.ctypes.data_as(ptr) for a in flat], *[o.ctypes.data_as(ptr) for o in outs], rows,
+               status.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
+        self._raise_status(status)
+        return tuple(o.reshape(lead + (o.shape[-1],)) for o in outs)
+
+    def run_torch(self, tensors, check: bool = True):
+        import torch
+
+        if self.target == "triton":
+            lead = torch.broadcast_shapes(*(t.shape[:-1] for t in tensors))
+            flat = [t.expand(*lead, t.shape[-1]).reshape(-1, t.shape[-1]).contiguous() for t in tensors]
+            outs, status = self.module.kernel(*flat)
+            if check:
+                self._raise_status(status.cpu().numpy())
+            return tuple(o.reshape(*lead, o.shape[-1]) for o in outs)
+        outs, status = self.module.kernel(*tensors)
+        if check and status is not None and not _tracing(status):
+            if bool((status != 0).any()):
+                self._raise_status(status.detach().cpu().numpy())
+        return outs
+
+
+def _tracing(t) -> bool:
+    import torch
+
+    try:
+        if torch.compiler.is_compiling():
+            return True
+    except AttributeError:  # pragma: no cover - older torch
+        pass
+    try:
+        from torch._C._functorch import is_functorch_wrapped_tensor
+
+        return bool(is_functorch_wrapped_tensor(t))
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def _require_triton() -> None:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise RuntimeError("the triton target needs triton: pip install 'galinear[triton]'") from None
+    import torch
+
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("Triton kernels run on a CUDA GPU; without one set TRITON_INTERPRET=1 (before "
+                           "importing triton) to run them in Triton's interpreter on the CPU")
+
+
+class Kernel:
+    """A compiled function of multivectors (see :func:`galinear.compile`).
+
+    Attributes: ``input_blades`` (name -> blade names, in array order), ``output_blades``,
+    ``source`` (``header`` too for C), ``operations`` (multiplications, additions, divisions,
+    functions of the generated program), ``strategy`` (``"staged"`` or ``"expanded"``),
+    ``target``, ``backward`` (the generated backward :class:`Kernel`, or None).
+    """
+
+    def __init__(self, built: Built, func, algebra, inputs: dict, *, backward: bool = False):
+        self._built = built
+        self.func = func
+        self.algebra = algebra
+        self.inputs = dict(inputs)
+        self.target = built.target
+        self.is_backward = backward
+        if backward:
+            self.input_blades = {**built.input_blades, "grad": built.output_blades}
+            self.output_blades = tuple(f"grad_{k}" for k in built.input_blades)
+            self.source, self.header = built.backward_source, built.backward_header
+            self.operations = dict(built.backward_operations)
+            guards = built.backward_guards
+            out_widths = tuple(len(v) for v in built.input_blades.values())
+            name = f"{built.name}_backward"
+        else:
+            self.input_blades = dict(built.input_blades)
+            self.output_blades = tuple(built.output_blades)
+            self.source, self.header = built.source, built.header
+            self.operations = dict(built.operations)
+            guards = built.guards
+            out_widths = (len(built.output_blades),)
+            name = built.name
+        self.strategy = built.strategy
+        self.name = name
+        widths = tuple(len(v) for v in self.input_blades.values())
+        self._program = _Loaded(self.target, self.source, self.header, name, guards, widths, out_widths)
+        self.backward = None
+        if not backward and built.backward_source is not None:
+            self.backward = Kernel(built, func, algebra, inputs, backward=True)
+
+    def __repr__(self):
+        ins = ", ".join(f"{k}[{len(v)}]" for k, v in self.input_blades.items())
+        return (f"Kernel({self.name}: {ins} -> [{len(self.output_blades)}], target={self.target!r}, "
+                f"{self.operations.get('multiplications')} multiplications)")
+
+    # ---------------------------------------------------------------- calling
+    def _arguments(self, args, kwargs):
+        names = list(self.input_blades)
+        if len(args) > len(names):
+            raise TypeError(f"{self.name} takes {len(names)} arrays ({', '.join(names)}), got {len(args)}")
+        values = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in self.input_blades:
+                raise TypeError(f"{self.name} has no input {k!r}; inputs: {', '.join(names)}")
+            if k in values:
+                raise TypeError(f"{self.name} got input {k!r} twice")
+            values[k] = v
+        missing = [k for k in names if k not in values]
+        if missing:
+            raise TypeError(f"{self.name} is missing inputs {missing}")
+        out = []
+        for k in names:
+            v = values[k]
+            width = len(self.input_blades[k])
+            shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+            if not shape or shape[-1] != width:
+                raise ValueError(f"input {k!r} needs {width} coefficients on its last axis "
+                                 f"({', '.join(self.input_blades[k])}); got shape {shape}")
+            out.append(v)
+        return names, out
+
+    def __call__(self, *args, **kwargs):
+        names, values = self._arguments(args, kwargs)
+        tensors = any(_is_tensor(v) for v in values)
+        many = len(self._program.out_widths) > 1
+        if self.target in ("torch", "triton"):
+            import torch
+
+            if not tensors:
+                values = [torch.as_tensor(np.asarray(v)) for v in values]
+            else:
+                values = [v if _is_tensor(v) else torch.as_tensor(np.asarray(v)) for v in values]
+            dtype = torch.promote_types(*[v.dtype for v in values]) if len(values) > 1 else values[0].dtype
+            if not dtype.is_floating_point:
+                dtype = torch.float64
+            values = [v.to(dtype) for v in values]
+            outs = self._program.run_torch(values)
+            if not tensors:
+                outs = tuple(o.detach().cpu().numpy() for o in outs)
+            return outs if many else outs[0]
+        if tensors:
+            raise TypeError(f"the {self.target} target takes numpy arrays; use kernel.torch_function() for "
+                            "tensors (autograd through the generated backward) or target='torch'")
+        arrays = [np.asarray(v) for v in values]
+        outs = self._program.run_numpy_like(arrays, names)
+        return outs if many else outs[0]
+
+    # ---------------------------------------------------------------- torch
+    def torch_function(self):
+        """A differentiable function on tensors.
+
+        For numba and C: one ``torch.autograd.Function`` whose forward is this kernel and whose
+        backward is the generated backward kernel (``compile(..., grad=True)``). For torch and
+        triton: the kernel itself (autograd sees its operations; triton needs ``grad=True``).
+        """
+        if self.target == "torch":
+            return self
+        if self.backward is None:
+            raise ValueError("torch_function() needs the generated backward: compile with grad=True")
+        from galinear.compiler.autograd import make_function
+
+        return make_function(self)
+
+    # ---------------------------------------------------------------- checks
+    def verify(self, n: int = 64, seed: int = 0, dtypes=("float64", "float32"), clifford: bool = True):
+        """Compare with the numeric :class:`galinear.MultiVector` evaluation of the function (and
+        the ``clifford`` package where it has the signature) on random inputs; see
+        :func:`galinear.compiler.verify.verify_kernel`."""
+        from galinear.compiler.verify import verify_kernel
+
+        return verify_kernel(self, n=n, seed=seed, dtypes=dtypes, clifford=clifford)
+
+
+class KernelPair(tuple):
+    """``(forward, backward)`` from ``compile(..., grad=True)``; calls go to the forward kernel."""
+
+    def __new__(cls, forward: Kernel):
+        return super().__new__(cls, (forward, forward.backward))
+
+    @property
+    def forward(self) -> Kernel:
+        return self[0]
+
+    @property
+    def backward(self) -> Kernel:
+        return self[1]
+
+    def __call__(self, *args, **kwargs):
+        return self[0](*args, **kwargs)
+
+    def torch_function(self):
+        return self[0].torch_function()
+
+    def verify(self, **options):
+        return self[0].verify(**options)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self[0], name)

@@ -1,0 +1,309 @@
+r"""Lowering a traced :class:`~galinear.symbolic.trace.Graph` to straight-line code (sympy only).
+
+Two orders of evaluation are built and the one with fewer multiplications is kept:
+
+``staged``
+    One assignment per nonzero coefficient of every product, as the function is written
+    (a sandwich :math:`M x \tilde M` costs two products).
+``expanded``
+    Every polynomial step substituted into the next non-polynomial one (or the outputs) and
+    expanded; common subexpressions such as :math:`m_i m_j` are then shared between outputs
+    (a sandwich becomes its quadratic form).
+
+Both go through ``sympy.cse``; dead assignments are dropped. :func:`backward` differentiates a
+lowered program in reverse mode, statement by statement with ``sympy.diff``, and lowers the
+adjoints again with CSE: the result is a program from (inputs, output gradient) to one gradient
+per input.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import sympy as sp
+
+from galinear.symbolic.trace import Gm, Graph, Step, substitution_map
+
+__all__ = ["Lowered", "lower", "backward", "count_operations", "MAX_G_ORDER", "EXPANSION_LIMIT"]
+
+#: Highest derivative order of the exp closed forms that the kernels evaluate (G_0 .. G_3).
+MAX_G_ORDER = 3
+#: The expanded order is tried only while the expanded outputs hold fewer terms than this.
+EXPANSION_LIMIT = 40000
+
+
+@dataclass
+class Lowered:
+    """Straight-line code: ``statements`` in order, then the output arrays.
+
+    inputs : ((name, (Symbol, ...)), ...)
+    statements : [Step, ...] (``let``, ``recip``, ``sqrt``, ``abs``, ``sign``, ``g``)
+    outputs : ((name, (Expr, ...)), ...)
+    """
+
+    inputs: tuple
+    statements: list
+    outputs: tuple
+    strategy: str = "staged"
+    operations: dict = field(default_factory=dict)
+
+    def guards(self) -> list[Step]:
+        return [s for s in self.statements if s.kind in ("recip", "sqrt")]
+
+    def constants(self) -> list:
+        """Non-integer numbers in the code (rationals and floats), sorted by value."""
+        found = set()
+        for s in self.statements:
+            found |= _constants(s.expr)
+        for _, exprs in self.outputs:
+            for e in exprs:
+                found |= _constants(sp.sympify(e))
+        return sorted(found, key=lambda c: (float(c), str(c)))
+
+
+def _constants(expr) -> set:
+    out = set()
+    for atom in expr.atoms(sp.Number):
+        if atom.is_Integer:
+            continue
+        out.add(abs(atom))
+    for p in expr.atoms(sp.Pow):
+        if p.exp.is_Rational and not p.exp.is_Integer:
+            raise ValueError(f"fractional power {p} in the program: only integer powers are printed")
+    return out
+
+
+# ---------------------------------------------------------------------------- counting
+def _count(expr, tally) -> None:
+    if expr.is_Atom:
+        return
+    if expr.is_Add:
+        tally["additions"] += len(expr.args) - 1
+    elif expr.is_Mul:
+        factors = [a for a in expr.args if a not in (sp.S.NegativeOne,)]
+        tally["multiplications"] += max(len(factors) - 1, 0)
+        if len(factors) < len(expr.args) and len(factors) and False:
+            tally["negations"] += 1
+    elif expr.is_Pow:
+        e = expr.exp
+        if e.is_Integer and e > 0:
+            tally["multiplications"] += int(e) - 1
+        elif e.is_Integer and e < 0:
+            tally["divisions"] += 1
+            tally["multiplications"] += int(-e) - 1
+        _count(expr.base, tally)
+        return
+    else:
+        tally["functions"] += 1
+    for a in expr.args:
+        _count(a, tally)
+
+
+def count_operations(statements, outputs) -> dict:
+    """Multiplications, additions (subtractions included), divisions and function calls."""
+    tally = {"multiplications": 0, "additions": 0, "divisions": 0, "functions": 0, "negations": 0}
+    for s in statements:
+        if s.kind == "let":
+            _count(s.expr, tally)
+        elif s.kind == "recip":
+            tally["divisions"] += 1
+        else:
+            tally["functions"] += 1
+    for _, exprs in outputs:
+        for e in exprs:
+            _count(sp.sympify(e), tally)
+    del tally["negations"]
+    return tally
+
+
+# ---------------------------------------------------------------------------- helpers
+def _schedule(items: list[tuple], defined: set) -> list[tuple]:
+    """Order (symbol, expr, step-or-None) so that each item follows what it uses, keeping the
+    given order where possible."""
+    pending = list(items)
+    produced = {sym for sym, _, _ in items}
+    out = []
+    ready = set(defined)
+    while pending:
+        progressed = False
+        rest = []
+        for item in pending:
+            sym, expr, _ = item
+            needs = (expr.free_symbols & produced) - ready
+            if needs:
+                rest.append(item)
+                continue
+            out.append(item)
+            ready.add(sym)
+            progressed = True
+        if not progressed:  # pragma: no cover - a cycle cannot come out of tracing
+            raise RuntimeError("cyclic program")
+        pending = rest
+    return out
+
+
+def _eliminate_dead(statements: list[Step], outputs) -> list[Step]:
+    live = set()
+    for _, exprs in outputs:
+        for e in exprs:
+            live |= sp.sympify(e).free_symbols
+    kept = []
+    for s in reversed(statements):
+        if s.symbol in live:
+            kept.append(s)
+            live |= s.expr.free_symbols
+    return list(reversed(kept))
+
+
+def _cse(statements: list[Step], outputs, input_symbols: set, prefix: str):
+    """CSE over the polynomial lets, the arguments of the other steps and the outputs."""
+    exprs = [s.expr for s in statements] + [sp.sympify(e) for _, exprs in outputs for e in exprs]
+    replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols(prefix), order="none")
+    k = len(statements)
+    new_statements = [replace(s, expr=e) for s, e in zip(statements, reduced[:k])]
+    rest = iter(reduced[k:])
+    new_outputs = tuple((name, tuple(next(rest) for _ in exprs_)) for name, exprs_ in outputs)
+    items = [(sym, expr, None) for sym, expr in replacements] + [(s.symbol, s.expr, s) for s in new_statements]
+    ordered = _schedule(items, input_symbols)
+    out = []
+    for sym, expr, step in ordered:
+        out.append(step if step is not None else Step(sym, expr))
+    # a let whose value is a bare symbol is an alias: substitute it away
+    alias = {}
+    final = []
+    for s in out:
+        expr = s.expr.xreplace(alias)
+        if s.kind == "let" and expr.is_Symbol:
+            alias[s.symbol] = expr
+            continue
+        final.append(replace(s, expr=expr))
+    new_outputs = tuple((name, tuple(sp.sympify(e).xreplace(alias) for e in exprs_))
+                        for name, exprs_ in new_outputs)
+    return _eliminate_dead(final, new_outputs), new_outputs
+
+
+def _input_symbols(inputs) -> set:
+    return {s for _, syms in inputs for s in syms}
+
+
+def _check_orders(statements) -> None:
+    for s in statements:
+        if s.kind == "g" and s.order > MAX_G_ORDER:
+            raise ValueError(f"the program needs G_{s.order} (a derivative of exp of order {s.order}); "
+                             f"kernels evaluate G_0 .. G_{MAX_G_ORDER}")
+
+
+# ---------------------------------------------------------------------------- forward
+def _staged(graph: Graph):
+    statements = list(graph.steps)
+    outputs = (("out", tuple(graph.outputs)),)
+    return statements, outputs
+
+
+def _expanded(graph: Graph):
+    full = substitution_map(graph)
+    statements = []
+    for s in graph.steps:
+        if s.kind == "let":
+            continue
+        statements.append(replace(s, expr=sp.expand(s.expr.xreplace(full))))
+    outs = tuple(sp.expand(sp.sympify(e).xreplace(full)) for e in graph.outputs)
+    size = sum(len(sp.Add.make_args(e)) for e in outs)
+    if size > EXPANSION_LIMIT:
+        return None
+    return statements, (("out", outs),)
+
+
+def lower(graph: Graph, strategy: str = "auto") -> Lowered:
+    """The straight-line program of ``graph``; ``strategy`` ``"staged"``, ``"expanded"`` or
+    ``"auto"`` (fewer multiplications, then fewer additions; staged on a tie)."""
+    if strategy not in ("auto", "staged", "expanded"):
+        raise ValueError(f"strategy must be 'auto', 'staged' or 'expanded', got {strategy!r}")
+    inputs = tuple((name, syms) for name, syms, _ in graph.inputs)
+    known = _input_symbols(inputs)
+    candidates = []
+    for name, build in (("staged", _staged), ("expanded", _expanded)):
+        if strategy not in ("auto", name):
+            continue
+        built = build(graph)
+        if built is None:
+            continue
+        statements, outputs = built
+        statements = _eliminate_dead(statements, outputs)
+        statements, outputs = _cse(statements, outputs, known, "_c")
+        ops = count_operations(statements, outputs)
+        candidates.append(Lowered(inputs, statements, outputs, name, ops))
+    if not candidates:
+        raise ValueError(f"the {strategy} program is too large to expand; use strategy='staged'")
+    best = min(candidates, key=lambda c: (c.operations["multiplications"], c.operations["additions"]))
+    _check_orders(best.statements)
+    return best
+
+
+# ---------------------------------------------------------------------------- backward
+def backward(forward: Lowered, grad_name: str = "grad") -> Lowered:
+    """Reverse-mode derivative of ``forward``: inputs ``(*inputs, grad)``, outputs the gradient
+    of ``sum(grad * out)`` with respect to each input, lowered with CSE."""
+    (out_name, out_exprs), = forward.outputs
+    g_syms = tuple(sp.Symbol(f"{grad_name}_{i}") for i in range(len(out_exprs)))
+    inputs = forward.inputs + ((grad_name, g_syms),)
+    adjoint: dict = {}
+
+    def add(sym, value):
+        if value != 0:
+            adjoint[sym] = adjoint.get(sym, sp.S.Zero) + value
+
+    for g, e in zip(g_syms, out_exprs):
+        e = sp.sympify(e)
+        for v in e.free_symbols:
+            add(v, g * sp.diff(e, v))
+    extra: list[Step] = []
+    adjoint_steps: list[Step] = []
+    counter = [0]
+
+    def fresh(prefix):
+        counter[0] += 1
+        return sp.Symbol(f"_{prefix}{counter[0]}")
+
+    for s in reversed(forward.statements):
+        bar = adjoint.pop(s.symbol, None)
+        if bar is None:
+            continue
+        bsym = fresh("b")
+        adjoint_steps.append(Step(bsym, bar))
+        if s.kind == "let":
+            for v in s.expr.free_symbols:
+                add(v, bsym * sp.diff(s.expr, v))
+        elif s.kind == "recip":
+            add_args = s.expr.free_symbols
+            for v in add_args:
+                add(v, -bsym * s.symbol * s.symbol * sp.diff(s.expr, v))
+        elif s.kind == "sqrt":
+            r = fresh("r")
+            extra.append(Step(r, s.symbol, "recip", 0, "the derivative of sqrt() (infinite at 0)"))
+            adjoint_steps.append(extra[-1])
+            for v in s.expr.free_symbols:
+                add(v, bsym * r * sp.diff(s.expr, v) / 2)
+        elif s.kind == "abs":
+            sg = fresh("s")
+            adjoint_steps.append(Step(sg, s.expr, "sign", 0, s.what))
+            for v in s.expr.free_symbols:
+                add(v, bsym * sg * sp.diff(s.expr, v))
+        elif s.kind == "g":
+            d = fresh("g")
+            adjoint_steps.append(Step(d, s.expr, "g", s.order + 1, s.what))
+            for v in s.expr.free_symbols:
+                add(v, bsym * d * sp.diff(s.expr, v))
+        elif s.kind == "sign":
+            continue  # piecewise constant
+        else:  # pragma: no cover
+            raise ValueError(f"no derivative rule for a {s.kind!r} step")
+    grads = []
+    for name, syms in forward.inputs:
+        grads.append((f"{grad_name}_{name}", tuple(adjoint.get(v, sp.S.Zero) for v in syms)))
+    statements = list(forward.statements) + adjoint_steps
+    outputs = tuple(grads)
+    statements = _eliminate_dead(statements, outputs)
+    statements, outputs = _cse(statements, outputs, _input_symbols(inputs), "_d")
+    _check_orders(statements)
+    ops = count_operations(statements, outputs)
+    return Lowered(inputs, statements, outputs, forward.strategy, ops)

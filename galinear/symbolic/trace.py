@@ -1,0 +1,614 @@
+r"""Tracing a Python function of multivectors into a straight-line program (sympy only).
+
+:func:`trace` calls the user's function once with :class:`Traced` multivectors whose
+coefficients are sympy symbols, one per blade that the input pattern allows. Every operator of
+:class:`galinear.symbolic.MultiVector` is available (``* ^ | << >> & ~ @``, ``A(k)`` and
+``.grade(k)``, ``dual``, ``undual``, ``reverse``, ``involute``, ``conjugate``, ``inv``, scalar
+``+ - * /``) and a few steps that are not polynomial:
+
+``inv()`` and ``a / b``
+    The closed-form inverse :math:`A^{-1} = N(A)/\langle A N(A)\rangle_0` (Hitzer and Sangwine
+    2017, n <= 5). The denominator becomes a *guarded* step: the generated kernel checks that it
+    is nonzero on every row and raises :class:`KernelDomainError` otherwise.
+``sqrt(s)``, ``norm(x)``
+    The square root of a scalar part (guarded: the argument must be >= 0); ``norm(x)`` is
+    :math:`\sqrt{|\langle x \tilde x\rangle_0|}`, the numeric core's norm.
+``exp(B)``
+    The exponential of a bivector from the closed forms of :mod:`galinear.symbolic.signatures`:
+    :math:`e^b = C(\lambda) + S(\lambda) b` for a simple b (:math:`b^2 = \lambda`; every
+    bivector for n <= 3, or one that is simple by its pattern), and in a degenerate
+    algebra where :math:`\sigma_2 = \langle W_2 W_2\rangle_0` vanishes identically (3D PGA) the
+    screw form :math:`e^B = C(\sigma_1) + S(\sigma_1)(B + W_2) + T(\sigma_1) Y_1`
+    (:math:`W_2 = B\wedge B/2`, :math:`Y_1 = \langle B W_2\rangle_2`). :math:`C, S, T` are
+    entire functions of the square (see :class:`Gm`), so no branch is taken on the sign of
+    :math:`\lambda` in the maths; the kernels evaluate them stably on both sides of 0.
+
+The result is a :class:`Graph`: the inputs (symbols and blade names), ordered steps (symbol,
+expression, kind) and the output coefficients with their blade names. Blades that are zero by
+the input patterns are never read and never written; lowering (CSE, counting, choosing the
+cheaper of two orders) is :mod:`galinear.symbolic.lowering`.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from galinear import blades
+from galinear.symbolic.multivector import MultiVector, _as_metric
+
+__all__ = ["Gm", "Traced", "Graph", "Step", "trace", "input_blades", "KernelDomainError",
+           "MAX_TRACE_N", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
+
+#: Largest n whose functions are traced: 2**n coefficients per multivector, 4**n products.
+MAX_TRACE_N = 8
+
+
+class KernelDomainError(ValueError):
+    """A generated kernel met a value outside the domain of one of its steps (a zero denominator
+    of an inverse, a negative argument of a square root)."""
+
+
+class Gm(sp.Function):
+    r""":math:`G_m(\lambda) = \frac{d^m}{d\lambda^m}\cosh\sqrt\lambda`, an entire function of
+    :math:`\lambda` for every m (``Gm(m, lam)``).
+
+    :math:`G_0 = C = \cosh\sqrt\lambda` (:math:`\cos\sqrt{-\lambda}` for :math:`\lambda < 0`),
+    :math:`S = \sinh\sqrt\lambda/\sqrt\lambda = 2 G_1`, :math:`T = (C - S)/\lambda = 4 G_2`. Its
+    series is :math:`\sum_j \frac{(j+m)!}{j!\,(2j+2m)!}\lambda^j`; from :math:`4\lambda C'' + 2C' = C`,
+    :math:`G_{m+1} = (G_{m-1} - (4m-2) G_m)/(4\lambda)`. The derivative in :math:`\lambda` is
+    :math:`G_{m+1}`, which is how generated backward passes stay exact.
+    """
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, m, lam):
+        if m.is_Integer and m < 0:
+            raise ValueError("Gm(m, lam) needs m >= 0")
+        if lam.is_zero and m.is_Integer:
+            return sp.factorial(m) / sp.factorial(2 * m)
+        return None
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        m, lam = self.args
+        return Gm(m + 1, lam)
+
+    def _eval_rewrite_as_cosh(self, m, lam, **kwargs):
+        return sp.diff(sp.cosh(sp.sqrt(lam)), lam, int(m)) if m.is_Integer else None
+
+    def series_value(self, terms: int = 40):
+        m, lam = self.args
+        m = int(m)
+        return sum(sp.factorial(j + m) / (sp.factorial(j) * sp.factorial(2 * j + 2 * m)) * lam ** j
+                   for j in range(terms))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One assignment ``symbol = expr``.
+
+    kind ``"let"`` (polynomial in earlier symbols: lowering may substitute it), ``"recip"``
+    (``1/expr``; the kernel checks ``expr != 0``), ``"sqrt"`` (``sqrt(expr)``, checks ``expr >= 0``),
+    ``"abs"`` (``|expr|``) or ``"g"`` (``Gm(m, expr)``, with ``order`` m). ``what`` names the
+    user's operation for error messages.
+    """
+
+    symbol: sp.Symbol
+    expr: sp.Expr
+    kind: str = "let"
+    order: int = 0
+    what: str = ""
+
+
+@dataclass
+class Graph:
+    """A traced function: inputs, steps and outputs (see the module notes)."""
+
+    metric: tuple
+    inputs: tuple  # ((name, (Symbol, ...), (blade name, ...)), ...)
+    steps: list = field(default_factory=list)
+    outputs: tuple = ()  # expressions, one per output blade
+    output_blades: tuple = ()
+    source_name: str = "kernel"
+
+    @property
+    def n(self) -> int:
+        return len(self.metric)
+
+    def input_blades(self) -> dict:
+        return {name: names for name, _, names in self.inputs}
+
+    def barrier_symbols(self) -> set:
+        return {s.symbol for s in self.steps if s.kind != "let"}
+
+
+# ---------------------------------------------------------------------------- input patterns
+_PATTERN_HELP = ('a grade (2), a list of grades ([0, 2]), "even", "odd", "full", "scalar", "vector", '
+                 '"bivector" or a list of blade names (["e12", "e13"])')
+
+
+def input_blades(metric, pattern, name: str = "x") -> tuple[int, ...]:
+    """Shortlex positions of the blades an input pattern allows (see :func:`trace`)."""
+    metric = _as_metric(metric)
+    n = len(metric)
+    grades = blades.blade_grades(n).tolist()
+    names = blades.blade_names(n)
+    words = {"scalar": [0], "vector": [1], "bivector": [2], "trivector": [3], "pseudoscalar": [n],
+             "even": list(range(0, n + 1, 2)), "odd": list(range(1, n + 1, 2)), "full": list(range(n + 1))}
+    if isinstance(pattern, bool):
+        raise ValueError(f"input {name!r}: {pattern!r} is not a pattern; give {_PATTERN_HELP}")
+    if isinstance(pattern, str):
+        key = pattern.strip().lower()
+        if key in words:
+            return tuple(i for i, g in enumerate(grades) if g in words[key])
+        if key in names or pattern in names:
+            return (names.index(pattern),)
+        raise ValueError(f"input {name!r}: unknown pattern {pattern!r}; give {_PATTERN_HELP}")
+    if isinstance(pattern, int):
+        pattern = [pattern]
+    try:
+        items = list(pattern)
+    except TypeError:
+        raise ValueError(f"input {name!r}: {pattern!r} is not a pattern; give {_PATTERN_HELP}") from None
+    if not items:
+        raise ValueError(f"input {name!r}: the pattern is empty; give {_PATTERN_HELP}")
+    if all(isinstance(g, int) and not isinstance(g, bool) for g in items):
+        bad = [g for g in items if not 0 <= g <= n]
+        if bad:
+            raise ValueError(f"input {name!r}: grades {bad} are outside 0..{n} for n = {n}")
+        return tuple(i for i, g in enumerate(grades) if g in items)
+    if all(isinstance(b, str) for b in items):
+        out = sorted({blades.blade_index(n, b.strip()) for b in items})
+        return tuple(out)
+    raise ValueError(f"input {name!r}: a pattern lists grades or blade names, not both; got {items!r}")
+
+
+def _symbol_name(arg: str, blade: str) -> str:
+    return f"{arg}_{'s' if blade == '1' else blade.replace('(', '').replace(')', '_')}"
+
+
+# ---------------------------------------------------------------------------- the tracer
+class _Recorder:
+    def __init__(self, metric):
+        self.metric = metric
+        self.steps: list[Step] = []
+        self.counter = 0
+
+    def fresh(self, prefix="t"):
+        self.counter += 1
+        return sp.Symbol(f"_{prefix}{self.counter}")
+
+    def let(self, expr):
+        """A symbol for ``expr`` unless it is already atomic (a symbol, a number, -symbol)."""
+        expr = sp.expand(expr) if expr.is_Add or expr.is_Mul else expr
+        if expr.is_Atom or (expr.is_Mul and len(expr.args) == 2 and expr.args[0].is_Number and expr.args[1].is_Atom):
+            return expr
+        sym = self.fresh()
+        self.steps.append(Step(sym, expr))
+        return sym
+
+    def barrier(self, kind, expr, what, order=0):
+        sym = self.fresh({"recip": "r", "sqrt": "q", "abs": "a", "g": "g"}[kind])
+        arg = self.let(expr)
+        self.steps.append(Step(sym, arg, kind, order, what))
+        return sym
+
+
+class Traced:
+    """A multivector inside :func:`trace`: the operators of :class:`galinear.symbolic.MultiVector`
+    with each product's coefficients assigned to fresh symbols (the staged program)."""
+
+    __array_priority__ = 1000
+
+    def __init__(self, mv: MultiVector, rec: _Recorder):
+        self.mv = mv
+        self._rec = rec
+
+    # -- helpers
+    @property
+    def algebra_n(self) -> int:
+        return self.mv.n
+
+    def _wrap(self, mv: MultiVector, stage: bool = True) -> "Traced":
+        if stage:
+            mv = mv._new([self._rec.let(c) if c != 0 else c for c in mv.coefficients])
+        return Traced(mv, self._rec)
+
+    def _other(self, other) -> MultiVector:
+        if isinstance(other, Traced):
+            return other.mv
+        if isinstance(other, MultiVector):
+            return self.mv._coerce(other)
+        if isinstance(other, (int, float)) and not isinstance(other, bool):
+            return self.mv._coerce(sp.nsimplify(other) if isinstance(other, float) else sp.Integer(other))
+        if isinstance(other, sp.Expr):
+            return self.mv._coerce(other)
+        raise TypeError(f"cannot combine a traced multivector with {type(other).__name__}; use multivectors "
+                        "and Python numbers")
+
+    def _scalar(self, other):
+        value = self._other(other)
+        if any(c != 0 for c in value.coefficients[1:]):
+            return None
+        return value.coefficients[0]
+
+    # -- linear structure
+    def __add__(self, other):
+        return self._wrap(self.mv + self._other(other), stage=False)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._wrap(self.mv - self._other(other), stage=False)
+
+    def __rsub__(self, other):
+        return self._wrap(self._other(other) - self.mv, stage=False)
+
+    def __neg__(self):
+        return self._wrap(-self.mv, stage=False)
+
+    def __pos__(self):
+        return self
+
+    # -- products
+    def __mul__(self, other):
+        return self._wrap(self.mv.gp(self._other(other)))
+
+    def __rmul__(self, other):
+        return self._wrap(self._other(other).gp(self.mv))
+
+    def __xor__(self, other):
+        return self._wrap(self.mv.op(self._other(other)))
+
+    def __rxor__(self, other):
+        return self._wrap(self._other(other).op(self.mv))
+
+    def __lshift__(self, other):
+        return self._wrap(self.mv.lc(self._other(other)))
+
+    def __rlshift__(self, other):
+        return self._wrap(self._other(other).lc(self.mv))
+
+    def __rshift__(self, other):
+        return self._wrap(self.mv.rc(self._other(other)))
+
+    def __rrshift__(self, other):
+        return self._wrap(self._other(other).rc(self.mv))
+
+    def __or__(self, other):
+        return self._wrap(self.mv.inner(self._other(other)))
+
+    def __ror__(self, other):
+        return self._wrap(self._other(other).inner(self.mv))
+
+    def __and__(self, other):
+        return self._wrap(self.mv.regressive(self._other(other)))
+
+    def __rand__(self, other):
+        return self._wrap(self._other(other).regressive(self.mv))
+
+    def __matmul__(self, other):
+        if not isinstance(other, (Traced, MultiVector)):
+            raise TypeError(f"R @ x needs a multivector x, got {type(other).__name__}")
+        t = self * other
+        return t * self.reverse()
+
+    def __pow__(self, exponent):
+        if isinstance(exponent, bool) or not isinstance(exponent, int):
+            raise ValueError(f"only integer powers are traced, got {exponent!r}")
+        base = self.inv() if exponent < 0 else self
+        out = self._wrap(self.mv._coerce(1), stage=False)
+        for _ in range(abs(exponent)):
+            out = out * base
+        return out
+
+    def gp(self, other):
+        return self * other
+
+    def op(self, other):
+        return self ^ other
+
+    def lc(self, other):
+        return self << other
+
+    def rc(self, other):
+        return self >> other
+
+    def inner(self, other):
+        return self | other
+
+    def regressive(self, other):
+        return self & other
+
+    def sandwich(self, x):
+        return self @ x
+
+    def scalar_product(self, other):
+        return self._wrap(self.mv.gp(self._other(other)).grade_part(0))
+
+    # -- division
+    def __truediv__(self, other):
+        if isinstance(other, (Traced, MultiVector)):
+            scalar = self._scalar(other)
+            if scalar is None:
+                return self * Traced(self._other(other), self._rec).inv()
+            other = scalar
+        value = self._other(other).coefficients[0]
+        if value.is_Number:
+            if value == 0:
+                raise KernelDomainError("division by the constant 0 in the traced function")
+            return self._wrap(self.mv * (1 / value), stage=False)
+        recip = self._rec.barrier("recip", value, "division by a scalar")
+        return self._wrap(self.mv * recip, stage=False)
+
+    def __rtruediv__(self, other):
+        return Traced(self._other(other), self._rec) * self.inv()
+
+    def inv(self) -> "Traced":
+        """Closed-form inverse; the kernel checks the denominator on every row."""
+        scalar = self._scalar(self)
+        if scalar is not None:
+            if scalar.is_Number:
+                if scalar == 0:
+                    raise KernelDomainError("inv() of the constant 0 in the traced function")
+                return self._wrap(self.mv._coerce(1 / scalar), stage=False)
+            recip = self._rec.barrier("recip", scalar, "inv() of a scalar")
+            return self._wrap(self.mv._coerce(recip), stage=False)
+        if self.mv.n > 5:
+            raise ValueError(f"inv() is traced for n <= 5 (closed forms); this algebra has n = {self.mv.n}")
+        num = self._wrap(self.mv.inverse_numerator())
+        den = sp.expand(self.mv.gp(num.mv).coefficients[0])
+        if den == 0:
+            raise KernelDomainError("inv(): the traced multivector is never invertible (its denominator "
+                                    "<A N(A)>_0 is identically 0, e.g. a null vector)")
+        recip = self._rec.barrier("recip", den, "inv() (the denominator <A N(A)>_0)")
+        return self._wrap(num.mv * recip, stage=False)
+
+    # -- unary
+    def reverse(self):
+        return self._wrap(self.mv.reverse(), stage=False)
+
+    __invert__ = reverse
+
+    def involute(self):
+        return self._wrap(self.mv.involute(), stage=False)
+
+    def conjugate(self):
+        return self._wrap(self.mv.conjugate(), stage=False)
+
+    def dual(self, kind: str = "auto"):
+        return self._wrap(self.mv.dual(kind))
+
+    def undual(self, kind: str = "auto"):
+        return self._wrap(self.mv.undual(kind))
+
+    def grade(self, *grades):
+        if not grades:
+            raise ValueError("grade(...) needs at least one grade, e.g. x.grade(2)")
+        return self._wrap(self.mv(*grades), stage=False)
+
+    __call__ = grade
+
+    def even(self):
+        return self.grade(*range(0, self.mv.n + 1, 2))
+
+    def odd(self):
+        return self.grade(*range(1, self.mv.n + 1, 2))
+
+    def norm_squared(self):
+        return self._wrap(self.mv.gp(self.mv.reverse()).grade_part(0))
+
+    def norm(self):
+        """:math:`\\sqrt{|\\langle x\\tilde x\\rangle_0|}` as a scalar multivector (the core's norm)."""
+        s = self.norm_squared().mv.coefficients[0]
+        a = self._rec.barrier("abs", s, "norm()")
+        q = self._rec.barrier("sqrt", a, "norm()")
+        return self._wrap(self.mv._coerce(q), stage=False)
+
+    def normalized(self):
+        return self / self.norm()
+
+    def sqrt(self):
+        """Square root of a scalar (a multivector whose only part is grade 0); guarded ``>= 0``."""
+        scalar = self._scalar(self)
+        if scalar is None:
+            raise ValueError("sqrt() is traced for scalars only (take x.grade(0) or norm(x) first)")
+        q = self._rec.barrier("sqrt", scalar, "sqrt()")
+        return self._wrap(self.mv._coerce(q), stage=False)
+
+    def exp(self):
+        return _exp(self)
+
+    def __repr__(self):
+        return f"Traced({self.mv})"
+
+    def __bool__(self):
+        raise TypeError("a traced multivector has no truth value: the kernel is straight-line code, "
+                        "so `if`/`while` on multivector values cannot be compiled")
+
+
+def _exp(B: Traced) -> Traced:
+    mv = B.mv
+    rec = B._rec
+    grades = blades.blade_grades(mv.n).tolist()
+    if any(c != 0 for g, c in zip(grades, mv.coefficients) if g != 2):
+        raise ValueError("exp() is compiled for bivectors only (closed forms of every signature); "
+                         "this argument has parts of other grades")
+    if mv.n > 5:
+        raise ValueError(f"exp() is compiled for n <= 5 (closed forms of k = floor(n/2) <= 2); n = {mv.n}")
+    W2 = mv.op(mv).applyfunc(lambda c: sp.expand(c) / 2)
+    if mv.n <= 3 or all(c == 0 for c in W2.coefficients):
+        lam = sp.expand(mv.gp(mv).coefficients[0])
+        c = rec.barrier("g", lam, "exp()", 0)
+        s1 = rec.barrier("g", lam, "exp()", 1)
+        return B._wrap(mv * (2 * s1) + c)
+    sigma2 = sp.expand(W2.gp(W2).coefficients[0])
+    if sigma2 != 0:
+        raise ValueError(
+            "exp() of a general bivector in this algebra needs both invariants of the decomposition "
+            "(sigma_2 = <W2 W2>_0 is not identically 0); compiled kernels cover simple bivectors (n <= 3, "
+            "or an input pattern whose bivectors are simple, e.g. a pure boost ['e14', 'e24', 'e34']) and "
+            "algebras where sigma_2 vanishes (3D PGA). Use galinear.Algebra(p, q, r).exp for the rest")
+    W2s = B._wrap(W2).mv
+    sigma1 = sp.expand(mv.gp(mv).coefficients[0])
+    Y1 = B._wrap(mv.gp(W2s).grade_part(2)).mv
+    c = rec.barrier("g", sigma1, "exp()", 0)
+    s1 = rec.barrier("g", sigma1, "exp()", 1)
+    t2 = rec.barrier("g", sigma1, "exp()", 2)
+    out = (mv + W2s) * (2 * s1) + Y1 * (4 * t2) + c
+    return B._wrap(out)
+
+
+# ---------------------------------------------------------------------------- module-level helpers
+# These work on traced, symbolic and numeric multivectors alike, so one user function can be
+# traced, evaluated by galinear.MultiVector and by the clifford package.
+def _numeric_scalar(x):
+    values = getattr(x, "values", None)
+    if values is None:
+        return x
+    import numpy as np
+
+    values = np.asarray(values)
+    if np.any(values[..., 1:] != 0):
+        raise ValueError("sqrt() needs a scalar (only a grade-0 part)")
+    return values[..., 0]
+
+
+def sqrt(x):
+    """Square root of a scalar part (traced, numeric or a plain number)."""
+    if isinstance(x, Traced):
+        return x.sqrt()
+    if hasattr(x, "values") and hasattr(x, "algebra"):
+        import numpy as np
+
+        s = _numeric_scalar(x)
+        if np.any(s < 0):
+            raise KernelDomainError("sqrt() of a negative scalar")
+        return x.algebra.multivector({"1": np.sqrt(s)}) if np.ndim(s) == 0 else np.sqrt(s)
+    import math
+
+    return math.sqrt(x)
+
+
+def norm(x):
+    """:math:`\\sqrt{|\\langle x\\tilde x\\rangle_0|}` (a scalar multivector when traced)."""
+    if isinstance(x, Traced):
+        return x.norm()
+    value = x.norm()
+    if hasattr(x, "algebra"):
+        import numpy as np
+
+        if np.ndim(value) == 0:
+            return x.algebra.multivector({"1": float(value)})
+    return value
+
+
+def exp(x):
+    return x.exp()
+
+
+def inv(x):
+    return x.inv()
+
+
+def dual(x):
+    return x.dual()
+
+
+def undual(x):
+    return x.undual()
+
+
+def reverse(x):
+    return x.reverse()
+
+
+def grade(x, *grades):
+    return x.grade(*grades)
+
+
+# ---------------------------------------------------------------------------- trace
+def _parameters(func, inputs: dict) -> list[str]:
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return list(inputs)
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    extra = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if extra:
+        raise ValueError(f"the function takes *args/**kwargs ({', '.join(extra)}); give it one named "
+                         "parameter per multivector input")
+    missing = [n for n in names if n not in inputs]
+    unknown = [n for n in inputs if n not in names]
+    if missing or unknown:
+        raise ValueError(f"inputs must name each parameter of the function once: parameters {names}, "
+                         f"inputs {list(inputs)}" + (f"; missing {missing}" if missing else "")
+                         + (f"; unknown {unknown}" if unknown else ""))
+    return names
+
+
+def trace(func, metric, inputs: dict, name: str = "kernel") -> Graph:
+    """Trace ``func`` over Cl(metric) with inputs given as ``{parameter: pattern}``.
+
+    A pattern is a grade, a list of grades, ``"even"``, ``"odd"``, ``"full"`` or a list of blade
+    names (see :func:`input_blades`). ``func`` returns a multivector (or a number).
+    """
+    metric = _as_metric(metric)
+    n = len(metric)
+    if n > MAX_TRACE_N:
+        raise ValueError(f"functions are compiled for n <= {MAX_TRACE_N} (2**n coefficients); got n = {n}")
+    if not isinstance(inputs, dict) or not inputs:
+        raise ValueError("inputs must be a dict {parameter name: pattern}, e.g. {'M': 'even', 'x': 1}")
+    names = _parameters(func, inputs)
+    for arg in names:
+        if not arg.isidentifier() or arg.startswith("_"):
+            raise ValueError(f"input name {arg!r} must be an identifier that does not start with '_'")
+    rec = _Recorder(metric)
+    all_names = blades.blade_names(n)
+    traced_args, graph_inputs = [], []
+    for arg in names:
+        positions = input_blades(metric, inputs[arg], arg)
+        syms = tuple(sp.Symbol(_symbol_name(arg, all_names[i])) for i in positions)
+        coefficients = [sp.S.Zero] * (1 << n)
+        for i, s in zip(positions, syms):
+            coefficients[i] = s
+        traced_args.append(Traced(MultiVector(metric, coefficients), rec))
+        graph_inputs.append((arg, syms, tuple(all_names[i] for i in positions)))
+    result = func(*traced_args)
+    if isinstance(result, MultiVector):
+        result = Traced(result, rec)
+    elif not isinstance(result, Traced):
+        if isinstance(result, (int, float, sp.Expr)) and not isinstance(result, bool):
+            result = Traced(MultiVector(metric)._coerce(result), rec)
+        else:
+            raise TypeError(f"the function returned {type(result).__name__}; return a multivector")
+    graph = Graph(metric=metric, inputs=tuple(graph_inputs), steps=rec.steps, source_name=name)
+    nonzero = _nonzero_outputs(graph, result.mv.coefficients)
+    graph.outputs = tuple(result.mv.coefficients[i] for i in nonzero)
+    graph.output_blades = tuple(all_names[i] for i in nonzero)
+    return graph
+
+
+def substitution_map(graph: Graph, keep_barriers: bool = True) -> dict:
+    """Each ``let`` symbol -> its expression in input and barrier symbols (expanded)."""
+    full = {}
+    for step in graph.steps:
+        expr = step.expr.xreplace(full)
+        if step.kind == "let":
+            full[step.symbol] = sp.expand(expr)
+    return full
+
+
+def _nonzero_outputs(graph: Graph, coefficients) -> list[int]:
+    full = substitution_map(graph)
+    out = []
+    for i, c in enumerate(coefficients):
+        if c == 0:
+            continue
+        if sp.expand(sp.sympify(c).xreplace(full)) != 0:
+            out.append(i)
+    return out
