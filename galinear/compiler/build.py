@@ -2,7 +2,8 @@
 
 The cache holds, per key, one JSON file (blade names, operation counts, the SHA-256 of each
 source) and the sources themselves; nothing is pickled. The key is the SHA-256 of the function's
-source, the values its closure and the globals it names hold (their ``repr``), the metric, the
+source (or its ``__galinear_source__``, for functions made from expression text), the values
+its closure and the globals it names hold (their ``repr``), the metric, the
 input patterns, the target, the lowering strategy and the galinear version. A source whose
 digest differs from the JSON's is regenerated.
 """
@@ -51,6 +52,11 @@ def _describe_value(value) -> str:
 
 
 def _function_identity(func) -> str:
+    declared = getattr(func, "__galinear_source__", None)
+    if isinstance(declared, str):
+        # functions made from text (galinear.compiler.expression) name their own source: the
+        # interpreter's code is the same for every expression, the text is not
+        return json.dumps({"declared": declared})
     try:
         source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
