@@ -219,6 +219,36 @@ def _artanh_ratio_difference(z1: np.ndarray, z2: np.ndarray, w1=None, w2=None) -
     return out
 
 
+def _asinh_ratio(x: np.ndarray) -> np.ndarray:
+    r""":math:`\operatorname{asinh}(x)/x` for x >= 0 (1 - x^2/6 + 3x^4/40 below 1e-4)."""
+    x = np.asarray(x, dtype=np.float64)
+    small = x < 1e-4
+    safe = np.where(small, 1.0, x)
+    return np.where(small, 1 - x * x / 6 + 3 * x**4 / 40, np.arcsinh(safe) / safe)
+
+
+def _boost_weight(mu_s: np.ndarray, r: np.ndarray, log_C: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    r"""h with :math:`\log(\pm(r + \beta)/C) = h\,\beta` for a boost part :math:`\beta^2 = \mu > 0`, from |C|.
+
+    With the factor :math:`\cosh\phi + \sinh\phi\,\hat\beta`, :math:`\sinh\phi = \sqrt\mu/|C|`, so
+    :math:`h = \operatorname{sign}(r)\operatorname{asinh}(\sqrt\mu/|C|)/\sqrt\mu`: no difference of
+    nearly equal numbers (:math:`\operatorname{artanh}(\sqrt\mu/r)` loses every digit once
+    :math:`\tanh\phi` rounds to 1, at :math:`\phi \approx 19`). Arguments are scaled so that
+    nothing overflows up to the float64 limit (:math:`\phi \approx 710`): ``mu_s`` is
+    :math:`\mu/s^2`, ``log_C`` is :math:`\log|C|` and the result is :math:`s\,h`, the weight of
+    :math:`\beta/s`.
+    """
+    root = np.sqrt(mu_s)
+    log_x = np.log(np.where(root > 0, root, 1.0)) + np.log(scale) - log_C  # log(sqrt(mu) / |C|)
+    x = np.exp(np.minimum(log_x, 700.0))
+    # asinh(x) = log x + log(1 + sqrt(1 + 1/x^2)) above x = 1e8, where x itself may not be representable
+    big = log_x > np.log(1e8)
+    value = np.where(big, log_x + np.log1p(np.sqrt(1 + np.exp(-2 * np.minimum(log_x, 700.0)))),
+                     _asinh_ratio(np.where(big, 1.0, x)) * np.where(big, 1.0, x))
+    sign = np.where(r < 0, -1.0, 1.0)
+    return sign * np.where(root > 0, value / np.where(root > 0, root, 1.0), 1.0 / np.exp(log_C) * scale)
+
+
 def _log_weight(mu: np.ndarray, r: np.ndarray) -> np.ndarray:
     r"""h with :math:`\log(\pm(r + \beta)/C) = h\,\beta` for a simple part :math:`\beta^2 = \mu`, :math:`C^2 = r^2 - \mu`.
 

@@ -490,7 +490,12 @@ class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, Subsp
     def __truediv__(self, other):
         b = self._other(other)
         if b is None:
-            return self._like(self.values / scalar_operand(other))
+            divisor = scalar_operand(other)
+            if np.any(np.asarray(divisor) == 0):
+                zeros = int(np.count_nonzero(np.asarray(divisor) == 0))
+                raise NotInvertibleError(f"division by zero: {zeros} of {np.size(divisor)} scalar divisor(s) are 0, "
+                                         "and 0 has no inverse; divide by a non-zero number")
+            return self._like(self.values / divisor)
         return self * MultiVector._wrap(self.algebra, inverse(self.algebra, b[0]))
 
     def __rtruediv__(self, other):

@@ -46,6 +46,9 @@ __all__ = [
     "METHODS",
     "AUTO_GENERATED_MAX_N",
     "multiply",
+    "REFUSED_PRODUCT_SECONDS",
+    "ALLOW_SLOW_VARIABLE",
+    "slow_work_allowed",
 ]
 
 #: Products understood by the kernels, with their code for :func:`bitmask_product`.
@@ -251,9 +254,22 @@ METHODS = ("auto", "table", "generated")
 AUTO_GENERATED_MAX_N = 6
 
 #: Terms per second and thread of the bitmask kernel (n > 10), measured at n = 11..13 on one
-#: core; used only to warn before a product expected to take longer than SLOW_PRODUCT_SECONDS.
+#: core; used to estimate a product's time before it starts.
 BITMASK_TERMS_PER_SECOND = 7e7
+#: A product estimated to run longer than this warns first.
 SLOW_PRODUCT_SECONDS = 10.0
+#: A product estimated to run longer than this is refused (TooLargeError) unless the environment
+#: variable named by :data:`ALLOW_SLOW_VARIABLE` is set to 1.
+REFUSED_PRODUCT_SECONDS = 60.0
+#: ``GALINEAR_ALLOW_SLOW=1`` lets products and maps estimated above REFUSED_PRODUCT_SECONDS run.
+ALLOW_SLOW_VARIABLE = "GALINEAR_ALLOW_SLOW"
+
+
+def slow_work_allowed() -> bool:
+    """True when the user opted into long products (``GALINEAR_ALLOW_SLOW=1``)."""
+    import os
+
+    return os.environ.get(ALLOW_SLOW_VARIABLE, "").strip().lower() in ("1", "true", "yes")
 
 
 def multiply(metric: tuple, kind: str, a2: np.ndarray, b2: np.ndarray, method: str = "auto",
@@ -309,22 +325,28 @@ def multiply(metric: tuple, kind: str, a2: np.ndarray, b2: np.ndarray, method: s
 
 
 def _warn_if_slow(kind: str, owner: str, a_bits: np.ndarray, b_bits: np.ndarray) -> None:
-    """Warn, with an estimate, before a bitmask product that will run for a long time."""
+    """Before a bitmask product: warn when it is estimated to run longer than
+    :data:`SLOW_PRODUCT_SECONDS`, and refuse it with TooLargeError (before any work) above
+    :data:`REFUSED_PRODUCT_SECONDS` unless ``GALINEAR_ALLOW_SLOW=1``."""
     import warnings
 
     # the kernel skips zero coefficients: a row costs nnz(a_row) * nnz(b_row) terms
     terms = float(np.dot(np.count_nonzero(a_bits, axis=1).astype(np.float64),
                          np.count_nonzero(b_bits, axis=1).astype(np.float64)))
     seconds = terms / (BITMASK_TERMS_PER_SECOND * max(1, min(_threads(), a_bits.shape[0])))
-    if seconds > SLOW_PRODUCT_SECONDS:
-        n = a_bits.shape[1].bit_length() - 1
-        warnings.warn(
-            f"{kind} of {a_bits.shape[0]} multivector pair(s) in {owner} ({a_bits.shape[1]} coefficients each) "
-            f"costs {terms:.3g} terms: about {seconds:.0f} s on {_threads()} thread(s). Dense "
-            f"multivectors of Cl({n}) are expensive (4**n terms); keep the inputs sparse (e.g. "
-            "vectors, bivectors) or use a smaller algebra",
-            stacklevel=5,
-        )
+    if seconds <= SLOW_PRODUCT_SECONDS:
+        return
+    n = a_bits.shape[1].bit_length() - 1
+    what = (f"{kind} of {a_bits.shape[0]} multivector pair(s) in {owner} ({a_bits.shape[1]} coefficients each) "
+            f"costs {terms:.3g} terms: about {seconds:.0f} s on {_threads()} thread(s)")
+    fix = (f"dense multivectors of Cl({n}) are expensive (4**n terms); keep the inputs sparse (e.g. vectors, "
+           "bivectors) or use a smaller algebra")
+    if seconds > REFUSED_PRODUCT_SECONDS and not slow_work_allowed():
+        from galinear._limits import TooLargeError
+
+        raise TooLargeError(f"{what}, more than the {REFUSED_PRODUCT_SECONDS:.0f} s galinear runs without being "
+                            f"asked; {fix}, or set {ALLOW_SLOW_VARIABLE}=1 in the environment to run it anyway")
+    warnings.warn(f"{what}. {fix[0].upper()}{fix[1:]}", stacklevel=5)
 
 
 def _threads() -> int:

@@ -14,6 +14,7 @@ import numpy as np
 from galinear.core.invariants import (
     _artanh_ratio,
     _artanh_ratio_difference,
+    _boost_weight,
     _complex_product,
     _log_weight,
     _parts,
@@ -34,10 +35,54 @@ LOG_CHECK_TOL = 1e-6
 #: <R>_2) when |C_j|^2 = |r^2 - mu_j| is below this squared times max(1, r^2 + |mu_j|).
 QUARTER_TOL = 1e-8
 
+#: A part whose :math:`C_j^2 = r^2 - \mu_j` is below this fraction of :math:`r^2` is a large boost
+#: (:math:`1/\cosh^2\phi`): its C_j comes from the other parts' (:func:`_boosted_rows`).
+BOOST_CANCELLATION = 1e-2
+
+
 def _simple_log(alg, f: np.ndarray) -> np.ndarray:
-    """log(+-f) of simple unit rotors f = c + beta (rows, dim), real: the scalar of the factor made positive."""
+    """log(+-f) of simple unit rotors f = c + beta (rows, dim), real: the scalar of the factor made positive.
+
+    A unit factor has C = 1, so a boost's weight is asinh(|beta|)/|beta| (:func:`_boost_weight`),
+    exact for every rapidity; b is scaled to largest coefficient 1 first, so |beta|^2 cannot overflow.
+    """
     b = alg.grade(f, 2)
-    return (_log_weight(alg.scalar_product(b, b), f[:, 0]).real)[:, None] * b
+    scale = np.abs(b).max(axis=-1)
+    scale = np.where(scale > 0, scale, 1.0)
+    bs = b / scale[:, None]
+    mu_s = alg.scalar_product(bs, bs)
+    boost = mu_s > 0
+    weight = np.empty(f.shape[0])
+    rest = ~boost  # rotations and null parts: |b| is at most about 1 (times a null part's size)
+    weight[rest] = _log_weight(mu_s[rest] * scale[rest] ** 2, f[rest, 0]).real * scale[rest]  # of b / scale
+    weight[boost] = _boost_weight(mu_s[boost], f[boost, 0], np.zeros(int(boost.sum())), scale[boost])
+    return weight[:, None] * bs
+
+
+def _boosted_rows(r_s, mu_s, first, size):
+    r"""Rows whose smallest :math:`C_j^2` belongs to a large boost, and :math:`\log|C_j|` of that part.
+
+    :math:`C_j^2 = r^2 - \mu_j` loses every digit for a large boost (:math:`\mu_j \approx r^2`).
+    Since :math:`\prod_j C_j^2 = r^{2(k-1)}` (each :math:`C_j` is the product of the other factors'
+    scalars), that part's C comes from the others' when none of them cancels (each
+    :math:`|C_l^2| > r^2/2`): :math:`\log|C_j| = (k-1)\log|r| - \tfrac12\sum_{l\ne j}\log|C_l^2|`,
+    in the scaled units of ``r_s``, ``mu_s`` (every s cancels). Returns (rows, slot, log|C|).
+    """
+    k = mu_s.shape[1]
+    t = r_s[:, None] ** 2 - mu_s
+    near = np.argmin(np.abs(t), axis=-1)
+    every = np.arange(mu_s.shape[0])
+    mu_near = mu_s[every, near]
+    others = np.ones_like(t, dtype=bool)
+    others[every, near] = False
+    r2 = r_s**2
+    good_others = np.where(others, np.abs(t) > 0.5 * r2[:, None], True).all(axis=-1)
+    chosen = ((r_s != 0) & (mu_near.imag == 0) & (mu_near.real > 0) & (np.abs(t[every, near]) < BOOST_CANCELLATION * r2)
+              & good_others & (first[every, near] == near) & (size[every, near] == 1))
+    rows = np.nonzero(chosen)[0]
+    log_t_others = np.where(others[rows], np.log(np.where(others[rows], np.abs(t[rows]), 1.0)), 0.0).sum(axis=-1)
+    log_C = (k - 1) * np.log(np.abs(r_s[rows])) - 0.5 * log_t_others
+    return rows, near[rows], log_C
 
 
 def _log_two_planes(alg, r: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -70,9 +115,13 @@ def _log_two_planes(alg, r: np.ndarray, P: np.ndarray) -> np.ndarray:
     return ((first + second) / rho[:, None]).real
 
 
-def _log_one_quarter(alg, R: np.ndarray, r: float, mu: np.ndarray, beta: np.ndarray, j: int) -> np.ndarray:
+def _log_one_quarter(alg, R: np.ndarray, r: float, mu: np.ndarray, beta: np.ndarray, j: int,
+                     scale: float = 1.0) -> np.ndarray:
     r"""log of :math:`\pm R` (one row) when factor j is a quarter turn (:math:`C_j = 0`): the other
-    factors :math:`(r + \beta_l)/C_l` come from :math:`\langle R\rangle_2`, factor j is what they leave of R."""
+    factors :math:`(r + \beta_l)/C_l` come from :math:`\langle R\rangle_2`, factor j is what they leave of R.
+
+    R, r, mu and beta may be given in units of ``scale`` (R / s, r / s, mu / s^2, beta / s): the
+    factors are homogeneous in them, and the rest is R times ``scale``."""
     k = mu.shape[0]
     others = np.zeros((1, alg.dim), dtype=np.complex128)
     others[0, 0] = 1.0
@@ -85,7 +134,7 @@ def _log_one_quarter(alg, R: np.ndarray, r: float, mu: np.ndarray, beta: np.ndar
         f[0] += r / C
         others = _complex_product(alg, "gp", others, f[None])
         out += _simple_log(alg, f.real[None])[0]
-    rest = _complex_product(alg, "gp", others * alg._reverse_sign, R[None].astype(np.complex128))
+    rest = _complex_product(alg, "gp", others * alg._reverse_sign, R[None].astype(np.complex128)) * scale
     return out + _simple_log(alg, rest.real)[0]
 
 
@@ -119,19 +168,35 @@ def log(alg, R: np.ndarray) -> np.ndarray:
     if k == 0:
         B[:] = 0.0
     elif k == 1:
-        B = _log_weight(alg.scalar_product(P, P), r).real[:, None] * P
+        B = _simple_log(alg, R)  # k = 1: R is its only factor, C = 1
     else:
-        _, mu, beta, _, _ = _parts(alg, P)
-        quarter = np.abs(r[:, None] ** 2 - mu) <= QUARTER_TOL**2 * np.maximum(1.0, r[:, None] ** 2 + np.abs(mu))
+        # every quantity in units of s = max |P| (squares of a rapidity-700 boost overflow otherwise)
+        s, mu_s, beta_s, first, size = _parts(alg, P, scaled=True)
+        r_s = r / s
+        r2 = r_s[:, None] ** 2
+        quarter = np.abs(r2 - mu_s) <= QUARTER_TOL**2 * np.maximum((1.0 / s[:, None]) ** 2, r2 + np.abs(mu_s))
+        boosted, slot, log_C = _boosted_rows(r_s, mu_s, first, size)
+        # a large boost's C^2 from the others': a quarter turn elsewhere only when C is truly small
+        quarter[boosted, slot] = log_C <= np.log(QUARTER_TOL)
+        use = ~quarter[boosted].any(axis=-1)
+        boosted, slot, log_C = boosted[use], slot[use], log_C[use]
         count = quarter.sum(axis=-1)
         plain = count == 0
+        plain[boosted] = False
         if k == 2:
             B[plain] = _log_two_planes(alg, r[plain], P[plain])
         else:
             # a group of equal mu has one weight: its sum (held in the group's first slot) suffices
-            B[plain] = (_log_weight(mu[plain], r[plain, None])[..., None] * beta[plain]).sum(axis=-2).real
+            B[plain] = (_log_weight(mu_s[plain], r_s[plain, None])[..., None] * beta_s[plain]).sum(axis=-2).real
+        if boosted.size:
+            with np.errstate(all="ignore"):  # the boost's own entry is replaced below
+                weights = _log_weight(mu_s[boosted], r_s[boosted, None])
+            weights[np.arange(boosted.size), slot] = _boost_weight(
+                mu_s[boosted, slot].real, r_s[boosted], log_C, s[boosted])
+            B[boosted] = (weights[..., None] * beta_s[boosted]).sum(axis=-2).real
         for row in np.nonzero(count == 1)[0]:
-            B[row] = _log_one_quarter(alg, R[row], r[row], mu[row], beta[row], int(np.argmax(quarter[row])))
+            B[row] = _log_one_quarter(alg, R[row] / s[row], r_s[row], mu_s[row], beta_s[row],
+                                      int(np.argmax(quarter[row])), s[row])
         for row in np.nonzero(count == 2)[0] if k == 2 else ():
             pair = quarter_turn_pair(alg, alg.grade(R[row : row + 1], 4))
             if pair is not None:
@@ -140,7 +205,8 @@ def log(alg, R: np.ndarray) -> np.ndarray:
     good = np.isfinite(B).all(axis=-1)
     B[~good] = 0.0
     back = exp(alg, B)
-    for row in np.nonzero(good & (np.sum(back * R, axis=-1) < 0))[0]:
+    peak = np.maximum(1.0, np.abs(R).max(axis=-1))[:, None]
+    for row in np.nonzero(good & (np.sum((back / peak) * (R / peak), axis=-1) < 0))[0]:
         plane = commuting_rotation_plane(alg, B[row])
         if plane is None:
             reason[row] = 1

@@ -201,6 +201,19 @@ def test_not_invertible_raises(signature, name):
         basis["e2"] / x
 
 
+@pytest.mark.parametrize("zero", [0.0, 0, -0.0, np.float32(0.0), np.array([1.0, 0.0])])
+def test_division_by_a_zero_scalar_is_refused_like_a_zero_multivector(zero):
+    """``e1 / 0.0`` raises the NotInvertibleError of ``e1 / MultiVector.zeros`` (not inf and nan)."""
+    alg = Algebra(3)
+    e1 = MultiVector.basis(alg)["e1"]
+    with pytest.raises(NotInvertibleError, match="division by zero"):
+        e1 / zero
+    with pytest.raises(NotInvertibleError):
+        e1 / MultiVector.zeros(alg)
+    assert_close((e1 / 4.0).values, 0.25 * e1.values)
+    assert_close((e1 / np.array([1.0, 2.0])).values, np.array([1.0, 0.5])[:, None] * e1.values)
+
+
 SIG_STRATEGY = st.sampled_from([(3, 0, 0), (4, 0, 0), (3, 1, 0), (3, 0, 1), (2, 1, 1), (4, 1, 0), (2, 0, 2)])
 
 

@@ -93,6 +93,29 @@ def test_large_n_uses_bitmask_kernel_and_is_correct(rng):
     np.testing.assert_allclose(alg.lc(U, alg.op(V, W)), (u @ v) * W - (u @ w) * V, atol=1e-13)
 
 
+def test_a_product_estimated_above_a_minute_is_refused_unless_asked(monkeypatch, rng):
+    """Dense Cl(20) (15,700 s by the estimate) is refused at once; GALINEAR_ALLOW_SLOW=1 runs it.
+
+    The opt-in is checked on Cl(11) with the kernel's speed set a million times lower, so that
+    the estimate passes the minute while the product itself takes milliseconds."""
+    monkeypatch.delenv(products.ALLOW_SLOW_VARIABLE, raising=False)
+    from galinear._limits import TooLargeError
+
+    big = Algebra(20)
+    x = np.ones((1, big.dim))
+    with pytest.raises(TooLargeError, match=r"about \d+ s .* GALINEAR_ALLOW_SLOW=1"):
+        big.gp(x, x)
+    alg = Algebra(11)
+    u, v = alg.vector(rng.standard_normal((2, 11)))
+    monkeypatch.setattr(products, "BITMASK_TERMS_PER_SECOND", 1.0)
+    with pytest.raises(TooLargeError, match="more than the 60 s"):
+        alg.gp(u, v)
+    monkeypatch.setenv(products.ALLOW_SLOW_VARIABLE, "1")
+    with pytest.warns(UserWarning, match="Dense multivectors of Cl\\(11\\) are expensive"):
+        uv = alg.gp(u, v)
+    assert uv[0] == pytest.approx(float(alg.vector_coefficients(u) @ alg.vector_coefficients(v)), rel=1e-13)
+
+
 def test_broadcasting_and_shapes(rng):
     alg = Algebra(3)
     a = rng.standard_normal((2, 1, 8))
