@@ -1,51 +1,96 @@
-"""`galinear codegen`: write straight-line kernels generated from symbolic specs."""
+"""`galinear codegen`: write straight-line kernels generated from symbolic specs or expressions.
+
+``--op`` writes the kernels of the six shipped operations (numba or torch); ``--expr`` compiles
+an expression of the user's (``"M * x * ~M"``, parsed with :mod:`ast`, never evaluated as
+Python) with :func:`galinear.compile` for numba, numpy, torch, C or Triton.
+"""
 import argparse
 
 from galinear.commands._report import fail
 
-HELP = "generate straight-line kernels (numba or torch) from symbolic specs; --all regenerates galinear/_generated"
+HELP = ("generate straight-line kernels: --op for the shipped operations (numba or torch), --expr for "
+        "any expression of multivectors (numba, numpy, torch, c, triton)")
 
 OPS = ("gp", "op", "lc", "rc", "sandwich", "sandwich2")
+TARGETS = ("numba", "numpy", "torch", "c", "triton")
+#: Largest n of --n and --signature (2**n coefficients per multivector, 4**n products).
+MAX_N = 8
+
+EPILOG = """examples:
+  galinear codegen --op gp --n 3 --print
+  galinear codegen --expr "M * x * ~M" --input M=even --input x=1 --signature 3,0,1 --target c --out kernels
+  galinear codegen --expr "exp(B) * x * ~exp(B)" --input B=2 --input x=1 --n 3 --grad --verify
+
+--input name=pattern: a grade (3), grades (0,2), even, odd, full, or blade names (e12,e13).
+exit status: 0 done; 1 --verify found a kernel that differs from the references; 2 bad input
+(or an error named on one line)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--op", choices=OPS, help="operation to generate")
-    parser.add_argument("--n", type=int, help="Euclidean Cl(n), 1 <= n <= 8")
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--op", choices=OPS, help="shipped operation to generate")
+    parser.add_argument("--expr", metavar="TEXT",
+                        help='an expression of the inputs, e.g. "M * x * ~M" (operators * ^ | << >> & @ ~ + - / **, '
+                             "functions exp inv sqrt norm dual undual reverse grade, x(k) for grade parts)")
+    parser.add_argument("--input", action="append", metavar="NAME=PATTERN",
+                        help="with --expr: an input and what it holds (repeat for each input, in argument order)")
+    parser.add_argument("--n", type=int, help=f"Euclidean Cl(n), 1 <= n <= {MAX_N}")
     parser.add_argument("--signature", help="p,q,r instead of --n (clifford's order: r null, p positive, q negative)")
-    parser.add_argument("--target", choices=("numba", "torch"), default="numba", help="kernel language (default numba)")
-    parser.add_argument("--out", help="output folder (the file is <op>_<metric code>.py)")
+    parser.add_argument("--target", choices=TARGETS, default="numba",
+                        help="kernel language (default numba; --op offers numba and torch)")
+    parser.add_argument("--grad", action="store_true", help="with --expr: also generate the backward kernel")
+    parser.add_argument("--name", default=None,
+                        help="with --expr: name of the generated function and files (default expression)")
+    parser.add_argument("--out", help="output folder (--op: <op>_<metric code>.py; --expr: <name>.py, or <name>.c "
+                                      "and <name>.h; plus <name>_backward.* with --grad)")
     parser.add_argument("--all", action="store_true", help="regenerate every kernel shipped in galinear/_generated")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the source instead of writing it")
+    parser.add_argument("--verify", action="store_true",
+                        help="with --expr: compare the kernel with the numeric galinear.MultiVector evaluation (and "
+                             "clifford) on random inputs, print the table; exit 1 if it differs")
+
+
+def _signature(args) -> tuple:
+    """(p, q, r) from --n or --signature, its size checked before anything is built."""
+    from galinear.compiler.expression import parse_signature
+
+    if (args.n is None) == (args.signature is None):
+        raise ValueError("give exactly one of --n N or --signature p,q,r")
+    if args.signature is not None:
+        return parse_signature(args.signature, MAX_N, "--signature")
+    if args.n < 1:
+        raise ValueError(f"--n must be at least 1, got {args.n}")
+    if args.n > MAX_N:
+        raise ValueError(f"--n {args.n} is too large; kernels are generated for 1 <= n <= {MAX_N}")
+    return args.n, 0, 0
 
 
 def run(args) -> int:
+    if args.expr is not None:
+        return _run_expression(args)
     from galinear.blades import metric_from_signature
     from galinear.symbolic.codegen import generate, generate_all, write_kernel
     from galinear.symbolic.spec import KernelSpec
 
+    only_expr = [flag for flag, given in (("--input", args.input), ("--grad", args.grad), ("--name", args.name),
+                                          ("--verify", args.verify)) if given]
     if args.all:
-        if args.op or args.n is not None or args.signature or args.out:
+        if args.op or args.n is not None or args.signature or args.out or only_expr:
             return fail("codegen", "--all regenerates the shipped kernels; do not combine it with "
-                        "--op/--n/--signature/--out")
+                        "--op/--n/--signature/--out/--input/--grad/--name/--verify")
         paths = generate_all(progress=lambda path: print(f"wrote {path}"))
         print(f"{len(paths)} kernel files up to date")
         return 0
     if not args.op:
-        return fail("codegen", "give --op (one of " + ", ".join(OPS) + ") or --all")
-    if (args.n is None) == (args.signature is None):
-        return fail("codegen", "give exactly one of --n N or --signature p,q,r")
+        return fail("codegen", "give --op (one of " + ", ".join(OPS) + "), --expr TEXT, or --all")
+    if only_expr:
+        return fail("codegen", f"{', '.join(only_expr)} go with --expr; --op writes the shipped operation's kernel")
+    if args.target not in ("numba", "torch"):
+        return fail("codegen", f"--op generates numba or torch kernels; for --target {args.target} write the "
+                    f"operation as an expression, e.g. --expr \"a * b\" --input a=full --input b=full")
     try:
-        if args.signature is not None:
-            try:
-                p, q, r = (int(part) for part in args.signature.split(","))
-            except ValueError:
-                raise ValueError(f"--signature must look like 3,0,1 (p,q,r), got {args.signature!r}") from None
-            metric = metric_from_signature(p, q, r)
-        else:
-            if args.n < 1:
-                raise ValueError(f"--n must be at least 1, got {args.n}")
-            metric = (1,) * args.n
-        spec = KernelSpec(args.op, metric)
+        spec = KernelSpec(args.op, metric_from_signature(*_signature(args)))
         if args.print_only:
             print(generate(spec, args.target), end="")
             return 0
@@ -60,6 +105,88 @@ def run(args) -> int:
         return fail("codegen", str(exc))
     print(f"wrote {path}")
     return 0
+
+
+def _run_expression(args) -> int:
+    """--expr: parse, check every size, then build (or compile and verify) and print or write."""
+    import keyword
+    import sys
+
+    if args.op or args.all:
+        return fail("codegen", "give --expr or --op (or --all), not both")
+    if args.print_only and args.out:
+        return fail("codegen", "give --print or --out DIR, not both")
+    if not (args.print_only or args.out or args.verify):
+        return fail("codegen", "give --print, --out DIR or --verify (or several: --out DIR --verify)")
+    name = "expression" if args.name is None else args.name
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_") or not name.isascii():
+        return fail("codegen", f"--name {name!r} must be an ASCII identifier that does not start with '_'")
+    from galinear.compiler.expression import parse_expression, parse_inputs
+
+    signature = _signature(args)  # ValueErrors: one line, exit 2 (the command boundary)
+    inputs = parse_inputs(args.input)
+    func = parse_expression(args.expr, list(inputs))
+    if args.out:
+        _check_out_folder(args.out)
+
+    import galinear
+    from galinear.blades import metric_from_signature
+    from galinear.compiler.build import build
+
+    kernel = None
+    try:
+        if args.verify:
+            kernel = galinear.compile(func, galinear.Algebra(*signature), inputs, target=args.target, grad=args.grad,
+                                      name=name)
+            forward = kernel[0] if args.grad else kernel
+            files = [("", forward.header, forward.source)]
+            if forward.backward is not None:
+                files.append(("_backward", forward.backward.header, forward.backward.source))
+        else:
+            built = build(func, metric_from_signature(*signature), inputs, args.target, grad=args.grad, name=name)
+            files = [("", built.header, built.source), ("_backward", built.backward_header, built.backward_source)]
+    except RuntimeError as exc:  # a missing C compiler, triton without a GPU or its interpreter
+        return fail("codegen", str(exc))
+    sources = _sources(args.target, files)
+    if args.print_only:
+        for _, text in sources:
+            print(text, end="" if text.endswith("\n") else "\n")
+    if args.out:
+        _write(args.out, name, sources)
+    if kernel is not None:
+        report = kernel.verify()
+        print(report.table())
+        if not report.ok:
+            print("galinear codegen: the kernel differs from the references (exit status 1)", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _sources(target: str, files) -> list:
+    """(suffix, text) of each generated file from (suffix, header, source): the header first for C."""
+    ext = ".c" if target == "c" else ".py"
+    out = []
+    for suffix, header, source in files:
+        if source is None:
+            continue
+        if header is not None:
+            out.append((f"{suffix}.h", header))
+        out.append((f"{suffix}{ext}", source))
+    return out
+
+
+def _write(out, name: str, sources) -> None:
+    from pathlib import Path
+
+    from galinear._io import atomic_write_text
+
+    for suffix, text in sources:
+        path = Path(out) / f"{name}{suffix}"
+        try:
+            atomic_write_text(str(path), text)
+        except OSError as exc:
+            raise ValueError(f"cannot write {path}: {exc.strerror or exc}; choose a writable --out folder") from None
+        print(f"wrote {path}")
 
 
 def _check_out_folder(out) -> None:

@@ -1,23 +1,87 @@
-"""`galinear verify`: run the exact proofs shipped in galinear.proofs and print a table."""
+"""`galinear verify`: run the exact proofs shipped in galinear.proofs and print a table, or prove
+an identity of the user's (``--identity "lhs == rhs"``) in the signatures given."""
 import argparse
 
 from galinear.commands._report import fail
 
-HELP = "run the exact symbolic proofs (galinear.proofs) and print a table (identity, n range, result, seconds)"
+HELP = ("run the exact symbolic proofs (galinear.proofs) and print a table (identity, n range, result, seconds); "
+        "--identity proves or refutes an identity of your own")
+
+EPILOG = """examples:
+  galinear verify --only <proof name>
+  galinear verify --identity "a << (b ^ c) == (a << b) * c - (a << c) * b" --input a=1 --input b=1 --input c=1 \
+      --signatures 3,0,0 3,0,1 4,1,0
+
+--identity: one top-level == between two expressions of the inputs (operators * ^ | << >> & @ ~ + - / **,
+functions exp inv sqrt norm dual undual reverse grade, x(k) for grade parts); --input name=pattern: a grade
+(1), grades (0,2), even, odd, full, or blade names (e12,e13); --signatures p,q,r ... or all (every
+signature with p+q+r <= --max-n).
+exit status: 0 every proof (or every signature) proved; 1 one failed, timed out, was refuted or undecided;
+2 bad input."""
 
 #: Largest --n accepted. A dense product in Cl(n) has 4**n terms, so every n above a proof's
 #: default multiplies its time by at least 4; the defaults (n = 4..7) take a few minutes in all.
 N_LIMIT = 8
+#: Default seconds of a shipped proof, and of the exact step of --identity per signature.
+PROOF_TIMEOUT = 1800.0
+IDENTITY_TIMEOUT = 60.0
+#: Largest --timeout (about 116 days; the operating system's timers refuse far larger ones).
+MAX_TIMEOUT = 1e7
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--n", type=int, default=None,
                         help=f"largest n for every proof, at most {N_LIMIT} (default: each script's own bound)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
                         help="run only this proof (script name without .py; repeatable)")
     parser.add_argument("--proofs-dir", default=None, help="folder with proof scripts of your own (default: the proofs shipped in galinear.proofs)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per proof (default 1800)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds allowed per proof (default {PROOF_TIMEOUT:g}); with --identity, to the exact "
+                             f"step of each signature (default {IDENTITY_TIMEOUT:g})")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each proof's log")
+    parser.add_argument("--identity", metavar="TEXT",
+                        help='prove or refute "lhs == rhs" of your own in each --signatures (instead of the shipped proofs)')
+    parser.add_argument("--input", action="append", metavar="NAME=PATTERN",
+                        help="with --identity: an input and what it holds (repeat for each input)")
+    parser.add_argument("--signatures", nargs="+", metavar="P,Q,R",
+                        help="with --identity: the signatures, e.g. 3,0,0 3,0,1 4,1,0, or all")
+    parser.add_argument("--max-n", type=int, default=4,
+                        help=f"with --signatures all: the largest p+q+r (default 4, at most {N_LIMIT})")
+
+
+def _check_timeout(timeout) -> None:
+    import math
+
+    if timeout is not None and (not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT):
+        raise ValueError(f"--timeout must be a number of seconds > 0 and at most {MAX_TIMEOUT:g}, got {timeout}")
+
+
+def _run_identity(args) -> int:
+    """--identity: parse, check, prove in each signature, print the table."""
+    from galinear.compiler.expression import parse_identity, parse_inputs, parse_signature
+
+    mixed = [flag for flag, given in (("--n", args.n is not None), ("--only", args.only),
+                                      ("--proofs-dir", args.proofs_dir), ("--verbose", args.verbose)) if given]
+    if mixed:
+        raise ValueError(f"{', '.join(mixed)} select shipped proofs; do not combine them with --identity")
+    if not args.signatures:
+        raise ValueError("give --signatures p,q,r ... (e.g. --signatures 3,0,0 3,0,1) or --signatures all")
+    if not 1 <= args.max_n <= N_LIMIT:
+        raise ValueError(f"--max-n must be in 1..{N_LIMIT}, got {args.max_n}")
+    if args.signatures == ["all"]:
+        signatures = "all"
+    else:
+        signatures = [parse_signature(text, N_LIMIT, "--signatures") for text in args.signatures]
+    inputs = parse_inputs(args.input)
+    func = parse_identity(args.identity, list(inputs))
+    from galinear.compiler.prove import prove
+
+    report = prove(func, inputs, signatures, timeout=IDENTITY_TIMEOUT if args.timeout is None else args.timeout,
+                   max_n=args.max_n)
+    print(report.table())
+    return 0 if report.holds is True else 1
 
 
 _REQUIRED = ("IDENTITY", "N_MIN", "N_DEFAULT")
@@ -97,6 +161,16 @@ def run(args) -> int:
     import time
 
     try:
+        _check_timeout(args.timeout)
+    except ValueError as exc:
+        return fail("verify", str(exc))
+    if args.identity is not None:
+        return _run_identity(args)
+    stray = [flag for flag, given in (("--input", args.input), ("--signatures", args.signatures)) if given]
+    if stray:
+        return fail("verify", f"{', '.join(stray)} go with --identity \"lhs == rhs\"")
+    timeout = PROOF_TIMEOUT if args.timeout is None else args.timeout
+    try:
         proofs = find_proofs(args.proofs_dir)
     except ValueError as exc:
         return fail("verify", str(exc))
@@ -132,11 +206,11 @@ def run(args) -> int:
         try:
             done = subprocess.run(
                 [sys.executable, str(path), "--n", str(n_max)],
-                capture_output=True, text=True, timeout=args.timeout, env=env,
+                capture_output=True, text=True, timeout=timeout, env=env,
             )
             code, log = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired:
-            code, log = 124, f"timed out after {args.timeout:.0f} s"
+            code, log = 124, f"timed out after {timeout:.0f} s"
         seconds = time.perf_counter() - start
         result = "proved" if code == 0 else ("timeout" if code == 124 else "FAILED")
         failed += code != 0

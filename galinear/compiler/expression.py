@@ -328,13 +328,13 @@ def _parse(text: str) -> ast.Expression:
         raise ValueError(f"expression {text!r} cannot be parsed ({type(error).__name__}: {error})") from None
 
 
-def _check(tree, text: str, names) -> None:
+def _check(tree, text: str, names, kind: str = "expression") -> None:
     try:
         _Checker(names).check(tree)
     except _Refused as error:
-        raise ValueError(f"expression {text!r}: {error}") from None
+        raise ValueError(f"{kind} {text!r}: {error}") from None
     except RecursionError:
-        raise ValueError(f"expression {text!r} is nested too deeply") from None
+        raise ValueError(f"{kind} {text!r} is nested too deeply") from None
 
 
 def _make_function(names, text: str, evaluate, kind: str):
@@ -385,7 +385,7 @@ def parse_identity(text: str, names):
         raise ValueError(f"identity {text!r}: needs exactly one top-level == between two expressions, got {ops}")
     sides = (ast.Expression(body=body.left), ast.Expression(body=body.comparators[0]))
     for side in sides:
-        _check(side, text, names)
+        _check(side, text, names, "identity")
     canonical = text.strip()
 
     def evaluate(env):
@@ -396,6 +396,9 @@ def parse_identity(text: str, names):
 
 
 # ---------------------------------------------------------------------------- command-line helpers
+_PATTERN_WORDS = ("even", "odd", "full", "scalar", "vector", "bivector", "trivector", "pseudoscalar")
+
+
 def parse_pattern(text: str):
     """An input pattern from its command-line spelling: ``3`` (a grade), ``0,2`` (grades),
     ``even`` / ``odd`` / ``full`` (and the other words of the trace patterns) or blade names
@@ -409,11 +412,12 @@ def parse_pattern(text: str):
             raise ValueError(f"grade {text!r} is out of range; grades are 0..8")
         grades = [int(t) for t in items]
         return grades[0] if len(grades) == 1 else grades
-    if len(items) == 1 and "e" not in items[0].lower():
+    if len(items) == 1 and items[0].lower() in _PATTERN_WORDS:
         return items[0].lower()
-    if all("e" in t.lower() for t in items):
+    if all(t.lower().startswith("e") and t[1:].isalnum() for t in items):
         return items
-    raise ValueError(f"pattern {text!r} mixes grades and blade names; give one kind")
+    raise ValueError(f"pattern {text!r} is not a grade (2), grades (0,2), one of {', '.join(_PATTERN_WORDS)} "
+                     "or blade names (e12,e13)")
 
 
 def parse_inputs(items) -> dict:
@@ -433,16 +437,17 @@ def parse_inputs(items) -> dict:
     return out
 
 
-def parse_signature(text: str, max_n: int) -> tuple[int, int, int]:
+def parse_signature(text: str, max_n: int, label: str = "signature") -> tuple[int, int, int]:
     """``"3,0,1"`` -> ``(3, 0, 1)``, checked (non-negative, ``1 <= p+q+r <= max_n``) before anything
-    is built from it."""
-    parts = str(text).split(",")
-    if len(parts) != 3 or not all(p.strip().isdigit() and len(p.strip()) <= 3 for p in parts):
-        if len(parts) == 3 and all(p.strip().lstrip("-").isdigit() for p in parts):
-            raise ValueError(f"signature {text!r}: p, q and r must be non-negative integers of at most "
-                             f"{max_n} in all")
-        raise ValueError(f"signature must look like 3,0,1 (p,q,r), got {text!r}")
-    p, q, r = (int(x) for x in parts)
+    is built from it; ``label`` names the option in the messages."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if len(parts) != 3 or not all(part.lstrip("-").isdigit() for part in parts):
+        raise ValueError(f"{label} must look like 3,0,1 (p,q,r), got {text!r}")
+    if any(part.startswith("-") for part in parts):
+        raise ValueError(f"{label} {text!r}: p, q and r must be non-negative")
+    if any(len(part) > 4 for part in parts):
+        raise ValueError(f"{label} {text!r} is too large; give n = p+q+r with 1 <= n <= {max_n}")
+    p, q, r = (int(part) for part in parts)
     if not 1 <= p + q + r <= max_n:
-        raise ValueError(f"signature {text!r} has n = p+q+r = {p + q + r}; give 1 <= n <= {max_n}")
+        raise ValueError(f"{label} {text!r} has n = p+q+r = {p + q + r}; give 1 <= n <= {max_n}")
     return p, q, r

@@ -37,12 +37,15 @@ import time
 import types
 from dataclasses import dataclass, field
 
-__all__ = ["prove", "ProofReport", "SignatureResult", "all_signatures", "NUMERIC_TOLERANCE", "MAX_PROVE_N"]
+__all__ = ["prove", "ProofReport", "SignatureResult", "all_signatures", "NUMERIC_TOLERANCE", "MAX_PROVE_N",
+           "MAX_TIMEOUT"]
 
 #: Largest relative difference the numeric pass takes for agreement.
 NUMERIC_TOLERANCE = 1e-6
 #: Largest n = p + q + r accepted (2**n coefficients per multivector; the trace's own limit).
 MAX_PROVE_N = 8
+#: Largest timeout in seconds (about 116 days; the operating system's timers refuse far larger ones).
+MAX_TIMEOUT = 1e7
 #: Values the counterexample search draws input coefficients from, in this order.
 _POINT_SCHEDULE = ((1, 1, 8), (2, 1, 16), (3, 1, 24), (3, 2, 16))  # (largest |k|, denominator, points)
 
@@ -468,8 +471,9 @@ def prove(func, inputs: dict, signatures, *, timeout: float = 60.0, trials: int 
     """
     if not callable(func):
         raise TypeError(f"func must be a function returning (lhs, rhs), got {type(func).__name__}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout)
+            or not 0 < timeout <= MAX_TIMEOUT):
+        raise ValueError(f"timeout must be a number of seconds > 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}")
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= 100000:
         raise ValueError(f"trials must be an integer in 1..100000, got {trials!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
