@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded verify codegen fashion-mnist clean help
+.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -90,6 +90,14 @@ bench-kernels: $(STAMP)
 GRADED_ARGS ?=
 bench-graded: $(STAMP)
 	$(PY) benchmarks/bench_graded.py $(GRADED_ARGS) | tee benchmarks/results/bench_graded.md
+
+# galinear.compile's numba kernels against kingdon's add_operator (numba wrapper) and clifford on
+# user expressions (PGA, CGA, STA, Cl(3), Cl(4)), 1 to 1,000,000 rows, multiplication counts and
+# compile times; writes benchmarks/results/bench_compile.{md,json}. A smoke run:
+# make bench-compile COMPILE_ARGS=--quick. The docs section: benchmarks/bench_compile.py --markdown
+COMPILE_ARGS ?=
+bench-compile: $(STAMP)
+	$(PY) benchmarks/bench_compile.py $(COMPILE_ARGS)
 
 # CPU seconds of one train-mlp step (default configuration), every sandwich backend side by side (prints only)
 bench-mlp: $(STAMP)
