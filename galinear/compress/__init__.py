@@ -10,8 +10,10 @@ NeurIPS 2025, arXiv 2507.11688), with the leaks of its reference code fixed. Mai
 - :func:`log_perplexity`: held-out ln PPL with strided scoring;
 - :func:`save_compressed` / :func:`load_compressed`: a compressed model's replacement modules;
 - :func:`load` (with :func:`save`, ``--save DIR``): a kept compressed model, safetensors + JSON;
-  :func:`export_dense` bakes linear replacements into ``nn.Linear``.
+  :func:`export_dense` bakes linear replacements into ``nn.Linear``; :func:`register` lets
+  ``transformers.AutoModelForCausalLM.from_pretrained(folder)`` load a kept folder.
 """
+from galinear.compress.auto import register
 from galinear.compress.evaluate import log_perplexity, log_perplexity_direct
 from galinear.compress.methods import METHODS, MethodSpec, build_module, count_parameters
 from galinear.compress.models import LoadedModel, check_model, load_model
@@ -23,4 +25,5 @@ __all__ = [
     "METHODS", "MethodSpec", "build_module", "count_parameters", "LoadedModel", "check_model", "load_model",
     "Study", "StudyConfig", "load_compressed", "save_compressed", "PAPER_SETS_NOTE", "Windows", "split_windows",
     "tokenize", "log_perplexity", "log_perplexity_direct", "load", "save", "export_dense",
+    "register",
 ]

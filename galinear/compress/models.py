@@ -79,6 +79,31 @@ def _atomic_save_pretrained(model, tokenizer, target: str) -> None:
         tokenizer.save_pretrained(tmp)
 
 
+#: File endings of pickled weights (PyTorch's .bin/.pt/.pth, Lightning's .ckpt, plain pickles): never loaded.
+PICKLED_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+
+
+def check_safe_weights(folder: str) -> None:
+    """Raise ValueError unless the model folder ``folder`` holds its weights as safetensors
+    (``model.safetensors`` or a sharded ``model.safetensors.index.json``). A folder with only
+    pickled weights (``pytorch_model.bin`` and the like) is refused by name: unpickling a file can
+    run code, so galinear never does it."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as error:
+        raise ValueError(f"{folder!r} cannot be listed ({error.strerror or error}); pass a readable model folder") from None
+    if any(name in names for name in SAFE_WEIGHTS):
+        return
+    pickled = [name for name in names if name.endswith(PICKLED_WEIGHTS)]
+    if pickled:
+        raise ValueError(f"{folder} holds its weights only as pickled files ({', '.join(pickled[:3])}), which galinear "
+                         "never loads (unpickling can run code); convert them once with a transformers you trust "
+                         "(model.save_pretrained(DIR) writes model.safetensors), or use the model's GGUF file")
+    raise ValueError(f"{folder} holds no model.safetensors (nor model.safetensors.index.json); pass a folder written "
+                     "by save_pretrained, or a GGUF file")
+
+
 def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cache: bool = True,
                dtype: str = "float32") -> LoadedModel:
     """Load a causal LM and its tokenizer in float32, in eval mode.
@@ -88,7 +113,9 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     source : str
         ``"smollm2-135m"`` (the embedded default), a local folder (``save_pretrained`` layout or
         a folder with a GGUF file named by ``gguf_file``), or a hub name (downloads only when
-        ``HF_HUB_OFFLINE`` is unset and a network is reachable).
+        ``HF_HUB_OFFLINE`` is unset and a network is reachable). Weights are read from
+        safetensors or GGUF files only: a folder with only pickled weights is refused
+        (:func:`check_safe_weights`).
     gguf_file : str, optional
         GGUF file name inside ``source``; its weights are dequantised.
     cache : bool
@@ -116,7 +143,7 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
             raise ValueError(f"GGUF file {gguf_file!r} not found in {folder!r}")
         cached = os.path.join(cache_root(), "models", name.replace(os.sep, "_") + f"-{dtype}")
         if cache and os.path.exists(os.path.join(cached, "config.json")):
-            model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype, use_safetensors=True)
             tokenizer = AutoTokenizer.from_pretrained(cached)
         else:
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch_dtype)
@@ -128,7 +155,9 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
         if not os.path.isdir(source) and os.environ.get("HF_HUB_OFFLINE") == "1":
             raise ValueError(f"{source!r} is not a local folder and HF_HUB_OFFLINE=1 forbids downloads; "
                              "pass a folder made by save_pretrained, or a GGUF file")
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        if os.path.isdir(source):
+            check_safe_weights(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, use_safetensors=True)
         tokenizer = AutoTokenizer.from_pretrained(source)
     model.eval()
     for p in model.parameters():

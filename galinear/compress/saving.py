@@ -13,20 +13,26 @@ set) under DIR, and ``DIR/index.json`` listing them. A folder holds
   networks' fixed permutations included), keys ``<layer>.<projection>.<name>``. Integer buffers
   are stored in the narrowest of int16 and int32 that holds their values (a permutation of 512
   takes 1 kB instead of 4 kB) and widened back to the module's int64 on load;
+- ``config.json``: only the model type ``galinear_compressed``, which transformers does not know:
+  plain ``transformers.AutoModelForCausalLM.from_pretrained`` on the folder refuses it instead of
+  building the model with random weights in place of the replacements; after
+  :func:`galinear.compress.register` it loads the folder as :func:`load` does
+  (:mod:`galinear.compress.auto`);
 - ``README.md``: how to load it.
 
-There is deliberately no ``config.json``: ``transformers.AutoModelForCausalLM.from_pretrained``
-on the folder fails with "does not appear to have a file named config.json" instead of building
-the model with randomly initialised q/k/v projections. The one-liner is::
+The source is recorded as given and, for a local one, as its resolved absolute path
+(``source_path``) and that path relative to the folder (``source_from_folder``), beside the
+whole-model SHA-256 that identifies it. The one-liner is::
 
     model = galinear.compress.load("DIR/rotor-...")          # loads the original model, then installs the replacements
     model = galinear.compress.load("DIR/rotor-...", model)   # into a model you already loaded (checked first)
 
 Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``. :func:`load`
 trusts nothing in the folder: both files must be regular files of a plausible size (checked
-before they are read), every field is checked against the model, and every tensor against its
-role (dtype, shape, finite values, permutations that are permutations) and its SHA-256, before
-any replacement is installed. Folders of the previous format (no checksums) are refused with the
+before they are read), every tensor is checked against its role (dtype, shape, finite values,
+permutations that are permutations) and its SHA-256 before the original model is looked for, and
+every field against the model before any replacement is installed. The recorded source is read
+only from safetensors or GGUF files (:func:`load_source`). Folders of the previous format (no checksums) are refused with the
 way to rewrite them.
 
 For the linear replacements (LR and BH, Adam-fitted or closed-form LR*/BH*, the single linear
@@ -60,8 +66,9 @@ Replacements of attention projections of `{name}` ({method}; layers {layers}).
     model = galinear.compress.load("{folder}")          # loads {name}, installs the replacements
     model = galinear.compress.load("{folder}", model)   # or into a model already loaded (checked)
 
-`transformers.AutoModelForCausalLM.from_pretrained` cannot read this folder on purpose (it would
-build random q/k/v projections). For the linear replacements (LR, BH, LR*, BH*, RotorLinear),
+Plain `transformers.AutoModelForCausalLM.from_pretrained` refuses this folder on purpose (it would
+build random q/k/v projections); after `galinear.compress.register()` it loads it as
+`galinear.compress.load` does. For the linear replacements (LR, BH, LR*, BH*, RotorLinear),
 `galinear.compress.export_dense(model)` turns the loaded model into a plain one
 (`model.save_pretrained(...)` then works); the paper's rotor network is nonlinear and cannot be
 baked.
@@ -107,6 +114,21 @@ def identity(model, source: str | None = None, gguf_file: str | None = None, nam
     }
 
 
+def source_location(source: str | None, folder: str) -> dict:
+    """Where a local source lies, recorded beside its SHA-256: ``source_path``, its resolved
+    absolute path, and ``source_from_folder``, the same path relative to the folder being written
+    (so a tree moved as a whole still finds it). Both None for a named source (the embedded
+    default or a hub name)."""
+    if not source or source == models.DEFAULT_MODEL or not os.path.exists(source):
+        return {"source_path": None, "source_from_folder": None}
+    path = os.path.realpath(source)
+    try:
+        relative = os.path.relpath(path, os.path.realpath(folder))
+    except ValueError:  # another drive
+        relative = None
+    return {"source_path": path, "source_from_folder": relative}
+
+
 def _settings(module) -> dict:
     keys = ("in_features", "out_features", "rank", "blocks", "depth", "hidden", "hidden_layers", "breadth")
     return {k: int(getattr(module, k)) for k in keys if isinstance(getattr(module, k, None), int)}
@@ -134,12 +156,16 @@ def save(folder: str, model, replacements: dict, spec, *, source: str | None = N
                         "module": type(module).__module__, "bias": getattr(module, "bias", None) is not None,
                         "settings": _settings(module), "tensors": describe_tensors(state)})
     layers = sorted({layer for layer, _ in replacements})
-    config = {"format": FORMAT, "model": identity(model, source, gguf_file, name, reuse=True),
+    config = {"format": FORMAT, "model": {**identity(model, source, gguf_file, name, reuse=True),
+                                          **source_location(source, folder)},
               "method": spec.to_dict(), "method_tag": spec.tag(), "layers": layers, "modules": entries,
               **(extra or {})}
+    from galinear.compress import auto
+
     with _io.atomic_folder(folder) as tmp:
         save_file(tensors, os.path.join(tmp, TENSORS), metadata={"format": FORMAT})
         _io.save_json(os.path.join(tmp, CONFIG), config)
+        _io.save_json(os.path.join(tmp, auto.CONFIG_JSON), auto.config_json())
         _io.atomic_write_text(os.path.join(tmp, "README.md"), _README.format(
             name=name or source, method=methods.display_name(spec.name), layers=",".join(map(str, layers)),
             folder=os.path.abspath(folder)))
@@ -201,9 +227,14 @@ def _check_config(config: dict, path: str) -> None:
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
         if saved.get(key) is not None and not integer(saved[key], 1):
             raise bad(f"model {key} must be a positive integer, got {saved[key]!r}")
-    for key in ("source", "gguf_file", "name", "model_type", "dtype"):
+    for key in ("source", "gguf_file", "name", "model_type", "dtype", "source_path", "source_from_folder"):
         if saved.get(key) is not None and not isinstance(saved[key], str):
             raise bad(f"model {key} must be a string, got {saved[key]!r}")
+    if saved.get("source_path") is not None and not os.path.isabs(saved["source_path"]):
+        raise bad(f"model source_path must be an absolute path, got {saved['source_path']!r}")
+    gguf = saved.get("gguf_file")
+    if gguf is not None and not gguf.endswith(".gguf"):
+        raise bad(f"model gguf_file must name a .gguf file, got {gguf!r}")
     digest = saved.get("weights_sha256")
     if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
         raise bad(f"model weights_sha256 must be 64 hex digits, got {digest!r}")
@@ -341,29 +372,73 @@ def method_spec(data, where: str):
         raise ValueError(f"{where}: the recorded method is not one this galinear builds ({error}); {_FIX}") from None
 
 
-def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer: bool = False):
-    """Rebuild a compressed model from a folder written by :func:`save` (or ``--save``).
+def source_places(config: dict) -> list:
+    """Where :func:`load_source` looks for a folder's original model, in order: the recorded
+    absolute path; the recorded path relative to the folder's own location; the recorded source
+    as written (absolute, or relative to the folder, then to the working directory). Empty for
+    the embedded default model."""
+    saved = config["model"]
+    source = saved.get("source")
+    if source == models.DEFAULT_MODEL:
+        return []
+    here = os.path.realpath(config["_folder"])
+    places = [saved.get("source_path")]
+    if saved.get("source_from_folder"):
+        places.append(os.path.normpath(os.path.join(here, saved["source_from_folder"])))
+    if source:
+        places += [source] if os.path.isabs(source) else [os.path.normpath(os.path.join(here, source)),
+                                                          os.path.abspath(source)]
+    return list(dict.fromkeys(p for p in places if p))
 
-    Without ``model`` the original model is loaded as recorded (:func:`galinear.compress.load_model`
-    on its source); with one, it is checked (family, widths, shapes, whole-model SHA-256). Every
-    tensor is checked against its role and its recorded SHA-256 before anything is installed;
-    then the replacements are installed into the model in place. Returns the model (and its
-    tokenizer with ``with_tokenizer``, which needs ``model=None``).
-    """
-    _require_safetensors()
-    config = read_config(folder)
+
+def _missing_source(config: dict, places: list, why: str) -> ValueError:
+    folder, source = config["_folder"], config["model"].get("source")
+    looked = f" (looked at {', '.join(places)})" if places else ""
+    return ValueError(f"{folder}: its original model {source!r} cannot be found{looked}{why}; give the original "
+                      f"model: `galinear generate {folder} --model PATH`, or load it (galinear.compress.load_model("
+                      "PATH)) and pass it: galinear.compress.load(folder, model)")
+
+
+def load_source(config: dict):
+    """The original model of a checked folder (:func:`read_config`), as a
+    :class:`~galinear.compress.models.LoadedModel`, found as :func:`source_places` says.
+
+    Weights are read only from safetensors files or a GGUF file: a folder holding only pickled
+    weights is refused by name (:func:`galinear.compress.models.check_safe_weights`), and
+    ``from_pretrained`` is told to use safetensors. A source found nowhere raises ValueError naming
+    the places looked at and the two ways to give the model. The caller checks the loaded model
+    against the folder (:func:`check_identity`)."""
+    saved, folder = config["model"], config["_folder"]
+    source, gguf = saved.get("source"), saved.get("gguf_file")
+    if not source:
+        raise ValueError(f"{folder} does not say where its original model comes from; pass the model: "
+                         "galinear.compress.load(folder, model) (or `galinear generate FOLDER --model PATH`)")
+    if source == models.DEFAULT_MODEL:
+        return models.load_model(source, gguf)
+    places = source_places(config)
+    found = next((p for p in places if os.path.exists(p)), None)
+    if found is None:
+        if saved.get("source_path") or os.environ.get("HF_HUB_OFFLINE") == "1":
+            why = "" if saved.get("source_path") else ", and HF_HUB_OFFLINE=1 forbids reading it as a hub name"
+            raise _missing_source(config, places, why)
+        return models.load_model(source, gguf)  # a hub name: safetensors only (models.load_model)
+    if os.path.isdir(found):
+        if gguf is not None:
+            if not os.path.isfile(os.path.join(found, gguf)):
+                raise _missing_source(config, [os.path.join(found, gguf)], f": {found} holds no GGUF file {gguf}")
+        else:
+            models.check_safe_weights(found)
+    elif not found.endswith(".gguf"):
+        raise ValueError(f"{folder}: its original model {found} is a file but not a GGUF model; pass the model "
+                         "folder: galinear.compress.load(folder, model) or `galinear generate FOLDER --model PATH`")
+    return models.load_model(found, gguf)
+
+
+def checked_replacements(config: dict) -> dict:
+    """{(layer, projection): module} for a folder read by :func:`read_config`: every module built
+    as recorded, every tensor checked against its role and its recorded SHA-256, nothing installed
+    (the folder's own checks, which need no model)."""
     folder = config["_folder"]
-    tokenizer = None
-    if model is None:
-        saved = config["model"]
-        if not saved.get("source"):
-            raise ValueError(f"{folder} does not say where its original model comes from; pass the model: "
-                             "galinear.compress.load(folder, model)")
-        loaded = models.load_model(saved["source"], saved.get("gguf_file"))
-        model, tokenizer = loaded.model, loaded.tokenizer
-    elif with_tokenizer:
-        raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
-    check_identity(config, model, check_weights)
     spec = method_spec(config["method"], folder)
     built = {}
     for entry in config["modules"]:
@@ -381,7 +456,31 @@ def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer:
         prefix = f"{layer}.{proj}."
         state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
         checked_module(where, module, state, entry["tensors"])
-    for (layer, proj), (module, _, _) in built.items():  # installed only once every module was checked
+    return {key: module for key, (module, _, _) in built.items()}
+
+
+def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer: bool = False):
+    """Rebuild a compressed model from a folder written by :func:`save` (or ``--save``).
+
+    The folder is checked first, on its own: its JSON field by field, every module built as
+    recorded and every tensor checked against its role and its recorded SHA-256. Then, without
+    ``model``, the original model is loaded from its recorded source (:func:`load_source`:
+    the recorded absolute path, then the path relative to the folder; safetensors or GGUF only);
+    with one, that model is used. Either is checked against the folder (family, widths, shapes,
+    whole-model SHA-256) before the replacements are installed in place. Returns the model (and
+    its tokenizer with ``with_tokenizer``, which needs ``model=None``).
+    """
+    _require_safetensors()
+    if model is not None and with_tokenizer:
+        raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
+    config = read_config(folder)
+    replacements = checked_replacements(config)
+    tokenizer = None
+    if model is None:
+        loaded = load_source(config)
+        model, tokenizer = loaded.model, loaded.tokenizer
+    check_identity(config, model, check_weights)
+    for (layer, proj), module in replacements.items():  # installed only once every check passed
         models.set_projection(model, layer, proj, module)
     model.eval()
     guard_save_pretrained(model)
@@ -478,5 +577,6 @@ def export_dense(model, layers=None):
     return model
 
 
-__all__ = ["save", "load", "export_dense", "identity", "read_config", "check_identity", "write_index",
+__all__ = ["save", "load", "export_dense", "identity", "read_config", "check_identity", "write_index", "load_source",
+           "source_places", "source_location", "checked_replacements",
            "guard_save_pretrained"]

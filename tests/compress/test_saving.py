@@ -38,7 +38,7 @@ def test_round_trip_is_exact(saved_study, method):
     if method == "rotor":
         folder = [n for n in index["models"] if n.startswith("rotor")][0]
     path = root / "keep" / folder
-    assert sorted(os.listdir(path)) == ["README.md", "galinear_compressed.json", "replacements.safetensors"]
+    assert sorted(os.listdir(path)) == ["README.md", "config.json", "galinear_compressed.json", "replacements.safetensors"]
     fresh = load(str(path), tiny_llama())
     expected = {"rotor": "RotorNetwork", "lr1-cf": "LowRankLinear", "bh1-cf": "BlockHadamardLinear"}[method]
     assert type(models.projection(fresh, 2, "v_proj")).__name__ == expected

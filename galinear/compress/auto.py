@@ -1,0 +1,106 @@
+"""Loading a kept compressed-model folder the way Hugging Face users load models.
+
+After :func:`register`, ``transformers.AutoModelForCausalLM.from_pretrained(folder)`` loads a folder
+written by :func:`galinear.compress.save` (``galinear compress ... --save DIR``) exactly as
+:func:`galinear.compress.load` does: the folder checked on its own, the original model loaded from
+its recorded source (safetensors or GGUF only) and checked against the folder's whole-model SHA-256,
+then the replacements installed. Without :func:`register`, ``from_pretrained`` refuses the folder:
+its ``config.json`` names the model type ``galinear_compressed``, which transformers does not know,
+so no model is built with random weights in place of the replacements.
+
+Why a registration and not modelling code shipped in each folder (``trust_remote_code=True``):
+the folder stays data only (JSON and safetensors), so loading one never runs code that came with
+it; the code that loads it is the installed galinear, the same for every folder and the same
+version as the checks; and the route adds nothing to trust for folders from elsewhere.
+"""
+from __future__ import annotations
+
+import os
+
+MODEL_TYPE = "galinear_compressed"
+CONFIG_JSON = "config.json"
+ARCHITECTURE = "GalinearCompressedForCausalLM"
+_HOW = ("load it with galinear.compress.load(folder), or call galinear.compress.register() once and then "
+        "transformers.AutoModelForCausalLM.from_pretrained(folder)")
+
+#: Keyword arguments that AutoModelForCausalLM.from_pretrained passes on by itself (hub settings,
+#: meaningless for a local folder, and the remote-code switch, which this route never needs).
+_PASSED_ON = {"cache_dir", "force_download", "local_files_only", "proxies", "revision", "token", "_from_auto",
+              "trust_remote_code", "adapter_kwargs", "code_revision", "subfolder"}
+
+
+def config_json() -> dict:
+    """The ``config.json`` of a kept folder: the model type that only :func:`register` maps."""
+    return {"model_type": MODEL_TYPE, "architectures": [ARCHITECTURE],
+            "galinear_note": f"a compressed model written by galinear: {_HOW}"}
+
+
+def _from_pretrained(folder, args: tuple, kwargs: dict):
+    from galinear.compress import saving
+
+    if args:
+        raise ValueError(f"a galinear compressed folder takes no positional model arguments, got {len(args)}; {_HOW}")
+    if kwargs.get("subfolder"):
+        raise ValueError(f"subfolder={kwargs['subfolder']!r}: pass the compressed-model folder itself")
+    dtype = kwargs.pop("dtype", None) or kwargs.pop("torch_dtype", None)
+    if dtype not in (None, "auto", "float32") and str(dtype) != "torch.float32":
+        raise ValueError(f"dtype={dtype!r}: a compressed folder loads in float32, the dtype its original model's "
+                         "checksum and its replacements were recorded in; load it, then call model.to(dtype)")
+    unknown = sorted(k for k, v in kwargs.items() if k not in _PASSED_ON and k not in ("dtype", "torch_dtype")
+                     and v is not None)
+    if unknown:
+        raise ValueError(f"from_pretrained options {', '.join(unknown)} do not apply to a galinear compressed folder "
+                         "(it loads on the CPU in float32, then model.to(...) moves it); leave them out")
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise ValueError(f"{folder!r} is not a local folder; a galinear compressed folder loads from disk only "
+                         "(download the folder first)")
+    return saving.load(folder)
+
+
+_CLASSES = None
+
+
+def _classes():
+    """(config class, model class), built once (transformers is imported here, not at import)."""
+    global _CLASSES
+    if _CLASSES is None:
+        import transformers
+
+        base = getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig
+
+        class GalinearCompressedConfig(base):
+            """The ``config.json`` of a galinear compressed-model folder (it holds no model settings:
+            those are in galinear_compressed.json, read and checked by galinear.compress.load)."""
+
+            model_type = MODEL_TYPE
+
+        class GalinearCompressedForCausalLM:
+            """What AutoModelForCausalLM builds for a galinear folder: its ``from_pretrained`` returns
+            the original model class (e.g. LlamaForCausalLM) with the replacements installed."""
+
+            config_class = GalinearCompressedConfig
+
+            @classmethod
+            def from_pretrained(cls, pretrained_model_name_or_path, *args, config=None, **kwargs):
+                return _from_pretrained(pretrained_model_name_or_path, args, kwargs)
+
+        GalinearCompressedForCausalLM.__name__ = GalinearCompressedForCausalLM.__qualname__ = ARCHITECTURE
+        _CLASSES = (GalinearCompressedConfig, GalinearCompressedForCausalLM)
+    return _CLASSES
+
+
+def register() -> None:
+    """Teach ``transformers.AutoConfig`` and ``AutoModelForCausalLM`` the galinear folder type, so
+    that ``AutoModelForCausalLM.from_pretrained(folder)`` loads a kept compressed model (module doc).
+    Calling it again does nothing more. Needs transformers (``pip install galinear[models]``)."""
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError:
+        raise ValueError("galinear.compress.register needs transformers: pip install galinear[models]") from None
+    config_class, model_class = _classes()
+    AutoConfig.register(MODEL_TYPE, config_class, exist_ok=True)
+    AutoModelForCausalLM.register(config_class, model_class, exist_ok=True)
+
+
+__all__ = ["register", "config_json", "MODEL_TYPE", "CONFIG_JSON"]
