@@ -129,15 +129,15 @@ def _run_expression(args) -> int:
     if args.out:
         _check_out_folder(args.out)
 
-    import galinear
     from galinear.blades import metric_from_signature
+    from galinear.compiler import compile as compile_kernel
     from galinear.compiler.build import build
+    from galinear.core import Algebra
 
     kernel = None
     try:
         if args.verify:
-            kernel = galinear.compile(func, galinear.Algebra(*signature), inputs, target=args.target, grad=args.grad,
-                                      name=name)
+            kernel = compile_kernel(func, Algebra(*signature), inputs, target=args.target, grad=args.grad, name=name)
             forward = kernel[0] if args.grad else kernel
             files = [("", forward.header, forward.source)]
             if forward.backward is not None:

@@ -348,7 +348,7 @@ def _make_function(names, text: str, evaluate, kind: str):
     function.__signature__ = signature
     function.__name__ = function.__qualname__ = kind
     function.__doc__ = f"{kind} {text!r} of ({', '.join(names)})"
-    function.__galinear_source__ = f"galinear.{kind}({', '.join(names)}): {text}"
+    function.__galinear_source__ = f"{kind} text, inputs ({', '.join(names)}): {text}"
     function.expression = text
     return function
 
