@@ -103,4 +103,16 @@ def register() -> None:
     AutoModelForCausalLM.register(config_class, model_class, exist_ok=True)
 
 
-__all__ = ["register", "config_json", "MODEL_TYPE", "CONFIG_JSON"]
+def unregister() -> None:
+    """Undo :func:`register` in this process (plain ``from_pretrained`` refuses the folders again),
+    e.g. between tests. Does nothing when nothing is registered."""
+    if _CLASSES is None:
+        return
+    from transformers import AutoModelForCausalLM
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    AutoModelForCausalLM._model_mapping._extra_content.pop(_CLASSES[0], None)
+    CONFIG_MAPPING._extra_content.pop(MODEL_TYPE, None)
+
+
+__all__ = ["register", "unregister", "config_json", "MODEL_TYPE", "CONFIG_JSON"]
