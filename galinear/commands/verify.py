@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"step of each signature (default {IDENTITY_TIMEOUT:g})")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each proof's log")
     parser.add_argument("--identity", metavar="TEXT",
-                        help='prove or refute "lhs == rhs" of your own in each --signatures (instead of the shipped proofs)')
+                        help='prove or refute "lhs == rhs" of your own in each --signatures '
+                             "(instead of the shipped proofs)")
     parser.add_argument("--input", action="append", metavar="NAME=PATTERN",
                         help="with --identity: an input and what it holds (repeat for each input)")
     parser.add_argument("--signatures", nargs="+", metavar="P,Q,R",

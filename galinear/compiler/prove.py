@@ -113,7 +113,8 @@ class ProofReport:
         for r in self.results:
             if r.status == "refuted":
                 lines.append(f"{','.join(map(str, r.signature))}: counterexample "
-                             + "; ".join(f"{name} = {_format_mv(blades_)}" for name, blades_ in r.counterexample.items()))
+                             + "; ".join(f"{name} = {_format_mv(values)}"
+                                         for name, values in r.counterexample.items()))
                 lines.append(f"    lhs - rhs = {_format_mv(r.nonzero)}")
             elif r.note:
                 lines.append(f"{','.join(map(str, r.signature))}: {r.note}")
@@ -153,7 +154,8 @@ def _signatures(signatures, max_n) -> list[tuple[int, int, int]]:
         raise ValueError(f"max_n must be an integer in 1..{MAX_PROVE_N}, got {max_n!r}")
     if isinstance(signatures, str):
         if signatures != "all":
-            raise ValueError(f"signatures must be a list of (p, q, r), a galinear.Algebra or 'all', got {signatures!r}")
+            raise ValueError(f"signatures must be a list of (p, q, r), a galinear.Algebra or 'all', "
+                             f"got {signatures!r}")
         return all_signatures(max_n)
     if hasattr(signatures, "signature") and hasattr(signatures, "metric"):
         signatures = [signatures]
@@ -174,7 +176,8 @@ def _signatures(signatures, max_n) -> list[tuple[int, int, int]]:
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (p, q, r)):
             raise ValueError(f"a signature holds three non-negative integers, got {item!r}")
         if not 1 <= p + q + r <= MAX_PROVE_N:
-            raise ValueError(f"signature {item!r} has n = {p + q + r}; identities are proved for 1 <= n <= {MAX_PROVE_N}")
+            raise ValueError(f"signature {item!r} has n = {p + q + r}; identities are proved for "
+                             f"1 <= n <= {MAX_PROVE_N}")
         out.append((p, q, r))
     return out
 
@@ -421,7 +424,8 @@ def _run_limited(func, names, metric, inputs, seed, timeout: float) -> dict:
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a process with threads: the child only runs sympy
+        # forking a process that has threads: the child runs only sympy, no thread it lacks
+        warnings.simplefilter("ignore", DeprecationWarning)
         process = ctx.Process(target=_child, args=(send, func, names, metric, inputs, seed), daemon=True)
         process.start()
     send.close()
