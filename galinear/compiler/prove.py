@@ -395,13 +395,17 @@ def _domain_note(graph) -> str:
     return f"proved where {' and '.join(where)}" if where else ""
 
 
+def _guarded(func, names, metric, inputs, seed) -> dict:
+    """:func:`_exact`, with any failure reported as undecided (and why)."""
+    try:
+        return _exact(func, names, metric, inputs, seed)
+    except Exception as error:  # noqa: BLE001 - reported to the caller as undecided
+        return {"status": "undecided", "note": f"the exact step failed: {type(error).__name__}: {error}"}
+
+
 def _child(conn, func, names, metric, inputs, seed):  # pragma: no cover - runs in the child
     try:
-        result = _exact(func, names, metric, inputs, seed)
-    except BaseException as error:  # noqa: BLE001 - reported to the parent as undecided
-        result = {"status": "undecided", "note": f"the exact step failed: {type(error).__name__}: {error}"}
-    try:
-        conn.send(result)
+        conn.send(_guarded(func, names, metric, inputs, seed))
     finally:
         conn.close()
 
@@ -414,7 +418,7 @@ def _run_limited(func, names, metric, inputs, seed, timeout: float) -> dict:
     stopped = {"status": "undecided", "note": f"the exact step did not finish within {timeout:g} s"}
     if "fork" not in mp.get_all_start_methods():
         box = {}
-        worker = threading.Thread(target=lambda: box.setdefault("r", _exact(func, names, metric, inputs, seed)),
+        worker = threading.Thread(target=lambda: box.setdefault("r", _guarded(func, names, metric, inputs, seed)),
                                   daemon=True)
         worker.start()
         worker.join(timeout)

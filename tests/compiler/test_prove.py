@@ -169,3 +169,21 @@ def test_galinear_prove_stays_callable_after_the_module_is_imported():
 
     for entry in (galinear.prove, galinear.compiler.prove):
         assert entry(lambda a: (a, a), {"a": 1}, [(1, 0, 0)], trials=1).holds is True
+
+
+def test_without_fork_the_step_runs_in_a_thread_and_still_stops(monkeypatch):
+    import multiprocessing
+
+    module = sys.modules["galinear.compiler.prove"]
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    report = prove(lc_of_wedge, {"a": 1, "b": 1, "c": 1}, [(2, 0, 0)], trials=1)
+    assert report.holds is True
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(module, "_exact", fails)
+    start = time.perf_counter()
+    report = prove(lc_of_wedge, {"a": 1, "b": 1, "c": 1}, [(2, 0, 0)], trials=1, timeout=30)
+    assert time.perf_counter() - start < 10
+    assert report.results[0].status == "undecided" and "RuntimeError: boom" in report.results[0].note
