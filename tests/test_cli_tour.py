@@ -17,6 +17,17 @@ def test_tour_passes(capsys):
     assert "listed angles - the angles set" in out
 
 
+@pytest.mark.parametrize("n", range(2, 9))
+def test_tour_passes_in_every_dimension_with_tolerances_in_ulps(capsys, n):
+    """Every n the tour offers, with seed 17 (whose random Cl(8) multivector is singular to working
+    precision: the tour inverts 1 + X / 2^(n/2) instead); each tolerance is a stated ULP budget."""
+    assert main(["tour", "--n", str(n), "--seed", "17"]) == 0
+    out = capsys.readouterr().out
+    checks = [line for line in out.splitlines() if "max error" in line]
+    assert checks and all(" ulp = " in line and line.endswith(" ok") for line in checks), out
+    assert "(tol 0 ulp" not in out  # no comparison of two rounding paths at zero tolerance
+
+
 @pytest.mark.parametrize("args,message", [(["--n", "12"], "--n must be between 2 and 8, got 12"),
                                           (["--seed", "-3"], "--seed must be a non-negative integer, got -3")])
 def test_tour_rejects_bad_arguments(capsys, args, message):
