@@ -83,6 +83,45 @@ def _read(folder: str) -> dict:
     return payload["entries"]
 
 
+def _integer(value, minimum: int = 0) -> bool:
+    """True for a JSON integer (not a bool, not a float such as 1e400 or 1.5) >= ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _entry_fields(folder: str, key: str, e: dict):
+    """(tag, layers, seed, params_per_layer, dense_params_per_layer) of a results entry, checked:
+    a ValueError names the folder, the entry and the field that is not what `galinear compress` writes."""
+    def bad(field, value, what):
+        return ValueError(f"{folder}: entry {key!r} has {field} = {value!r}, not {what}; the results.json was "
+                          "changed or damaged: rerun `galinear compress` into a fresh folder")
+
+    missing = [name for name in ("tag", "layers", "seed", "params_per_layer", "dense_params_per_layer") if name not in e]
+    if missing:
+        raise ValueError(f"{folder}: entry {key!r} lacks {', '.join(missing)}; not a `galinear compress` results entry")
+    layers = e["layers"]
+    if not isinstance(layers, list) or not layers or not all(_integer(x) for x in layers):
+        raise bad("layers", layers, "a non-empty list of layer indices >= 0")
+    if len(set(layers)) != len(layers):
+        raise bad("layers", layers, "a list of distinct layer indices")
+    for name, minimum in (("seed", 0), ("params_per_layer", 0), ("dense_params_per_layer", 1)):
+        if not _integer(e[name], minimum):
+            raise bad(name, e[name], f"an integer >= {minimum}")
+    if not isinstance(e["tag"], str):
+        raise bad("tag", e["tag"], "a string")
+    return e["tag"], tuple(layers), e["seed"], e["params_per_layer"], e["dense_params_per_layer"]
+
+
+def _subset(folder: str, key: str, e: dict) -> tuple:
+    """(windows, of, window) of an entry: each an integer >= 1 or absent (None)."""
+    subset = (e.get("windows"), e.get("of"), e.get("window"))
+    for name, value in zip(("windows", "of", "window"), subset):
+        if value is not None and not _integer(value, 1):
+            raise ValueError(f"{folder}: entry {key!r} has {name} = {value!r}, not a count of windows (an integer "
+                             ">= 1); the results.json was changed or damaged: rerun `galinear compress` into a fresh "
+                             "folder")
+    return subset
+
+
 def _describe(subset: tuple) -> str:
     windows, of, window = subset
     return f"{windows} of {of} windows of {window} tokens" if of is not None else f"{windows} windows"
@@ -112,7 +151,7 @@ def collect(run_folders, dataset: str = "wikitext2", layers_total: int = 30, mix
             log_ppl = e.get("log_ppl")
             if isinstance(log_ppl, bool) or not isinstance(log_ppl, (int, float)) or not math.isfinite(log_ppl):
                 raise ValueError(f"{folder}: entry {key!r} has no finite log_ppl ({log_ppl!r})")
-            subset = (e.get("windows"), e.get("of"), e.get("window"))
+            subset = _subset(folder, key, e)
             subsets.setdefault(subset, folder)
             other = next((s for s in subsets if s != subset), None)
             if other is not None and not mixed_subsets:
@@ -128,13 +167,7 @@ def collect(run_folders, dataset: str = "wikitext2", layers_total: int = 30, mix
             if e.get("method") == "original":
                 originals.setdefault(subset, (folder, log_ppl))
                 continue
-            try:
-                tag, layers, seed = e["tag"], tuple(int(x) for x in e["layers"]), int(e["seed"])
-                counted = int(e["params_per_layer"]) >= 0 and int(e["dense_params_per_layer"]) > 0
-            except (KeyError, TypeError, ValueError):
-                counted = False
-            if not counted:
-                raise ValueError(f"{folder}: entry {key!r} lacks tag, layers, seed or parameter counts")
+            tag, layers, seed, _, _ = _entry_fields(folder, key, e)
             group = groups.setdefault((tag, layers, subset), {"e": e, "scores": {}, "folders": []})
             group["scores"][seed] = float(log_ppl)
             if folder not in group["folders"]:

@@ -216,3 +216,31 @@ def test_per_layer_share_compares_budgets_at_one_layer_set(tmp_path):
     with pytest.raises(ValueError, match="one layer set"):
         pareto.collect([small, other], per_layer=True)
     assert len(pareto.collect([small, other])) == 3
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("layers", [-1], "layers = [-1], not a non-empty list of layer indices >= 0"),
+    ("layers", [1.5], "not a non-empty list of layer indices"),
+    ("layers", [], "not a non-empty list of layer indices"),
+    ("layers", [3, 3], "not a list of distinct layer indices"),
+    ("params_per_layer", "1e400", "params_per_layer = inf, not an integer >= 0"),
+    ("params_per_layer", 2607.5, "params_per_layer = 2607.5, not an integer >= 0"),
+    ("seed", True, "seed = True, not an integer >= 0"),
+    ("windows", [8], "windows = [8], not a count of windows"),
+    ("windows", {"n": 8}, "windows = {'n': 8}, not a count of windows"),
+    ("of", 0, "of = 0, not a count of windows"),
+])
+def test_impossible_entries_are_one_line_errors(tmp_path, capsys, field, value, message):
+    """Values `galinear compress` never writes (a negative layer, 1e400 parameters, windows as a
+    list or a mapping) are refused naming the field, not read as layer -1 or raised as OverflowError."""
+    e = entry("a", 0, 3.4)
+    e[field] = 123456789 if value == "1e400" else value
+    folder = run(tmp_path / "r", [original(), e])
+    path = tmp_path / "r" / "results.json"
+    if value == "1e400":  # a number JSON reads as float infinity
+        path.write_text(path.read_text().replace("123456789", "1e400"))
+    with pytest.raises(SystemExit) as info:
+        pareto.main([folder])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert message in err and "rerun `galinear compress`" in err
