@@ -46,8 +46,8 @@ def _from_pretrained(folder, args: tuple, kwargs: dict):
     if dtype not in (None, "auto", "float32") and str(dtype) != "torch.float32":
         raise ValueError(f"dtype={dtype!r}: a compressed folder loads in float32, the dtype its original model's "
                          "checksum and its replacements were recorded in; load it, then call model.to(dtype)")
-    unknown = sorted(k for k, v in kwargs.items() if k not in _PASSED_ON and k not in ("dtype", "torch_dtype")
-                     and v is not None)
+    device = _one_device(kwargs.pop("device_map", None))
+    unknown = sorted(k for k, v in kwargs.items() if k not in _PASSED_ON and v is not None)
     if unknown:
         raise ValueError(f"from_pretrained options {', '.join(unknown)} do not apply to a galinear compressed folder "
                          "(it loads on the CPU in float32, then model.to(...) moves it); leave them out")
@@ -55,7 +55,24 @@ def _from_pretrained(folder, args: tuple, kwargs: dict):
     if not os.path.isdir(folder):
         raise ValueError(f"{folder!r} is not a local folder; a galinear compressed folder loads from disk only "
                          "(download the folder first)")
-    return saving.load(folder)
+    model = saving.load(folder)
+    return model if device is None else model.to(device)
+
+
+def _one_device(device_map):
+    """The one device a ``device_map`` names (``"cpu"``, ``{"": "cuda:0"}``), or None for none;
+    a map that spreads the model ("auto", several entries) is refused."""
+    if device_map is None:
+        return None
+    if isinstance(device_map, dict) and list(device_map) == [""]:
+        device_map = device_map[""]
+    if isinstance(device_map, (str, int)) and device_map not in ("auto", "balanced", "balanced_low_0", "sequential"):
+        return device_map
+    if getattr(device_map, "type", None) is not None:  # a torch.device
+        return device_map
+    raise ValueError(f"device_map={device_map!r} would spread the model over devices, which a galinear compressed "
+                     "folder does not do; name one device (device_map=\"cpu\" or {\"\": \"cuda:0\"}) or leave it out "
+                     "and call model.to(device)")
 
 
 _CLASSES = None

@@ -84,7 +84,8 @@ def test_registered_auto_class_keeps_the_folders_checks(kept, registered, tmp_pa
 
 @pytest.mark.parametrize("options,pattern", [
     ({"dtype": torch.bfloat16}, "loads in float32"),
-    ({"device_map": "auto"}, "device_map do not apply"),
+    ({"device_map": "auto"}, "spread the model"),
+    ({"low_cpu_mem_usage": True}, "low_cpu_mem_usage do not apply"),
 ])
 def test_options_that_cannot_apply_are_refused(kept, registered, options, pattern):
     folder, _ = kept
