@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from galinear.compiler.kernel import Kernel, KernelPair
 from galinear.symbolic.emit import TARGETS
-from galinear.symbolic.trace import KernelDomainError, dual, exp, grade, inv, norm, reverse, sqrt, undual
+from galinear.symbolic.trace import KernelDomainError, blade, dual, exp, grade, inv, norm, reverse, sqrt, undual
 
 __all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "TARGETS", "prove", "parse_expression",
-           "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
+           "blade", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
 
 
 def _metric_of(algebra):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import sys
 import textwrap
 import types
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from galinear._version import __version__
@@ -43,33 +45,43 @@ class Built:
     from_cache: bool = False
 
 
-def _describe_value(value) -> str:
+def _describe_value(value, depth: int = 0) -> str:
     if isinstance(value, types.ModuleType):
         return f"module:{value.__name__}"
+    library = str(getattr(value, "__module__", "") or "").split(".")[0] in ("galinear", "numpy", "math", "sympy")
+    if isinstance(value, types.FunctionType) and not library and depth < 8:
+        return _function_identity(value, depth + 1)  # a helper of the user's: its code counts too
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', repr(value))}"
     return repr(value)
 
 
-def _function_identity(func) -> str:
-    declared = getattr(func, "__galinear_source__", None)
-    if isinstance(declared, str):
-        # functions made from text (galinear.compiler.expression) name their own source: the
-        # interpreter's code is the same for every expression, the text is not
-        return json.dumps({"declared": declared})
-    try:
-        source = textwrap.dedent(inspect.getsource(func))
-    except (OSError, TypeError):
-        code = getattr(func, "__code__", None)
-        if code is None:
-            raise ValueError("the function has no source or code object to key the cache on") from None
-        source = repr((code.co_code, code.co_consts, code.co_names))
+def _code_identity(code) -> list:
+    """The behaviour of a code object: bytecode, constants (nested code too), names, arguments."""
+    consts = [(_code_identity(c) if isinstance(c, types.CodeType) else repr(c)) for c in code.co_consts]
+    return [code.co_code.hex(), consts, list(code.co_names), list(code.co_varnames), code.co_argcount]
+
+
+def _function_identity(func, depth: int = 0) -> str:
+    """What the cache key holds of ``func``: its code (bytecode, constants, names; the source of a
+    function built from an expression string), its closure values and the globals it names."""
+    code = getattr(func, "__code__", None)
+    explicit = getattr(func, "__galinear_source__", None)
+    if explicit is not None:
+        source = str(explicit)
+    elif code is not None:
+        source = json.dumps([sys.version, _code_identity(code)])
+    else:
+        try:
+            source = textwrap.dedent(inspect.getsource(func))
+        except (OSError, TypeError):
+            raise ValueError("the function has no code object or source to key the cache on") from None
     closure = []
     code = getattr(func, "__code__", None)
     if code is not None and func.__closure__:
         for name, cell in zip(code.co_freevars, func.__closure__):
             try:
-                closure.append((name, _describe_value(cell.cell_contents)))
+                closure.append((name, _describe_value(cell.cell_contents, depth)))
             except ValueError:
                 closure.append((name, "<empty>"))
     named = []
@@ -77,12 +89,24 @@ def _function_identity(func) -> str:
         g = getattr(func, "__globals__", {})
         for name in sorted(set(code.co_names)):
             if name in g:
-                named.append((name, _describe_value(g[name])))
+                named.append((name, _describe_value(g[name], depth)))
     return json.dumps({"source": source, "closure": closure, "globals": named})
+
+
+@lru_cache(maxsize=1)
+def generator_digest() -> str:
+    """SHA-256 of the generator's own sources: a changed generator never reuses old kernels."""
+    from galinear.symbolic import emit, lowering, trace
+
+    digest = hashlib.sha256()
+    for module in (trace, lowering, emit, sys.modules[__name__]):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()
 
 
 def cache_key(func, metric, inputs: dict, target: str, strategy: str, grad: bool) -> str:
     payload = json.dumps({
+        "generator": generator_digest(),
         "function": _function_identity(func),
         "metric": list(metric),
         "inputs": {k: v if isinstance(v, (str, int)) else list(v) for k, v in inputs.items()},

@@ -100,7 +100,8 @@ class _Loaded:
             code = int(codes[bad[0]])
             raise KernelDomainError(
                 f"{self.guards[code - 1]} at {bad.size} of {codes.size} rows (first: row {int(bad[0])}); "
-                "the kernel's inputs must keep every denominator nonzero and every square root argument >= 0")
+                "give inputs inside the domain of every step (an invertible argument of inv() and /, a "
+                "non-negative argument of sqrt())")
 
     def _flat(self, arrays):
         dtype = np.result_type(*arrays)
@@ -137,7 +138,7 @@ class _Loaded:
         flat, lead, dtype = self._flat(arrays)
         rows = flat[0].shape[0]
         outs = [np.empty((rows, w), dtype) for w in self.out_widths]
-        status = np.zeros(rows, np.uint8)
+        status = np.zeros(rows if self.guards else 1, np.uint8)  # written only by guarded programs
         if self.target == "numba":
             from galinear._numba import readonly
 
@@ -146,13 +147,14 @@ class _Loaded:
             finite = fn(*[readonly(a) for a in flat], readonly(consts), *outs, status)
             if not np.isfinite(finite) or finite != 0:
                 self._check_finite(names, flat)
+                self._raise_status(status)
                 warnings.warn("the kernel produced inf or nan from finite inputs (overflow)", RuntimeWarning,
                               stacklevel=4)
         else:
             self._check_finite(names, flat)
             fn, ptr = self.c_functions[np.dtype(dtype)]
             fn(*[a.ctypes.data_as(ptr) for a in flat], *[o.ctypes.data_as(ptr) for o in outs], rows,
-               status.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
+               status.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)) if self.guards else None)
         self._raise_status(status)
         return tuple(o.reshape(lead + (o.shape[-1],)) for o in outs)
 
@@ -283,7 +285,9 @@ class Kernel:
                 values = [torch.as_tensor(np.asarray(v)) for v in values]
             else:
                 values = [v if _is_tensor(v) else torch.as_tensor(np.asarray(v)) for v in values]
-            dtype = torch.promote_types(*[v.dtype for v in values]) if len(values) > 1 else values[0].dtype
+            dtype = values[0].dtype
+            for v in values[1:]:
+                dtype = torch.promote_types(dtype, v.dtype)
             if not dtype.is_floating_point:
                 dtype = torch.float64
             values = [v.to(dtype) for v in values]

@@ -118,7 +118,17 @@ class _C:
     def _o(self, other):
         if isinstance(other, _C):
             return other.mv
+        values = getattr(other, "values", None)
+        if values is not None and getattr(other, "algebra", None) is not None:
+            return self.layout.MultiVector(value=np.asarray(values, dtype=np.float64))
         return other * self.layout.scalar
+
+    def _galinear_blade(self, name, value=1):
+        from galinear.blades import blade_index
+
+        values = np.zeros(self.layout.gaDims)
+        values[blade_index(len(self.layout.sig), name)] = value
+        return _C(self.layout.MultiVector(value=values), self.layout)
 
     def _w(self, mv):
         return _C(mv, self.layout)

@@ -112,6 +112,15 @@ def _numbers(program: Lowered) -> list:
     return sorted(found, key=lambda c: (float(c), str(c)))
 
 
+def _typed_constant(c, idx: dict) -> str:
+    """A constant read from the typed constants array (numba, triton)."""
+    if c == 0:
+        return "_zero"
+    if abs(c) == 1:
+        return "_one" if c > 0 else "(-_one)"
+    return ("-" if c < 0 else "") + f"_k{idx[abs(c)]}"
+
+
 def _g_orders(program: Lowered) -> list[int]:
     return sorted({s.order for s in program.statements if s.kind == "g"})
 
@@ -139,7 +148,7 @@ def _g_scalar_lines(m: int, lang: str) -> list[str]:
         horner = coeffs[-1]
         for c in reversed(coeffs[:-1]):
             horner = f"{c} + lam * ({horner})"
-        lines = ["@jit(inline='always')", f"def _gfun{m}(lam):", "    if abs(lam) < 1.0:",
+        lines = ["@jit(inline='always', error_model='numpy')", f"def _gfun{m}(lam):", "    if abs(lam) < 1.0:",
                  f"        return {horner}", "    if lam > 0:", "        r = math.sqrt(lam)",
                  "        g0 = math.cosh(r)", "        g1 = math.sinh(r) / (2.0 * r)", "    else:",
                  "        r = math.sqrt(-lam)", "        g0 = math.cos(r)", "        g1 = math.sin(r) / (2.0 * r)"]
@@ -161,6 +170,8 @@ def _g_scalar_lines(m: int, lang: str) -> list[str]:
              "    else { r = sqrt(-lam); g0 = cos(r); g1 = sin(r) / (2.0 * r); }"]
     if m == 0:
         lines.append("    (void)g1; return g0;")
+    elif m == 1:
+        lines.append("    (void)g0; return g1;")
     else:
         for k in range(1, m):
             lines.append(f"    double g{k + 1} = (g{k - 1} - {4 * k - 2}.0 * g{k}) / (4.0 * lam);")
@@ -243,7 +254,7 @@ def _guard_check(step, index: int, pr, lang: str) -> str:
 def _numba(program: Lowered, name: str, header: str) -> str:
     numbers = _numbers(program)
     idx = {c: i for i, c in enumerate(numbers)}
-    pr = _Printer(lambda c: (("-" if c < 0 else "") + f"_k{idx[abs(c)]}") if abs(c) != 1 else ("_one" if c > 0 else "(-_one)"))
+    pr = _Printer(lambda c: _typed_constant(c, idx))
     ins = [n for n, _ in program.inputs]
     outs = [n for n, _ in program.outputs]
     guards = _guards(program)
@@ -251,8 +262,9 @@ def _numba(program: Lowered, name: str, header: str) -> str:
     lines = [header, "import math", "", "import numpy as np", "", "from galinear._numba import jit, prange", "", ""]
     for m in _g_orders(program):
         lines += _g_scalar_lines(m, "numba") + ["", ""]
-    for variant, loop, opts in (("serial", "range", ""), ("parallel", "prange", "parallel=True")):
-        lines.append(f"@jit({opts})" if opts else "@jit")
+    for variant, loop, opts in (("serial", "range", "error_model='numpy'"),
+                                ("parallel", "prange", "parallel=True, error_model='numpy'")):
+        lines.append(f"@jit({opts})")
         lines.append(f"def kernel_{variant}({', '.join(ins)}, consts, {', '.join(outs)}, status):")
         lines.append(f"    nrows = {outs[0]}.shape[0]")
         lines.append(f"    _one = consts[0]")
@@ -261,7 +273,8 @@ def _numba(program: Lowered, name: str, header: str) -> str:
             lines.append(f"    _k{i} = consts[{i + 1}]")
         lines.append("    finite = _zero")
         lines.append(f"    for row in {loop}(nrows):")
-        lines.append("        bad = 0")
+        if guards:
+            lines.append("        bad = 0")
         for n_, syms in program.inputs:
             for col, s in enumerate(syms):
                 lines.append(f"        {s} = {n_}[row, {col}]")
@@ -270,12 +283,15 @@ def _numba(program: Lowered, name: str, header: str) -> str:
                 lines.append(f"        {_guard_check(step, gindex[id(step)], pr, 'numba')}")
             for ln in _scalar_statement(step, pr, "numba", "status"):
                 lines.append(f"        {ln}")
+        lines.append("        _rowcheck = _zero")
         for n_, exprs in program.outputs:
             for col, e in enumerate(exprs):
                 lines.append(f"        _v = {pr(e) if e != 0 else '_zero'}")
                 lines.append(f"        {n_}[row, {col}] = _v")
-                lines.append("        finite += _v - _v")
-        lines.append("        status[row] = bad")
+                lines.append("        _rowcheck = _rowcheck + (_v - _v)")
+        lines.append("        finite += _rowcheck")  # one reduction statement per row (prange)
+        if guards:
+            lines.append("        status[row] = bad")
         lines.append("    return finite")
         lines += ["", ""]
     lines.append(f"CONSTANTS = ({', '.join(['1.0'] + [_float(c) for c in numbers])},)")
@@ -402,7 +418,7 @@ def _c(program: Lowered, name: str, header: str) -> tuple[str, str]:
 def _triton(program: Lowered, name: str, header: str) -> str:
     numbers = _numbers(program)
     idx = {c: i for i, c in enumerate(numbers)}
-    pr = _Printer(lambda c: (("-" if c < 0 else "") + f"_k{idx[abs(c)]}") if abs(c) != 1 else ("_one" if c > 0 else "(-_one)"))
+    pr = _Printer(lambda c: _typed_constant(c, idx))
     ins = [n for n, _ in program.inputs]
     outs = [n for n, _ in program.outputs]
     widths = {n: len(s) for n, s in program.inputs}

@@ -1,6 +1,6 @@
 r"""Lowering a traced :class:`~galinear.symbolic.trace.Graph` to straight-line code (sympy only).
 
-Two orders of evaluation are built and the one with fewer multiplications is kept:
+Three orders of evaluation are built and the one with fewer multiplications is kept:
 
 ``staged``
     One assignment per nonzero coefficient of every product, as the function is written
@@ -9,6 +9,11 @@ Two orders of evaluation are built and the one with fewer multiplications is kep
     Every polynomial step substituted into the next non-polynomial one (or the outputs) and
     expanded; common subexpressions such as :math:`m_i m_j` are then shared between outputs
     (a sandwich becomes its quadratic form).
+``collected``
+    The expanded outputs grouped by the monomials of one input's coefficients, with the numeric
+    content of each group's coefficient taken out (tried for each input): a sandwich
+    :math:`R x \tilde R` costs the pairwise products of R's coefficients once, then one
+    product per (output, coefficient of x) and one per distinct factor such as 2.
 
 Both go through ``sympy.cse``; dead assignments are dropped. :func:`backward` differentiates a
 lowered program in reverse mode, statement by statement with ``sympy.diff``, and lowers the
@@ -213,15 +218,58 @@ def _expanded(graph: Graph):
     return statements, (("out", outs),)
 
 
+def _collected(graph: Graph, by: tuple):
+    """Expanded, then each output grouped by the monomials of the symbols ``by`` (one input):
+    :math:`\sum_c c \sum_l x_l P_l` with the numeric content c of each coefficient taken out, so a
+    sandwich costs its pairwise products once, one product per (output, monomial) and one per
+    distinct factor."""
+    built = _expanded(graph)
+    if built is None:
+        return None
+    statements, ((name, outs),) = built
+    counter = [0]
+
+    def let(expr):
+        if expr.is_Atom or (expr.is_Mul and len(expr.args) == 2 and expr.args[0] == -1):
+            return expr
+        counter[0] += 1
+        sym = sp.Symbol(f"_p{counter[0]}")
+        statements.append(Step(sym, expr))
+        return sym
+
+    new_outs = []
+    for e in outs:
+        parts = sp.collect(e, list(by), evaluate=False)
+        groups: dict = {}
+        for monomial, coefficient in parts.items():
+            content, primitive = sp.sympify(coefficient).as_content_primitive()
+            if primitive.could_extract_minus_sign():
+                content, primitive = -content, -primitive
+            term = monomial * let(primitive) if monomial != 1 else primitive
+            sign = -1 if content < 0 else 1
+            groups.setdefault(abs(content), []).append(sign * term)
+        total = sp.S.Zero
+        for content, terms in sorted(groups.items(), key=lambda kv: (abs(kv[0]) != 1, str(kv[0]))):
+            if abs(content) == 1:
+                total += content * sp.Add(*terms)
+            else:
+                total += content * let(sp.Add(*terms))
+        new_outs.append(total)
+    return statements, ((name, tuple(new_outs)),)
+
+
 def lower(graph: Graph, strategy: str = "auto") -> Lowered:
     """The straight-line program of ``graph``; ``strategy`` ``"staged"``, ``"expanded"`` or
     ``"auto"`` (fewer multiplications, then fewer additions; staged on a tie)."""
-    if strategy not in ("auto", "staged", "expanded"):
-        raise ValueError(f"strategy must be 'auto', 'staged' or 'expanded', got {strategy!r}")
+    if strategy not in ("auto", "staged", "expanded", "collected"):
+        raise ValueError(f"strategy must be 'auto', 'staged', 'expanded' or 'collected', got {strategy!r}")
     inputs = tuple((name, syms) for name, syms, _ in graph.inputs)
     known = _input_symbols(inputs)
     candidates = []
-    for name, build in (("staged", _staged), ("expanded", _expanded)):
+    builders = [("staged", _staged), ("expanded", _expanded)]
+    for arg, syms, _ in graph.inputs:
+        builders.append(("collected", lambda g, syms=syms: _collected(g, syms)))
+    for name, build in builders:
         if strategy not in ("auto", name):
             continue
         built = build(graph)

@@ -39,7 +39,7 @@ from galinear import blades
 from galinear.symbolic.multivector import MultiVector, _as_metric
 
 __all__ = ["Gm", "Traced", "Graph", "Step", "trace", "input_blades", "KernelDomainError",
-           "MAX_TRACE_N", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
+           "MAX_TRACE_N", "blade", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
 
 #: Largest n whose functions are traced: 2**n coefficients per multivector, 4**n products.
 MAX_TRACE_N = 8
@@ -227,6 +227,16 @@ class Traced:
             return self.mv._coerce(sp.nsimplify(other) if isinstance(other, float) else sp.Integer(other))
         if isinstance(other, sp.Expr):
             return self.mv._coerce(other)
+        values, algebra = getattr(other, "values", None), getattr(other, "algebra", None)
+        if values is not None and algebra is not None:  # a numeric galinear.MultiVector constant
+            if tuple(algebra.metric) != self.mv.metric:
+                raise ValueError(f"a constant of metric {tuple(algebra.metric)} in a function traced over "
+                                 f"metric {self.mv.metric}")
+            flat = [float(v) for v in getattr(values, "tolist", lambda: values)()] if getattr(values, "ndim", 1) == 1 \
+                else None
+            if flat is None:
+                raise ValueError("constants in a traced function must be single multivectors, not batches")
+            return MultiVector(self.mv.metric, [sp.Rational(v) for v in flat])
         raise TypeError(f"cannot combine a traced multivector with {type(other).__name__}; use multivectors "
                         "and Python numbers")
 
@@ -505,6 +515,27 @@ def norm(x):
         if np.ndim(value) == 0:
             return x.algebra.multivector({"1": float(value)})
     return value
+
+
+def blade(like, name: str, value=1):
+    r"""The blade ``name`` (times ``value``) in the algebra and the kind of multivector of ``like``:
+    traced, symbolic, numeric (:class:`galinear.MultiVector`) or the verifier's clifford adapter.
+    Constant blades such as CGA's :math:`n_\infty` are built inside a compiled function this way."""
+    if isinstance(like, Traced):
+        from galinear.symbolic.multivector import blade as symbolic_blade
+
+        return Traced(symbolic_blade(like.mv.metric, name, value), like._rec)
+    if isinstance(like, MultiVector):
+        from galinear.symbolic.multivector import blade as symbolic_blade
+
+        return symbolic_blade(like.metric, name, value)
+    make = getattr(like, "_galinear_blade", None)
+    if make is not None:
+        return make(name, value)
+    algebra = getattr(like, "algebra", None)
+    if algebra is None:
+        raise TypeError(f"blade() needs a multivector to take the algebra from, got {type(like).__name__}")
+    return algebra.multivector({name: value})
 
 
 def exp(x):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from galinear.testing import references as _references
+from galinear.testing.compiled import assert_kernel_gradient, kernel_gradient_error, special_points
 from galinear.testing.references import (
     as_float64,
     random_factor_case,
@@ -44,6 +45,9 @@ __all__ = [
     "central_difference_gradient",
     "assert_gradient_matches_fd",
     "check_rotor_backend",
+    "assert_kernel_gradient",
+    "kernel_gradient_error",
+    "special_points",
     *_references.__all__,
 ]
 
