@@ -10,7 +10,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from galinear.compress import auto, load, methods, models, register, saving  # noqa: E402
-from galinear.testing.folders import tiny_model_folder  # noqa: E402
+from galinear.testing.folders import kept_folder, tiny_model_folder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -19,15 +19,8 @@ def kept(tmp_path_factory):
     saved as safetensors with a character tokenizer."""
     root = tmp_path_factory.mktemp("auto")
     base = tiny_model_folder(root / "base")
-    loaded = models.load_model(base)
-    torch.manual_seed(0)
     spec = methods.MethodSpec("rotor", hidden=16)
-    replacements = {}
-    for layer in (0, 1):
-        for proj in models.PROJECTIONS:
-            dense = models.projection(loaded.model, layer, proj)
-            replacements[(layer, proj)] = methods.build_module(spec, dense.in_features, dense.out_features).eval()
-    return saving.save(str(root / "keep" / "rotor"), loaded.model, replacements, spec, source=base, name="tiny"), base
+    return kept_folder(root / "keep" / "rotor", base, spec, layers=(0, 1), name="tiny"), base
 
 
 @pytest.fixture

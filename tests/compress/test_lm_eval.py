@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install galinear[eval]")
 
-from galinear.compress import auto, load, methods, models, register, saving  # noqa: E402
-from galinear.testing.folders import tiny_model_folder  # noqa: E402
+from galinear.compress import auto, load, methods, models, register  # noqa: E402
+from galinear.testing.folders import kept_folder, tiny_model_folder  # noqa: E402
 
 DOCS = [
     {"context": "the cat sat on the", "choices": ["mat", "sky", "sea", "car"], "label": 0},
@@ -27,13 +27,7 @@ def setup(tmp_path_factory):
     """(compressed folder, base model folder, task folder) under one temporary root."""
     root = tmp_path_factory.mktemp("lm_eval")
     base = tiny_model_folder(root / "base")
-    model = models.load_model(base).model
-    torch.manual_seed(0)
-    spec = methods.MethodSpec("rotor", hidden=16)
-    replacements = {(0, p): methods.build_module(spec, models.projection(model, 0, p).in_features,
-                                                 models.projection(model, 0, p).out_features).eval()
-                    for p in models.PROJECTIONS}
-    folder = saving.save(str(root / "keep"), model, replacements, spec, source=base, name="tiny")
+    folder = kept_folder(root / "keep", base, methods.MethodSpec("rotor", hidden=16), name="tiny")
     tasks = root / "tasks"
     tasks.mkdir()
     data = tasks / "tiny_choice.jsonl"

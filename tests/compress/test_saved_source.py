@@ -12,23 +12,18 @@ pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from galinear.compress import load, methods, models, saving  # noqa: E402
-from galinear.testing.folders import tiny_model_folder  # noqa: E402
+from galinear.testing.folders import kept_folder, tiny_model_folder  # noqa: E402
 
 
 def _keep(root, source_arg: str, cwd=None):
     """Save a folder of two low-rank replacements of the model at ``root/models/A/tiny``, with the
     source written as ``source_arg`` (relative to ``cwd`` when given); returns the folder."""
-    base = tiny_model_folder(root / "models" / "A" / "tiny")
-    model = models.load_model(base).model
-    torch.manual_seed(0)
-    spec = methods.MethodSpec("lr1-cf")
-    replacements = {(0, p): methods.build_module(spec, models.projection(model, 0, p).in_features,
-                                                 models.projection(model, 0, p).out_features).eval()
-                    for p in ("q_proj", "v_proj")}
+    tiny_model_folder(root / "models" / "A" / "tiny")
     here = os.getcwd()
     os.chdir(cwd or here)
     try:
-        return saving.save(str(root / "keep" / "lr1"), model, replacements, spec, source=source_arg, name="tiny")
+        return kept_folder(root / "keep" / "lr1", source_arg, methods.MethodSpec("lr1-cf"), ("q_proj", "v_proj"),
+                           name="tiny")
     finally:
         os.chdir(here)
 
