@@ -16,10 +16,12 @@ Docs: docs/codegen.md.
 from __future__ import annotations
 
 from galinear.compiler.kernel import Kernel, KernelPair
+from galinear.compiler.prove import ProofReport, prove
 from galinear.symbolic.emit import TARGETS
 from galinear.symbolic.trace import KernelDomainError, blade, dual, exp, grade, inv, norm, reverse, sqrt, undual
 
-__all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "TARGETS", "prove", "parse_expression",
+__all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "TARGETS", "prove", "ProofReport",
+           "parse_expression",
            "blade", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
 
 
@@ -76,14 +78,6 @@ def compile(func, algebra, inputs: dict, target: str = "numba", *, grad: bool = 
     built = build(func, metric, inputs, target, strategy=strategy, grad=grad, name=name, use_cache=cache)
     kernel = Kernel(built, func, algebra, inputs)
     return KernelPair(kernel) if grad else kernel
-
-
-def prove(func, inputs: dict, signatures, **options):
-    """Prove or refute ``lhs == rhs`` (``func`` returns the pair) in each signature; see
-    :func:`galinear.compiler.prove.prove`."""
-    from galinear.compiler.prove import prove as _prove
-
-    return _prove(func, inputs, signatures, **options)
 
 
 def parse_expression(text: str, names):

@@ -34,7 +34,6 @@ import math
 import sys
 import threading
 import time
-import types
 from dataclasses import dataclass, field
 
 __all__ = ["prove", "ProofReport", "SignatureResult", "all_signatures", "NUMERIC_TOLERANCE", "MAX_PROVE_N",
@@ -508,15 +507,3 @@ def prove(func, inputs: dict, signatures, *, timeout: float = 60.0, trials: int 
             signature=signature, status=verdict["status"], counterexample=verdict.get("counterexample"),
             nonzero=verdict.get("nonzero", {}), seconds=time.perf_counter() - start, numeric=numeric, note=note))
     return report
-
-
-# ---------------------------------------------------------------------------- module call
-# Importing this module sets the attribute ``prove`` of the package galinear.compiler to the
-# module, over the function of the same name that the package defines; the module is therefore
-# callable too, so ``galinear.compiler.prove(...)`` and ``galinear.prove(...)`` work in any order.
-class _CallableModule(types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        return prove(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

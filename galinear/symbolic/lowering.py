@@ -219,7 +219,7 @@ def _expanded(graph: Graph):
 
 
 def _collected(graph: Graph, by: tuple):
-    """Expanded, then each output grouped by the monomials of the symbols ``by`` (one input):
+    r"""Expanded, then each output grouped by the monomials of the symbols ``by`` (one input):
     :math:`\sum_c c \sum_l x_l P_l` with the numeric content c of each coefficient taken out, so a
     sandwich costs its pairwise products once, one product per (output, monomial) and one per
     distinct factor."""

@@ -78,7 +78,10 @@ class Gm(sp.Function):
         return Gm(m + 1, lam)
 
     def _eval_rewrite_as_cosh(self, m, lam, **kwargs):
-        return sp.diff(sp.cosh(sp.sqrt(lam)), lam, int(m)) if m.is_Integer else None
+        if not m.is_Integer:
+            return None
+        z = sp.Dummy("lam")
+        return sp.diff(sp.cosh(sp.sqrt(z)), z, int(m)).subs(z, lam)
 
     def series_value(self, terms: int = 40):
         m, lam = self.args
@@ -489,8 +492,14 @@ def _numeric_scalar(x):
 
 
 def sqrt(x):
-    """Square root of a scalar part (traced, numeric or a plain number)."""
+    """Square root of a scalar part (traced, symbolic, numeric, the verifier's adapter or a number)."""
     if isinstance(x, Traced):
+        return x.sqrt()
+    if isinstance(x, MultiVector):
+        if any(c != 0 for c in x.coefficients[1:]):
+            raise ValueError("sqrt() needs a scalar (only a grade-0 part)")
+        return x._coerce(sp.sqrt(x.coefficients[0]))
+    if hasattr(x, "sqrt") and not hasattr(x, "algebra"):
         return x.sqrt()
     if hasattr(x, "values") and hasattr(x, "algebra"):
         import numpy as np
@@ -559,6 +568,9 @@ def reverse(x):
 
 
 def grade(x, *grades):
+    """The sum of the listed grade parts, a multivector in every kind (``x(*grades)``)."""
+    if isinstance(x, MultiVector):
+        return x(*grades)
     return x.grade(*grades)
 
 
