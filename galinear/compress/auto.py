@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import os
 
-MODEL_TYPE = "galinear_compressed"
-CONFIG_JSON = "config.json"
-ARCHITECTURE = "GalinearCompressedForCausalLM"
-_HOW = ("load it with galinear.compress.load(folder), or call galinear.compress.register() once and then "
-        "transformers.AutoModelForCausalLM.from_pretrained(folder)")
+from galinear.compress import saving
+from galinear.compress.saving import ARCHITECTURE, AUTO_CONFIG as CONFIG_JSON, MODEL_TYPE, auto_config as config_json
 
 #: Keyword arguments that AutoModelForCausalLM.from_pretrained passes on by itself (hub settings,
 #: meaningless for a local folder, and the remote-code switch, which this route never needs).
@@ -29,20 +26,14 @@ _PASSED_ON = {"cache_dir", "force_download", "local_files_only", "proxies", "rev
               "trust_remote_code", "adapter_kwargs", "code_revision", "subfolder"}
 
 
-def config_json() -> dict:
-    """The ``config.json`` of a kept folder: the model type that only :func:`register` maps."""
-    return {"model_type": MODEL_TYPE, "architectures": [ARCHITECTURE],
-            "galinear_note": f"a compressed model written by galinear: {_HOW}"}
-
-
 def _from_pretrained(folder, args: tuple, kwargs: dict):
-    from galinear.compress import saving
-
     if args:
-        raise ValueError(f"a galinear compressed folder takes no positional model arguments, got {len(args)}; {_HOW}")
+        raise ValueError(f"a galinear compressed folder takes no positional model arguments, got {len(args)}; "
+                         f"{saving.HOW_TO_LOAD}")
     if kwargs.get("subfolder"):
         raise ValueError(f"subfolder={kwargs['subfolder']!r}: pass the compressed-model folder itself")
-    dtype = kwargs.pop("dtype", None) or kwargs.pop("torch_dtype", None)
+    dtype, older = kwargs.pop("dtype", None), kwargs.pop("torch_dtype", None)  # torch_dtype: the older name
+    dtype = dtype if dtype is not None else older
     if dtype not in (None, "auto", "float32") and str(dtype) != "torch.float32":
         raise ValueError(f"dtype={dtype!r}: a compressed folder loads in float32, the dtype its original model's "
                          "checksum and its replacements were recorded in; load it, then call model.to(dtype)")

@@ -57,6 +57,18 @@ OLD_FORMATS = ("galinear-compressed-v2",)  # read no more: no checksums
 CONFIG = "galinear_compressed.json"
 TENSORS = "replacements.safetensors"
 INDEX = "index.json"
+#: The folder's config.json: a model type that only galinear.compress.register() maps (module doc).
+AUTO_CONFIG = "config.json"
+MODEL_TYPE = "galinear_compressed"
+ARCHITECTURE = "GalinearCompressedForCausalLM"
+HOW_TO_LOAD = ("load it with galinear.compress.load(folder), or call galinear.compress.register() once and then "
+               "transformers.AutoModelForCausalLM.from_pretrained(folder)")
+
+
+def auto_config() -> dict:
+    """The ``config.json`` of a kept folder: only the model type that :func:`galinear.compress.register` maps."""
+    return {"model_type": MODEL_TYPE, "architectures": [ARCHITECTURE],
+            "galinear_note": f"a compressed model written by galinear: {HOW_TO_LOAD}"}
 
 _README = """# A compressed model written by galinear
 
@@ -160,12 +172,10 @@ def save(folder: str, model, replacements: dict, spec, *, source: str | None = N
                                           **source_location(source, folder)},
               "method": spec.to_dict(), "method_tag": spec.tag(), "layers": layers, "modules": entries,
               **(extra or {})}
-    from galinear.compress import auto
-
     with _io.atomic_folder(folder) as tmp:
         save_file(tensors, os.path.join(tmp, TENSORS), metadata={"format": FORMAT})
         _io.save_json(os.path.join(tmp, CONFIG), config)
-        _io.save_json(os.path.join(tmp, auto.CONFIG_JSON), auto.config_json())
+        _io.save_json(os.path.join(tmp, AUTO_CONFIG), auto_config())
         _io.atomic_write_text(os.path.join(tmp, "README.md"), _README.format(
             name=name or source, method=methods.display_name(spec.name), layers=",".join(map(str, layers)),
             folder=os.path.abspath(folder)))
