@@ -20,8 +20,11 @@ from galinear.symbolic.trace import KernelDomainError
 
 __all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS"]
 
-#: Batches of at least this many rows run the numba kernel's ``prange`` variant.
+#: Batches of at least this many rows run the numba kernel's ``prange`` variant, when each row
+#: costs at least PARALLEL_MULTIPLICATIONS: shorter programs are bound by memory traffic, where a
+#: second thread gains little and loses much beside a busy process (docs/performance.md).
 PARALLEL_ROWS = 16384
+PARALLEL_MULTIPLICATIONS = 24
 
 
 def _module_folder() -> Path:
@@ -73,8 +76,9 @@ class _Loaded:
     """One program (forward or backward) loaded for a target."""
 
     def __init__(self, target: str, source: str, header: str | None, name: str, guards: tuple,
-                 widths: tuple, out_widths: tuple):
+                 widths: tuple, out_widths: tuple, multiplications: int = 0):
         self.target, self.name, self.guards = target, name, guards
+        self.multiplications = multiplications
         self.widths, self.out_widths = widths, out_widths
         if target == "c":
             lib = _compile_c(source, header, name)
@@ -143,7 +147,8 @@ class _Loaded:
             from galinear._numba import readonly
 
             consts = np.asarray(self.module.CONSTANTS, dtype)
-            fn = self.module.kernel_parallel if rows >= PARALLEL_ROWS else self.module.kernel_serial
+            parallel = rows >= PARALLEL_ROWS and self.multiplications >= PARALLEL_MULTIPLICATIONS
+            fn = self.module.kernel_parallel if parallel else self.module.kernel_serial
             finite = fn(*[readonly(a) for a in flat], readonly(consts), *outs, status)
             if not np.isfinite(finite) or finite != 0:
                 self._check_finite(names, flat)
@@ -238,7 +243,8 @@ class Kernel:
         self.strategy = built.strategy
         self.name = name
         widths = tuple(len(v) for v in self.input_blades.values())
-        self._program = _Loaded(self.target, self.source, self.header, name, guards, widths, out_widths)
+        self._program = _Loaded(self.target, self.source, self.header, name, guards, widths, out_widths,
+                                self.operations.get("multiplications", 0))
         self.backward = None
         if not backward and built.backward_source is not None:
             self.backward = Kernel(built, func, algebra, inputs, backward=True)
