@@ -92,11 +92,11 @@ def run(args):
 
     try:
         config = saving.read_config(args.folder)
-        source = args.model or config["model"].get("source")
-        if not source:
-            raise ValueError(f"{args.folder} does not record where its original model comes from; "
-                             "give it with --model PATH")
-        loaded = models.load_model(source, args.gguf_file if args.model else config["model"].get("gguf_file"))
+        saving.checked_replacements(config)  # the folder's own checks come before any model loads
+        if args.model:
+            loaded = models.load_model(args.model, args.gguf_file)
+        else:
+            loaded = saving.load_source(config)  # recorded path, then the path from the folder
         out = compare(loaded.model, loaded.tokenizer, config["_folder"], args.prompt, args.tokens)
     except (ValueError, OSError) as exc:  # bad input, damaged folders and files: the message names them
         return fail("generate", " ".join(str(exc).split()))
