@@ -14,6 +14,17 @@ import re
 import time
 
 ALL = "all"
+#: Layer indices above this are refused while --layers is read, before a range is expanded (no model
+#: has that many decoder layers; the model's own count is checked as soon as it is known).
+MAX_LAYER_INDEX = 9_999
+
+
+def _bounded(index: int, text: str) -> int:
+    if index > MAX_LAYER_INDEX:
+        raise ValueError(f"layer index {index:,} in --layers {text!r} is beyond any model: indices stop at "
+                         f"{MAX_LAYER_INDEX:,} (and at the model's layer count less one); give layers the model has, "
+                         "or 'all'")
+    return index
 
 
 def _layer_item(item: str, text: str) -> tuple:
@@ -23,15 +34,18 @@ def _layer_item(item: str, text: str) -> tuple:
     match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", item)
     if match:
         lo, hi = int(match.group(1)), int(match.group(2))
+        for end in (lo, hi):  # before the range is built
+            _bounded(end, text)
         if lo > hi:
             raise ValueError(f"the range {item!r} in --layers {text!r} runs backwards; write it as FIRST-LAST with "
                              f"FIRST <= LAST, e.g. {hi}-{lo}")
         return tuple(range(lo, hi + 1))
     try:
-        return (int(item),)
+        index = int(item)
     except ValueError:
         raise ValueError(f"{item!r} in --layers {text!r} is not a layer index, a range FIRST-LAST (0-29) or "
                          "'all'") from None
+    return (index if index < 0 else _bounded(index, text),)
 
 
 def parse_layer_sets(text: str) -> tuple:

@@ -59,13 +59,40 @@ def check_source(source: str) -> str:
     return source
 
 
-def read_file(path: str | None = None) -> str:
-    """The packaged split as text, after checking its SHA-256; ValueError with the fix otherwise."""
-    path = path or data_path()
+def check_ready(source: str) -> str:
+    """Refuse, before any model loads, a source that cannot be read here: an unknown one, ``file``
+    when the packaged split is missing, ``hub`` without the ``datasets`` package or with
+    HF_HUB_OFFLINE=1. Returns ``source``."""
+    check_source(source)
+    if source == "file":
+        _check_file(data_path())
+    elif source == "hub":
+        _check_hub()
+    return source
+
+
+def _check_file(path: str) -> None:
     if not os.path.isfile(path):
         raise ValueError(f"{path} not found: the WikiText-2 test split that ships with galinear is missing; "
                          f"{_REINSTALL}, or evaluate without it (--wikitext off), or with a network take the "
                          "hub dataset (--wikitext hub)")
+
+
+def _check_hub() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("datasets") is None:
+        raise ValueError("--wikitext hub needs the `datasets` package: `pip install datasets` (with a network), "
+                         "or use the split that ships with galinear (--wikitext file)")
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise ValueError("HF_HUB_OFFLINE=1 forbids downloading WikiText-2 from the hub (--wikitext hub); set "
+                         "HF_HUB_OFFLINE=0 with a network, or use the split that ships with galinear (--wikitext file)")
+
+
+def read_file(path: str | None = None) -> str:
+    """The packaged split as text, after checking its SHA-256; ValueError with the fix otherwise."""
+    path = path or data_path()
+    _check_file(path)
     with open(path, "rb") as handle:
         raw = handle.read()
     digest = hashlib.sha256(raw).hexdigest()
@@ -77,14 +104,7 @@ def read_file(path: str | None = None) -> str:
 
 def read_hub() -> str:
     """The same split from the Hugging Face hub (needs a network, ``datasets`` and HF_HUB_OFFLINE unset or 0)."""
-    import importlib.util
-
-    if importlib.util.find_spec("datasets") is None:
-        raise ValueError("the hub WikiText-2 needs the `datasets` package: `pip install datasets` (with a network), "
-                         "or use the split that ships with galinear (--wikitext file)")
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise ValueError("HF_HUB_OFFLINE=1 forbids downloading WikiText-2 from the hub; set HF_HUB_OFFLINE=0 with a "
-                         "network, or use the split that ships with galinear (--wikitext file)")
+    _check_hub()
     from datasets import load_dataset
 
     rows = load_dataset("wikitext", "wikitext-2-raw-v1", split="test")["text"]

@@ -119,6 +119,9 @@ def text_name(path: str) -> str:
 
 #: Bytes read from the start of a user text to tell text from binary (never the whole file).
 SAMPLE_BYTES = 1 << 16
+#: Largest user text read (a file, or a folder's .txt files together): the text is held in memory whole,
+#: as bytes and as a string, so a larger one is refused before any of it is read.
+MAX_TEXT_BYTES = 1 << 30
 
 _MAGIC = ((b"\x7fELF", "an ELF executable"), (b"PK\x03\x04", "a zip archive"), (b"\x1f\x8b", "a gzip file"),
           (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\x80", "a Python pickle"))
@@ -149,13 +152,14 @@ def _open_regular(path: str) -> int:
     return fd
 
 
-def _check_sample(path: str) -> None:
-    """Refuse ``path`` unless its first :data:`SAMPLE_BYTES` look like UTF-8 text (only those are read)."""
+def _check_sample(path: str) -> tuple:
+    """Refuse ``path`` unless its first :data:`SAMPLE_BYTES` look like UTF-8 text (only those are
+    read); (those bytes, the file's size)."""
     import codecs
 
     fd = _open_regular(path)
     try:
-        head = os.read(fd, SAMPLE_BYTES)
+        head, size = os.read(fd, SAMPLE_BYTES), os.fstat(fd).st_size
     finally:
         os.close(fd)
     for magic, kind in _MAGIC:
@@ -173,6 +177,51 @@ def _check_sample(path: str) -> None:
     control = sum(1 for c in sample if ord(c) < 32 and c not in "\t\n\r\f\v")
     if sample and control > 0.01 * len(sample):
         raise _not_text(path, f"{control} of its first {len(sample)} characters are control characters")
+    _check_size(path, size)
+    return head, size
+
+
+def _check_size(path: str, size: int) -> None:
+    if size > MAX_TEXT_BYTES:
+        from galinear._limits import TooLargeError, format_bytes
+
+        raise TooLargeError(f"the text {path} is {format_bytes(size)}, more than the {format_bytes(MAX_TEXT_BYTES)} "
+                            "galinear reads into memory; give a part of it (e.g. `head -c 500M FILE > part.txt`; a "
+                            "compression study reads only its first windows anyway)")
+
+
+def _record(path: str, number: int, line: str, field: str, offset: int | None = None) -> str:
+    """The text in ``field`` of line ``number`` of a .jsonl file (ValueError naming the line otherwise)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        where = f"line {number}" + ("" if offset is None else f" (byte offset {offset})")
+        plain = "" if path.lower().endswith(".jsonl") else (
+            "; if it is plain text, drop --text-field (it names the field of .jsonl records)")
+        raise ValueError(f"{path}, {where}: not JSON ({error.msg}); give one JSON object per line{plain}") from None
+    if not isinstance(record, dict) or field not in record:
+        raise ValueError(f"{path}, line {number}: no field {field!r}; "
+                         f"fields there: {sorted(record) if isinstance(record, dict) else type(record).__name__}")
+    value = record[field]
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _check_head(path: str, head: bytes, size: int, field: str | None) -> None:
+    """Refuse an empty text, and (``field``) a first record that is not JSON or lacks the field, from
+    the first bytes only (the rest is checked as it is read)."""
+    whole = len(head) >= size
+    text = head.decode("utf-8", errors="ignore")
+    if whole and not text.strip():
+        raise ValueError(f"{path!r} holds no text; give a file with text in it")
+    if not field:
+        return
+    lines = text.split("\n")
+    if not whole:
+        lines = lines[:-1]  # the last line may be cut
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            _record(path, number, line, field)
+            return
 
 
 def check_text_file(path: str, field: str | None = None) -> None:
@@ -180,7 +229,10 @@ def check_text_file(path: str, field: str | None = None) -> None:
 
     Named pipes, devices and sockets are refused before they are opened for reading; the first
     :data:`SAMPLE_BYTES` of each file must be UTF-8 text (no NUL byte, no binary signature, few
-    control characters), so a binary file is refused without being read whole.
+    control characters), so a binary file is refused without being read whole. A text above
+    :data:`MAX_TEXT_BYTES` is refused (TooLargeError) before it is read, an empty one is refused,
+    and with ``field`` the first record must be JSON holding that field (a plain-text file given a
+    field is refused here, not when it is read).
     """
     if not os.path.exists(path):
         raise ValueError(f"text file {path!r} not found; pass an existing plain-text or .jsonl file "
@@ -189,10 +241,13 @@ def check_text_file(path: str, field: str | None = None) -> None:
         files = sorted(glob.glob(os.path.join(path, "*.txt")))
         if not files:
             raise ValueError(f"the folder {path!r} holds no .txt file; pass text files or a folder of them")
-        for file in files:
-            _check_sample(file)
+        samples = [_check_sample(file) for file in files]
+        _check_size(path, sum(size for _, size in samples))
+        if all(size <= len(head) and not head.strip() for head, size in samples):
+            raise ValueError(f"the .txt files of the folder {path!r} hold no text; give files with text in them")
         return
-    _check_sample(path)
+    head, size = _check_sample(path)
+    _check_head(path, head, size, field)
     if path.lower().endswith(".jsonl") and not field:
         raise ValueError(f"{path!r} is a jsonl file: name the field that holds the text with --text-field "
                          "(e.g. --text-field text)")
@@ -228,17 +283,9 @@ def load_text_file(path: str, field: str | None = None) -> str:
             start, offset = offset, offset + len(line.encode("utf-8")) + 1
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {number} (byte offset {start}): not JSON ({error.msg}); give one "
-                                 "JSON object per line") from None
-            if not isinstance(record, dict) or field not in record:
-                raise ValueError(f"{path}, line {number}: no field {field!r}; "
-                                 f"fields there: {sorted(record) if isinstance(record, dict) else type(record).__name__}")
-            value = record[field]
-            if isinstance(value, str) and value.strip():
-                records.append(value.strip())
+            value = _record(path, number, line, field, start)
+            if value:
+                records.append(value)
         text = "\n".join(records)
     else:
         text = _read_utf8(path)
