@@ -126,9 +126,29 @@ class _Loaded:
                 raise ValueError(f"input {name!r} holds inf or nan (first at row {row}); kernels take finite "
                                  "coefficients")
 
-    def run_numpy_like(self, arrays, names):
+    def _outputs(self, out, lead, rows, dtype):
+        """Fresh output arrays, or the caller's ``out`` checked (numpy's ``out=`` convention)."""
+        if out is None:
+            return [np.empty((rows, w), dtype) for w in self.out_widths], None
+        given = out if isinstance(out, tuple) else (out,)
+        if len(given) != len(self.out_widths):
+            raise ValueError(f"out must hold {len(self.out_widths)} array(s), got {len(given)}")
+        flat = []
+        for o, w in zip(given, self.out_widths):
+            shape = lead + (w,)
+            if not isinstance(o, np.ndarray) or o.shape != shape or o.dtype != dtype \
+                    or not o.flags.c_contiguous or not o.flags.writeable:
+                got = (getattr(o, "shape", None), getattr(o, "dtype", None))
+                raise ValueError(f"out must be a writable C-contiguous {np.dtype(dtype).name} array of shape "
+                                 f"{shape}; got shape and dtype {got}")
+            flat.append(o.reshape(rows, w))
+        return flat, given
+
+    def run_numpy_like(self, arrays, names, out=None):
         """numba, c and numpy: numpy arrays in, numpy arrays out."""
         if self.target == "numpy":
+            if out is not None:
+                raise ValueError("out= is offered by the numba and c targets")
             dtype = np.result_type(*arrays)
             if dtype not in (np.float32, np.float64):
                 dtype = np.dtype(np.float64)
@@ -141,7 +161,7 @@ class _Loaded:
             return outs
         flat, lead, dtype = self._flat(arrays)
         rows = flat[0].shape[0]
-        outs = [np.empty((rows, w), dtype) for w in self.out_widths]
+        outs, given = self._outputs(out, lead, rows, dtype)
         status = np.zeros(rows if self.guards else 1, np.uint8)  # written only by guarded programs
         if self.target == "numba":
             from galinear._numba import readonly
@@ -161,6 +181,8 @@ class _Loaded:
             fn(*[a.ctypes.data_as(ptr) for a in flat], *[o.ctypes.data_as(ptr) for o in outs], rows,
                status.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)) if self.guards else None)
         self._raise_status(status)
+        if given is not None:
+            return given
         return tuple(o.reshape(lead + (o.shape[-1],)) for o in outs)
 
     def run_torch(self, tensors, check: bool = True):
@@ -280,13 +302,17 @@ class Kernel:
             out.append(v)
         return names, out
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, out=None, **kwargs):
+        """The kernel on coefficient arrays; ``out=`` (numba and c) writes into the given array(s)
+        of the result's shape and dtype instead of fresh ones."""
         names, values = self._arguments(args, kwargs)
         tensors = any(_is_tensor(v) for v in values)
         many = len(self._program.out_widths) > 1
         if self.target in ("torch", "triton"):
             import torch
 
+            if out is not None:
+                raise ValueError("out= is offered by the numba and c targets")
             if not tensors:
                 values = [torch.as_tensor(np.asarray(v)) for v in values]
             else:
@@ -305,7 +331,7 @@ class Kernel:
             raise TypeError(f"the {self.target} target takes numpy arrays; use kernel.torch_function() for "
                             "tensors (autograd through the generated backward) or target='torch'")
         arrays = [np.asarray(v) for v in values]
-        outs = self._program.run_numpy_like(arrays, names)
+        outs = self._program.run_numpy_like(arrays, names, out)
         return outs if many else outs[0]
 
     # ---------------------------------------------------------------- torch

@@ -131,6 +131,11 @@ def test_broadcasting_and_shapes():
         kernel(a, c=b)
     with pytest.raises(ValueError, match="inf or nan"):
         kernel(np.full((2, 3), np.nan), b[:2])
+    buffer = np.empty((4, 5, 4))
+    assert kernel(a, b, out=buffer) is buffer
+    np.testing.assert_array_equal(buffer, out)
+    with pytest.raises(ValueError, match="out must be"):
+        kernel(a, b, out=np.empty((4, 5, 4), np.float32))
 
 
 @pytest.mark.parametrize("target", ["numba", "numpy", "torch", "c"])
