@@ -15,6 +15,7 @@ import importlib
 import sys
 
 from galinear._version import __version__
+from galinear.commands._options import record_given
 from galinear.commands._report import DEFAULT_ON_INTERRUPT, run_command
 
 # subcommand name -> module under galinear.commands
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"galinear.commands.{module_name}")
         sub_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sub_parser)
+        record_given(sub_parser)  # commands can tell an option given from its default (commands/_options.py)
         sub_parser.set_defaults(_run=module.run, _name=name,
                                 _on_interrupt=getattr(module, "ON_INTERRUPT", DEFAULT_ON_INTERRUPT))
     return parser

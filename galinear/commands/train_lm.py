@@ -3,7 +3,6 @@ rotor-network, low-rank or Monarch maps, on an offline text; write JSON, a table
 import argparse
 import os
 
-from galinear.commands._report import fail
 from galinear.commands.train_mlp import (
     _nonnegative_float, _nonnegative_int, _positive_float, _positive_int, _probability, _tag,
 )
@@ -12,6 +11,8 @@ HELP = ("Train small transformers with dense / rotor / rotor-network / low-rank 
         "offline text; held-out ln PPL curves, tokens/s, peak memory.")
 
 _MATCH_KINDS = ("dense", "rotor", "rotor-network")
+#: Vocabulary of the SmolLM2 tokenizer (for the size checks made before it is loaded).
+SMOLLM2_VOCABULARY = 49_152
 
 
 def _match(text):
@@ -206,84 +207,153 @@ def _init_distributed():
     return dist.get_rank(), dist.get_world_size()
 
 
+ON_INTERRUPT = "every checkpoint written so far is kept (no file is left half written)"
+
+#: Options --report-only reads (the results folder, its text's name, the report's title).
+_REPORT_OPTIONS = ("out", "text", "text_file", "width", "layers", "context")
+
+
+def check_options(args) -> None:
+    """Refuse an option that has no effect in the combination given, naming both options."""
+    from galinear.commands._options import refuse_repeats, refuse_unused, refuse_with_report_only
+
+    refuse_with_report_only(args, _REPORT_OPTIONS)
+    kinds = set(args.projection)
+    listed = f"--projection {' '.join(args.projection)}"
+    rotor = kinds & {"rotor", "rotor-network"}
+    matched = args.match_params is not None
+    refuse_unused(args, [
+        ("text", not args.text_file, "--text-file replaces the offline corpus --text names"),
+        ("text_field", bool(args.text_file), "--text-field names the field of a .jsonl --text-file"),
+        ("rank", "lowrank" in kinds, f"--rank sets the rank of lowrank projections, and {listed} has none"),
+        ("rank", not matched, "--match-params chooses the rank of lowrank projections itself"),
+        ("blocks", "monarch" in kinds, f"--blocks sets the blocks of monarch projections, and {listed} has none"),
+        ("blocks", not matched, "--match-params chooses the blocks of monarch projections itself"),
+        ("match_params", bool(kinds & {"lowrank", "monarch"}),
+         f"--match-params chooses the rank of lowrank or the blocks of monarch projections, and {listed} has neither"),
+        ("chunk_size", bool(rotor), f"--chunk-size sets the chunks of rotor projections, and {listed} has none"),
+        ("backend", bool(rotor), f"--backend chooses the sandwich of rotor projections, and {listed} has none"),
+        ("rotor_init_std", bool(rotor), f"--rotor-init-std draws rotor bivectors, and {listed} has no rotor kind"),
+        ("rotor_lr", bool(rotor), f"--rotor-lr is the rate of rotor parameters, and {listed} has no rotor kind"),
+        ("decay_bivectors", bool(rotor), f"--decay-bivectors decays rotor bivectors, and {listed} has no rotor kind"),
+        ("network_layers", "rotor-network" in kinds, f"--network-layers shapes rotor-network projections, and {listed} "
+                                                     "has none"),
+        ("network_breadth", "rotor-network" in kinds, f"--network-breadth shapes rotor-network projections, and "
+                                                      f"{listed} has none"),
+        ("compile_backend", args.compile, "--compile-backend is the backend of --compile, which is not given"),
+    ])
+    refuse_repeats(args.seeds, "--seeds")
+    refuse_repeats(args.projection, "--projection")
+
+
+def _check_compile_backend(name: str) -> None:
+    """The torch.compile backend ``name`` exists (checked before anything is built or compiled)."""
+    import torch._dynamo
+
+    backends = torch._dynamo.list_backends(exclude_tags=())
+    if name not in backends:
+        raise ValueError(f"--compile-backend {name!r} is not a torch.compile backend; choose one of "
+                         f"{', '.join(sorted(backends))}")
+
+
 def run(args) -> int:
+    """Every check first (arguments, files, sizes, devices, run folders), then the runs, then the report.
+
+    Errors are raised as ValueError (TooLargeError, CorruptFileError) and reach the user as one
+    line through the command line's error boundary (galinear.commands._report.run_command)."""
     from pathlib import Path
 
-    command = "train-lm"
+    from galinear.commands._options import check_threads
+
     root = Path(args.out) / _text_name(args)
-    if not args.report_only:
-        try:  # every check that needs no data, before anything is loaded
-            if args.text_file:
-                from galinear.data.text import check_text_file
+    check_options(args)
+    check_threads(args.threads)
+    if not args.report_only:  # every check that needs no data, before anything is loaded
+        from galinear.train.lm_config import check_training_size
 
-                check_text_file(args.text_file, args.text_field)
-            else:
-                from galinear.data.text import check_available
+        if args.text_file:
+            from galinear.data.text import check_text_file
 
-                check_available(args.text)
-            _check_tokenizer(args.tokenizer)
-            _, _, train_config, data = _configs(args, 256)
-            data.validate()
-            for seed in args.seeds:
-                train_config(seed).validate()
-        except ValueError as error:
-            return fail(command, str(error))
+            check_text_file(args.text_file, args.text_field)
+        else:
+            from galinear.data.text import check_available
+
+            check_available(args.text)
+        _check_tokenizer(args.tokenizer)
+        models, _, train_config, data = _configs(args, 256 if args.tokenizer == "byte" else SMOLLM2_VOCABULARY)
+        data.validate()
+        for seed in args.seeds:
+            train_config(seed).validate()
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if not args.report_only:
+        from galinear.train.lm_loop import check_device
+
+        device = check_device(args.device)
+        for config in models.values():
+            check_training_size(config, train_config(args.seeds[0]), device)
+        if args.compile:
+            _check_compile_backend(args.compile_backend)
     rank, world = _init_distributed()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        return fail(command, f"cannot create the results folder {root} ({error.strerror or error}); choose another "
-                             "--out folder you can write to")
+        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
+                         "folder you can write to") from None
+    from galinear.train.lm_report import collect_lm_runs, lm_markdown_table, write_lm_report
+
+    collect_lm_runs(root)  # a damaged run folder beside these runs is named now, not after training
     title = f"{_text_name(args)}: transformer {args.width} x {args.layers}, context {args.context}"
     if not args.report_only:
-        from galinear.train.lm import load_tokenizer
-        from galinear.train.lm_loop import check_lm_run_folder, prepare_windows, run_config, train_lm
-
-        try:
-            tokenizer = load_tokenizer(args.tokenizer)
-            vocab = len(tokenizer) if args.tokenizer != "byte" else tokenizer.vocab_size
-            models, matchings, train_config, data = _configs(args, vocab)
-            for kind, config in models.items():
-                for seed in args.seeds:
-                    check_lm_run_folder(root / run_name(kind, seed, args.tag),
-                                        run_config(config, train_config(seed), data))
-            windows, _ = prepare_windows(data, args.context, tokenizer)
-        except ValueError as error:
-            return fail(command, str(error))
-        if rank == 0:
-            print(f"{data.text}: {len(windows.tokens):,} {data.tokenizer} tokens, {len(windows.train):,} training and "
-                  f"{len(windows.heldout):,} held-out windows of {args.context + 1}; {world} rank(s), torch threads "
-                  f"{torch.get_num_threads()}; runs in {root}")
-        log = print if rank == 0 else (lambda *_: None)
-        for kind, config in models.items():
-            for seed in args.seeds:
-                name = run_name(kind, seed, args.tag)
-                try:
-                    history = train_lm(config, train_config(seed), windows, root / name, data=data.to_dict(),
-                                       matching=matchings[kind], device=args.device,
-                                       progress=args.progress and rank == 0, description=name, log=log)
-                except ValueError as error:
-                    return fail(command, str(error))
-                if rank == 0:
-                    final = history["evals"][-1]["heldout_ln_ppl"]
-                    speed = history.get("tokens_per_second") or 0.0
-                    print(f"{name}: {history['parameters']:,} parameters ({history['projection_parameters']:,} in "
-                          f"projections), held-out ln PPL {final:.4f}, {speed:,.0f} tokens/s")
+        _train(args, root, rank, world)
     if rank != 0:
         return 0
-    from galinear.train.lm_report import lm_markdown_table, write_lm_report
-
     try:
         rows = write_lm_report(root, title)
-    except (ValueError, OSError) as error:
-        return fail(command, f"cannot write the report into {root} ({error})")
+    except OSError as error:
+        raise ValueError(f"cannot write the report into {root} ({error}); choose another --out folder") from None
     if not rows:
         print(f"no finished runs in {root}: train some first (galinear train-lm --out {args.out})")
         return 1
     print(lm_markdown_table(rows))
     print(f"table: {root / 'results.md'}; curves: {root / 'curves.png'}; summary: {root / 'summary.json'}")
     return 0
+
+
+def _train(args, root, rank: int, world: int) -> None:
+    """Load the text, fingerprint it and the tokenizer, check every run folder, then train every run."""
+    import torch
+
+    from galinear.train.lm import load_tokenizer, tokenizer_sha256
+    from galinear.train.lm_loop import (check_lm_run_folder, load_text_for, prepare_windows, run_config, text_sha256,
+                                        train_lm)
+
+    tokenizer = load_tokenizer(args.tokenizer)
+    vocab = len(tokenizer) if args.tokenizer != "byte" else tokenizer.vocab_size
+    models, matchings, train_config, data = _configs(args, vocab)
+    text = load_text_for(data)
+    identity = {"text_sha256": text_sha256(text), "tokenizer_sha256": tokenizer_sha256(tokenizer)}
+    for kind, config in models.items():  # before the text is tokenised or a model built
+        for seed in args.seeds:
+            check_lm_run_folder(root / run_name(kind, seed, args.tag), run_config(config, train_config(seed), data,
+                                                                                identity))
+    windows, _ = prepare_windows(data, args.context, tokenizer, text=text)
+    if rank == 0:
+        print(f"{data.text}: {len(windows.tokens):,} {data.tokenizer} tokens, {len(windows.train):,} training and "
+              f"{len(windows.heldout):,} held-out windows of {args.context + 1}; {world} rank(s), torch threads "
+              f"{torch.get_num_threads()}; runs in {root}")
+    log = print if rank == 0 else (lambda *_: None)
+    for kind, config in models.items():
+        for seed in args.seeds:
+            name = run_name(kind, seed, args.tag)
+            history = train_lm(config, train_config(seed), windows, root / name,
+                               data=run_config(config, train_config(seed), data, identity)["data"],
+                               matching=matchings[kind], device=args.device, progress=args.progress and rank == 0,
+                               description=name, log=log)
+            if rank == 0:
+                final = history["evals"][-1]["heldout_ln_ppl"]
+                speed = history.get("tokens_per_second") or 0.0
+                print(f"{name}: {history['parameters']:,} parameters ({history['projection_parameters']:,} in "
+                      f"projections), held-out ln PPL {final:.4f}, {speed:,.0f} tokens/s")

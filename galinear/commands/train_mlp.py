@@ -1,9 +1,6 @@
 """`galinear train-mlp`: train rotor, dense and low-rank MLPs on Fashion-MNIST or MNIST."""
 import argparse
 import math
-import os
-
-from galinear.commands._report import fail
 
 HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
 
@@ -123,17 +120,56 @@ def run_name(kind: str, seed: int, tag: str = "") -> str:
     return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
 
 
+ON_INTERRUPT = "every finished epoch is kept in its run's checkpoint (no file is left half written)"
+
+#: Options --report-only reads (the results folder, the data set's name, the report's title).
+_REPORT_OPTIONS = ("out", "data", "hidden", "depth")
+
+
+def check_options(args) -> None:
+    """Refuse an option that has no effect in the combination given, naming both options."""
+    from galinear.commands._options import refuse_repeats, refuse_unused, refuse_with_report_only
+
+    refuse_with_report_only(args, _REPORT_OPTIONS)
+    kinds = set(args.model)
+    listed = f"--model {' '.join(args.model)}"
+    rotor_maps = "rotor" in kinds or args.head == "rotor"
+    refuse_unused(args, [
+        ("rank", "lowrank" in kinds, f"--rank sets the rank of lowrank models, and {listed} has none"),
+        ("chunk_size", rotor_maps, f"--chunk-size sets the chunks of rotor maps, and {listed} with --head "
+                                   f"{args.head} has none"),
+        ("backend", rotor_maps, f"--backend chooses the sandwich of rotor maps, and {listed} with --head {args.head} "
+                                "has none"),
+        ("rotor_gradient", rotor_maps, f"--rotor-gradient is the gradient of rotor maps, and {listed} with --head "
+                                       f"{args.head} has none"),
+        ("rotor_init_std", "rotor" in kinds, f"--rotor-init-std draws the bivectors of rotor models, and {listed} "
+                                             "has none"),
+    ])
+    refuse_repeats(args.seeds, "--seeds")
+    refuse_repeats(args.model, "--model")
+
+
 def run(args) -> int:
+    """Every check first (arguments, sizes, run folders), then the data, the runs and the report.
+
+    Errors are raised as ValueError (TooLargeError, CorruptFileError, IdxFormatError) or
+    DatasetNotFoundError and reach the user as one line through the command line's error boundary
+    (galinear.commands._report.run_command)."""
     from pathlib import Path
+
+    from galinear.commands._options import check_threads
+
+    check_options(args)
+    check_threads(args.threads)
 
     import torch
 
     from dataclasses import asdict
 
     from galinear.train.data import class_count, image_tensors
-    from galinear.train.loop import TrainConfig, check_run_folder, train_classifier
+    from galinear.train.loop import TrainConfig, check_run_folder, data_sha256, train_classifier
     from galinear.train.models import MLPConfig, check_training_memory
-    from galinear.train.report import markdown_table, write_report
+    from galinear.train.report import collect_runs, markdown_table, write_report
 
     def model_config(kind, in_features=784, num_classes=class_count(args.data)):
         return MLPConfig(
@@ -150,55 +186,46 @@ def run(args) -> int:
                            weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=seed)
 
     if not args.report_only:  # every check that needs no data, before the data load
-        try:
-            for kind in args.model:
-                config = model_config(kind)  # both data sets: 28 x 28 images, 10 classes
-                config.validate()
-                train_config(args.seeds[0]).validate()
-                check_training_memory(config, args.batch_size)
-        except ValueError as error:
-            return fail("train-mlp", str(error))
+        for kind in args.model:
+            config = model_config(kind)  # both data sets: 28 x 28 images, 10 classes
+            config.validate()
+            train_config(args.seeds[0]).validate()
+            check_training_memory(config, args.batch_size)
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.out) / args.data
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        return fail("train-mlp", f"cannot create the results folder {root} ({error.strerror or error}); "
-                                 "choose another --out folder you can write to")
+        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
+                         "folder you can write to") from None
     if not args.report_only:  # every run folder's files, before the data load and any training
-        try:
-            for kind in args.model:
-                for seed in args.seeds:
-                    check_run_folder(root / run_name(kind, seed, args.tag),
-                                     {"model": model_config(kind).to_dict(), "train": asdict(train_config(seed))})
-        except ValueError as error:
-            return fail("train-mlp", str(error))
+        for kind in args.model:
+            for seed in args.seeds:
+                check_run_folder(root / run_name(kind, seed, args.tag),
+                                 {"model": model_config(kind).to_dict(), "train": asdict(train_config(seed))})
+    collect_runs(root, log=print)  # a damaged run folder beside these runs is named now, not after training
     title = f"{args.data}: MLP {args.hidden} x {args.depth}"
     # published Fashion-MNIST test accuracies (Pence et al. 2025), drawn as dashed lines
     references = {"paper rotor MLP 88.36%": 88.36, "paper dense MLP 89.67%": 89.67} if args.data == "fashion-mnist" else None
     if not args.report_only:
         data = image_tensors(args.data, args.data_dir, args.limit_train, args.limit_test)
+        identity = {"name": args.data, "data_sha256": data_sha256(data)}
         print(f"{args.data}: {data[0].shape[0]} training and {data[2].shape[0]} test images; "
               f"torch threads {torch.get_num_threads()}; runs in {root}")
         for kind in args.model:
             for seed in args.seeds:
                 name = run_name(kind, seed, args.tag)
-                try:
-                    history = train_classifier(model_config(kind, data[0].shape[1]),
-                                               train_config(seed), data, root / name,
-                                               progress=args.progress, description=name)
-                    print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
-                          f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
-                    write_report(root, title, references, log=print)
-                except ValueError as error:  # a run folder of another configuration, a damaged checkpoint
-                    return fail("train-mlp", str(error))
+                history = train_classifier(model_config(kind, data[0].shape[1]), train_config(seed), data,
+                                           root / name, progress=args.progress, description=name,
+                                           data_identity=identity)
+                print(f"{name}: {history['parameters']:,} parameters, final test accuracy "
+                      f"{100 * history['epochs'][-1]['test_accuracy']:.2f}%")
+                write_report(root, title, references, log=print)
     try:
         rows = write_report(root, title, references, log=print)
-    except ValueError as error:  # a damaged history.json without a checkpoint to rewrite it from
-        return fail("train-mlp", str(error))
     except OSError as error:  # results.md, summary.json or accuracy.png cannot be written
-        return fail("train-mlp", f"cannot write the report into {root} ({error}); choose another --out folder")
+        raise ValueError(f"cannot write the report into {root} ({error}); choose another --out folder") from None
     if not rows:
         print(f"no finished runs in {root}: train some first (galinear train-mlp --out {args.out})")
         return 1

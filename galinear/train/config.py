@@ -97,7 +97,17 @@ class MLPConfig:
             raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
         chunk = self.chunk_size
         if chunk is not None and (not isinstance(chunk, int) or chunk < 1 or chunk & (chunk - 1)):
-            raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...) or None, got {chunk!r}")
+            raise ValueError(f"chunk_size must be a power of two (4, 8, 16, ...) or None, got {chunk!r}")
+        # a chunk of 2**n coordinates holds a rotor of Cl(n): below 4 there is no bivector to learn
+        if (self.kind == "rotor" or self.head == "rotor") and chunk is not None and chunk < 4:
+            raise ValueError(f"a rotor chunk of {chunk} coordinates (Cl({chunk.bit_length() - 1})) has no bivector to "
+                             "learn: every rotor is the identity; use --chunk-size 4 or more")
+        if self.kind == "rotor" and self.hidden < 4:
+            raise ValueError(f"rotor maps of hidden width {self.hidden} have chunks of at most {self.hidden} "
+                             "coordinates, whose rotors have no bivector to learn; use --hidden 4 or more")
+        if self.kind == "lowrank" and self.rank >= self.hidden:
+            raise ValueError(f"--rank {self.rank} at hidden width {self.hidden}: a low-rank map of rank >= its width has "
+                             f"no lower rank and at least the dense map's parameters; choose --rank below {self.hidden}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -29,7 +29,7 @@ from torch import nn
 from galinear._util import count_parameters
 from galinear.train.lm_config import ROTOR_PROJECTIONS, LMConfig
 
-__all__ = ["ByteTokenizer", "load_tokenizer", "make_projection", "apply_projection", "TransformerLM", "build_lm",
+__all__ = ["ByteTokenizer", "load_tokenizer", "tokenizer_sha256", "make_projection", "apply_projection", "TransformerLM", "build_lm",
            "projection_shapes", "projection_parameters", "match_parameters", "default_blocks",
            "is_rotor_module", "count_parameters"]
 
@@ -77,6 +77,20 @@ def load_tokenizer(name: str):
         tokenizer = AutoTokenizer.from_pretrained(models.smollm2_folder(), gguf_file=models.SMOLLM2_GGUF)
     tokenizer.name = "smollm2"
     return tokenizer
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """SHA-256 of what a tokenizer maps text to: for :class:`ByteTokenizer` its name (the UTF-8
+    bytes), for a Hugging Face tokenizer its serialised form (vocabulary, merges, normaliser)."""
+    import hashlib
+    import json
+
+    if isinstance(tokenizer, ByteTokenizer):
+        payload = "galinear byte tokenizer: UTF-8 bytes, ids 0..255"
+    else:
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        payload = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def default_blocks(width: int) -> int:
@@ -264,7 +278,7 @@ def match_parameters(config: LMConfig, target: int) -> tuple[LMConfig, dict]:
     """``config`` with the rank (lowrank) or the number of blocks (monarch) whose projection
     parameter count is nearest ``target``; and a record of the choice.
 
-    One rank (or block count) serves every projection. Ranks run over 1..width; block counts
+    One rank (or block count) serves every projection. Ranks run over 1..width - 1; block counts
     over the divisors of the width. Other kinds are returned unchanged (their count is fixed by
     the widths). The record: ``{"target", "kind", "setting", "value", "projection_parameters",
     "ratio"}`` (achieved / target).
@@ -275,7 +289,7 @@ def match_parameters(config: LMConfig, target: int) -> tuple[LMConfig, dict]:
         raise ValueError(f"the target parameter count must be a positive integer, got {target!r}")
     shapes = projection_shapes(config)
     if config.projection == "lowrank":
-        candidates = [(abs(_lowrank_count(shapes, r, config.bias) - target), r) for r in range(1, config.width + 1)]
+        candidates = [(abs(_lowrank_count(shapes, r, config.bias) - target), r) for r in range(1, config.width)]
         setting = "rank"
     elif config.projection == "monarch":
         divisors = [b for b in range(1, config.width + 1) if config.width % b == 0]

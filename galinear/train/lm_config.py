@@ -14,7 +14,8 @@ import math
 from dataclasses import asdict, dataclass
 
 __all__ = ["LMConfig", "LMTrainConfig", "LMDataConfig", "PROJECTIONS", "ROTOR_PROJECTIONS", "NORMS",
-           "PRECISIONS", "TOKENIZERS", "is_power_of_two"]
+           "PRECISIONS", "TOKENIZERS", "MIN_ROTOR_CHUNK", "MAX_ROTOR_GADGETS", "is_power_of_two", "training_size",
+           "check_training_size"]
 
 #: Kinds of projection (q, k, v, o, MLP up and down) a model can use.
 PROJECTIONS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
@@ -23,6 +24,11 @@ ROTOR_PROJECTIONS = ("rotor", "rotor-network")
 NORMS = ("rms", "layer")
 PRECISIONS = ("float32", "bf16", "float64")
 TOKENIZERS = ("byte", "smollm2")
+#: The smallest rotor chunk with a bivector to learn: 4 coordinates, Cl(2), one coefficient.
+MIN_ROTOR_CHUNK = 4
+#: Most rotor gadgets (RotorLinear maps) a model may hold: each is built (about 1 ms) and run at
+#: every step; the default rotor-network model has 192.
+MAX_ROTOR_GADGETS = 20_000
 
 
 def is_power_of_two(value) -> bool:
@@ -129,7 +135,20 @@ class LMConfig:
                         "--mlp-ratio")
         chunk = self.chunk_size
         if chunk is not None and not is_power_of_two(chunk):
-            raise ValueError(f"chunk_size must be a power of two (1, 2, 4, ...) or None, got {chunk!r}")
+            raise ValueError(f"chunk_size must be a power of two (4, 8, 16, ...) or None, got {chunk!r}")
+        if self.projection in ROTOR_PROJECTIONS:
+            # a chunk of 2**n coordinates holds a rotor of Cl(n): n >= 2 for a single bivector coefficient
+            if chunk is not None and chunk < MIN_ROTOR_CHUNK:
+                raise ValueError(f"a rotor chunk of {chunk} coordinates (Cl({chunk.bit_length() - 1})) has no bivector "
+                                 f"to learn: every rotor is the identity; use --chunk-size {MIN_ROTOR_CHUNK} or more")
+            if self.width < MIN_ROTOR_CHUNK:
+                raise ValueError(f"{self.projection} projections of width {self.width} have chunks of at most "
+                                 f"{self.width} coordinates, whose rotors have no bivector to learn; use --width "
+                                 f"{MIN_ROTOR_CHUNK} or more")
+        if self.projection == "lowrank" and self.rank >= self.width:
+            raise ValueError(f"--rank {self.rank} at width {self.width}: a low-rank map of rank >= its width has at "
+                             f"least as many parameters as the dense map and no lower rank; choose --rank below "
+                             f"{self.width} (below {self.width // 2} to have fewer parameters than dense)")
         if self.blocks is not None:
             _positive(self, ("blocks",))
             if self.width % self.blocks or self.mlp_width % self.blocks:
@@ -278,3 +297,86 @@ class LMDataConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int, int]:
+    """(parameter values, index bytes, rotor gadgets) of one projection d_in -> d_out, without building it."""
+    from galinear._generated.rotor_spec import chunk_layout
+    from galinear._limits import rotor_linear_size
+
+    if config.projection == "dense":
+        return d_in * d_out + d_out * config.bias, 0, 0
+    if config.projection == "lowrank":
+        return config.rank * (d_in + d_out) + d_out * config.bias, 0, 0
+    if config.projection == "monarch":
+        blocks = config.blocks or max(b for b in range(1, math.isqrt(math.gcd(d_in, d_out)) + 1)
+                                      if math.gcd(d_in, d_out) % b == 0)
+        return blocks * (d_out // blocks) * (d_in // blocks + blocks) + d_out * config.bias, 0, 0
+
+    def gadget(a, b):
+        cap = chunk_layout(a, b)[0]
+        return rotor_linear_size(a, b, cap if config.chunk_size is None else min(config.chunk_size, cap),
+                                 bias=config.bias)
+
+    if config.projection == "rotor":
+        values, index = gadget(d_in, d_out)
+        return values, index, 1
+    hidden_gadgets = config.network_layers * config.network_breadth
+    values = index = 0
+    for a, b, count in ((d_in, d_in, hidden_gadgets), (d_in, d_out, 1), (d_in, d_in, 1)):
+        more, extra = gadget(a, b)
+        values, index = values + count * more, index + count * extra
+    return values, index, hidden_gadgets + 2
+
+
+def training_size(model: LMConfig, train: LMTrainConfig) -> dict:
+    """What training ``model`` with ``train`` allocates, estimated from the settings alone.
+
+    Returns ``{"parameters", "gadgets", "bytes"}``: the parameter values (embeddings, norms,
+    head and projections; for rotor kinds the warm-start state too), the rotor gadgets, and a lower bound on the bytes of one training step:
+    every parameter with its gradient and AdamW's two moments; the chunk matrices the dense
+    sandwich backend assembles (and their gradients); the activations kept for the backward pass
+    (about 12 + 3 mlp_ratio values per token, layer and width, the attention scores and the
+    logits with their gradient).
+    """
+    d, f, layers = model.width, model.mlp_width, model.layers
+    shapes = [(d, d)] * 4 + [(d, f), (f, d)]
+    parameters = model.vocab_size * d * (1 if model.tie_embeddings else 2) + model.context * d + (2 * layers + 1) * d
+    index_bytes = gadgets = assembled = 0
+    for a, b in shapes:
+        values, index, count = _projection_size(model, a, b)
+        parameters += layers * values
+        index_bytes += layers * index
+        gadgets += layers * count
+        if model.projection in ROTOR_PROJECTIONS and model.backend == "dense":
+            assembled += layers * 2 * a * b * max(1, count)
+    value_bytes = 8 if train.precision == "float64" else 4
+    tokens = train.batch_size * model.context
+    activations = tokens * layers * d * (12 + 3 * model.mlp_ratio) + train.batch_size * model.heads * model.context**2 * layers
+    logits = 3 * tokens * model.vocab_size
+    total = value_bytes * (4 * parameters + assembled + activations + logits) + index_bytes
+    return {"parameters": parameters, "gadgets": gadgets, "bytes": total}
+
+
+def check_training_size(model: LMConfig, train: LMTrainConfig, device=None) -> dict:
+    """Refuse, before anything is allocated, a model that cannot be trained here.
+
+    Raises :class:`galinear._limits.TooLargeError` naming the figure and the fix when the model holds
+    more than :data:`MAX_ROTOR_GADGETS` rotor gadgets, or one training step needs more memory than
+    ``device`` (None: the host) has available. Returns :func:`training_size`.
+    """
+    from galinear._limits import TooLargeError, check_memory
+
+    size = training_size(model, train)
+    if size["gadgets"] > MAX_ROTOR_GADGETS:
+        raise TooLargeError(
+            f"a {model.projection} model of {model.layers} blocks with {model.network_layers} hidden layers x "
+            f"{model.network_breadth} branches per projection holds {size['gadgets']:,} rotor gadgets, more than "
+            f"the {MAX_ROTOR_GADGETS:,} galinear builds (about 1 ms each to build, and each runs at every step); use "
+            "fewer --network-layers, --network-breadth or --layers")
+    check_memory(f"training a {model.projection} transformer of width {model.width:,} and {model.layers} blocks "
+                 f"(about {size['parameters']:,} parameter values) on batches of {train.batch_size} x {model.context} "
+                 "tokens",
+                 size["bytes"], device,
+                 fix="use a smaller --width, --layers, --mlp-ratio, --context or --batch-size")
+    return size

@@ -45,10 +45,11 @@ from galinear import _io
 from galinear._util import cosine_schedule
 from galinear.train.lm import build_lm, is_rotor_module, projection_parameters
 from galinear.train.lm_config import LMConfig, LMDataConfig, LMTrainConfig
-from galinear.train.loop import restore_state
+from galinear.train.loop import check_run_files, check_same_data, restore_state, without_identity
 
 __all__ = ["prepare_windows", "parameter_groups", "batch_starts", "heldout_ln_ppl", "train_lm",
-           "check_lm_run_folder", "load_lm_history", "peak_memory", "reset_peak_memory"]
+           "check_lm_run_folder", "check_lm_history", "load_lm_history", "peak_memory", "reset_peak_memory",
+           "text_sha256", "check_device"]
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -198,12 +199,72 @@ _CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "torch_rng", "history", "
 
 def _comparable(config: dict) -> dict:
     """The configuration as a rerun compares it: without the settings that change speed or the
-    run's cadence, not its result (the sandwich backend, checkpoint cadence, time budget)."""
-    out = json.loads(json.dumps(config))
+    run's cadence, not its result (the sandwich backend, checkpoint cadence, time budget), and
+    without the data fingerprints (compared by :func:`~galinear.train.loop.check_same_data`)."""
+    out = without_identity(json.loads(json.dumps(config)))
     for part, names in _NOT_COMPARED.items():
         for name in names:
             out.get(part, {}).pop(name, None)
     return out
+
+
+def _is_run_config(config) -> bool:
+    """``config`` has the structure of a train-lm run configuration: model, train and data settings."""
+    return isinstance(config, dict) and all(isinstance(config.get(part), dict) for part in ("model", "train", "data"))
+
+
+def _number(value, low=None) -> bool:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return ok and (low is None or value >= low)
+
+
+def _integer(value, low=0, high=None) -> bool:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    return ok and (high is None or value <= high)
+
+
+def check_lm_history(history, path, fix: str, steps: int | None = None) -> dict:
+    """``history`` if it has the structure train-lm writes, else CorruptFileError naming ``path`` and ``fix``.
+
+    Checked: the configuration (model, train and data settings with the fields the report reads),
+    the step (an integer in [0, steps]; ``steps`` defaults to the configuration's), one finite loss
+    per step, every evaluation (a step in [0, step], a finite ln PPL, training seconds), the
+    parameter counts, seconds and speed."""
+    def bad(reason):
+        return _io.CorruptFileError(path, f"not a train-lm history ({reason})", fix)
+
+    if not isinstance(history, dict):
+        raise bad("a JSON object expected")
+    config = history.get("config")
+    if not _is_run_config(config):
+        raise bad("no model, train and data settings under config")
+    model, train = config["model"], config["train"]
+    if not (isinstance(model.get("projection"), str)
+            and all(_integer(model.get(name), 1) for name in ("width", "layers", "context"))
+            and _integer(train.get("steps"), 1) and isinstance(train.get("precision"), str)
+            and _number(train.get("lr"), 0)):
+        raise bad("config lacks the projection, width, layers, context, steps, precision or lr")
+    steps = train["steps"] if steps is None else steps
+    step = history.get("step")
+    if not _integer(step, 0, steps):
+        raise bad(f"step {step!r} is not an integer in [0, {steps}]")
+    losses = history.get("losses")
+    if not isinstance(losses, list) or len(losses) != step or not all(_number(v) for v in losses):
+        raise bad(f"losses must hold one finite number per step ({step})")
+    evals = history.get("evals")
+    if not isinstance(evals, list) or not all(
+            isinstance(e, dict) and _integer(e.get("step"), 0, step) and _number(e.get("heldout_ln_ppl"))
+            and _number(e.get("train_seconds"), 0) for e in evals):
+        raise bad("every evaluation needs a step in [0, step], a finite heldout_ln_ppl and train_seconds")
+    if not (_integer(history.get("parameters"), 1) and _integer(history.get("projection_parameters"), 0)
+            and _number(history.get("train_seconds"), 0)):
+        raise bad("parameters, projection_parameters or train_seconds missing or of the wrong type")
+    for name in ("tokens_per_second", "peak_memory_bytes"):
+        if history.get(name) is not None and not _number(history[name], 0):
+            raise bad(f"{name} is {history[name]!r}, not a number >= 0")
+    if history.get("stopped") not in (None, "steps", "time"):
+        raise bad(f"stopped is {history.get('stopped')!r}")
+    return history
 
 
 def _differences(saved: dict, current: dict) -> str:
@@ -225,49 +286,76 @@ def _checkpoint_fix(path: Path) -> str:
 def check_lm_run_folder(run_dir, config: dict) -> dict | None:
     """Create ``run_dir`` if needed and return its checkpoint's state (None when there is none).
 
-    Raises ValueError naming the file and the fix when ``config.json`` or the checkpoint belongs
-    to another configuration, or the checkpoint is damaged.
+    Every check runs here, before the model is built or a step trained: the folder can be written;
+    ``config.json``, ``history.json`` and ``checkpoint.pt`` are regular files where they exist;
+    the configuration they hold is ``config`` and the data fingerprints match (a run never resumes
+    on another text or tokenizer); the checkpoint's history is whole and its step within [0,
+    steps]. Raises ValueError (CorruptFileError for a damaged file) naming the file and the fix.
     """
     run_dir = Path(run_dir)
     other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise _io.UnreadableFileError(run_dir, "is a file, not a run folder", "choose another --out") from None
-    except OSError as error:
-        raise _io.UnreadableFileError(run_dir, f"cannot be created ({error.strerror})",
-                                      "choose another --out folder you can write to") from None
-    current = _comparable(config)
     config_path, checkpoint = run_dir / "config.json", run_dir / "checkpoint.pt"
+    check_run_files(run_dir, _checkpoint_fix(checkpoint), "train-lm")
+    current = _comparable(config)
     if config_path.is_file():
-        saved = _io.load_json(config_path, fix=f"delete {config_path} (the checkpoint keeps the configuration)")
-        if not isinstance(saved, dict) or _comparable(saved) != current:
-            what = _differences(_comparable(saved), current) if isinstance(saved, dict) else "not a configuration"
-            raise ValueError(f"{run_dir} holds a run with another configuration ({what}); {other}")
+        config_fix = f"delete {config_path} (the checkpoint keeps the configuration)"
+        saved = _io.load_json(config_path, fix=config_fix)
+        if not _is_run_config(saved):
+            raise _io.CorruptFileError(config_path, "not a train-lm configuration (model, train and data settings "
+                                       "expected)", config_fix)
+        check_same_data(run_dir, saved, config, config_path)
+        if _comparable(saved) != current:
+            raise ValueError(f"{run_dir} holds a run with another configuration "
+                             f"({_differences(_comparable(saved), current)}); {other}")
     if not checkpoint.is_file():
         return None
     state = _io.load_state(checkpoint, fix=_checkpoint_fix(checkpoint))
     if not isinstance(state, dict) or any(key not in state for key in _CHECKPOINT_KEYS):
         raise _io.CorruptFileError(checkpoint, "not a train-lm checkpoint", _checkpoint_fix(checkpoint))
+    if not _is_run_config(state["config"]):
+        raise _io.CorruptFileError(checkpoint, "holds no run configuration", _checkpoint_fix(checkpoint))
+    check_same_data(run_dir, state["config"], config, checkpoint)
     if _comparable(state["config"]) != current:
         raise ValueError(f"{checkpoint} was saved by a run with another configuration "
                          f"({_differences(_comparable(state['config']), current)}); {other}")
+    check_lm_history(state["history"], checkpoint, _checkpoint_fix(checkpoint), steps=config["train"]["steps"])
+    if not isinstance(state["optimizer"], dict) or not isinstance(state["optimizer"].get("state"), dict):
+        raise _io.CorruptFileError(checkpoint, "holds no optimiser state", _checkpoint_fix(checkpoint))
     return state
 
 
+def _rebuild_fix(run_dir: Path) -> str:
+    return f"delete the run folder {run_dir} (or move it out of the results folder) and train this run again"
+
+
 def load_lm_history(run_dir) -> dict | None:
-    """``history.json`` of a run folder (rewritten from the checkpoint when missing), or None."""
+    """``history.json`` of a run folder (rewritten from the checkpoint when missing or damaged), or None.
+
+    The history is checked (:func:`check_lm_history`); a damaged one without a checkpoint to
+    rewrite it from raises CorruptFileError naming the file and the fix."""
     run_dir = Path(run_dir)
     path, checkpoint = run_dir / "history.json", run_dir / "checkpoint.pt"
+    fix = _rebuild_fix(run_dir)
+    problem = None
     if path.is_file():
         try:
-            return _io.load_json(path)
-        except _io.UnreadableFileError:
-            if not checkpoint.is_file():
-                raise
+            return check_lm_history(_io.load_json(path, fix=fix), path, fix)
+        except _io.UnreadableFileError as error:
+            problem = error
+        except OSError as error:
+            problem = _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", fix)
+    elif os.path.lexists(path):
+        problem = _io.UnreadableFileError(path, "is not a regular file (a folder or a special file)", f"remove it; {fix}")
     if not checkpoint.is_file():
+        if problem is not None:
+            raise problem
         return None
-    history = _io.load_state(checkpoint, fix=_checkpoint_fix(checkpoint))["history"]
+    state = _io.load_state(checkpoint, fix=_checkpoint_fix(checkpoint))
+    if not isinstance(state, dict) or "history" not in state:
+        raise _io.CorruptFileError(checkpoint, "not a train-lm checkpoint", _checkpoint_fix(checkpoint))
+    history = check_lm_history(state["history"], checkpoint, _checkpoint_fix(checkpoint))
+    if problem is not None and os.path.lexists(path) and not path.is_file():
+        raise problem  # a folder in the place of history.json is not removed
     _io.save_json(path, history)
     return history
 
@@ -322,10 +410,14 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
     if train_config.batch_size % world:
         raise ValueError(f"--batch-size {train_config.batch_size} is not divisible by the {world} ranks; use a "
                          f"multiple of {world}")
+    if len(windows.train) < train_config.batch_size:
+        raise ValueError(f"--batch-size {train_config.batch_size} is more than the {len(windows.train):,} training "
+                         f"windows of the text: every batch would repeat windows; use --batch-size "
+                         f"{max(1, len(windows.train))} or less, a longer text, or a smaller --context")
     if device is None:
         device = (torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available()
                   else torch.device("cpu"))
-    device = torch.device(device)
+    device = check_device(device)
     if train_config.precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ValueError("this GPU does not support bfloat16; use --precision float32")
     reset_peak_memory(device)
@@ -446,6 +538,39 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
     return history
 
 
-def run_config(model_config: LMConfig, train_config: LMTrainConfig, data: LMDataConfig) -> dict:
-    """The configuration a run folder records (for checks before any training)."""
-    return {"model": model_config.to_dict(), "train": asdict(train_config), "data": data.to_dict()}
+def run_config(model_config: LMConfig, train_config: LMTrainConfig, data: LMDataConfig,
+               identity: dict | None = None) -> dict:
+    """The configuration a run folder records (for checks before any training); ``identity``: the
+    data fingerprints (``text_sha256``, ``tokenizer_sha256``), kept in the data part."""
+    return {"model": model_config.to_dict(), "train": asdict(train_config), "data": {**data.to_dict(), **(identity or {})}}
+
+
+def text_sha256(text: str) -> str:
+    """SHA-256 of the UTF-8 bytes of a text: the fingerprint a run folder records."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def check_device(name) -> torch.device:
+    """The torch device ``name`` names, if this machine has it; ValueError naming the fix otherwise."""
+    if name is None:
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"--device {name!r} is not a device torch knows; use cpu or cuda (cuda:N for GPU N), or "
+                         "leave --device out") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: torch sees no CUDA GPU here (torch.cuda.is_available() is False); use "
+                             "--device cpu or leave --device out")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
+                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"--device {name}: torch sees no MPS device here; use --device cpu")
+    elif device.type != "cpu":
+        raise ValueError(f"--device {name}: train-lm runs on cpu, cuda or mps, not on {device.type}")
+    return device

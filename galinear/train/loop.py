@@ -34,7 +34,20 @@ from galinear._util import cosine_schedule
 from galinear.train.config import MLPConfig, TrainConfig
 from galinear.train.models import build_mlp, check_training_memory, count_parameters
 
-__all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "atomic_write_json", "evaluate"]
+__all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "check_run_files", "check_same_data",
+           "data_sha256", "atomic_write_json", "evaluate"]
+
+
+def data_sha256(tensors) -> str:
+    """SHA-256 of the bytes of ``tensors`` (shapes and dtypes included): the fingerprint of a run's data."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        array = tensor.detach().cpu().contiguous().numpy()
+        digest.update(f"{array.dtype.str}{array.shape};".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def atomic_write_json(path, payload) -> None:
@@ -53,8 +66,16 @@ def restore_state(state: dict, model, optimizer, scheduler, path, fix: str) -> N
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
-    except (RuntimeError, ValueError, KeyError, TypeError) as error:
-        raise _io.CorruptFileError(path, f"does not fit this run's model ({error})", fix) from None
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+        raise _io.CorruptFileError(path, f"does not fit this run's model ({' '.join(str(error).split())})",
+                                   fix) from None
+    # load_state_dict takes optimiser moments of any shape; a wrong one would fail at the first step
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            for name, value in optimizer.state.get(parameter, {}).items():
+                if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != parameter.shape:
+                    raise _io.CorruptFileError(path, f"holds an optimiser {name} of shape {tuple(value.shape)} for a "
+                                               f"parameter of shape {tuple(parameter.shape)}", fix)
 
 
 def _checkpoint_fix(path: Path) -> str:
@@ -152,19 +173,13 @@ def _check_regular(path: Path, fix: str) -> None:
             raise _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", fix) from None
 
 
-def check_run_folder(run_dir, config: dict) -> dict | None:
-    """Every check of a run folder that can fail, before any training: raises ValueError naming
-    the file and the fix; returns the checkpoint's state (None when there is none yet).
-
-    The folder must be (or become) a writable folder; ``config.json``, ``history.json`` and
-    ``checkpoint.pt`` regular readable files where they exist; the configuration saved in
-    ``config.json`` and inside the checkpoint must be ``config`` (a run never resumes a
-    checkpoint of another configuration, even when ``config.json`` was deleted).
-    """
+def check_run_files(run_dir, checkpoint_fix: str, command: str) -> None:
+    """The run folder exists (or is created) and can be written; ``config.json``, ``history.json``
+    and ``checkpoint.pt`` are regular readable files where they exist (not folders). Raises
+    UnreadableFileError naming the path and the fix."""
     import tempfile
 
     run_dir = Path(run_dir)
-    other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -177,16 +192,61 @@ def check_run_folder(run_dir, config: dict) -> dict | None:
     except OSError as error:
         raise _io.UnreadableFileError(run_dir, f"cannot be written ({error.strerror})",
                                       "choose another --out folder you can write to, or fix its permissions") from None
+    checkpoint = run_dir / "checkpoint.pt"
+    _check_regular(run_dir / "config.json", f"remove it (the checkpoint keeps the configuration), or choose another "
+                                            f"--out (or --tag)")
+    _check_regular(run_dir / "history.json", f"remove it; the next {command} run rewrites it from {checkpoint}")
+    _check_regular(checkpoint, checkpoint_fix)
+
+
+#: Fingerprints of what a run learns from (its data, its tokenizer), kept in the configuration's "data" part.
+IDENTITY_FIELDS = ("text_sha256", "data_sha256", "tokenizer_sha256")
+
+
+def check_same_data(run_dir, saved: dict, current: dict, where) -> None:
+    """Refuse to resume a run on other data: a fingerprint recorded in ``saved["data"]`` must equal
+    the one of ``current["data"]`` (a fingerprint absent from either side is not compared: runs
+    saved before fingerprints were recorded)."""
+    old, new = saved.get("data") or {}, current.get("data") or {}
+    if not isinstance(old, dict):
+        return
+    for name in IDENTITY_FIELDS:
+        if old.get(name) and new.get(name) and old[name] != new[name]:
+            what = {"text_sha256": "text", "data_sha256": "data", "tokenizer_sha256": "tokenizer"}[name]
+            raise ValueError(f"{where} was trained on another {what} (SHA-256 {str(old[name])[:16]}... recorded, "
+                             f"{new[name][:16]}... now): a resumed run would mix the two; give the {what} it was "
+                             f"trained on, or choose another --out (or --tag), or delete the run folder {run_dir} to "
+                             "start again")
+
+
+def without_identity(config: dict) -> dict:
+    """``config`` without the data fingerprints (compared by :func:`check_same_data`)."""
+    data = config.get("data")
+    if not isinstance(data, dict):
+        return config
+    return {**config, "data": {k: v for k, v in data.items() if k not in IDENTITY_FIELDS}}
+
+
+def check_run_folder(run_dir, config: dict) -> dict | None:
+    """Every check of a run folder that can fail, before any training: raises ValueError naming
+    the file and the fix; returns the checkpoint's state (None when there is none yet).
+
+    The folder must be (or become) a writable folder; ``config.json``, ``history.json`` and
+    ``checkpoint.pt`` regular readable files where they exist; the configuration saved in
+    ``config.json`` and inside the checkpoint must be ``config`` (a run never resumes a
+    checkpoint of another configuration, even when ``config.json`` was deleted).
+    """
+    run_dir = Path(run_dir)
+    other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
     config_path, checkpoint = run_dir / "config.json", run_dir / "checkpoint.pt"
-    _check_regular(config_path, f"remove it (the checkpoint keeps the configuration), or {other}")
-    _check_regular(run_dir / "history.json", f"remove it; the next train-mlp run rewrites it from {checkpoint}")
-    _check_regular(checkpoint, _checkpoint_fix(checkpoint))
+    check_run_files(run_dir, _checkpoint_fix(checkpoint), "train-mlp")
     current = _comparable(json.loads(json.dumps(config)))
     if config_path.is_file():
         saved = _io.load_json(config_path, fix=f"delete {config_path} (the checkpoint keeps the configuration)")
-        if not isinstance(saved, dict):
-            raise _io.CorruptFileError(config_path, "not a train-mlp configuration",
-                                       f"delete {config_path} (the checkpoint keeps the configuration)")
+        if not _is_mlp_config(saved):
+            raise _io.CorruptFileError(config_path, "not a train-mlp configuration (model and train settings "
+                                       "expected)", f"delete {config_path} (the checkpoint keeps the configuration)")
+        check_same_data(run_dir, saved, config, config_path)
         if _comparable(saved) != current:
             raise ValueError(f"{run_dir} holds a run with another configuration "
                              f"({_differences(_comparable(saved), current)}); {other}")
@@ -194,13 +254,23 @@ def check_run_folder(run_dir, config: dict) -> dict | None:
         return None
     state = _load_checkpoint(checkpoint)
     saved = state.get("config") or (state["history"].get("config") if isinstance(state["history"], dict) else None)
-    if not isinstance(saved, dict):
+    if not _is_mlp_config(saved):
         raise _io.CorruptFileError(checkpoint, "holds no run configuration", _checkpoint_fix(checkpoint))
+    check_same_data(run_dir, saved, config, checkpoint)
     if _comparable(saved) != current:
         raise ValueError(f"{checkpoint} was saved by a run with another configuration "
                          f"({_differences(_comparable(saved), current)}); {other}")
-    _check_history(state["history"], checkpoint)
+    history = _check_history(state["history"], checkpoint)
+    epochs = config["train"]["epochs"] if isinstance(config.get("train"), dict) else None
+    if isinstance(epochs, int) and len(history["epochs"]) > epochs:
+        raise _io.CorruptFileError(checkpoint, f"records {len(history['epochs'])} finished epochs of a run of {epochs}",
+                                   _checkpoint_fix(checkpoint))
     return state
+
+
+def _is_mlp_config(config) -> bool:
+    return (isinstance(config, dict) and isinstance(config.get("model"), dict) and isinstance(config.get("train"), dict)
+            and isinstance(config.get("data", {}), dict))
 
 
 # MLPConfig fields added after runs were first saved, with the value the code before them used
@@ -217,7 +287,9 @@ def _comparable(config: dict) -> dict:
     model = {**asdict(MLPConfig()), **_ADDED_MODEL_FIELDS, **config.get("model", {})}
     model.pop("backend", None)
     train = {**asdict(TrainConfig()), **config.get("train", {})}
-    return {**config, "model": model, "train": train}
+    out = without_identity({**config, "model": model, "train": train})
+    out.pop("data", None)  # the data set's name is the run folder's parent; its fingerprint is compared on its own
+    return out
 
 
 @torch.no_grad()
@@ -251,6 +323,7 @@ def train_classifier(
     progress: bool = True,
     description: str = "",
     log=print,
+    data_identity: dict | None = None,
 ) -> dict:
     """Train the MLP of ``model_config`` on ``data`` and return its history.
 
@@ -264,6 +337,9 @@ def train_classifier(
         configuration, training resumes after its last finished epoch. None: nothing is saved.
     progress : bool
         Show a tqdm bar over the batches of each epoch.
+    data_identity : dict, optional
+        ``{"name": ..., "data_sha256": ...}`` of the data (:func:`data_sha256`), recorded in the
+        configuration: a run never resumes on other data.
 
     Returns
     -------
@@ -286,6 +362,8 @@ def train_classifier(
     model = build_mlp(model_config)
     parameters = count_parameters(model)
     config = {"model": model_config.to_dict(), "train": asdict(train_config)}
+    if data_identity:
+        config["data"] = dict(data_identity)
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay)
     steps_per_epoch = math.ceil(x_train.shape[0] / train_config.batch_size)
     total_steps = steps_per_epoch * train_config.epochs
