@@ -79,6 +79,8 @@ class _Loaded:
                  widths: tuple, out_widths: tuple, multiplications: int = 0):
         self.target, self.name, self.guards = target, name, guards
         self.multiplications = multiplications
+        self._constant_arrays = {}
+        self._no_status = np.zeros(1, np.uint8)  # never written: a program without guards
         self.widths, self.out_widths = widths, out_widths
         if target == "c":
             lib = _compile_c(source, header, name)
@@ -114,10 +116,21 @@ class _Loaded:
                 else None
             if dtype is None:
                 raise TypeError(f"kernels take real float arrays; got {np.result_type(*arrays)}")
-        lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
-        flat = [np.ascontiguousarray(np.broadcast_to(a, lead + (a.shape[-1],)).reshape(-1, a.shape[-1]), dtype)
-                for a in arrays]
+        lead = arrays[0].shape[:-1]
+        if any(a.shape[:-1] != lead for a in arrays[1:]):
+            lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
+            arrays = [np.broadcast_to(a, lead + (a.shape[-1],)) for a in arrays]
+        flat = [np.ascontiguousarray(a, dtype).reshape(-1, a.shape[-1]) for a in arrays]
         return flat, lead, dtype
+
+    def _constants(self, dtype):
+        """The numba kernel's constants in ``dtype`` (read-only, made once per dtype)."""
+        cached = self._constant_arrays.get(dtype)
+        if cached is None:
+            from galinear._numba import readonly
+
+            cached = self._constant_arrays[dtype] = readonly(np.asarray(self.module.CONSTANTS, dtype))
+        return cached
 
     def _check_finite(self, names, flat) -> None:
         for name, a in zip(names, flat):
@@ -162,15 +175,14 @@ class _Loaded:
         flat, lead, dtype = self._flat(arrays)
         rows = flat[0].shape[0]
         outs, given = self._outputs(out, lead, rows, dtype)
-        status = np.zeros(rows if self.guards else 1, np.uint8)  # written only by guarded programs
+        status = np.zeros(rows, np.uint8) if self.guards else self._no_status  # written only by guards
         if self.target == "numba":
             from galinear._numba import readonly
 
-            consts = np.asarray(self.module.CONSTANTS, dtype)
             parallel = rows >= PARALLEL_ROWS and self.multiplications >= PARALLEL_MULTIPLICATIONS
             fn = self.module.kernel_parallel if parallel else self.module.kernel_serial
-            finite = fn(*[readonly(a) for a in flat], readonly(consts), *outs, status)
-            if not np.isfinite(finite) or finite != 0:
+            finite = fn(*[readonly(a) for a in flat], self._constants(dtype), *outs, status)
+            if finite != 0:  # nan and inf compare unequal to 0 as well
                 self._check_finite(names, flat)
                 self._raise_status(status)
                 warnings.warn("the kernel produced inf or nan from finite inputs (overflow)", RuntimeWarning,
@@ -180,7 +192,8 @@ class _Loaded:
             fn, ptr = self.c_functions[np.dtype(dtype)]
             fn(*[a.ctypes.data_as(ptr) for a in flat], *[o.ctypes.data_as(ptr) for o in outs], rows,
                status.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)) if self.guards else None)
-        self._raise_status(status)
+        if self.guards:
+            self._raise_status(status)
         if given is not None:
             return given
         return tuple(o.reshape(lead + (o.shape[-1],)) for o in outs)
