@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile verify codegen fashion-mnist clean help
+.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile bench-generated-motor verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -98,6 +98,13 @@ bench-graded: $(STAMP)
 COMPILE_ARGS ?=
 bench-compile: $(STAMP)
 	$(PY) benchmarks/bench_compile.py $(COMPILE_ARGS)
+
+# The generated PGA motor layer (galinear.nn.generated) against galinear.nn.motors: forward and
+# forward + backward on 1,000 and 100,000 points, float32 and float64, as ratios; writes
+# benchmarks/results/bench_generated_motor.{md,json}.
+GENERATED_MOTOR_ARGS ?=
+bench-generated-motor: $(STAMP)
+	$(PY) benchmarks/bench_generated_motor.py $(GENERATED_MOTOR_ARGS)
 
 # CPU seconds of one train-mlp step (default configuration), every sandwich backend side by side (prints only)
 bench-mlp: $(STAMP)
