@@ -21,11 +21,11 @@ def record_given(parser: argparse.ArgumentParser) -> None:
         base = type(action)
 
         def call(self, parser, namespace, values, option_string=None, _base=base):
-            given_set = getattr(namespace, _GIVEN, None)
-            if given_set is None:
-                given_set = set()
-                setattr(namespace, _GIVEN, given_set)
-            given_set.add(self.dest)
+            given_options = getattr(namespace, _GIVEN, None)
+            if given_options is None:
+                given_options = {}
+                setattr(namespace, _GIVEN, given_options)
+            given_options[self.dest] = self.option_strings[-1] if option_string is None else option_string
             _base.__call__(self, parser, namespace, values, option_string)
 
         action.__class__ = type(base.__name__, (base,), {"__call__": call})
@@ -36,9 +36,10 @@ def given(args) -> frozenset:
     return frozenset(getattr(args, _GIVEN, ()) or ())
 
 
-def flag(dest: str) -> str:
-    """``rank`` -> ``--rank`` (the option string of a destination)."""
-    return "--" + dest.replace("_", "-")
+def flag(dest: str, args=None) -> str:
+    """The option string that set ``dest`` (``--no-progress`` for ``progress``), else ``--dest-with-dashes``."""
+    used = getattr(args, _GIVEN, None) or {}
+    return used.get(dest) or "--" + dest.replace("_", "-")
 
 
 def refuse_unused(args, rules, names=None) -> None:
@@ -52,7 +53,7 @@ def refuse_unused(args, rules, names=None) -> None:
     names = names or {}
     for dest, applies, why in rules:
         if dest in chosen and not applies:
-            raise ValueError(f"{names.get(dest, flag(dest))} has no effect here: {why}; drop it or change the other "
+            raise ValueError(f"{names.get(dest, flag(dest, args))} has no effect here: {why}; drop it or change the other "
                              "option")
 
 
@@ -63,7 +64,7 @@ def refuse_with_report_only(args, allowed) -> None:
         return
     extra = sorted(given(args) - set(allowed) - {"report_only"})
     if extra:
-        raise ValueError(f"{', '.join(flag(dest) for dest in extra)} {'has' if len(extra) == 1 else 'have'} no effect "
+        raise ValueError(f"{', '.join(flag(dest, args) for dest in extra)} {'has' if len(extra) == 1 else 'have'} no effect "
                          "with --report-only, which only rewrites the report from the saved runs; drop "
                          f"{'it' if len(extra) == 1 else 'them'} or drop --report-only")
 

@@ -210,7 +210,7 @@ def _init_distributed():
 ON_INTERRUPT = "every checkpoint written so far is kept (no file is left half written)"
 
 #: Options --report-only reads (the results folder, its text's name, the report's title).
-_REPORT_OPTIONS = ("out", "text", "text_file", "width", "layers", "context")
+_REPORT_OPTIONS = ("out", "text", "text_file", "width", "layers", "context", "progress")
 
 
 def check_options(args) -> None:

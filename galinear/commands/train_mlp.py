@@ -123,7 +123,7 @@ def run_name(kind: str, seed: int, tag: str = "") -> str:
 ON_INTERRUPT = "every finished epoch is kept in its run's checkpoint (no file is left half written)"
 
 #: Options --report-only reads (the results folder, the data set's name, the report's title).
-_REPORT_OPTIONS = ("out", "data", "hidden", "depth")
+_REPORT_OPTIONS = ("out", "data", "hidden", "depth", "progress")
 
 
 def check_options(args) -> None:

@@ -1,6 +1,7 @@
 """The transformer trainer (``galinear train-lm``) on a tiny model: exact resume, gradients of the
 rotor variants against central differences, 2 gloo ranks against one process, bf16 activations
 through the rotor layers, parameter matching and the command line."""
+import json
 import os
 
 import numpy as np
@@ -311,3 +312,213 @@ def test_compiled_training_equals_eager():
     assert compiled["losses"] == pytest.approx(eager["losses"], rel=1e-12)
     for name, tensor in eager["model"].state_dict().items():
         assert torch.allclose(compiled["model"].state_dict()[name], tensor, rtol=0, atol=1e-10), name
+
+
+# ------------------------------------------------------------- every check before the work (one line each)
+def _text(tmp_path, repeat=200, words="the quick brown fox jumps over the lazy dog. "):
+    path = tmp_path / "text.txt"
+    path.write_text(words * repeat)
+    return path
+
+
+_TINY = ["--width", "16", "--layers", "1", "--heads", "2", "--context", "16", "--batch-size", "2", "--eval-every", "2",
+         "--eval-windows", "4", "--warmup-steps", "1", "--no-progress"]
+
+
+def _tiny(tmp_path, *extra, projection=("dense",), steps=2):
+    return ["train-lm", "--text-file", str(_text(tmp_path)) if not (tmp_path / "text.txt").exists()
+            else str(tmp_path / "text.txt"), "--projection", *projection, "--steps", str(steps), *_TINY,
+            "--out", str(tmp_path / "out"), *extra]
+
+
+def _one_line_error(code, err, *fragments):
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("galinear train-lm: error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Building a model or tokenising a text fails the test: the checks must come first."""
+    from galinear.train import lm_loop
+
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built or a text tokenised before the input was checked")
+
+    monkeypatch.setattr(lm_loop, "build_lm", built)
+    monkeypatch.setattr(lm_loop, "prepare_windows", built)
+
+
+@pytest.mark.parametrize("extra, projection, fragments", [
+    (["--chunk-size", "2"], ["rotor"], ["rotor chunk of 2 coordinates", "--chunk-size 4 or more"]),
+    (["--chunk-size", "1"], ["rotor-network"], ["rotor chunk of 1 coordinates", "--chunk-size 4 or more"]),
+    (["--width", "2", "--heads", "1"], ["rotor"], ["width 2", "--width 4 or more"]),
+    (["--rank", "1000"], ["lowrank"], ["--rank 1000 at width 16", "choose --rank below 16"]),
+    (["--rank", "16"], ["lowrank"], ["--rank 16 at width 16"]),
+])
+def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, projection, fragments):
+    code, _, err = _main(_tiny(tmp_path, *extra, projection=projection), capsys)
+    _one_line_error(code, err, *fragments)
+
+
+@pytest.mark.parametrize("extra, projection, fragments", [
+    (["--rank", "4"], ["dense", "rotor"], ["--rank has no effect here", "--projection dense rotor has none"]),
+    (["--blocks", "4"], ["lowrank"], ["--blocks has no effect", "monarch"]),
+    (["--match-params", "dense"], ["rotor"], ["--match-params has no effect", "neither"]),
+    (["--match-params", "dense", "--rank", "3"], ["lowrank"], ["--rank has no effect", "--match-params chooses"]),
+    (["--chunk-size", "8"], ["dense"], ["--chunk-size has no effect", "--projection dense"]),
+    (["--backend", "factored"], ["lowrank"], ["--backend has no effect"]),
+    (["--rotor-init-std", "0.1"], ["dense"], ["--rotor-init-std has no effect"]),
+    (["--rotor-lr", "0.01"], ["monarch"], ["--rotor-lr has no effect"]),
+    (["--decay-bivectors"], ["dense"], ["--decay-bivectors has no effect"]),
+    (["--network-layers", "3"], ["rotor"], ["--network-layers has no effect", "rotor-network"]),
+    (["--network-breadth", "2"], ["rotor"], ["--network-breadth has no effect"]),
+    (["--compile-backend", "eager"], ["dense"], ["--compile-backend has no effect", "--compile"]),
+    (["--text-field", "body"], None, ["--text-field has no effect", "--text-file"]),
+    (["--text", "kjv"], ["dense"], ["--text has no effect", "--text-file replaces"]),
+    (["--seeds", "1", "1"], ["dense"], ["--seeds lists 1 twice"]),
+    (["--report-only", "--steps", "5", "--lr", "0.1"], ["dense"], ["--lr, --", "no effect with --report-only"]),
+])
+def test_options_without_effect_are_refused_naming_both(capsys, tmp_path, no_model, extra, projection, fragments):
+    if projection is None:  # --text-field without --text-file
+        argv = ["train-lm", "--text", "shakespeare", "--out", str(tmp_path / "out"), *extra]
+    else:
+        argv = _tiny(tmp_path, *extra, projection=projection)
+    code, _, err = _main(argv, capsys)
+    _one_line_error(code, err, *fragments)
+
+
+@pytest.mark.parametrize("extra, projection, fragments", [
+    (["--width", "1000000000", "--heads", "1"], ["dense"], ["width 1,000,000,000", "would need", "smaller --width"]),
+    (["--network-layers", "10000"], ["rotor-network"], ["rotor gadgets", "fewer --network-layers"]),
+    (["--threads", "100000"], ["dense"], ["--threads 100,000 is more than the", "use --threads"]),
+])
+def test_unbounded_sizes_are_refused_before_allocation(capsys, tmp_path, no_model, extra, projection, fragments):
+    import time
+
+    started = time.perf_counter()
+    code, _, err = _main(_tiny(tmp_path, *extra, projection=projection), capsys)
+    _one_line_error(code, err, *fragments)
+    assert time.perf_counter() - started < 30  # refused from the settings, not after building
+
+
+def test_a_batch_larger_than_the_training_windows_is_refused(capsys, tmp_path):
+    code, _, err = _main(_tiny(tmp_path, "--batch-size", "100000"), capsys)
+    _one_line_error(code, err, "--batch-size 100000 is more than the", "training windows")
+    assert not list((tmp_path / "out").rglob("checkpoint.pt"))
+
+
+def test_devices_and_compile_backends_are_checked_first(capsys, tmp_path, no_model, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on a machine with a GPU
+    code, _, err = _main(_tiny(tmp_path, "--device", "cuda"), capsys)
+    _one_line_error(code, err, "--device cuda: torch sees no CUDA GPU", "--device cpu")
+    code, _, err = _main(_tiny(tmp_path, "--device", "tpu"), capsys)
+    _one_line_error(code, err, "--device", "tpu")
+    code, _, err = _main(_tiny(tmp_path, "--compile", "--compile-backend", "nonsense"), capsys)
+    _one_line_error(code, err, "--compile-backend 'nonsense' is not a torch.compile backend", "inductor")
+
+
+def test_a_diverging_run_is_one_line(capsys, tmp_path):
+    code, _, err = _main(_tiny(tmp_path, "--lr", "1e8", "--grad-clip", "0", steps=6), capsys)
+    _one_line_error(code, err, "the training loss became", "lower --lr")
+
+
+def test_ctrl_c_is_one_line_with_status_130(capsys, tmp_path, monkeypatch):
+    from galinear.train import lm_loop
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lm_loop, "train_lm", interrupted)
+    code, _, err = _main(_tiny(tmp_path), capsys)
+    lines = err.strip().splitlines()
+    assert code == 130 and len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith("galinear train-lm: interrupted; every checkpoint written so far is kept")
+    assert lines[0].endswith("run the same command again to resume")
+
+
+# ------------------------------------------------------------------------------ runs never mix
+def test_a_run_never_resumes_on_an_edited_text(capsys, tmp_path):
+    argv = _tiny(tmp_path, steps=4)
+    argv[argv.index("--steps") + 1] = "2"
+    assert _main(argv, capsys)[0] == 0
+    run = tmp_path / "out" / "text" / "dense-seed0"
+    recorded = json.loads((run / "config.json").read_text())["data"]
+    assert len(recorded["text_sha256"]) == 64 and len(recorded["tokenizer_sha256"]) == 64
+    _text(tmp_path, words="an entirely different text about other things. ")
+    before = (run / "checkpoint.pt").read_bytes()
+    code, _, err = _main(argv, capsys)
+    _one_line_error(code, err, "was trained on another text", "SHA-256", "give the text it was trained on")
+    assert (run / "checkpoint.pt").read_bytes() == before
+
+
+def _finished_run(tmp_path, capsys):
+    argv = _tiny(tmp_path)
+    assert _main(argv, capsys)[0] == 0
+    return argv, tmp_path / "out" / "text" / "dense-seed0"
+
+
+def _rewrite_checkpoint(run, change):
+    from galinear import _io
+
+    state = _io.load_state(run / "checkpoint.pt")
+    change(state)
+    _io.save_state(run / "checkpoint.pt", state)
+
+
+@pytest.mark.parametrize("name, change, fragments", [
+    ("step past the run", lambda s: s["history"].update(step=10**9), ["step 1000000000 is not an integer in [0, 2]"]),
+    ("negative step", lambda s: s["history"].update(step=-1), ["step -1 is not an integer"]),
+    ("string ln PPL", lambda s: s["history"]["evals"][0].update(heldout_ln_ppl="low"), ["finite heldout_ln_ppl"]),
+    ("history a list", lambda s: s.update(history=[1, 2]), ["not a train-lm history"]),
+    ("config of strings", lambda s: s.update(config={"model": "x", "train": [], "data": {}}), ["no run configuration"]),
+    ("optimiser state of the wrong shape", lambda s: next(iter(s["optimizer"]["state"].values())).update(
+        exp_avg=torch.zeros(3, 3)), ["optimiser exp_avg of shape (3, 3)"]),
+])
+def test_a_damaged_checkpoint_is_named_before_a_step_trains(capsys, tmp_path, name, change, fragments):
+    argv, run = _finished_run(tmp_path, capsys)
+    argv[argv.index("--steps") + 1] = "2"
+    _rewrite_checkpoint(run, change)
+    (run / "history.json").unlink()
+    (run / "config.json").unlink()
+    code, _, err = _main(argv, capsys)
+    line = _one_line_error(code, err, str(run / "checkpoint.pt"), *fragments)
+    assert "delete" in line
+
+
+@pytest.mark.parametrize("model", [["a", "list"], "a string"])
+def test_a_run_config_of_the_wrong_types_is_named(capsys, tmp_path, no_model, model):
+    run = tmp_path / "out" / "text" / "dense-seed0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"model": model, "train": {}, "data": {}}))
+    code, _, err = _main(_tiny(tmp_path), capsys)
+    _one_line_error(code, err, str(run / "config.json"), "not a train-lm configuration", "delete")
+
+
+def test_a_checkpoint_that_is_a_folder_is_refused_before_training(capsys, tmp_path, no_model):
+    run = tmp_path / "out" / "text" / "dense-seed0"
+    (run / "checkpoint.pt").mkdir(parents=True)
+    code, _, err = _main(_tiny(tmp_path), capsys)
+    _one_line_error(code, err, f"{run / 'checkpoint.pt'}: is a folder")
+
+
+def test_report_only_and_training_name_a_damaged_neighbour_first(capsys, tmp_path):
+    argv, run = _finished_run(tmp_path, capsys)
+    history = json.loads((run / "history.json").read_text())
+    history["evals"][-1]["heldout_ln_ppl"] = "3.2"
+    (run / "history.json").write_text(json.dumps(history))
+    (run / "checkpoint.pt").unlink()
+    code, _, err = _main(["train-lm", "--text-file", str(tmp_path / "text.txt"), "--report-only", "--out",
+                          str(tmp_path / "out")], capsys)
+    _one_line_error(code, err, str(run / "history.json"), "finite heldout_ln_ppl")
+    del history["config"]
+    (run / "history.json").write_text(json.dumps(history))
+    code, _, err = _main(["train-lm", "--text-file", str(tmp_path / "text.txt"), "--report-only", "--out",
+                          str(tmp_path / "out")], capsys)
+    _one_line_error(code, err, "no model, train and data settings")
+    other = _tiny(tmp_path, "--tag", "other")  # a new run beside the damaged one: refused before training
+    code, _, err = _main(other, capsys)
+    _one_line_error(code, err, str(run / "history.json"))
+    assert not (tmp_path / "out" / "text" / "dense-other-seed0" / "checkpoint.pt").exists()

@@ -263,3 +263,92 @@ def test_step_seconds_grows_with_the_work():
     small = step_seconds(MLPConfig(hidden=8, depth=1), batch_size=4, steps=3)
     large = step_seconds(MLPConfig(hidden=1024, depth=2), batch_size=256, steps=3)
     assert large > 2 * small  # ~3,000x the arithmetic: a timer that misses the step fails here
+
+
+# ------------------------------------------------------------- every check before the work (one line each)
+def _idx_folder(rng, folder, n_train=120, n_test=60, bright=255):
+    from galinear.data.idx import write_idx
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, size=n).astype(np.uint8)
+        images = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
+        images[np.arange(n), labels, :] = bright
+        write_idx(folder / f"{split}-images-idx3-ubyte.gz", images)
+        write_idx(folder / f"{split}-labels-idx1-ubyte.gz", labels)
+    return folder
+
+
+def _mlp_cli(capsys, *argv):
+    from galinear.cli import main
+
+    code = main(["train-mlp", "--no-progress", *argv])
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    return code, lines, captured
+
+
+def _assert_one_line(code, lines, *fragments):
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("galinear train-mlp: error: "), lines
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_a_missing_data_folder_and_a_truncated_idx_file_are_one_line(rng, tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    code, lines, _ = _mlp_cli(capsys, "--data-dir", str(missing), "--model", "dense", "--seeds", "0",
+                              "--hidden", "16", "--out", str(tmp_path / "out"))
+    _assert_one_line(code, lines, "pip install")
+    data = _idx_folder(rng, tmp_path / "data")
+    import gzip
+
+    raw = gzip.decompress((data / "train-images-idx3-ubyte.gz").read_bytes())
+    (data / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(raw[: len(raw) // 2]))
+    code, lines, captured = _mlp_cli(capsys, "--data-dir", str(data), "--model", "dense", "--seeds", "0",
+                                     "--hidden", "16", "--out", str(tmp_path / "out"))
+    _assert_one_line(code, lines, "train-images-idx3-ubyte")
+    assert "Traceback" not in captured.err
+
+
+def test_a_run_never_resumes_on_other_data(rng, tmp_path, capsys):
+    data = _idx_folder(rng, tmp_path / "data")
+    common = ["--data-dir", str(data), "--model", "dense", "--seeds", "0", "--hidden", "16", "--batch-size", "32",
+              "--out", str(tmp_path / "out"), "--threads", "1"]
+    assert _mlp_cli(capsys, *common, "--epochs", "1")[0] == 0  # the same command resumes (after its last epoch)
+    run = tmp_path / "out" / "fashion-mnist" / "dense-seed0"
+    assert len(json.loads((run / "config.json").read_text())["data"]["data_sha256"]) == 64
+    _idx_folder(np.random.default_rng(99), data, bright=200)  # other images in the same files
+    before = (run / "checkpoint.pt").read_bytes()
+    code, lines, _ = _mlp_cli(capsys, *common, "--epochs", "1")
+    _assert_one_line(code, lines, "was trained on another data", "SHA-256")
+    assert (run / "checkpoint.pt").read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["--model", "dense", "rotor", "--rank", "8"], ["--rank has no effect", "--model dense rotor has none"]),
+    (["--model", "dense", "--chunk-size", "16"], ["--chunk-size has no effect", "--head dense"]),
+    (["--model", "lowrank", "--backend", "factored"], ["--backend has no effect"]),
+    (["--model", "dense", "--rotor-gradient", "power-step"], ["--rotor-gradient has no effect"]),
+    (["--model", "dense", "--head", "rotor", "--rotor-init-std", "0.5"], ["--rotor-init-std has no effect"]),
+    (["--report-only", "--data-dir", "x", "--limit-train", "5"], ["--data-dir, --limit-train have no effect with "
+                                                                   "--report-only"]),
+    (["--model", "dense", "dense"], ["--model lists dense twice"]),
+    (["--model", "rotor", "--chunk-size", "2"], ["rotor chunk of 2 coordinates", "--chunk-size 4 or more"]),
+    (["--model", "lowrank", "--rank", "64", "--hidden", "64"], ["--rank 64 at hidden width 64"]),
+    (["--model", "dense", "--threads", "100000"], ["--threads 100,000 is more than the"]),
+])
+def test_options_without_effect_and_meaningless_sizes_are_refused(tmp_path, capsys, no_loading, argv, fragments):
+    code, lines, _ = _mlp_cli(capsys, *argv, "--out", str(tmp_path / "out"))
+    _assert_one_line(code, lines, *fragments)
+
+
+def test_a_damaged_optimiser_state_is_named_before_an_epoch_trains(rng, tmp_path):
+    from galinear import _io
+
+    data = _synthetic(rng)
+    train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64, seed=0), data, tmp_path, progress=False, log=print)
+    state = _io.load_state(tmp_path / "checkpoint.pt")
+    next(iter(state["optimizer"]["state"].values()))["exp_avg"] = torch.zeros(2, 2)
+    _io.save_state(tmp_path / "checkpoint.pt", state)
+    with pytest.raises(_io.CorruptFileError, match=r"optimiser exp_avg of shape \(2, 2\)"):
+        train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64, seed=0), data, tmp_path, progress=False)
