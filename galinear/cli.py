@@ -59,11 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the command's own parser, so that the line says which command refused
+        command = sub_parser_of(parser, getattr(args, "_name", None)) or parser
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 0
     return run_command(args._name, args._run, args, args._on_interrupt)
+
+
+def sub_parser_of(parser: argparse.ArgumentParser, name):
+    """The parser of subcommand ``name`` (None when there is none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(name)
+    return None
 
 
 if __name__ == "__main__":
