@@ -134,10 +134,11 @@ def add_arguments(parser):
     parser.add_argument("--baseline-fit", choices=BASELINE_FITS, default=None,
                         help="how lr1/lr4/bh1 are fitted: adam, closed-form (exact optimum over all training "
                              "rows, reported as LR1*, LR4*, BH1*) or both (default)")
-    parser.add_argument("--until-converged", dest="until_converged", action="store_true", default=None,
-                        help="Adam fits run until the validation MSE stops improving (demo preset: on)")
-    parser.add_argument("--fixed-steps", dest="until_converged", action="store_false", default=None,
-                        help="Adam fits run --epochs passes with a cosine schedule (full preset)")
+    stopping = parser.add_mutually_exclusive_group()
+    stopping.add_argument("--until-converged", dest="until_converged", action="store_true", default=None,
+                          help="Adam fits run until the validation MSE stops improving (demo preset: on)")
+    stopping.add_argument("--fixed-steps", dest="until_converged", action="store_false", default=None,
+                          help="Adam fits run --epochs passes with a cosine schedule (full preset)")
     parser.add_argument("--objective", choices=("qkv", "attention", "logits"), default=StudyDefault("objective"),
                         help="what Adam fits match: each of q, k, v on its own (qkv), or q, k, v jointly "
                              "to the layer's attention output (attention) or to the model's next-token "
@@ -199,9 +200,20 @@ def add_arguments(parser):
     parser.add_argument("--split-seed", type=int, default=StudyDefault("split_seed"),
                         help="seed of the training / held-out split (default %(default)s)")
     parser.add_argument("--refit-o-proj", action="store_true", help="refit o_proj after each replaced layer")
+    parser.add_argument("--targets", type=_targets, default=None, metavar="LIST",
+                        help="the projections replaced in each layer of --layers: any of q,k,v,o,gate,up,down "
+                             "(or all; default q,k,v as in the paper); q/k/v/o are fitted to the attention block's "
+                             "output and gate/up/down to the MLP block's with --objective attention, all jointly with "
+                             "logits; --budget is a share of each replaced projection (docs/compress.md, \"Targets\")")
     parser.add_argument("--o-epochs", type=float, default=StudyDefault("o_epochs"),
                         help="epochs of the o_proj refit (default %(default)s, as in the paper)")
-    parser.add_argument("--out", default=None, help="output folder (default runs/compress-<preset>)")
+    parser.add_argument("--out", default=None,
+                        help="output folder (default runs/compress-<preset>); it holds one study: a rerun of the same "
+                             "command resumes it, another study is refused (docs/compress.md, \"One study per "
+                             "folder\")")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="let this study replace the results of another study in --out and its models in "
+                             "--save (the cache of fits is kept and reused where the settings match)")
     parser.add_argument("--cache", dest="cache_dir", default=None, metavar="DIR",
                         help="folder of fits and captures (default OUT/cache); a study with --refit-o-proj "
                              "given the cache of the same study without it reuses its first-layer q/k/v fits")
@@ -216,13 +228,23 @@ def add_arguments(parser):
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def _targets(text: str) -> tuple:
+    """--targets LIST: the module names (galinear.compress.targets.parse_targets), or argparse's one-line error."""
+    import argparse
+
+    from galinear.compress.targets import parse_targets
+
+    try:
+        return parse_targets(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--targets: ")) from None
+
+
 def config_from_args(args):
     """Build a StudyConfig from parsed arguments (preset values fill what is not given)."""
     from galinear.compress import StudyConfig
 
-    preset = dict(PRESETS[args.preset or "demo"])
-    preset["wikitext"] = "off" if args.preset else "auto"  # a named preset keeps its cost (texts only)
-    pick = lambda name: getattr(args, name) if getattr(args, name, None) is not None else preset.get(name)  # noqa: E731
+    pick = _picker(args)
     files = text_files([p for group in (args.text_paths or []) for p in group])
     if files and getattr(args, "datasets", None) is None:
         datasets = ()
@@ -248,7 +270,105 @@ def config_from_args(args):
         until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
         patience=pick("patience"), save_dir=getattr(args, "save_dir", None),
         shard_windows=getattr(args, "shard_windows", None), wikitext=pick("wikitext"),
-        distill=bool(getattr(args, "distill", None)), **given)
+        distill=bool(getattr(args, "distill", None)), overwrite=bool(getattr(args, "overwrite", False)),
+        **({"targets": args.targets} if getattr(args, "targets", None) else {}), **given)
+
+
+def _picker(args):
+    """``pick(name)``: the option ``name`` as given, else the preset's value (the demo's without --preset)."""
+    preset = dict(PRESETS[args.preset or "demo"])
+    preset["wikitext"] = "off" if args.preset else "auto"  # a named preset keeps its cost (texts only)
+    return lambda name: getattr(args, name) if getattr(args, name, None) is not None else preset.get(name)
+
+
+def given_options(args) -> frozenset:
+    """The destinations of the options given on the command line: those whose value is not the
+    parser's default (every default that a value could equal is None, False or a StudyDefault)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    out = set()
+    for dest, default in defaults.items():
+        value = getattr(args, dest, default)
+        if isinstance(default, StudyDefault) and not isinstance(value, StudyDefault) or (
+                not isinstance(default, StudyDefault) and value != default):
+            out.add(dest)
+    return frozenset(out)
+
+
+def unused_option_problem(args):
+    """The first option given that has no effect in the combination given, or None: the message
+    names it and the option it depends on (an option that changes nothing is a mistake to report,
+    not to ignore)."""
+    from galinear.compress.methods import CLOSED_FORM, KNOBS, base_name
+
+    chosen = given_options(args)
+    pick = _picker(args)
+    asked = [x.strip() for x in (pick("methods") or "").split(",") if x.strip()]
+    try:
+        methods = expand_methods(asked, pick("baseline_fit"))
+        layer_sets = parse_layer_sets(pick("layer_sets"))
+    except ValueError:
+        return None  # the checks that follow name the problem
+    bases = {base_name(m) for m in methods}
+    adam = [m for m in methods if m != "zero" and not m.endswith("-cf") and m != "rotorlin-m"]
+    converged, distill, wikitext = bool(pick("until_converged")), bool(args.distill), pick("wikitext")
+    budget = "--budget sets the size of every method with a size knob"
+    stop_flag = "--until-converged" if converged else "--fixed-steps"
+    stopping = stop_flag + ("" if "until_converged" in chosen else f" (the default of --preset {args.preset or 'demo'})")
+    no_adam = f"every method of --methods ({','.join(methods)}) is fitted in closed form or has no parameters"
+    wikitext_off = ("--wikitext is off" + ("" if "wikitext" in chosen else f" (the default of --preset {args.preset})")
+                    + ": add --wikitext auto, file or hub to score WikiText-2")
+    multi = any(len(s) > 1 or s == ("all",) for s in layer_sets)
+    single = any(len(s) == 1 and s != ("all",) for s in layer_sets)
+    rules = (  # (option, its destination, whether it has an effect here, why not: the other option)
+        ("--distill-steps", "distill_max_steps", distill, "without --distill, which runs the stage it sizes"),
+        ("--distill-lr", "distill_lr", distill, "without --distill, which runs the stage it sets"),
+        ("--distill-eval-every", "distill_eval_every", distill, "without --distill, which runs the stage it sets"),
+        ("--wikitext-windows", "wikitext_windows", wikitext != "off", f"here: {wikitext_off}"),
+        ("--wikitext-window", "wikitext_window", wikitext != "off", f"here: {wikitext_off}"),
+        ("--max-steps", "max_steps", bool(converged and adam) or "rotorlin-m" in methods,
+         f"with {stopping}, which fits Adam for --epochs passes" if not converged else f"here: {no_adam}"),
+        ("--eval-every", "eval_every", bool(converged and adam) or "rotorlin-m" in methods,
+         f"with {stopping}, which checks no validation MSE" if not converged else f"here: {no_adam}"),
+        ("--patience", "patience", bool(converged and adam) or "rotorlin-m" in methods or distill,
+         f"with {stopping} and without --distill, which have no stopping rule" if not converged
+         else f"here: {no_adam}, and --distill is not given"),
+        ("--epochs", "epochs", bool(adam) and not converged,
+         f"with {stopping}, which stops on the validation MSE instead (add --fixed-steps to fit --epochs passes)"
+         if converged else f"here: {no_adam}"),
+        ("--valid-windows", "valid_windows", converged or distill,
+         f"with {stopping} and without --distill, which draw no validation windows"),
+        (stop_flag, "until_converged", bool(adam), f"here: {no_adam}"),
+        ("--objective", "objective", bool(adam), f"here: {no_adam} (those fit each of q, k, v on its own)"),
+        ("--o-epochs", "o_epochs", bool(args.refit_o_proj), "without --refit-o-proj, which runs the refit it sets"),
+        ("--multi-seeds", "multi_seeds", multi, "here: every set of --layers is a single layer, which --seeds covers"),
+        ("--seeds", "seeds", single or "multi_seeds" not in chosen,
+         "here: every set of --layers has two or more layers, which --multi-seeds covers"),
+        ("--baseline-fit", "baseline_fit", any(m in CLOSED_FORM for m in asked),
+         f"here: --methods ({','.join(asked)}) holds none of {', '.join(CLOSED_FORM)}"),
+        ("--rank", "rank", "lr" in bases and args.budget is None,
+         "with --budget, which sets the rank" if "lr" in bases else "here: --methods holds neither lr nor lr-cf"),
+        ("--terms", "terms", "kron" in bases and args.budget is None,
+         "with --budget, which sets the terms" if "kron" in bases else "here: --methods holds neither kron nor kron-cf"),
+        ("--chunk", "chunk", bool(bases & {"rotor", "givens"}) and args.budget is None,
+         "with --budget, which sets the chunk" if bases & {"rotor", "givens"}
+         else "here: --methods holds neither rotor nor givens"),
+        ("--bh-blocks", "bh_blocks", "bh1" in bases and args.budget is None,
+         "with --budget, which sets the blocks" if "bh1" in bases else "here: --methods holds neither bh1 nor bh1-cf"),
+        ("--hidden", "hidden", bool(bases & {"rotor", "givens"}), "here: --methods holds neither rotor nor givens"),
+        ("--budget", "budget", bool(bases & set(KNOBS)),
+         f"here: no method of --methods has a size knob ({budget}: {', '.join(KNOBS)})"),
+        ("--text-field", "text_field", bool(args.text_paths), "without --text, whose .jsonl files it reads"),
+        ("--gguf-file", "gguf_file", not (isinstance(args.model, str) and os.path.isfile(args.model)),
+         "here: --model is a file already"),
+    )
+    for option, dest, applies, why in rules:
+        if dest in chosen and not applies:
+            return f"{option} has no effect {why}; drop {option} or change the other option"
+    return None
 
 
 #: Seeds accepted by --seeds / --multi-seeds: every random generator the study seeds takes them.
@@ -311,7 +431,8 @@ def _seeds_problem(flag: str, text):
 def check_before_loading(args):
     """The first problem of the paths, seeds and counts on the command line, or None: checked before
     the model loads, each message naming its flag."""
-    problem = _seeds_problem("--seeds", args.seeds) or _seeds_problem("--multi-seeds", args.multi_seeds)
+    problem = (_seeds_problem("--seeds", args.seeds) or _seeds_problem("--multi-seeds", args.multi_seeds)
+               or unused_option_problem(args))
     if problem:
         return problem
     if args.bh_blocks is not None and args.bh_blocks < 1:

@@ -66,6 +66,8 @@ class StudyConfig:
     distill_lr: float = 1e-3           # its Adam rate
     distill_max_steps: int = 200       # its step budget (one calibration window per step)
     distill_eval_every: int = 10       # steps between its validation checks (stopping rule: patience as above)
+    overwrite: bool = False            # --overwrite: this study replaces another one's results in out_dir and its
+                                       # models in save_dir (galinear.compress.study_folders); else it is refused
 
     @property
     def draws_valid(self) -> bool:
@@ -131,7 +133,7 @@ def validate_request(c: StudyConfig, loaded) -> None:
         raise ValueError(f"heldout_fraction must lie in (0, 1), got {c.heldout_fraction!r}")
     from galinear.compress import sequential, wikitext
 
-    wikitext.check_source(c.wikitext)
+    wikitext.check_ready(c.wikitext)
     if isinstance(c.wikitext_window, bool) or not isinstance(c.wikitext_window, int) or c.wikitext_window < 2:
         raise ValueError(f"wikitext_window must be an integer >= 2 (tokens per window), got {c.wikitext_window!r}")
     if c.wikitext_windows is not None and (isinstance(c.wikitext_windows, bool) or not isinstance(c.wikitext_windows, int)
@@ -152,6 +154,9 @@ def validate_request(c: StudyConfig, loaded) -> None:
         count = models.layer_count(c.model, c.gguf_file)
         if count is not None:
             models.check_layer_range(sequential.expand_layer_sets(c.layer_sets, count), count)
+    from galinear.compress import study_folders
+
+    study_folders.check(c)  # --out and --save hold no other study's results (unless overwrite)
 
 
 def validate_cheap(c: StudyConfig, texts) -> None:

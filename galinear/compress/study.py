@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
-                               models, saving, sequential, study_units)
+                               models, saving, sequential, study_folders, study_units)
 from galinear.compress.captures import CaptureMethods
 from galinear.compress.scoring import ScoringMethods
 from galinear.compress import report as reporting
@@ -53,7 +53,7 @@ class Study(CaptureMethods, ScoringMethods):
     """
 
     def __init__(self, config: StudyConfig, loaded: models.LoadedModel | None = None, texts: dict | None = None):
-        self.config = config
+        self.config = asked = config
         self._t0 = time.perf_counter()
         self.ranks = distributed.current()
         validate_cheap(config, texts)
@@ -104,6 +104,9 @@ class Study(CaptureMethods, ScoringMethods):
                 max_valid=config.valid_windows if config.draws_valid else None, bos=bos)
         self.log("texts tokenised and split")
         self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config))
+        if self.ranks.rank == 0:  # --out and --save hold this study only (galinear.compress.study_folders)
+            study_folders.claim(asked, self.store.key, self.log)
+        self.ranks.barrier()
         self._bos = bos
         self.wikitext_ids, self.wikitext_window, self.wikitext_source, self.wikitext_info = None, None, None, None
         self._setup_wikitext()

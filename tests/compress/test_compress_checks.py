@@ -1,0 +1,147 @@
+"""`galinear compress` refuses, in one line and before any model loads, an option that has no effect
+in the combination given, a layer range beyond any model and a text it cannot use; a diverging
+distillation ends in one line too."""
+import argparse
+import re
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from galinear.cli import main  # noqa: E402
+from galinear.commands import compress  # noqa: E402
+from galinear.testing.models import random_text  # noqa: E402
+
+
+def _refused(capsys, *argv):
+    """Exit status 2 and the one line on stderr of ``galinear compress ARGV``."""
+    code = main(["compress", "--no-progress", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("galinear compress: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("argv, other", [
+    (["--distill-steps", "5"], "--distill"),
+    (["--distill-steps", "0"], "--distill"),
+    (["--distill-lr", "0.1"], "--distill"),
+    (["--distill-eval-every", "2"], "--distill"),
+    (["--wikitext", "off", "--wikitext-windows", "4"], "--wikitext"),
+    (["--wikitext", "off", "--wikitext-window", "64"], "--wikitext"),
+    (["--preset", "demo", "--wikitext-windows", "4"], "--preset demo"),
+    (["--fixed-steps", "--max-steps", "5"], "--fixed-steps"),
+    (["--fixed-steps", "--eval-every", "5"], "--fixed-steps"),
+    (["--fixed-steps", "--patience", "2"], "--fixed-steps"),
+    (["--fixed-steps", "--valid-windows", "1"], "--fixed-steps"),
+    (["--epochs", "2"], "--until-converged"),
+    (["--o-epochs", "2"], "--refit-o-proj"),
+    (["--layers", "0;1", "--multi-seeds", "0"], "--seeds"),
+    (["--layers", "0,1", "--seeds", "1", "--multi-seeds", "0"], "--multi-seeds"),
+    (["--methods", "rotor,lr1", "--rank", "8"], "--methods"),
+    (["--methods", "lr", "--budget", "0.02", "--rank", "8"], "--budget"),
+    (["--methods", "rotor", "--terms", "2"], "--methods"),
+    (["--methods", "lr1", "--chunk", "64"], "--methods"),
+    (["--methods", "lr1", "--bh-blocks", "4"], "--methods"),
+    (["--methods", "lr1", "--hidden", "64"], "--methods"),
+    (["--methods", "lr1,dense", "--budget", "0.1"], "--methods"),
+    (["--methods", "lr1-cf", "--objective", "attention"], "--methods"),
+    (["--methods", "rotor", "--baseline-fit", "adam"], "--methods"),
+    (["--methods", "lr1-cf", "--until-converged"], "--methods"),
+    (["--text-field", "text"], "--text"),
+])
+def test_an_option_without_effect_is_refused_naming_both(capsys, no_loading, argv, other):
+    err = _refused(capsys, *argv)
+    option = next(a for a in argv if a.startswith("--") and a.replace("--", "").replace("-", "_") in
+                  {"distill_steps", "distill_lr", "distill_eval_every", "wikitext_windows", "wikitext_window",
+                   "max_steps", "eval_every", "patience", "valid_windows", "epochs", "o_epochs", "multi_seeds",
+                   "rank", "terms", "chunk", "bh_blocks", "hidden", "objective", "baseline_fit", "text_field",
+                   "until_converged"} or (a == "--seeds" and "--multi-seeds" in argv) or
+                  (a == "--budget" and "--rank" not in argv))
+    assert f"{option} has no effect" in err and other in err.split("has no effect", 1)[1], err
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--preset", "full"], ["--preset", "converged", "--refit-o-proj", "--seeds", "0"],
+    ["--distill", "--distill-steps", "3", "--distill-lr", "0.01"], ["--wikitext", "file", "--wikitext-windows", "4"],
+    ["--fixed-steps", "--epochs", "2"], ["--max-steps", "5", "--patience", "2"], ["--refit-o-proj", "--o-epochs", "2"],
+    ["--layers", "0,1;2", "--multi-seeds", "0", "--seeds", "1,2"], ["--methods", "lr", "--rank", "8"],
+    ["--methods", "lr", "--budget", "0.02"], ["--methods", "lr1-cf", "--distill", "--patience", "2"],
+    ["--methods", "rotorlin-m", "--max-steps", "5"], ["--methods", "lr1", "--baseline-fit", "adam"],
+])
+def test_options_with_an_effect_pass(argv):
+    parser = argparse.ArgumentParser()
+    compress.add_arguments(parser)
+    assert compress.unused_option_problem(parser.parse_args(argv)) is None
+
+
+def test_until_converged_and_fixed_steps_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["compress", "--until-converged", "--fixed-steps"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--fixed-steps" in err and "--until-converged" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("layers", ["0-100000000000000000000", "0-1000000000", "5;0-99999"])
+def test_a_layer_range_beyond_any_model_is_refused_before_it_is_built(capsys, no_loading, monkeypatch, layers):
+    from galinear.compress import sequential
+
+    built = []
+    monkeypatch.setattr(sequential, "range", lambda *a: built.append(a) or range(*a), raising=False)
+    assert "is beyond any model" in _refused(capsys, "--layers", layers)
+    assert all(len(range(*a)) <= sequential.MAX_LAYER_INDEX + 1 for a in built)
+
+
+def test_a_text_the_study_cannot_use_is_refused_before_the_model_loads(capsys, no_loading, monkeypatch, tmp_path):
+    from galinear.data import text
+
+    monkeypatch.setattr(text, "load_text_file", lambda *a: pytest.fail("the text was read whole"))
+    plain, empty, rows = tmp_path / "plain.txt", tmp_path / "empty.txt", tmp_path / "rows.jsonl"
+    plain.write_text(random_text(400, 1))
+    empty.write_text(" \n\n")
+    rows.write_text('{"body": "one"}\n{"body": "two"}\n')
+    err = _refused(capsys, "--text", str(plain), "--text-field", "text")
+    assert "plain.txt, line 1: not JSON" in err and "drop --text-field" in err
+    assert "empty.txt' holds no text" in _refused(capsys, "--text", str(empty))
+    assert "rows.jsonl, line 1: no field 'text'; fields there: ['body']" in _refused(capsys, "--text", str(rows),
+                                                                                       "--text-field", "text")
+
+
+def test_a_text_above_the_size_limit_is_refused_before_it_is_read(capsys, no_loading, tmp_path):
+    from galinear.data.text import MAX_TEXT_BYTES
+
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as handle:
+        handle.write(b"words and more words\n" * 4000)  # the sample read is text
+        handle.truncate(3 * MAX_TEXT_BYTES)  # sparse: no disk space taken
+    err = _refused(capsys, "--text", str(big))
+    assert "big.txt is 3.0 GiB" in err and "more than the 1.0 GiB" in err and "head -c" in err
+
+
+def test_wikitext_hub_without_datasets_is_refused_before_the_model_loads(capsys, no_loading, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "datasets" else real(name, *a))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert "--wikitext hub needs the `datasets` package" in _refused(capsys, "--wikitext", "hub")
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    if real("datasets") is not None:
+        assert "HF_HUB_OFFLINE=1 forbids" in _refused(capsys, "--wikitext", "hub")
+
+
+def test_a_diverging_distillation_ends_in_one_line(capsys, tmp_path):
+    from galinear.testing.folders import tiny_model_folder
+
+    model = tiny_model_folder(tmp_path / "model")
+    text = tmp_path / "a.txt"
+    text.write_text(random_text(2400, 1))
+    code = main(["compress", "--no-progress", "--model", model, "--text", str(text), "--layers", "0", "--methods", "lr1-cf",
+                 "--window", "32", "--stride", "16", "--train-windows", "3", "--eval-windows", "2",
+                 "--mse-windows", "1", "--wikitext", "off", "--out", str(tmp_path / "out"), "--distill",
+                 "--distill-lr", "1e30", "--distill-steps", "4", "--distill-eval-every", "2", "--valid-windows", "1"])
+    err = capsys.readouterr().err  # the study's progress lines, then the error
+    last = err.rstrip("\n").split("\n")[-1]
+    assert code == 2 and "Traceback" not in err, err
+    assert last.startswith("galinear compress: error: ") and re.search(r"non-finite .*--distill-lr", last), last
