@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -171,16 +172,21 @@ def main(argv=None) -> int:
     parser.add_argument("--provisional", default=None,
                         help="a note printed above the table (e.g. a shared, loaded machine)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     for backend in ("torch", "numba"):
         kernels(backend)
     errors = check()
+    # numba's first parallel call (its threading layer starting) resets torch's thread count: start it
+    # before setting the count for the timed runs.
+    move_points(torch.zeros(6, dtype=torch.float64), torch.zeros(SIZES[-1], 3, dtype=torch.float64), backend="numba")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
     rows = [time_case(n, dtype, args.repeats) for n in SIZES for dtype in DTYPES]
-    command = " ".join([".venv/bin/python", "benchmarks/bench_generated_motor.py", *(argv or sys.argv[1:])])
+    command = shlex.join([".venv/bin/python", "benchmarks/bench_generated_motor.py",
+                          *[a for a in (argv or sys.argv[1:]) if a != args.provisional and a != "--provisional"]])
     result = {
         "meta": {"command": command, "machine": machine_description(), "torch": torch.__version__,
-                 "torch_threads": torch.get_num_threads(), "repeats": args.repeats,
+                 "torch_threads": threads, "repeats": args.repeats,
                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                  "provisional": args.provisional},
         "check": errors,
