@@ -362,8 +362,9 @@ def unused_option_problem(args):
         ("--budget", "budget", bool(bases & set(KNOBS)),
          f"here: no method of --methods has a size knob ({budget}: {', '.join(KNOBS)})"),
         ("--text-field", "text_field", bool(args.text_paths), "without --text, whose .jsonl files it reads"),
-        ("--gguf-file", "gguf_file", not (isinstance(args.model, str) and os.path.isfile(args.model)),
-         "here: --model is a file already"),
+        ("--gguf-file", "gguf_file", "model" in chosen and not os.path.isfile(str(args.model)),
+         "here: --model is a file already" if "model" in chosen
+         else "without --model, whose folder holds the file it names (the default model has its own)"),
     )
     for option, dest, applies, why in rules:
         if dest in chosen and not applies:

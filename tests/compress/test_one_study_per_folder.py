@@ -1,5 +1,6 @@
 """An output folder and a --save folder hold one study: another one is refused before anything
 loads unless --overwrite replaces it; the same settings resume as before."""
+import dataclasses
 import json
 
 import pytest
@@ -79,3 +80,17 @@ def test_the_command_refuses_a_second_study_in_one_line(tmp_path, tiny, capsys, 
                  str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "holds the results of another study" in err, err
+
+
+def test_a_save_folder_of_another_model_content_is_refused(tmp_path, tiny):
+    from galinear.compress.models import LoadedModel
+    from galinear.testing.models import CharTokenizer, tiny_llama
+
+    _run(tmp_path, tiny)
+    other = LoadedModel(tiny_llama(seed=1), CharTokenizer(), "tiny-llama")  # the same name, other weights
+    config = tiny_config(tmp_path / "out2", save_dir=str(tmp_path / "keep"), **SETTINGS)
+    with pytest.raises(ValueError, match=r"--save .*keep holds compressed models of the same settings made from "
+                                         r"another model.*--overwrite"):
+        Study(config, other, texts=TEXTS)
+    Study(dataclasses.replace(config, overwrite=True), other, texts=TEXTS)  # replaces the models
+    assert not any(p.is_dir() for p in (tmp_path / "keep").iterdir())
