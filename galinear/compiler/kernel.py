@@ -320,7 +320,7 @@ class Kernel:
         of the result's shape and dtype instead of fresh ones."""
         names, values = self._arguments(args, kwargs)
         tensors = any(_is_tensor(v) for v in values)
-        many = len(self._program.out_widths) > 1
+        many = len(self._program.out_widths) > 1 or self.is_backward  # a backward: one gradient per input
         if self.target in ("torch", "triton"):
             import torch
 

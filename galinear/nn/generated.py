@@ -175,35 +175,8 @@ def _check(x, size: int, name: str) -> None:
         raise ValueError(f"{name} must have a last axis of length {size}, got shape {tuple(x.shape)}")
 
 
-class _GradientsAsTuple:
-    """A numba :class:`~galinear.compiler.KernelPair` whose backward always returns a tuple.
-
-    ``Kernel.__call__`` returns a bare array when a kernel has one output, and the backward of a
-    one-input function (``B.exp()``) has one output (the gradient in B); the backward of
-    ``torch_function()`` iterates over its result as over a tuple of gradients, so it would take
-    the rows of that array. Wrapping the result keeps the generated backward usable here."""
-
-    def __init__(self, pair):
-        self._pair = pair
-        self.input_blades = pair.forward.input_blades
-        self.name = pair.forward.name
-
-    def __call__(self, *arrays):
-        return self._pair.forward(*arrays)
-
-    def backward(self, *arrays):
-        grads = self._pair.backward(*arrays)
-        return grads if isinstance(grads, tuple) else (grads,)
-
-
 def _function(kernel, backend: str):
-    if backend == "torch":
-        return kernel
-    if len(kernel.forward.input_blades) == 1:
-        from galinear.compiler.autograd import make_function
-
-        return make_function(_GradientsAsTuple(kernel))
-    return kernel.torch_function()
+    return kernel if backend == "torch" else kernel.torch_function()
 
 
 @lru_cache(maxsize=None)

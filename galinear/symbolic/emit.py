@@ -347,8 +347,8 @@ def _array(program: Lowered, name: str, header: str, lang: str) -> str:
             lines.append(f"    {s} = {absf}({arg})")
         elif step.kind == "sign":
             lines.append(f"    {s} = {sign}({arg})")
-        elif step.kind == "g":
-            lines.append(f"    {s} = _gfun{step.order}({arg} + _zero)")
+        elif step.kind == "g":  # on the argument's own shape: broadcast only at the outputs
+            lines.append(f"    {s} = _gfun{step.order}({arg}{'' if step.expr.free_symbols else ' + _zero'})")
     results = []
     for n_, exprs in program.outputs:
         cols = [f"{pr(e)} + _zero" if e != 0 else "_zero" for e in exprs]

@@ -225,6 +225,15 @@ def test_torch_function_uses_the_generated_backward():
     torch.testing.assert_close(gB, B.grad, rtol=1e-10, atol=1e-12)
 
 
+def test_a_one_input_backward_returns_one_gradient_per_input():
+    torch = pytest.importorskip("torch")
+    pair = galinear.compile(lambda B: B.exp(), galinear.Algebra(3, 0, 1), {"B": 2}, target="numba", grad=True)
+    grads = pair.backward(np.ones((3, 6)), np.ones((3, 8)))
+    assert isinstance(grads, tuple) and len(grads) == 1 and grads[0].shape == (3, 6)
+    B = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(pair.torch_function(), (B,))
+
+
 def test_torch_target_under_func_transforms_and_compile():
     torch = pytest.importorskip("torch")
     kernel = galinear.compile(_motor, galinear.Algebra(3, 0, 1), {"B": 2, "x": 3}, target="torch")
