@@ -163,8 +163,8 @@ def claim(config, cache_key: str, log) -> None:
                 log(f"--overwrite: removed {len(removed)} file(s) or folder(s) of another study from {folder} "
                     "(the cache of fits is kept)")
         elif record is None and held(folder):
-            log(f"{folder} holds results written before galinear recorded its studies: they are taken as this "
-                "study's")
+            log(f"{option} {folder} holds results or models written before galinear recorded its studies: they are "
+                "taken as this study's")
         os.makedirs(folder, exist_ok=True)
         _io.save_json(os.path.join(folder, RECORD), {"format": FORMAT, "study": study_name(values),
                                                      "cache_key": str(cache_key), "settings": values})
