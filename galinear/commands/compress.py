@@ -3,7 +3,8 @@ import os
 
 from galinear.commands._report import fail
 
-HELP = ("Compress attention q/k/v projections of a causal LM layer by layer, up to every layer (--layers all), "
+HELP = ("Compress the attention q/k/v projections of a causal LM (or any of q,k,v,o,gate,up,down: --targets) layer "
+        "by layer, up to every layer (--layers all), "
         "with rotor networks and baselines (the linear ones also at their closed-form optimum), optionally "
         "followed by a joint distillation stage (--distill), and report ln PPL on the whole WikiText-2 test "
         "split (the default when its file is installed) and on the held-out windows of the texts")

@@ -2,8 +2,9 @@
 
 ``swapped(model, replacements)`` puts replacement modules in place of projections for the
 duration of a ``with`` block and always restores the originals. ``capture`` runs windows through
-the model and returns, for one decoder layer, either the attention input (the output of the
-layer's input norm, i.e. what q_proj / k_proj / v_proj read) or the input of o_proj. The forward
+the model and returns, for one decoder layer, the attention input (the output of the layer's
+input norm, i.e. what q_proj / k_proj / v_proj read), the input of o_proj, of the MLP (what
+gate_proj / up_proj read) or of down_proj. The forward
 pass is stopped right after the captured point, so layers above it cost nothing.
 
 ``capture_to_shards`` runs the same forward passes but writes the rows to disk in safetensors
@@ -23,7 +24,7 @@ import numpy as np
 
 from galinear import _io
 
-from galinear.compress.models import attention, attention_norm, decoder_layers, projection, set_projection
+from galinear.compress.models import attention, attention_norm, decoder_layers, mlp, projection, set_projection
 from galinear.compress.progress import progress_steps
 
 
@@ -57,8 +58,12 @@ def _captured_batches(model, layer: int, token_windows: np.ndarray, where: str, 
         target = attention_norm(block)
     elif where == "o_in":
         target = attention(block).o_proj
+    elif where == "mlp_in":
+        target = mlp(block)
+    elif where == "down_in":
+        target = mlp(block).down_proj
     else:
-        raise ValueError(f"where must be 'attn_in' or 'o_in', got {where!r}")
+        raise ValueError(f"where must be 'attn_in', 'o_in', 'mlp_in' or 'down_in', got {where!r}")
     store = []
 
     def forward_hook(module, args, output):
@@ -97,9 +102,10 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
 
     Parameters
     ----------
-    where : {"attn_in", "o_in"}
+    where : {"attn_in", "o_in", "mlp_in", "down_in"}
         ``attn_in``: output of the layer's input norm (the q/k/v input). ``o_in``: input of o_proj
-        (the concatenated per-head attention outputs).
+        (the concatenated per-head attention outputs). ``mlp_in``: input of the MLP (what gate_proj
+        and up_proj read). ``down_in``: input of down_proj (the gated activations).
     residuals : tensor (windows, length, width), optional
         The residual-stream inputs of ``layer`` for these windows (:func:`residual_inputs`): only
         layers ``layer..`` run. Valid when nothing below ``layer`` differs from the network that

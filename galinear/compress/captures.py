@@ -41,9 +41,9 @@ class CaptureMethods:
     def _valid_ids(self) -> np.ndarray:
         return np.concatenate([w.batch(w.valid) for w in self.windows.values()])
 
-    def valid_capture(self, layer: int, replacements: dict, key: str | None):
-        """(inputs, original inputs) at ``layer`` on the validation windows (stopping rule); cached."""
-        key = f"original-attn_in-L{layer}" if key is None else key
+    def valid_capture(self, layer: int, replacements: dict, key: str | None, where: str = "attn_in"):
+        """(inputs, original inputs) of ``where`` at ``layer`` on the validation windows (stopping rule); cached."""
+        key = f"original-{where}-L{layer}" if key is None else key
         if key in self._valid_captures:
             return self._valid_captures[key]
         ids = self._valid_ids()
@@ -51,10 +51,10 @@ class CaptureMethods:
             raise ValueError("no validation window is left beside the training windows; give a longer text "
                              "or fewer --train-windows, or run without --until-converged")
         def make() -> dict:
-            x_orig = activations.capture(self.model, layer, ids)
+            x_orig = activations.capture(self.model, layer, ids, where=where)
             if replacements:
                 with activations.swapped(self.model, replacements):
-                    return {"input": activations.capture(self.model, layer, ids), "original": x_orig}
+                    return {"input": activations.capture(self.model, layer, ids, where=where), "original": x_orig}
             return {"input": x_orig, "original": x_orig}
 
         cached = fit.cached(self.store.valid_path(key), make)
@@ -151,6 +151,33 @@ class CaptureMethods:
             return None
         return shards
 
+    def stage_inputs(self, spec, seed: int, layer_set, i: int, where: str, replacements: dict):
+        """(train, test, original train, original test, cache key) of the ``where`` rows at
+        ``layer_set[i]`` in the network with ``replacements`` installed: the earlier layers of the
+        set and this layer's projections fitted before (:mod:`galinear.compress.targets`)."""
+        layer, prefix = layer_set[i], tuple(layer_set[:i])
+        key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
+        x_orig, x_orig_test = self.original_capture(layer, where)
+        if key.startswith("original-"):
+            return x_orig, x_orig_test, x_orig, x_orig_test, key
+        return (*self._capture_pair(layer, where, replacements, key), x_orig, x_orig_test, key)
+
+    @staticmethod
+    def done_here(layer: int, replacements: dict) -> tuple:
+        """The projections of ``layer`` among ``replacements``, in forward order."""
+        return tuple(p for p in models.ALL_PROJECTIONS if (layer, p) in replacements)
+
+    def test_rows(self, layer: int, where: str, installed: dict):
+        """(test rows, original test rows) of ``where`` at ``layer``, the first in the network with
+        ``installed``: the held-out rows a projection's test MSE is measured on (not cached on disk:
+        ``mse_windows`` windows per text)."""
+        ids = self._test_ids()
+        key = (layer, f"test-{where}")
+        if key not in self._original_captures:
+            self._original_captures[key] = activations.capture(self.model, layer, ids, where=where)
+        with activations.swapped(self.model, installed):
+            return activations.capture(self.model, layer, ids, where=where), self._original_captures[key]
+
     def original_capture(self, layer: int, where: str = "attn_in"):
         key = (layer, where)
         if key not in self._original_captures:
@@ -158,8 +185,9 @@ class CaptureMethods:
         return self._as_needed(self._original_captures[key])
 
     # ------------------------------------------------------------------ second moments
-    def moments(self, layer: int, replacements: dict, key: str):
-        """Second moments (train, test) of the q/k/v input at ``layer``, streamed; cached as .npz.
+    def moments(self, layer: int, replacements: dict, key: str, where: str = "attn_in"):
+        """Second moments (train, test) of the ``where`` rows at ``layer`` (default: the q/k/v
+        input), streamed; cached as .npz.
 
         With no replacement the input is the original network's (one accumulator of x x^T);
         otherwise each chunk of windows runs through the original and the partly compressed
@@ -170,12 +198,13 @@ class CaptureMethods:
         cached = [closed_form.SecondMoments.load(p) for p in paths]
         if all(m is not None for m in cached):
             return tuple(cached)
-        width = models.projection(self.model, layer, "q_proj").in_features
+        reader = {"attn_in": "q_proj", "o_in": "o_proj", "mlp_in": "gate_proj", "down_in": "down_proj"}[where]
+        width = models.projection(self.model, layer, reader).in_features
         out = []
         t0 = time.perf_counter()
         for ids, path in zip((self._train_ids(), self._test_ids()), paths):
             acc = closed_form.SecondMoments(width)
-            held = self._original_captures.get((layer, "attn_in"))
+            held = self._original_captures.get((layer, where))
             held = None if held is None else held[0 if path is paths[0] else 1]
             chunk, length = 4, ids.shape[1]  # the same chunks whether or not a capture is held (same sums)
             for start in range(0, len(ids), chunk):
@@ -183,10 +212,10 @@ class CaptureMethods:
                 if held is not None:
                     x_orig = held[start * length:(start + len(part)) * length]
                 else:
-                    x_orig = activations.capture(self.model, layer, part)
+                    x_orig = activations.capture(self.model, layer, part, where=where)
                 if replacements:
                     with activations.swapped(self.model, replacements):
-                        x_in = activations.capture(self.model, layer, part)
+                        x_in = activations.capture(self.model, layer, part, where=where)
                     acc.update(x_in, x_orig)
                 else:
                     acc.update(x_orig)

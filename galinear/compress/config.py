@@ -66,6 +66,8 @@ class StudyConfig:
     distill_lr: float = 1e-3           # its Adam rate
     distill_max_steps: int = 200       # its step budget (one calibration window per step)
     distill_eval_every: int = 10       # steps between its validation checks (stopping rule: patience as above)
+    targets: tuple = models.PROJECTIONS  # --targets: the projections replaced in each layer (q/k/v/o, gate/up/down;
+                                       # galinear.compress.targets), fitted in forward order
     overwrite: bool = False            # --overwrite: this study replaces another one's results in out_dir and its
                                        # models in save_dir (galinear.compress.study_folders); else it is refused
 
@@ -174,6 +176,11 @@ def validate_cheap(c: StudyConfig, texts) -> None:
             raise ValueError(f"layer set {list(s)} must be strictly increasing (layers are replaced in order)")
     for name in c.methods:
         c.method_spec(name)  # raises for an unknown method
+    from galinear.compress import targets
+
+    if c.refit_o_proj and "o_proj" in targets.check(c.targets):
+        raise ValueError("--refit-o-proj refits a dense o_proj behind each replaced layer, but --targets replaces "
+                         "o_proj itself; drop one of them")
     if not c.seeds:
         raise ValueError("no seed given")
     from galinear.data.text import check_available, check_text_file

@@ -14,7 +14,7 @@ import os
 
 from galinear import _io
 from galinear.compress.methods import base_name, display_name
-from galinear.compress.models import PROJECTIONS
+from galinear.compress.models import ALL_PROJECTIONS, PROJECTIONS
 
 COLORS = {"rotorlin-m": "tab:purple", "rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
           "zero": "tab:brown"}
@@ -50,8 +50,9 @@ def plot(records: list, path: str, layers=None) -> str | None:
         records = [r for r in records if r["layers"] == list(layers)]
     if not records:
         return None
-    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(4.4 * len(PROJECTIONS), 4.2), squeeze=False)
-    for ax, proj in zip(axes[0], PROJECTIONS):
+    names = [p for p in ALL_PROJECTIONS if any(p in r["curves"] for r in records)] or list(PROJECTIONS)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 4.2), squeeze=False)
+    for ax, proj in zip(axes[0], names):
         labelled = set()
         longest = max((c[-1][0] for r in records for p, c in r["curves"].items() if p == proj and c), default=1)
         for r in records:

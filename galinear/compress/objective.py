@@ -13,6 +13,13 @@ together:
 
         L = mean over windows, tokens and channels of (Attn_{q',k',v'}(x_w) - Attn_{q,k,v}(x°_w))^2.
 
+    With MLP projections among the targets (``--targets ...,gate,up,down``) this objective is the
+    block objective: the layer's attention projections (q, k, v and o) are fitted jointly to the
+    attention block's output as above, then its MLP projections jointly to the MLP block's output
+    on the MLP inputs captured in the same way (block ``mlp``):
+
+        L = mean over windows, tokens and channels of (MLP_{g',u',d'}(m_w) - MLP_{g,u,d}(m°_w))^2.
+
 ``logits``
     The model's next-token distribution on the training windows: the mean over tokens of
     KL(p_original || p_replaced), running only the layers from the fitted one upward (from the
@@ -32,6 +39,8 @@ from galinear.compress import activations, adam, models
 from galinear.compress.models import PROJECTIONS
 
 OBJECTIVES = ("qkv", "attention", "logits")
+#: What a :class:`LayerObjective` matches: the attention block's output, the MLP block's, or the logits.
+BLOCKS = ("attention", "mlp", "logits")
 _DROP = ("past_key_values", "past_key_value", "cache", "use_cache", "hidden_states", "output_attentions")
 
 
@@ -76,6 +85,15 @@ def attention_output(model, layer: int, hidden, call: dict, replacements: dict |
     return out[0] if isinstance(out, tuple) else out
 
 
+def mlp_output(model, layer: int, hidden, replacements: dict | None = None):
+    """Output of layer ``layer``'s MLP on ``hidden`` (windows, L, width), with ``replacements =
+    {"gate_proj": module, ...}`` installed for the call (differentiable in them)."""
+    block = models.mlp(models.decoder_layers(model)[layer])
+    swap = {(layer, p): m for p, m in (replacements or {}).items()}
+    with activations.swapped(model, swap):
+        return block(hidden)
+
+
 def next_token_logits(model, layer: int, residual, replacements: dict | None = None):
     """Logits of the model run from decoder layer ``layer`` on its residual-stream input
     ``residual`` (windows, L, width), with ``replacements`` installed at that layer."""
@@ -92,39 +110,45 @@ class LayerObjective:
     ----------
     model, layer
         The model (with any earlier replacements already installed by the caller) and the layer.
-    objective : {"attention", "logits"}
+    objective : {"attention", "mlp", "logits"}
     inputs, original_inputs : (windows, L, width) tensors
         attention: the attention inputs in the partly compressed and in the original network.
+        mlp: the MLP inputs in the same two networks.
         logits: the residual-stream inputs of the layer in the same two networks.
     """
 
     def __init__(self, model, layer: int, objective: str, inputs, original_inputs):
         import torch
 
-        self.model, self.layer, self.objective = model, layer, check_objective(objective)
-        if objective == "qkv":
-            raise ValueError("the qkv objective is fitted projection by projection (galinear.compress.fit)")
+        if objective not in BLOCKS:
+            raise ValueError(f"a layer objective is one of {', '.join(BLOCKS)}, got {objective!r} (the qkv objective "
+                             "is fitted projection by projection: galinear.compress.fit)")
+        self.model, self.layer, self.objective = model, layer, objective
         if inputs.dim() != 3 or inputs.shape != original_inputs.shape:
             raise ValueError(f"inputs must be (windows, L, width) and match the original inputs; got "
                              f"{tuple(inputs.shape)} and {tuple(original_inputs.shape)}")
         self.inputs, self.original_inputs = inputs, original_inputs
         self.call = attention_call(model, layer, inputs.shape[1]) if objective == "attention" else None
         self._targets = None
-        if objective == "attention":  # (windows, L, width): small, computed once
+        if objective != "logits":  # (windows, L, width): small, computed once
             with torch.no_grad():
-                self._targets = torch.cat([attention_output(model, layer, original_inputs[i:i + 4], self.call)
+                self._targets = torch.cat([self._block(original_inputs[i:i + 4], None)
                                            for i in range(0, len(original_inputs), 4)])
 
     def __len__(self) -> int:
         return len(self.inputs)
 
+    def _block(self, hidden, replacements):
+        if self.objective == "mlp":
+            return mlp_output(self.model, self.layer, hidden, replacements)
+        return attention_output(self.model, self.layer, hidden, self.call, replacements)
+
     def loss(self, replacements: dict, idx):
         """The objective on windows ``idx`` (a differentiable scalar)."""
         import torch
 
-        if self.objective == "attention":
-            out = attention_output(self.model, self.layer, self.inputs[idx], self.call, replacements)
-            return torch.nn.functional.mse_loss(out, self._targets[idx])
+        if self.objective != "logits":
+            return torch.nn.functional.mse_loss(self._block(self.inputs[idx], replacements), self._targets[idx])
         def log_probs(logits):  # half-precision logits in float32, float64 ones kept
             return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), -1)
 
@@ -145,7 +169,7 @@ class LayerObjective:
         return total / max(len(self), 1)
 
     def target_mean_square(self) -> float:
-        """Mean square of the attention target (to make the attention loss relative); 1 for logits."""
+        """Mean square of the block's target (to make its loss relative); 1 for logits."""
         return float(self._targets.double().pow(2).mean()) if self._targets is not None else 1.0
 
 
@@ -189,10 +213,10 @@ def fit_layer(modules: dict, objective: LayerObjective, *, lr: float, steps: int
 
 
 def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements: dict) -> LayerObjective:
-    """The objective on windows ``ids`` (windows, L): from the attention-input rows ``x_in`` /
+    """The objective on windows ``ids`` (windows, L): from the block-input rows ``x_in`` /
     ``x_orig`` (windows * L, width), or for logits from residual streams captured here."""
     windows, length = ids.shape
-    if name == "attention":
+    if name in ("attention", "mlp"):
         return LayerObjective(model, layer, name, x_in.reshape(windows, length, -1), x_orig.reshape(windows, length, -1))
     if layer == 0 and not activations.skip_is_exact(model, ids[0], 0):
         raise ValueError(f"the logits objective cannot start at layer 0 of {type(model).__name__}: fed its own "
@@ -207,33 +231,44 @@ def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements:
     return LayerObjective(model, layer, name, res_in, res_orig)
 
 
-def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
-    """Fit (or load) the q, k, v replacements of ``layer_set[i]`` jointly with ``spec.objective``
-    inside a :class:`galinear.compress.Study`: one unit (:meth:`~galinear.compress.Study.fit_units`)
-    of the three, initialised as the projection-wise fits, one checkpoint per projection (the
-    shared fit statistics in each), the test MSE per projection."""
+def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, info: dict,
+                 projections=PROJECTIONS, block: str | None = None) -> None:
+    """Fit (or load) the ``projections`` of ``layer_set[i]`` jointly inside a
+    :class:`galinear.compress.Study`: to ``block``'s output (``attention``: the attention block,
+    ``mlp``: the MLP block, ``logits``: the next-token distribution; default ``spec.objective``)
+    on the inputs of the network in which ``replacements`` (earlier layers, earlier stages of this
+    layer) are installed. One unit (:meth:`~galinear.compress.Study.fit_units`) of the
+    projections, initialised as the projection-wise fits, one checkpoint per projection (the
+    shared fit statistics in each), the test MSE per projection on its own input."""
     from galinear.compress import evaluate, fit
+    from galinear.compress import targets as targeting
 
-    model, layer, prefix = study.model, layer_set[i], tuple(layer_set[:i])
+    model, layer = study.model, layer_set[i]
+    block = block or spec.objective
+    where = "mlp_in" if block == "mlp" else "attn_in"
+    what = ",".join(p.split("_")[0] for p in projections)
 
     def fit_all(modules: dict) -> dict:
-        x_orig, x_orig_test = study.original_capture(layer)
-        key = study.store.input_key(spec, seed, prefix, layer)
-        x_in, x_in_test = study._capture_pair(layer, "attn_in", replacements, key) if prefix else (x_orig, x_orig_test)
-        train = _objective_on(model, layer, spec.objective, study._train_ids(), x_in, x_orig, replacements)
+        x_in, x_in_test, x_orig, x_orig_test, key = study.stage_inputs(spec, seed, layer_set, i, where, replacements)
+        train = _objective_on(model, layer, block, study._train_ids(), x_in, x_orig, replacements)
         valid = None
         if spec.max_steps:
-            xv_in, xv_orig = study.valid_capture(layer, replacements, key)
-            valid = _objective_on(model, layer, spec.objective, study._valid_ids(), xv_in, xv_orig, replacements)
-        label = f"fit {spec.name} s{seed} L{layer} q,k,v ({spec.objective})" if study._bars else None
+            xv_in, xv_orig = study.valid_capture(layer, replacements, key, where)
+            valid = _objective_on(model, layer, block, study._valid_ids(), xv_in, xv_orig, replacements)
+        label = f"fit {spec.name} s{seed} L{layer} {what} ({block})" if study._bars else None
         stats = fit_layer(modules, train, lr=spec.learning_rate, steps=steps_for(len(x_in), spec.epochs, spec.batch_size),
                           seed=fit.fit_seed(seed, layer), valid=valid, max_steps=spec.max_steps,
                           eval_every=spec.eval_every or 25, patience=spec.patience or 4, progress=label)
-        study.log(fit.summary(f"{spec.tag()} s{seed} L{layer} q,k,v jointly ({spec.objective})", stats))
+        study.log(fit.summary(f"{spec.tag()} s{seed} L{layer} {what} jointly ({block})", stats))
+        installed = {**replacements, **{(layer, p): m for p, m in modules.items()}}
         out = {}
         for proj, module in modules.items():
+            if targeting.INPUTS[proj] == where:
+                rows, orig_rows = x_in_test, x_orig_test
+            else:  # o_proj or down_proj: its own input, behind the modules fitted with it
+                rows, orig_rows = study.test_rows(layer, targeting.INPUTS[proj], installed)
             # one joint fit: each unit holds its share of the time (the study sums "seconds" over units)
-            unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), x_in_test, x_orig_test),
+            unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), rows, orig_rows),
                         objective_target_mean_square=stats["target_mean_square"], joint_seconds=stats["seconds"],
                         seconds=stats["seconds"] / len(modules))
             if "curve" in unit:  # the learning curve of the joint objective, kept under its own name
@@ -241,7 +276,7 @@ def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, 
             out[proj] = unit
         return out
 
-    study.fit_units(spec, seed, layer_set, i, PROJECTIONS, fit_all, replacements, info)
+    study.fit_units(spec, seed, layer_set, i, tuple(projections), fit_all, replacements, info)
 
 
 def steps_for(rows: int, epochs: float, batch_size: int) -> int:
@@ -249,5 +284,5 @@ def steps_for(rows: int, epochs: float, batch_size: int) -> int:
     return max(1, int(round(epochs * math.ceil(rows / batch_size))))
 
 
-__all__ = ["OBJECTIVES", "LayerObjective", "attention_call", "attention_output", "check_objective", "fit_in_study",
-           "fit_layer", "next_token_logits", "steps_for"]
+__all__ = ["BLOCKS", "OBJECTIVES", "LayerObjective", "attention_call", "attention_output", "check_objective",
+           "fit_in_study", "fit_layer", "mlp_output", "next_token_logits", "steps_for"]

@@ -8,6 +8,7 @@ import numpy as np
 from galinear import _io
 from galinear.compress.methods import base_name, display_name
 from galinear.compress.models import PROJECTIONS
+from galinear.compress.targets import short
 from galinear.compress.sequential import compact
 
 DATASET_TITLES = {"wikitext2": "WikiText-2 test", "wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
@@ -42,7 +43,9 @@ def summarize(entries: dict, datasets) -> list:
                                     "params_per_layer": e["params_per_layer"],
                                     "dense_params_per_layer": e["dense_params_per_layer"],
                                     "log_ppl": {}, "seeds": {}, "test_mse": {}, "test_rel_mse": {},
-                                    "fit": e.get("fit"), "blocks": e.get("blocks")})
+                                    "fit": e.get("fit"), "blocks": e.get("blocks"),
+                                    "targets": list(e.get("targets") or PROJECTIONS),
+                                    **{k: e[k] for k in _SHARE if k in e}})
         row["log_ppl"].setdefault(e["dataset"], {})[e["seed"]] = e["log_ppl"]
         row["seeds"][e["seed"]] = True
         row["test_mse"][e["seed"]] = e["test_mse"]
@@ -61,15 +64,20 @@ def summarize(entries: dict, datasets) -> list:
             values = [per_seed[s] for s in sorted(per_seed)]
             stats[d] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
                         "n": len(values), "values": values, "seeds": sorted(per_seed)}
-        mse = {p: float(np.mean([row["test_mse"][s][p] for s in row["test_mse"]])) for p in PROJECTIONS}
+        mse = {p: float(np.mean([row["test_mse"][s][p] for s in row["test_mse"]])) for p in row["targets"]}
         rel = {p: float(np.mean([row["test_rel_mse"][s].get(p, np.nan) for s in row["test_rel_mse"]]))
-               for p in PROJECTIONS}
+               for p in row["targets"]}
         out.append({"layers": row["layers"], "method": row["method"], "tag": row["tag"],
                     "params_per_layer": row["params_per_layer"],
                     "dense_params_per_layer": row["dense_params_per_layer"],
                     "log_ppl": stats, "seeds": sorted(row["seeds"]), "test_mse": mse, "test_rel_mse": rel,
-                    "fit": row["fit"], "blocks": row["blocks"]})
+                    "fit": row["fit"], "blocks": row["blocks"], "targets": row["targets"],
+                    **{k: row[k] for k in _SHARE if k in row}})
     return out
+
+
+#: The whole-model budget of a row (galinear.compress.Study): replaced parameters and the share kept.
+_SHARE = ("replaced_params", "replaced_dense_params", "model_params", "model_params_kept", "model_share")
 
 
 def _method_order(name: str) -> int:
@@ -78,24 +86,31 @@ def _method_order(name: str) -> int:
 
 
 def markdown(rows: list, datasets) -> str:
-    """A markdown table: layers, method, params per layer (q+k+v) and % of dense, test MSE, ln PPL.
+    """A markdown table: layers, method, params per layer (of the replaced projections) and % of
+    their dense parameters, the % of the whole model's parameters kept, test MSE, ln PPL.
 
     The relative test MSE is MSE / mean square of the target: 1 means no better than predicting 0.
     """
-    head = ["layers", "method", "fit", "params/layer (q+k+v)", "% of dense", "test MSE q / k / v",
-            "relative test MSE q / k / v", "seeds"]
+    names = list(dict.fromkeys(p for r in rows for p in r.get("targets") or ()))
+    names = names if names else list(PROJECTIONS)
+    shown = short(names)
+    share = any("model_share" in r for r in rows)
+    head = ["layers", "method", "fit", f"params/layer ({shown.replace(',', '+')})", "% of dense"]
+    head += ["% of model kept"] if share else []
+    head += [f"test MSE {shown.replace(',', ' / ')}", f"relative test MSE {shown.replace(',', ' / ')}", "seeds"]
     head += [f"ln PPL {DATASET_TITLES.get(d, d)}" for d in datasets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r["method"] == "original":
-            cells = ["-", "original", "-", "-", "100", "-", "-", "-"]
+            cells = ["-", "original", "-", "-", "100"] + (["100"] if share else []) + ["-", "-", "-"]
         else:
             frac = 100.0 * r["params_per_layer"] / r["dense_params_per_layer"]
-            mse = " / ".join(f"{r['test_mse'][p]:.3g}" for p in PROJECTIONS)
-            rel = " / ".join(f"{r['test_rel_mse'][p]:.2f}" for p in PROJECTIONS)
+            mse = " / ".join(f"{r['test_mse'][p]:.3g}" if p in r["test_mse"] else "-" for p in names)
+            rel = " / ".join(f"{r['test_rel_mse'][p]:.2f}" if p in r["test_rel_mse"] else "-" for p in names)
             method = display_name(r["method"]) + (f" ({r['blocks']} blocks)" if r.get("blocks") else "")
-            cells = [compact(r["layers"]), method, r.get("fit") or "-", f"{r['params_per_layer']:,}",
-                     f"{frac:.3g}", mse, rel, ",".join(map(str, r["seeds"]))]
+            cells = [compact(r["layers"]), method, r.get("fit") or "-", f"{r['params_per_layer']:,}", f"{frac:.3g}"]
+            cells += ([f"{100.0 * r['model_share']:.2f}" if "model_share" in r else "-"] if share else [])
+            cells += [mse, rel, ",".join(map(str, r["seeds"]))]
         for d in datasets:
             s = r["log_ppl"].get(d)
             if s is None:
@@ -145,7 +160,7 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
             ax.annotate("L" + ",".join(map(str, r["layers"])), (r["params_per_layer"], s["mean"]),
                         textcoords="offset points", xytext=(4, 2), fontsize=6)
         ax.set_xscale("log")
-        ax.set_xlabel("parameters per replaced layer (q+k+v)")
+        ax.set_xlabel(f"parameters per replaced layer ({short(rows[-1].get('targets') or PROJECTIONS).replace(',', '+')})")
         ax.set_ylabel("ln PPL (held-out)")
         ax.set_title(DATASET_TITLES.get(d, d))
         ax.grid(alpha=0.3)

@@ -260,8 +260,8 @@ def _check_config(config: dict, path: str) -> None:
         layer, proj = entry.get("layer"), entry.get("projection")
         if not integer(layer):
             raise bad(f"module {i}: layer must be an integer >= 0, got {layer!r}")
-        if proj not in models.PROJECTIONS + ("o_proj",):
-            raise bad(f"module {i}: projection must be one of q_proj, k_proj, v_proj, o_proj, got {proj!r}")
+        if proj not in models.ALL_PROJECTIONS:
+            raise bad(f"module {i}: projection must be one of {', '.join(models.ALL_PROJECTIONS)}, got {proj!r}")
         if (layer, proj) in seen:
             raise bad(f"layer {layer} {proj} is listed twice")
         seen.add((layer, proj))
@@ -364,7 +364,7 @@ def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
     import torch
 
     s = entry["settings"]
-    if entry["projection"] == "o_proj" or entry["class"] == "Linear":
+    if entry["class"] == "Linear":
         module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
     else:
         module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
@@ -503,9 +503,8 @@ def _replaced(model) -> list:
 
     out = []
     for layer, block in enumerate(models.decoder_layers(model)):
-        attn = models.attention(block)
-        for proj in models.PROJECTIONS + ("o_proj",):
-            module = getattr(attn, proj, None)
+        for proj in models.ALL_PROJECTIONS:
+            module = getattr(models.holder(block, proj, None), proj, None)
             if module is not None and not isinstance(module, torch.nn.Linear):
                 out.append((layer, proj, type(module).__name__))
     return out
@@ -553,9 +552,8 @@ def export_dense(model, layers=None):
 
     blocks = models.decoder_layers(model)
     for layer in (range(len(blocks)) if layers is None else layers):
-        attn = models.attention(blocks[layer])
-        for proj in models.PROJECTIONS + ("o_proj",):
-            module = getattr(attn, proj, None)
+        for proj in models.ALL_PROJECTIONS:
+            module = getattr(models.holder(blocks[layer], proj, None), proj, None)
             if module is None or type(module) is torch.nn.Linear:
                 continue
             name = type(module).__name__
@@ -581,7 +579,7 @@ def export_dense(model, layers=None):
             dense.eval()
             for p in dense.parameters():
                 p.requires_grad_(False)
-            setattr(attn, proj, dense)
+            models.set_projection(model, layer, proj, dense)
     if "save_pretrained" in vars(model) and not _replaced(model):
         del model.save_pretrained  # only nn.Linear left: Hugging Face saving is exact again
     return model

@@ -96,13 +96,27 @@ class Store:
     def _refit(self) -> str:
         return f"-orefit{self.config.o_epochs:g}" if self.config.refit_o_proj else ""
 
+    def _targets(self) -> str:
+        """'' for q/k/v (as ever), else which projections each replaced layer holds ('-Tqkvo')."""
+        from galinear.compress import targets
+
+        return targets.tag(getattr(self.config, "targets", models.PROJECTIONS))
+
     def prefix_key(self, spec, seed, prefix) -> str:
         """The network with ``prefix`` replaced by ``spec`` and ``seed`` (o_proj refit included)."""
-        return f"{spec.tag()}-s{seed}-P{set_name(prefix)}" + self._refit()
+        return f"{spec.tag()}-s{seed}-P{set_name(prefix)}" + self._refit() + self._targets()
 
     def input_key(self, spec, seed, prefix, layer) -> str:
         """The capture of layer's q/k/v input in the network with ``prefix`` replaced."""
         return f"original-attn_in-L{layer}" if not prefix else self.prefix_key(spec, seed, prefix) + f"-attn_in-L{layer}"
+
+    def stage_input_key(self, spec, seed, prefix, layer, where: str, done) -> str:
+        """The capture of ``where`` at ``layer`` in the network with ``prefix`` replaced and this
+        layer's projections ``done`` too (``done`` empty: :meth:`input_key`'s network)."""
+        if not prefix and not done:
+            return f"original-{where}-L{layer}"
+        net = self.prefix_key(spec, seed, prefix) if prefix else f"{spec.tag()}-s{seed}-Pnone{self._targets()}"
+        return net + (f"-R{'+'.join(p.split('_')[0] for p in done)}" if done else "") + f"-{where}-L{layer}"
 
     def o_input_key(self, spec, seed, layer_set_upto) -> str:
         """The capture of o_proj's input with the layers ``layer_set_upto`` replaced (its last one included)."""
@@ -114,12 +128,13 @@ class Store:
         the o_proj refit, so their name does not carry it: studies with and without the refit that
         share a cache (``--cache``) share those fits."""
         refit = self._refit() if prefix or proj == "o_proj" else ""
-        pre = "P" + (set_name(prefix) if prefix else "none") + refit
+        pre = "P" + (set_name(prefix) if prefix else "none") + refit + self._targets()
         return os.path.join(self.work, "fits", spec.tag(), f"s{seed}", pre, f"L{layer}_{proj}.pt")
 
     def unit_done(self, spec, seed, prefix, layer) -> bool:
         """Whether every checkpoint of (method, seed, prefix, layer) is on disk."""
-        projections = models.PROJECTIONS + (("o_proj",) if self.config.refit_o_proj else ())
+        projections = tuple(getattr(self.config, "targets", models.PROJECTIONS)) + (
+            ("o_proj",) if self.config.refit_o_proj else ())
         return all(os.path.exists(self.unit_path(spec, seed, prefix, layer, p)) for p in projections)
 
     def capture_path(self, key: str) -> str:
@@ -272,8 +287,8 @@ def _as_folder_config(path: str, payload: dict) -> dict:
     modules = []
     for key, entry in entries.items():
         layer, _, proj = str(key).partition(".")
-        if not layer.isdigit() or proj not in models.PROJECTIONS + ("o_proj",):
-            raise bad(f"module key {key!r} is not <layer >= 0>.<q_proj|k_proj|v_proj|o_proj>")
+        if not layer.isdigit() or proj not in models.ALL_PROJECTIONS:
+            raise bad(f"module key {key!r} is not <layer >= 0>.<{'|'.join(models.ALL_PROJECTIONS)}>")
         sizes = (entry.get("in"), entry.get("out")) if isinstance(entry, dict) else (None, None)
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes) \
                 or not isinstance(entry.get("state"), dict) or not isinstance(checksums.get(key), dict):
@@ -282,6 +297,11 @@ def _as_folder_config(path: str, payload: dict) -> dict:
                         "settings": {"in_features": sizes[0], "out_features": sizes[1]}})
     return {"_folder": path, "model": saved, "modules": modules,
             "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
+
+
+def _refit_class(proj: str, state: dict):
+    """"Linear" for an o_proj whose state is a plain matrix (the o_proj refit), else None (the method's class)."""
+    return "Linear" if proj == "o_proj" and "weight" in state and set(state) <= {"weight", "bias"} else None
 
 
 def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
@@ -314,7 +334,7 @@ def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
         key, layer, proj = item["key"], item["layer"], item["projection"]
         entry, where = payload["modules"][key], f"{path}: layer {layer} {proj}"
         has_bias = any(k == "bias" or k.endswith(".bias") for k in entry["state"])
-        module = saving.build_replacement(spec, {**item, "bias": has_bias, "class": None}, where, check_class=False)
+        module = saving.build_replacement(spec, {**item, "bias": has_bias, "class": _refit_class(proj, entry["state"])}, where, check_class=False)
         saving.checked_module(where, module, entry["state"], payload["checksums"][key])
         built[(layer, proj)] = freeze(module)
     for (layer, proj), module in built.items():  # installed only once every module was built

@@ -31,6 +31,7 @@ import numpy as np
 
 from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
                                models, saving, sequential, study_folders, study_units)
+from galinear.compress import targets as targeting
 from galinear.compress.captures import CaptureMethods
 from galinear.compress.scoring import ScoringMethods
 from galinear.compress import report as reporting
@@ -74,9 +75,9 @@ class Study(CaptureMethods, ScoringMethods):
             config = self.config = dataclasses.replace(config, layer_sets=sequential.expand_layer_sets(
                 config.layer_sets, len(models.decoder_layers(self.model))))
         all_layers = sorted({layer for s in config.layer_sets for layer in s})
-        models.check_model(self.model, all_layers)
+        models.check_model(self.model, all_layers, config.targets)
         for s in config.layer_sets:
-            models.check_model(self.model, list(s))
+            models.check_model(self.model, list(s), config.targets)
         self.windows = {}
         files = dict(config.text_files)
         bos = win.bos_token(self.loaded.tokenizer)
@@ -140,11 +141,15 @@ class Study(CaptureMethods, ScoringMethods):
         import torch
 
         orig = models.projection(self.model, layer, proj)
-        if proj == "o_proj":
+        if self._refit_unit(proj):
             module = torch.nn.Linear(orig.in_features, orig.out_features, bias=orig.bias is not None)
             module.load_state_dict(orig.state_dict())
             return module
         return methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
+
+    def _refit_unit(self, proj: str) -> bool:
+        """Whether ``proj`` is the o_proj refit (``--refit-o-proj``) rather than a replaced target."""
+        return proj == "o_proj" and "o_proj" not in self.config.targets
 
     def fit_layer_set(self, spec, seed: int, layer_set) -> dict:
         """Fit (or load) every unit of ``layer_set`` for one method and seed, layer after layer, each on
@@ -169,16 +174,19 @@ class Study(CaptureMethods, ScoringMethods):
         return {"replacements": replacements, "stats": info}
 
     def _fit_layer(self, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
-        """Fit (or load) the units of ``layer_set[i]`` and install them in ``replacements``."""
-        if spec.moment_fit:
-            self._fit_closed_form(spec, seed, layer_set, i, replacements, info)
-        elif spec.objective != "qkv":  # q, k, v fitted jointly (galinear.compress.objective)
-            from galinear.compress import objective
+        """Fit (or load) the units of ``layer_set[i]`` and install them in ``replacements``: the
+        targets stage by stage in forward order (:func:`galinear.compress.targets.stages`), each on
+        the network with the earlier stages installed."""
+        for projections, block in targeting.stages(self.config.targets, spec.objective):
+            if spec.moment_fit:
+                self._fit_closed_form(spec, seed, layer_set, i, replacements, info, projections)
+            elif block is not None:  # fitted jointly (galinear.compress.objective)
+                from galinear.compress import objective
 
-            with self.whole_captures():  # the joint objectives take every training window at once
-                objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info)
-        else:
-            self._fit_projections(spec, seed, layer_set, i, replacements, info)
+                with self.whole_captures():  # the joint objectives take every training window at once
+                    objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info, projections, block)
+            else:
+                self._fit_projections(spec, seed, layer_set, i, replacements, info, projections)
         if self.config.refit_o_proj:
             self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
 
@@ -187,8 +195,8 @@ class Study(CaptureMethods, ScoringMethods):
         """Fit (or read back) the replacements of ``projections`` at ``layer_set[i]`` as one unit
         (:func:`galinear.compress.fit.fit_unit`, one checkpoint a projection) and install them.
 
-        q, k and v are initialised under the seed :func:`galinear.compress.fit.fit_seed` gives
-        them (their index as the slot), o_proj as the original o_proj. ``fit_all(modules)`` fits
+        Targets are initialised under the seed :func:`galinear.compress.fit.fit_seed` gives
+        them (:func:`galinear.compress.targets.slot`), the o_proj refit as the original o_proj. ``fit_all(modules)`` fits
         ``{projection: module}`` and returns ``{projection: stats}``.
         """
         import torch
@@ -196,13 +204,13 @@ class Study(CaptureMethods, ScoringMethods):
         layer, prefix = layer_set[i], tuple(layer_set[:i])
         modules = {}
         for proj in projections:
-            if proj != "o_proj":
-                torch.manual_seed(fit.fit_seed(seed, layer, models.PROJECTIONS.index(proj)))
+            if not self._refit_unit(proj):
+                torch.manual_seed(fit.fit_seed(seed, layer, targeting.slot(proj)))
             modules[proj] = self._build(spec, layer, proj)
 
         def records(fitting: dict) -> dict:  # o_proj's record names neither method nor seed
             stats = fit_all(fitting)
-            return {p: fit.unit_record(m, stats[p], layer, p, *((None, None) if p == "o_proj" else (spec, seed)))
+            return {p: fit.unit_record(m, stats[p], layer, p, *((None, None) if self._refit_unit(p) else (spec, seed)))
                     for p, m in fitting.items()}
 
         paths = {p: self.store.unit_path(spec, seed, prefix, layer, p) for p in projections}
@@ -210,26 +218,27 @@ class Study(CaptureMethods, ScoringMethods):
         for proj, module in modules.items():
             install(module, (layer, proj), saved[proj]["stats"], replacements, info)
 
-    def _missing(self, spec, seed: int, prefix, layer: int) -> bool:
-        """Whether a q/k/v unit of ``layer`` has no readable checkpoint (an unreadable one is removed)."""
-        return any([fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None for p in models.PROJECTIONS])
+    def _missing(self, spec, seed: int, prefix, layer: int, projections=models.PROJECTIONS) -> bool:
+        """Whether a unit of ``projections`` at ``layer`` has no readable checkpoint (an unreadable one is removed)."""
+        return any([fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None for p in projections])
 
-    def _fit_projections(self, spec, seed, layer_set, i, replacements, info) -> None:
-        """Fit each q/k/v replacement of ``layer_set[i]`` on its own by Adam (:mod:`galinear.compress.fit`,
-        or until converged, :mod:`galinear.compress.converge`)."""
+    def _fit_projections(self, spec, seed, layer_set, i, replacements, info, projections=models.PROJECTIONS) -> None:
+        """Fit each replacement of ``projections`` (which read one input) at ``layer_set[i]`` on its own by
+        Adam (:mod:`galinear.compress.fit`, or until converged, :mod:`galinear.compress.converge`)."""
         layer, prefix = layer_set[i], tuple(layer_set[:i])
-        key = self.store.input_key(spec, seed, prefix, layer)
-        x_orig, x_orig_test = self.original_capture(layer)
+        where = targeting.INPUTS[projections[0]]
+        key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
+        x_orig, x_orig_test = self.original_capture(layer, where)
         x_in, x_in_test = x_orig, x_orig_test
-        if prefix and self._missing(spec, seed, prefix, layer):
-            x_in, x_in_test = self._capture_pair(layer, "attn_in", replacements, key)
+        if not key.startswith("original-") and self._missing(spec, seed, prefix, layer, projections):
+            x_in, x_in_test = self._capture_pair(layer, where, replacements, key)
 
         def fit_one(proj, j, module):
             orig = models.projection(self.model, layer, proj)
             label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
             t0 = time.perf_counter()
             if spec.max_steps:
-                xv_in, xv_orig = self.valid_capture(layer, replacements, key)
+                xv_in, xv_orig = self.valid_capture(layer, replacements, key, where)
                 stats = converge.fit_until_converged(
                     module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
                     lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
@@ -242,16 +251,19 @@ class Study(CaptureMethods, ScoringMethods):
             self.log(fit.summary(f"{spec.tag()} s{seed} L{layer} {proj}", stats))
             return dict(stats, **evaluate.test_stats(module, orig, x_in_test, x_orig_test))
 
-        for j, proj in enumerate(models.PROJECTIONS):
+        for proj in projections:
             self.fit_units(spec, seed, layer_set, i, (proj,),
-                           lambda mods, proj=proj, j=j: {proj: fit_one(proj, j, mods[proj])}, replacements, info)
+                           lambda mods, proj=proj: {proj: fit_one(proj, targeting.slot(proj), mods[proj])},
+                           replacements, info)
 
-    def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info) -> None:
-        """Set each q/k/v replacement of ``layer_set[i]`` from the second moments of all training rows:
-        the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
+    def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info, projections=models.PROJECTIONS) -> None:
+        """Set each replacement of ``projections`` (which read one input) at ``layer_set[i]`` from the second
+        moments of all training rows: the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
         layer, prefix = layer_set[i], tuple(layer_set[:i])
-        if self._missing(spec, seed, prefix, layer):
-            train_m, test_m = self.moments(layer, replacements, self.store.input_key(spec, seed, prefix, layer))
+        where = targeting.INPUTS[projections[0]]
+        if self._missing(spec, seed, prefix, layer, projections):
+            key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
+            train_m, test_m = self.moments(layer, replacements, key, where)
 
         def fit_one(proj, module):
             orig = models.projection(self.model, layer, proj)
@@ -275,7 +287,7 @@ class Study(CaptureMethods, ScoringMethods):
                      + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
             return stats
 
-        for proj in models.PROJECTIONS:
+        for proj in projections:
             self.fit_units(spec, seed, layer_set, i, (proj,), lambda mods, proj=proj: {proj: fit_one(proj, mods[proj])},
                            replacements, info)
 
@@ -354,43 +366,45 @@ class Study(CaptureMethods, ScoringMethods):
         dtag, dkeys = rest[0] if distilled else (None, {})
         fitted = self.fit_layer_set(spec, seed, tuple(layer_set))
         stats = fitted["stats"]
-        per_layer_params = sum(stats[(layer_set[0], p)]["params"] for p in models.PROJECTIONS)
-        dense_params = sum(stats[(layer_set[0], p)]["dense_params"] for p in models.PROJECTIONS)
-        mse = {p: float(np.mean([stats[(layer, p)]["test_mse"] for layer in layer_set])) for p in models.PROJECTIONS}
+        targets = self.config.targets
+        per_layer_params = sum(stats[(layer_set[0], p)]["params"] for p in targets)
+        dense_params = sum(stats[(layer_set[0], p)]["dense_params"] for p in targets)
+        mse = {p: float(np.mean([stats[(layer, p)]["test_mse"] for layer in layer_set])) for p in targets}
         rel = {p: float(np.mean([stats[(layer, p)]["test_mse"] / max(stats[(layer, p)]["target_mean_square"], 1e-30)
-                                 for layer in layer_set])) for p in models.PROJECTIONS}
+                                 for layer in layer_set])) for p in targets}
         fit_seconds = float(sum(s.get("seconds", 0.0) for s in stats.values()))
         first = layer_set[0]
-        curves = {p: stats[(first, p)].get("curve") for p in models.PROJECTIONS if stats[(first, p)].get("curve")}
+        curves = {p: stats[(first, p)].get("curve") for p in targets if stats[(first, p)].get("curve")}
         valid_ms = {p: stats[(first, p)]["valid_target_mean_square"] for p in curves}
         if spec.moment_fit:
             how = "closed form"
             if not spec.closed_form:
-                steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in models.PROJECTIONS]
+                steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in targets]
                 span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
                 how = f"Adam on all-row moments, best step {span} of max {spec.max_steps}"
-            if self.config.until_converged:  # the same validation rows as the Adam curves (first layer)
+            if self.config.until_converged:  # the same validation rows as the Adam curves (first layer, q/k/v)
                 xv, xv_orig = self.valid_capture(first, {}, None)
-                for p in models.PROJECTIONS:
+                for p in [p for p in targets if p in models.PROJECTIONS]:
                     orig = models.projection(self.model, first, p)
                     target = evaluate.projection_target(xv_orig, orig)
                     curves[p] = [[0, evaluate.mse(fitted["replacements"][(first, p)], xv, target)]]
                     valid_ms[p] = float(target.double().pow(2).mean())
         elif spec.max_steps:
-            steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in models.PROJECTIONS]
+            steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in targets]
             span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
             how = f"Adam, best step {span} of max {spec.max_steps}"
         elif name == "zero":
             how = "-"
         else:
-            how = f"Adam, {stats[(first, 'q_proj')]['steps']} steps"
+            how = f"Adam, {stats[(first, targets[0])]['steps']} steps"
         if spec.objective != "qkv":
-            how += f", q/k/v jointly ({spec.objective} objective)"
+            how += f", {targeting.joint_note(targets, spec.objective)}"
         entry = {"method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set),
                  "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
                  "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, "fit": how,
-                 "blocks": getattr(fitted["replacements"][(first, "q_proj")], "blocks", None),
-                 "curves": curves, "valid_target_mean_square": valid_ms}
+                 "blocks": getattr(fitted["replacements"][(first, targets[0])], "blocks", None),
+                 "curves": curves, "valid_target_mean_square": valid_ms,
+                 **self._model_share(fitted["replacements"], stats)}
         self._keep_and_evaluate(spec, seed, layer_set, fitted["replacements"], spec.tag(), keys, entry)
         if distilled:  # the final joint stage (galinear.compress.distill), reported as its own row
             modules, dstats = distill.run_in_study(self, spec, seed, tuple(layer_set), fitted["replacements"])
@@ -399,6 +413,19 @@ class Study(CaptureMethods, ScoringMethods):
                              f"{dstats['steps']}, validation KL {dstats['valid_kl_start']:.4g} -> {dstats['valid_kl']:.4g})",
                          distill={k: v for k, v in dstats.items()})
             self._keep_and_evaluate(spec, seed, layer_set, modules, dtag, dkeys, entry)
+
+    def _model_share(self, replacements: dict, stats: dict) -> dict:
+        """The budget over the whole model: the replaced modules' parameters (all layers) against
+        their dense ones, and the share of the whole model's parameters kept."""
+        if getattr(self, "_model_params", None) is None:
+            self._model_params = methods.count_parameters(self.model)
+        keys = [k for k in replacements if k[1] in self.config.targets]
+        replaced = sum(int(stats[k]["params"]) for k in keys)
+        dense = sum(int(stats[k]["dense_params"]) for k in keys)
+        kept = self._model_params - dense + replaced
+        return {"targets": list(self.config.targets), "replaced_params": replaced, "replaced_dense_params": dense,
+                "model_params": self._model_params, "model_params_kept": kept,
+                "model_share": kept / self._model_params}
 
     def _keep_and_evaluate(self, spec, seed, layer_set, replacements: dict, tag: str, keys: dict, entry: dict) -> None:
         """Save one compressed model (``models/``, and ``--save``) and record its ln PPL on every measure."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "tiny_config", "tiny_llama"]
+__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "tiny_causal_lm", "tiny_config", "tiny_llama"]
 
 
 class CharTokenizer:
@@ -69,3 +69,34 @@ def tiny_config(out_dir, **overrides):
 
 #: The texts of :func:`tiny_config`'s data sets "a" and "b".
 TEXTS = {"a": random_text(2400, 1), "b": random_text(2400, 2)}
+
+
+def tiny_causal_lm(family: str, layers: int = 2, seed: int = 0):
+    """A tiny random causal LM of ``family`` (hidden 32, MLP 64, 4 heads, 2 key-value heads,
+    vocab 64), in eval mode with every parameter frozen: ``llama``, ``qwen2`` (q/k/v with bias),
+    ``mistral``, ``gemma3`` (q/k norms, sandwich norms around the MLP) and, for the refusals, the
+    fused layouts ``gpt2`` (``c_attn``) and ``phi3`` (``qkv_proj``, ``gate_up_proj``)."""
+    import torch
+    import transformers
+
+    common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    builders = {
+        "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+        "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+        "mistral": ("MistralConfig", "MistralForCausalLM", {}),
+        "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 8, "sliding_window": 16}),
+        "phi3": ("Phi3Config", "Phi3ForCausalLM", {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}),
+        "gpt2": ("GPT2Config", "GPT2LMHeadModel", None),
+    }
+    config_name, model_name, extra = builders[family]
+    if extra is None:  # GPT-2 names its sizes its own way
+        settings = dict(vocab_size=64, n_embd=32, n_layer=layers, n_head=4, n_positions=128, bos_token_id=1,
+                        eos_token_id=2)
+    else:
+        settings = dict(common, **extra)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(**settings)).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
