@@ -74,8 +74,12 @@ def test_study_says_it_scored_a_subset_and_never_reuses_another_subset(tmp_path,
     assert f"a subset: 3 of the {len(every)} windows" in table and "not the standard measure" in table
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["wikitext"]["windows"] == 3 and summary["wikitext"]["of"] == len(every)
-    # the same folder with the whole split: the subset's numbers are not taken for it
+    # the same folder with the whole split is another study: refused (galinear.compress.study_folders) ...
     config.wikitext_windows = None
+    with pytest.raises(ValueError, match="holds the results of another study .*wikitext_windows 3 there, null here"):
+        Study(config, tiny, texts=TEXTS)
+    # ... and in a folder without a study record (an older galinear's) the subset's numbers are not taken for it
+    (tmp_path / "run" / "study.json").unlink()
     again = Study(config, tiny, texts=TEXTS).run()["entries"]["original|wikitext2"]
     assert again["windows"] == len(every) and abs(
         again["log_ppl"] - wikitext.log_perplexity(tiny.model, ids, 40)["log_ppl"]) < 1e-12
