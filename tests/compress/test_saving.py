@@ -148,7 +148,7 @@ def test_from_pretrained_never_yields_random_weights(saved_study):
 
     root, _, _ = saved_study
     for name in os.listdir(root / "keep"):
-        if name == "index.json":
+        if not (root / "keep" / name).is_dir():  # index.json, study.json
             continue
         with pytest.raises((OSError, ValueError)):
             AutoModelForCausalLM.from_pretrained(str(root / "keep" / name))
@@ -225,7 +225,7 @@ def test_family_with_q_norms_and_wide_q(tmp_path):
     study = Study(config, LoadedModel(qwen3(0), CharTokenizer(), "tiny-qwen3"), texts=TEXTS)
     entries = study.run()["entries"]
     for name in os.listdir(tmp_path / "keep"):
-        if name == "index.json":
+        if not (tmp_path / "keep" / name).is_dir():  # index.json, study.json
             continue
         method = [m for m in ("lr1-cf", "bh1-cf", "rotor") if name.startswith(m)][0]
         fresh = load(str(tmp_path / "keep" / name), qwen3(0))
