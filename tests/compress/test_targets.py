@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, budgets, methods, models, targets  # noqa: E402
+from galinear.compress import Study, budgets, load, load_compressed, log_perplexity, methods, models, targets  # noqa: E402
 from galinear.compress.method_names import METHODS, base_name  # noqa: E402
 from galinear.compress.models import ALL_PROJECTIONS, LoadedModel  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_causal_lm, tiny_config  # noqa: E402
@@ -51,10 +51,13 @@ def _whole_model_share(model, replacements):
 
 @pytest.mark.parametrize("family, objective", [("llama", "attention"), ("qwen2", "qkv"), ("mistral", "logits")])
 def test_o_and_mlp_replaced_in_each_family(tmp_path, family, objective):
-    """Every projection of layer 1 replaced by LR1 (Adam, by the objective of its place) and LR1*
-    (closed form on each projection's own input); the study counts the replaced parameters and the
-    share of the whole model kept, and the fitted modules change the model's output."""
-    study, model = _study(tmp_path, family, methods=("lr1", "lr1-cf"), objective=objective)
+    """Every projection of layer 1 replaced by LR1 (Adam, by the objective of its place; until the
+    validation loss stops improving for Qwen2) and LR1* (closed form on each projection's own
+    input); the study counts the replaced parameters and the share of the whole model kept, the
+    fitted modules change the model's output, and kept folders load back."""
+    converged = dict(until_converged=True, max_steps=4, eval_every=2, patience=1, valid_windows=1)
+    study, model = _study(tmp_path, family, methods=("lr1", "lr1-cf"), objective=objective, save_models=True,
+                          save_dir=str(tmp_path / "keep"), **(converged if family == "qwen2" else {}))
     results = study.run(report=False)["entries"]
     spec = study.config.method_spec("lr1")
     fitted = study.fit_layer_set(spec, 0, (1,))  # read back from the checkpoints
@@ -77,6 +80,13 @@ def test_o_and_mlp_replaced_in_each_family(tmp_path, family, objective):
         assert entry["model_params"] == total and entry["model_params_kept"] == total - dense + kept
         assert entry["model_share"] == pytest.approx(share)
         assert abs(entry["log_ppl"] - results["original|a"]["log_ppl"]) > 1e-6  # the replacements are in use
+    # kept folders and models/*.pt load back into a fresh model and score the same
+    for tag in (spec.tag(), "lr1-cf"):
+        fresh = load(str(tmp_path / "keep" / f"{tag}-s0-L1"), tiny_causal_lm(family))
+        assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == results[f"{tag}|s0|1|a"]["log_ppl"]
+        other = tiny_causal_lm(family)
+        assert set(load_compressed(other, str(tmp_path / "out" / "models" / f"{tag}-s0-L1.pt"))) == set(reps)
+        assert log_perplexity(other, study.windows["a"])["log_ppl"] == results[f"{tag}|s0|1|a"]["log_ppl"]
     if objective == "attention":
         assert "q/k/v/o jointly (attention objective), gate/up/down jointly (MLP output)" in results[
             f"{spec.tag()}|s0|1|a"]["fit"]
