@@ -18,6 +18,9 @@ from galinear._limits import check_count, check_max_iter, check_tolerance, rotor
 from galinear._util import count_parameters
 from galinear.nn import rotor as _rotor
 from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _finite_or_raise
+from galinear.nn.dexp import exact_rotor_sandwich
+from galinear.nn.functional.branches import branch_sum
+from galinear.nn.functional.decomposition import Spectrum
 from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
 __all__ = ["RotorNetwork", "check_permutations"]
@@ -58,6 +61,51 @@ def check_permutations(name: str, value, shape: tuple, owner: str = "RotorNetwor
                          "and saved with it)")
 
 
+def _joined(tensors):
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
+
+
+def _checked_gadget(gadget):
+    """A gadget's NaN/inf check, as its own call runs it (again only after a parameter changed)."""
+    if gadget.check_finite:
+        checked = gadget._versions(gadget.left_bivectors, gadget.right_bivectors, gadget.alpha, gadget.bias)
+        if checked != gadget._checked:
+            gadget._check_parameters()
+            gadget._checked = checked
+
+
+def _stage_rotors(gadgets):
+    """(left, right, spectra) of the chunk pairs of all ``gadgets`` in order: one eigen-decomposition
+    for all of them where they use the exact one, else each gadget's own rotors."""
+    first = gadgets[0]
+    if all(g.decomposition == "exact" for g in gadgets):
+        sides = [[g.left_bivectors for g in gadgets]]
+        if first.double_rotor:
+            sides.append([g.right_bivectors for g in gadgets])
+        bivectors = torch.cat([b.detach() for side in sides for b in side])
+        V, W, spec = F.exact_factors(bivectors, first.n)
+        rows = len(gadgets) * first.pairs
+        parts = [slice(0, rows), slice(rows, 2 * rows)][:len(sides)]
+        factors = [(V[s], W[s]) for s in parts]
+        spectra = [None if spec is None else Spectrum(spec.mu[s], spec.U[s]) for s in parts]
+        if len(sides) == 1:
+            return factors[0], None, (spectra[0], None)
+        return factors[0], factors[1], tuple(spectra)
+    rotors = [g._rotors(g.training) for g in gadgets]
+    left = tuple(_joined([r[0][i] for r in rotors]) for i in range(2))
+    right = None if rotors[0][1] is None else tuple(_joined([r[1][i] for r in rotors]) for i in range(2))
+    return left, right, (None, None)
+
+
+def _pair_scale(gadget):
+    """(J, I, c): each chunk pair's output factor, alpha times the output averaging."""
+    J, I, c = gadget.output_chunks, gadget.input_chunks, gadget.chunk_size
+    scale = gadget.output_scale[gadget.output_index].view(J, 1, c)
+    if gadget.alpha is not None:
+        return gadget.alpha.view(J, I, 1) * scale
+    return scale.expand(J, I, c)
+
+
 def _check_loaded_permutations(module, state_dict, prefix, *args):
     """load_state_dict hook: a RotorNetwork's permutations are checked before they are copied in."""
     for name, shape in module._permutation_shapes().items():
@@ -80,7 +128,12 @@ class RotorNetwork(nn.Module):
     permutations stored as buffers. In eval mode without autograd, small batches (decoding; the
     limit and the choice are :func:`galinear.nn.functional.plan.plan`'s) run in one compiled call on
     the CPU (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled
-    matrices with the permutations folded in and the branches of a layer stacked. Defaults are the paper's: hidden = in_features, 2 hidden
+    matrices with the permutations folded in and the branches of a layer stacked. Under autograd
+    (training) every stage runs through its gadgets' structured map, the branches of a hidden
+    layer in one call of the backend the dispatcher picks, and the stage's chunk sum,
+    permutations, LayerNorm, PReLU and branch sum in one autograd Function that keeps only the
+    rotor maps' outputs (:meth:`_structured_forward`); larger batches without autograd run
+    gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
     1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
     """
@@ -332,6 +385,8 @@ class RotorNetwork(nn.Module):
                 [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
                 "RotorNetwork",
             )
+        if torch.is_grad_enabled() and not capturing:
+            return self._structured_forward(x)
         h = self._block(self.input_gadget, self.input_permutation, x)
         for layer, gadgets in enumerate(self.hidden_gadgets):
             h = sum(
@@ -339,6 +394,58 @@ class RotorNetwork(nn.Module):
                 for b, gadget in enumerate(gadgets)
             )
         return self.output_gadget(h)
+
+    def _structured_forward(self, x):
+        """Training (and any call under autograd): every stage through its gadgets' structured map,
+        the branches of a hidden layer in one call, and the stage's chunk sum, permutations,
+        LayerNorm, PReLU and branch sum in one autograd Function
+        (:func:`galinear.nn.functional.branches.branch_sum`).
+
+        Kept for the backward pass, per stage: the rotor maps' outputs (tokens x branches x
+        pairs x chunk, i.e. tokens x branches x hidden for the default chunks), which the exact
+        gradient needs anyway, and LayerNorm's mean and reciprocal deviation per token and
+        branch. Recomputed in the backward pass: the chunk sum, the permuted and normalised
+        values and the PReLU output. Nothing of size hidden x hidden is built.
+        """
+        lead = x.shape[:-1]
+        h = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None,
+                        x.reshape(-1, self.in_features))
+        for layer, gadgets in enumerate(self.hidden_gadgets):
+            h = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h)
+        return self.output_gadget(h).reshape(*lead, self.out_features)
+
+    def _stage(self, gadgets, permutations, weights, h):
+        """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``."""
+        y, scale, out_index = self._stage_maps(gadgets, h)
+        return branch_sum(y, scale, weights, self.activation.weight, out_index, permutations, self.hidden, self.eps)
+
+    def _stage_maps(self, gadgets, h):
+        """(y, scale, out_index) of :func:`~galinear.nn.functional.branches.branch_sum` for the
+        stage's gadgets on h (T, in): the chunk-pair outputs of all gadgets from one call of the
+        backend the dispatcher picks for them, when it is a rotor backend and the gadgets are exact
+        rotor gadgets without bias; otherwise each gadget's own output, stacked."""
+        first = gadgets[0]
+        T = h.shape[0]
+        plan = None
+        if isinstance(first, RotorLinear) and first.n > 0 and all(
+                g.gradient == "exact" and g.bias is None for g in gadgets):
+            plan = first._plan(T, h, first.training)
+        if plan is None or plan.decode or plan.backend == "dense":
+            return torch.stack([g(h) for g in gadgets], 1), None, None
+        for g in gadgets:
+            _checked_gadget(g)
+        c, I, J, P, B = first.chunk_size, first.input_chunks, first.output_chunks, first.pairs, len(gadgets)
+        with dispatch.intra_op_threads(plan.threads):
+            left, right, spectra = _stage_rotors(gadgets)
+            chunks = h.view(T, I, c) if first._plain_input else h[:, first.input_index]
+            pairs = chunks.unsqueeze(1).expand(T, B * J, I, c).reshape(T, B * P, c)
+            mapped = exact_rotor_sandwich(
+                pairs, _joined([g.left_bivectors for g in gadgets]),
+                None if right is None else _joined([g.right_bivectors for g in gadgets]),
+                left, right, backend=plan.backend, spectra=spectra, threads=plan.threads,
+            )
+        scale = torch.stack([_pair_scale(g) for g in gadgets])
+        return mapped.view(T, B, J, I, c), scale, None if first._plain_output else first.output_index
 
     def num_parameters(self) -> int:
         return count_parameters(self)

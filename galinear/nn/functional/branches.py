@@ -1,0 +1,126 @@
+r"""What a :class:`~galinear.nn.RotorNetwork` stage does after its gadgets, fused: one autograd
+Function for the chunk sum, the permutations, LayerNorm without affine, PReLU and the
+alpha-weighted branch sum of all branches of a stage at once.
+
+A stage of B branches (B = 1 for the input stage) maps the gadgets' chunk-pair outputs
+y (T, B, J, I, c) (T tokens, J output and I input chunks of c coordinates) to
+
+.. math::
+
+    z_b &= \mathrm{place}\Big(\textstyle\sum_i s_{bji}\, y_{bji}\Big) \in \mathbb{R}^H, \qquad
+    u_b = \mathrm{PReLU}(\mathrm{LN}(z_b[\pi_b])), \qquad h = \textstyle\sum_b a_b u_b
+
+(s: each chunk pair's alpha times the output averaging; place: the output chunks written to
+their coordinates, summed where chunks overlap; :math:`\pi_b` the branch's fixed permutation; a
+the branch weights, none for the input stage). The backward pass keeps only y (the tensor the
+exact rotor map keeps anyway, so nothing new) and LayerNorm's mean and reciprocal deviation per
+token and branch; z, the permuted and normalised values and the PReLU output are recomputed.
+The operations are plain torch ones, the same for every sandwich backend and device.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["branch_sum"]
+
+
+def _place(y, scale, out_index, H):
+    """z (T, B, H) from y (T, B, J, I, c) and scale (B, J, I, c) (None: y is (T, B, H) already)."""
+    if scale is None:
+        return y
+    T, B, J, I, c = y.shape
+    z = y[:, :, :, 0] * scale[:, :, 0] if I == 1 else torch.einsum("tbjic,bjic->tbjc", y, scale)
+    z = z.reshape(T, B, J * c)
+    if out_index is None:
+        return z
+    return z.new_zeros(T, B, H).index_add_(2, out_index, z)
+
+
+def _normalised(z, permutation, eps):
+    """(LN(z[pi]), mean, rstd): the permuted rows normalised without affine parameters."""
+    T, B, H = z.shape
+    permuted = z.gather(2, permutation.unsqueeze(0).expand(T, B, H))
+    return torch.native_layer_norm(permuted, (H,), None, None, eps)
+
+
+def _weighted(parts, weights):
+    """sum_b weights[b] parts[:, b] for parts (T, B, H) (None: the single branch)."""
+    if weights is None:
+        return parts[:, 0]
+    out = parts[:, 0] * weights[0]
+    for b in range(1, parts.shape[1]):
+        out = torch.addcmul(out, parts[:, b], weights[b])
+    return out
+
+
+class _BranchSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, scale, weights, slope, out_index, permutation, H, eps):
+        z = _place(y, scale, out_index, H)
+        normed, _, rstd = _normalised(z, permutation, eps)
+        del z
+        out = _weighted(torch.prelu(normed, slope), weights)
+        ctx.save_for_backward(y, scale, weights, slope, out_index, permutation, rstd)
+        ctx.H, ctx.eps = H, eps
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, scale, weights, slope, out_index, permutation, rstd = ctx.saved_tensors
+        # recomputed: the placed chunks and their normalised permutation (as in the forward pass)
+        normed = _normalised(_place(y, scale, out_index, ctx.H), permutation, ctx.eps)[0]
+        T, B, H = normed.shape
+        upstream = grad.unsqueeze(1)
+        grad_weights = grad_slope = None
+        if ctx.needs_input_grad[2]:
+            grad_weights = (torch.prelu(normed, slope) * upstream).sum((0, 2))
+        grad_act = upstream if weights is None else upstream * weights.view(1, B, 1)
+        if ctx.needs_input_grad[3]:
+            grad_slope = (grad_act * normed.clamp(max=0)).sum().reshape(slope.shape)
+        # PReLU's derivative, slope where normed <= 0 and 1 above (as torch's PReLU), in float
+        # operations only (comparisons and selections are several times slower on the CPU)
+        derivative = normed.clamp(0, 1).ceil_().neg_().add_(1).mul_(slope - 1).add_(1)
+        grad_norm = derivative.mul_(grad_act)
+        del grad_act
+        # LayerNorm without affine: rstd (g - mean(g) - x mean(g x)), x the normalised values
+        correlation = (grad_norm * normed).mean(-1, keepdim=True)
+        grad_norm -= grad_norm.mean(-1, keepdim=True)
+        grad_norm -= normed.mul_(correlation)
+        grad_norm *= rstd
+        del normed
+        inverse = permutation.argsort(-1)
+        grad_z = grad_norm.gather(2, inverse.unsqueeze(0).expand(T, B, H))
+        del grad_norm
+        grad_y = grad_scale = None
+        if scale is None:
+            grad_y = grad_z
+        else:
+            _, _, J, I, c = y.shape
+            pairs = grad_z if out_index is None else grad_z.index_select(2, out_index)
+            pairs = pairs.view(T, B, J, 1, c)
+            if ctx.needs_input_grad[0]:
+                grad_y = pairs * scale
+            if ctx.needs_input_grad[1]:
+                grad_scale = (y * pairs).sum(0)
+        return grad_y, grad_scale, grad_weights, grad_slope, None, None, None, None
+
+
+def branch_sum(y, scale, weights, slope, out_index, permutation, H: int, eps: float) -> torch.Tensor:
+    r"""h (T, H) of one network stage (module docstring), differentiable in y, scale, weights
+    and slope.
+
+    Parameters
+    ----------
+    y : (T, B, J, I, c) chunk-pair outputs of the stage's B gadgets; with ``scale=None``,
+        (T, B, H): the gadgets' outputs themselves.
+    scale : (B, J, I, c) factor of each chunk-pair output (alpha times the output averaging), or None.
+    weights : (B,) branch weights, or None for a stage of one branch without them (the input stage).
+    slope : the PReLU's (1,) weight.
+    out_index : (J c,) output coordinate of each chunk coordinate, None when the chunks tile the
+        output exactly (J c = H).
+    permutation : (B, H) each branch's fixed permutation.
+    eps : LayerNorm's epsilon.
+    """
+    if weights is None and y.shape[1] != 1:
+        raise ValueError(f"a stage of {y.shape[1]} branches needs branch weights")
+    return _BranchSum.apply(y, scale, weights, slope, out_index, permutation, H, eps)

@@ -1,0 +1,161 @@
+"""RotorNetwork under autograd: every stage through its gadgets' structured map (branches in one
+call) and one fused Function for the chunk sum, permutations, LayerNorm, PReLU and branch sum.
+
+Checked against the matrix path (the assembled matrices) and the gadget-by-gadget composition
+written out here, and the gradient against central differences at the special points on every
+backend the dispatcher can pick."""
+import pytest
+import torch
+from torch import nn
+
+from galinear.nn import RotorNetwork
+from galinear.nn.functional.branches import branch_sum
+from galinear.testing import assert_gradient_matches_fd, rotor_cases
+
+BACKENDS = ["auto", "dense", "spinor", "numba", "factored"]
+# (in, out, hidden, chunk): one chunk per gadget; overlapping and wrapping chunks (3 input chunks
+# of 16 over 40 coordinates, several output chunks); chunks of n = 8 where "auto" picks "spinor"
+SHAPES = [(16, 8, None, None), (40, 24, 48, 16), (256, 64, None, None)]
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 2e-5}
+# central-difference step for the networks: PReLU has a kink at 0, and among the thousands of
+# normalised values a step of 1e-4 crosses it at some points; 1e-6 keeps clear of it (rounding
+# error about 1e-16 |f| / 1e-6, far below the tolerance)
+STEP = 1e-6
+
+
+def gadget_by_gadget(net, x):
+    """The network as its definition composes it: each gadget, its permutation, LayerNorm, PReLU
+    and the weighted branch sum, in plain autograd."""
+    def block(gadget, permutation, h):
+        z = gadget(h)[..., permutation]
+        return net.activation(nn.functional.layer_norm(z, (net.hidden,), eps=net.eps))
+
+    h = block(net.input_gadget, net.input_permutation, x)
+    for layer, gadgets in enumerate(net.hidden_gadgets):
+        h = sum(net.branch_weights[layer, b] * block(g, net.hidden_permutations[layer, b], h)
+                for b, g in enumerate(gadgets))
+    return net.output_gadget(h)
+
+
+def network(shape, dtype, backend="auto", seed=0):
+    torch.manual_seed(seed)
+    a, b, hidden, chunk = shape
+    net = RotorNetwork(a, b, hidden=hidden, chunk_size=chunk, backend=backend, dtype=dtype)
+    with torch.no_grad():  # alphas, branch weights and slope away from their initial values
+        for gadget in net._gadgets():
+            gadget.alpha.uniform_(0.5, 1.5)
+        net.branch_weights.uniform_(0.5, 1.5)
+        net.activation.weight.fill_(0.3)
+    return net
+
+
+def relative(actual, expected):
+    return float((actual - expected).abs().max()) / max(float(expected.abs().max()), 1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fast_path_equals_the_matrix_path_and_the_gadget_composition(shape, dtype, backend):
+    if backend == "factored" and shape[0] == 256:
+        pytest.skip("the factored backend keeps every intermediate: slow at n = 8")
+    net = network(shape, dtype, backend)
+    x = torch.randn(3, 5, shape[0], dtype=dtype, requires_grad=True)
+    y = net(x)  # training mode under autograd: the structured path
+    with torch.no_grad():
+        matrices = net._fused_forward(x)
+        composed = gadget_by_gadget(net, x)
+    tol = TOLERANCE[dtype]
+    assert relative(y, matrices) <= tol
+    assert relative(y, composed) <= tol
+    # gradients against the gadget-by-gadget composition
+    weight = torch.randn_like(y)
+    inputs = [x, *net.parameters()]
+    fast = torch.autograd.grad(y, inputs, weight)
+    reference = torch.autograd.grad(gadget_by_gadget(net, x), inputs, weight)
+    scale = max(float(r.abs().max()) for r in reference)
+    for name, f, r in zip(["x", *(n for n, _ in net.named_parameters())], fast, reference):
+        assert float((f - r).abs().max()) <= 10 * tol * max(scale, 1.0), name
+
+
+def _set_bivectors(net, case):
+    with torch.no_grad():
+        for index, gadget in enumerate(net._gadgets()):
+            points = torch.as_tensor(rotor_cases(gadget.n, gadget.pairs, seed=index)[case])
+            gadget.left_bivectors.copy_(points)
+            gadget.right_bivectors.copy_(points.flip(0) * 0.5)
+
+
+@pytest.mark.parametrize("case", ["random", "zero", "equal_angles"])
+@pytest.mark.parametrize("backend", ["dense", "spinor", "numba", "factored"])  # "auto" picks "dense" at n = 4
+def test_network_gradient_matches_central_differences(case, backend):
+    shape = (40, 24, 48, 16)  # n = 4: equal angles exist; 3 x 3 chunk pairs per hidden gadget
+    net = network(shape, torch.float64, backend)
+    _set_bivectors(net, case)
+    x = torch.randn(6, shape[0], dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    weight = torch.randn(6, shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    names = ["hidden_gadgets.0.1.left_bivectors", "hidden_gadgets.1.2.right_bivectors",
+             "input_gadget.left_bivectors", "output_gadget.alpha", "branch_weights", "activation.weight"]
+    for name in names:
+        def f(point, name=name):
+            return (torch.func.functional_call(net, {name: point}, (x,)) * weight).sum()
+
+        assert_gradient_matches_fd(f, net.get_parameter(name).detach(), rtol=1e-7, step=STEP, directions=3)
+
+    def of_input(point):
+        return (net(point) * weight).sum()
+
+    assert_gradient_matches_fd(of_input, x, rtol=1e-7, step=STEP, directions=3)
+
+
+def test_gadget_path_gradient_matches_central_differences_at_n8():
+    """n = 8, where "auto" picks the spinor backend and the branches share one call."""
+    net = network((256, 32, None, None), torch.float64)  # the output gadget has n = 5
+    _set_bivectors(net, "equal_angles")
+    x = torch.randn(4, 256, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    name = "hidden_gadgets.1.1.left_bivectors"
+
+    def f(point):
+        return torch.func.functional_call(net, {name: point}, (x,)).square().sum()
+
+    assert_gradient_matches_fd(f, net.get_parameter(name).detach(), rtol=1e-7, step=STEP, directions=3)
+
+
+def test_branch_sum_gradient_matches_central_differences():
+    """The fused Function alone, every input, at zero rows (LayerNorm of a constant row) too."""
+    g = torch.Generator().manual_seed(0)
+    T, B, J, I, c = 5, 3, 2, 2, 4
+    y = torch.randn(T, B, J, I, c, dtype=torch.float64, generator=g)
+    y[0] = 0.0  # a constant row: normalised values exactly 0, where PReLU's derivative is the slope
+    # (kept for scale, weights and slope, which leave it 0; y itself is checked away from the kink)
+    scale = torch.rand(B, J, I, c, dtype=torch.float64, generator=g) + 0.5
+    weights = torch.rand(B, dtype=torch.float64, generator=g) + 0.5
+    slope = torch.tensor([0.3], dtype=torch.float64)
+    H = 10
+    out_index = torch.arange(J * c) % H
+    permutation = torch.stack([torch.randperm(H, generator=g) for _ in range(B)])
+    weight = torch.randn(T, H, dtype=torch.float64, generator=g)
+    args = [y, scale, weights, slope]
+    for position in range(4):
+        if position == 0:
+            args[0] = y.clone()
+            args[0][0] = torch.randn(B, J, I, c, dtype=torch.float64, generator=g)
+        else:
+            args[0] = y
+        def f(point, position=position):
+            values = list(args)
+            values[position] = point
+            return (branch_sum(*values, out_index, permutation, H, 1e-5) * weight).sum()
+
+        assert_gradient_matches_fd(f, args[position], rtol=1e-7)
+
+
+def test_no_hidden_square_matrix_is_built_in_training():
+    """In training at n = 8 the structured path runs: no gadget assembles its matrix."""
+    net = network((256, 256, None, None), torch.float32)
+    calls = []
+    for gadget in net._gadgets():
+        original = gadget._chunk_weight
+        gadget._chunk_weight = lambda *a, original=original: calls.append(1) or original(*a)
+    net(torch.randn(8, 256)).sum().backward()
+    assert not calls
