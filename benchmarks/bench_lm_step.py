@@ -1,7 +1,8 @@
 """Cost of one training step of the `galinear train-lm` transformer, every projection kind side by side.
 
 ``python benchmarks/bench_lm_step.py [--models dense rotor lowrank,rank=1 dense,width=48 ...]
-[--threads 1 2] [--batch-size 8] [--steps 5] [--width 256] [--layers 4] [--context 256]``
+[--threads 1 2] [--batch-size 8] [--steps 5] [--width 256] [--layers 4] [--context 256]
+[--baseline REV]``
 
 A model is a projection kind, optionally followed by ``,field=value`` settings of
 ``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48).
@@ -18,7 +19,11 @@ times ``--steps`` optimiser steps (forward, cross-entropy, backward, clip, AdamW
   kind's 2-thread / 1-thread speed-up.
 
 The kinds run one after another in the same invocation, so the ratios compare like with like; the
-absolute numbers depend on the machine and on what else runs on it. Writes
+absolute numbers depend on the machine and on what else runs on it. ``--baseline REV`` also runs
+every model with the galinear of git revision REV (its files extracted by ``git archive`` into a
+temporary folder; the working tree is not touched), right after the same model of the working
+tree, labelled ``model@REV``: before and after side by side in one run. On a loaded machine the
+CPU seconds of the process are the steadier figure; their ratio to dense is reported too. Writes
 ``benchmarks/results/bench_lm_step.{md,json}`` unless ``--no-write``.
 """
 from __future__ import annotations
@@ -91,30 +96,46 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
             "peak_rss_bytes": peak_memory(torch.device("cpu"))[0], "batch_size": batch_size, "context": context}
 
 
-def run_child(args, name: str, threads: int) -> dict:
-    command = [sys.executable, __file__, "--child", name, str(threads), "--batch-size", str(args.batch_size),
+def run_child(args, name: str, threads: int, root: Path = ROOT) -> dict:
+    """One model in a fresh subprocess, with the galinear under ``root``."""
+    script = root / "benchmarks" / "bench_lm_step.py"
+    command = [sys.executable, str(script), "--child", name, str(threads), "--batch-size", str(args.batch_size),
                "--steps", str(args.steps), "--warmup", str(args.warmup), "--width", str(args.width),
                "--layers", str(args.layers), "--context", str(args.context)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=root)
     if done.returncode != 0:
         raise SystemExit(f"{name} at {threads} thread(s) failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def extract(revision: str) -> Path:
+    """The tracked files of ``revision`` in a new temporary folder (``git archive``)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="bench_lm_step_"))
+    archive = subprocess.run(["git", "archive", "--format=tar", revision], cwd=ROOT, capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {revision} failed: {archive.stderr.decode()[-500:]}")
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
 def table(rows: list[dict]) -> str:
-    dense = {row["threads"]: row["step_seconds"] for row in rows if row["kind"] == "dense"}
+    dense = {row["threads"]: row for row in rows if row["kind"] == "dense"}
     one = {row["kind"]: row["step_seconds"] for row in rows if row["threads"] == 1}
     lines = ["| kind | threads | parameters | in projections | step s (wall) | step s (CPU) | tokens/s "
-             "| step / dense step | 2-thread speed-up | peak RSS (MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| step / dense step | CPU / dense CPU | 2-thread speed-up | peak RSS (MiB) | RSS / dense RSS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        ratio = row["step_seconds"] / dense[row["threads"]] if row["threads"] in dense else float("nan")
+        base = dense.get(row["threads"])
+        ratios = [row[key] / base[key] if base else float("nan")
+                  for key in ("step_seconds", "step_cpu_seconds", "peak_rss_bytes")]
         speedup = (f"{one[row['kind']] / row['step_seconds']:.2f}x"
                    if row["threads"] != 1 and row["kind"] in one else "-")
         lines.append(f"| {row['kind']} | {row['threads']} | {row['parameters']:,} | {row['projection_parameters']:,} "
                      f"| {row['step_seconds']:.3f} | {row['step_cpu_seconds']:.3f} "
-                     f"| {row['tokens_per_second']:,.0f} | {ratio:.2f} | {speedup} "
-                     f"| {row['peak_rss_bytes'] / 2**20:,.0f} |")
+                     f"| {row['tokens_per_second']:,.0f} | {ratios[0]:.2f} | {ratios[1]:.2f} | {speedup} "
+                     f"| {row['peak_rss_bytes'] / 2**20:,.0f} | {ratios[2]:.2f} |")
     return "\n".join(lines)
 
 
@@ -129,6 +150,8 @@ def main(argv=None) -> None:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also run every model at git revision REV, right after the working tree's")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -140,13 +163,18 @@ def main(argv=None) -> None:
         return
     for name in args.models:
         parse_model(name)  # refuse a bad model before anything runs
+    roots = [("", ROOT)]
+    if args.baseline:
+        roots.append((f"@{args.baseline}", extract(args.baseline)))
     rows = []
     for name in args.models:
         for threads in args.threads:
-            row = run_child(args, name, threads)
-            rows.append(row)
-            print(f"{name:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step, "
-                  f"{row['tokens_per_second']:,.0f} tokens/s", flush=True)
+            for suffix, root in roots:
+                row = run_child(args, name, threads, root)
+                row["kind"] = name + suffix
+                rows.append(row)
+                print(f"{row['kind']:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step "
+                      f"({row['step_cpu_seconds']:.3f} s CPU), {row['tokens_per_second']:,.0f} tokens/s", flush=True)
     text = table(rows)
     print(text)
     if not args.no_write:
