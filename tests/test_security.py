@@ -720,7 +720,7 @@ _TAMPERED = [
      r"holds tensors no recorded module has: \['-1.q_proj.alpha'\]"),
     ("modules []", lambda f: _edit_config(f, lambda c: c.update(modules=[])), r"\"modules\" must be a non-empty list"),
     ("projection x_proj", lambda f: _edit_config(f, lambda c: c["modules"][0].update(projection="x_proj")),
-     "projection must be one of q_proj, k_proj, v_proj, o_proj, got 'x_proj'"),
+     "projection must be one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, got 'x_proj'"),
     ("vocab_size '64'", lambda f: _edit_config(f, lambda c: c["model"].update(vocab_size="64")),
      "model vocab_size must be a positive integer, got '64'"),
     ("F32 -> I32", lambda f: _retype(f, "1.v_proj.output_gadget.alpha", "I32"),
