@@ -23,8 +23,9 @@ Contenders, each on its own natural layout (the layout conversion is done before
   (``layout.MultiVector`` inside ``numba.njit``) runs the expression row by row over dense rows
   ``(N, 2**n)``: a per-object path, timed on at most 10,000 rows and scaled to N (labelled).
 
-Times: best of --repeats samples after a warm-up call, taken round-robin (every repeat times every
-contender once) so that load drifts hit all alike; a sample loops the call until it lasts at least
+Times: best of --repeats samples after a warm-up call, taken round-robin (every repeat times
+galinear and kingdon once) so that load drifts hit both alike (clifford's row-by-row loop is timed
+on its own afterwards); a sample loops the call until it lasts at least
 20 ms. Ratios are kingdon / galinear and clifford / galinear (above 1: galinear is faster). Besides
 the public calls, galinear's call writing into a preallocated output (``out=``) is timed against
 kingdon's bare jitted function on its value arrays: what separates the two without the cost of
@@ -65,7 +66,6 @@ import numpy as np  # noqa: E402
 from bench_contention import BusyProcess  # noqa: E402
 from bench_kernels import machine_description  # noqa: E402
 
-from galinear.compiler.kernel import PARALLEL_MULTIPLICATIONS, PARALLEL_ROWS  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "bench_compile"
 BATCHES = (1, 1_000, 1_000_000)
@@ -227,9 +227,12 @@ class Contenders:
         """galinear's public call writing into a preallocated output (``out=``, numpy's convention)."""
         out = np.empty((d["rows"], len(self.kernel.output_blades)))
         args = d["galinear"]
-        program = self.kernel._program
-        parallel = d["rows"] >= PARALLEL_ROWS and program.multiplications >= PARALLEL_MULTIPLICATIONS
-        return (lambda: self.kernel(*args, out=out)), ("parallel" if parallel else "serial")
+        return (lambda: self.kernel(*args, out=out)), "serial"
+
+    def galinear_parallel(self, d):
+        """The public call with the prange variant (``parallel=True``), on a fresh output."""
+        args = d["galinear"]
+        return lambda: self.kernel(*args, parallel=True)
 
     def kingdon_call(self, d):
         mvs = d["kingdon"]
@@ -378,7 +381,7 @@ def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None
     d = c.data(rows)
     bare, variant = c.galinear_bare(d)
     fns = {"galinear": c.galinear_call(d), "kingdon": c.kingdon_call(d),
-           "galinear_bare": bare, "kingdon_bare": c.kingdon_bare(d)}
+           "galinear_bare": bare, "kingdon_bare": c.kingdon_bare(d), "galinear_parallel": c.galinear_parallel(d)}
     error = None
     try:
         fns["galinear"]()
@@ -386,9 +389,6 @@ def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None
         error = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
         del fns["galinear"]
     clifford_rows = None
-    if c.clifford is not None and threads is None:
-        fns["clifford"], _ = c.clifford_call(d)
-        clifford_rows = min(rows, CLIFFORD_MAX_ROWS)
     previous = numba.get_num_threads()
     if threads is not None:
         numba.set_num_threads(threads)
@@ -396,6 +396,12 @@ def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None
         best = interleaved_best(fns, repeats)
     finally:
         numba.set_num_threads(previous)
+    if c.clifford is not None and threads is None:
+        # timed on its own, after the others: its long per-row loop, taken round-robin with the
+        # parallel kernels, left numba's worker threads contending with the next calls
+        clifford, _ = c.clifford_call(d)
+        best.update(interleaved_best({"clifford": clifford}, repeats))
+        clifford_rows = min(rows, CLIFFORD_MAX_ROWS)
     out = {f"{k}_ms": v * 1e3 for k, v in best.items()}
     out["galinear_bare_variant"] = variant
     if error is not None:
@@ -435,7 +441,7 @@ def _child_compile(mode: str, names: list) -> dict:
         kernel(*small)
         serial = time.perf_counter() - t0
         try:
-            kernel(*large)
+            kernel(*large, parallel=True)
             ready = time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - the parallel variant failed to compile: reported as None
             ready = None
@@ -526,7 +532,7 @@ def markdown(result: dict) -> str:
     if meta.get("provisional"):
         lines += [f"**Provisional**: {meta['provisional']}", ""]
     lines += ["| expression | N | galinear ms | kingdon ms | kingdon / galinear | out=: kingdon bare / galinear | "
-              "clifford ms | clifford / galinear |", "|---|---|---|---|---|---|---|---|"]
+              "galinear parallel=True ms | clifford ms | clifford / galinear |", "|---|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         t = row["times"]
         for n, cell in t.items():
@@ -535,7 +541,7 @@ def markdown(result: dict) -> str:
                                                          else f" (from {cell['clifford_rows_timed']:,} rows)")
             lines.append(f"| {row['name']} | {int(n):,} | {_ms(cell)} | {_f(cell['kingdon_ms'])} | "
                          f"{_r(cell['kingdon_over_galinear'])} | {cell['bare_kingdon_over_galinear']:.2f} | "
-                         f"{cl_label} | {_f(cell.get('clifford_over_galinear'), 1)} |")
+                         f"{_f(cell.get('galinear_parallel_ms'))} | {cl_label} | {_f(cell.get('clifford_over_galinear'), 1)} |")
     big = str(max(int(n) for n in result["rows"][0]["times"]))
     lines += ["", f"{int(big):,} rows with numba limited to 1 thread, and beside one busy process (a pure-Python "
               "loop started by the benchmark and killed after; default threads):", "",

@@ -20,9 +20,10 @@ from galinear.symbolic.trace import KernelDomainError
 
 __all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS"]
 
-#: Batches of at least this many rows run the numba kernel's ``prange`` variant, when each row
-#: costs at least PARALLEL_MULTIPLICATIONS: shorter programs are bound by memory traffic, where a
-#: second thread gains little and loses much beside a busy process (docs/performance.md).
+#: ``parallel="auto"`` runs the numba kernel's ``prange`` variant for batches of at least this many
+#: rows when each row costs at least PARALLEL_MULTIPLICATIONS (shorter programs are bound by memory
+#: traffic). The default is the serial variant: in the side-by-side benchmark the prange variant with
+#: 2 threads was slower than 1 thread on a fresh output array (docs/performance.md).
 PARALLEL_ROWS = 16384
 PARALLEL_MULTIPLICATIONS = 24
 
@@ -157,7 +158,14 @@ class _Loaded:
             flat.append(o.reshape(rows, w))
         return flat, given
 
-    def run_numpy_like(self, arrays, names, out=None):
+    def use_parallel(self, rows: int, parallel) -> bool:
+        if parallel not in (False, True, "auto"):
+            raise ValueError(f"parallel must be False, True or 'auto', got {parallel!r}")
+        if parallel == "auto":
+            return rows >= PARALLEL_ROWS and self.multiplications >= PARALLEL_MULTIPLICATIONS
+        return bool(parallel)
+
+    def run_numpy_like(self, arrays, names, out=None, parallel=False):
         """numba, c and numpy: numpy arrays in, numpy arrays out."""
         if self.target == "numpy":
             if out is not None:
@@ -179,8 +187,7 @@ class _Loaded:
         if self.target == "numba":
             from galinear._numba import readonly
 
-            parallel = rows >= PARALLEL_ROWS and self.multiplications >= PARALLEL_MULTIPLICATIONS
-            fn = self.module.kernel_parallel if parallel else self.module.kernel_serial
+            fn = self.module.kernel_parallel if self.use_parallel(rows, parallel) else self.module.kernel_serial
             finite = fn(*[readonly(a) for a in flat], self._constants(dtype), *outs, status)
             if finite != 0:  # nan and inf compare unequal to 0 as well
                 self._check_finite(names, flat)
@@ -315,9 +322,10 @@ class Kernel:
             out.append(v)
         return names, out
 
-    def __call__(self, *args, out=None, **kwargs):
+    def __call__(self, *args, out=None, parallel=False, **kwargs):
         """The kernel on coefficient arrays; ``out=`` (numba and c) writes into the given array(s)
-        of the result's shape and dtype instead of fresh ones."""
+        of the result's shape and dtype instead of fresh ones; ``parallel`` (numba) runs the
+        ``prange`` variant over rows (True, or "auto" for large batches of long programs)."""
         names, values = self._arguments(args, kwargs)
         tensors = any(_is_tensor(v) for v in values)
         many = len(self._program.out_widths) > 1 or self.is_backward  # a backward: one gradient per input
@@ -344,7 +352,7 @@ class Kernel:
             raise TypeError(f"the {self.target} target takes numpy arrays; use kernel.torch_function() for "
                             "tensors (autograd through the generated backward) or target='torch'")
         arrays = [np.asarray(v) for v in values]
-        outs = self._program.run_numpy_like(arrays, names, out)
+        outs = self._program.run_numpy_like(arrays, names, out, parallel)
         return outs if many else outs[0]
 
     # ---------------------------------------------------------------- torch

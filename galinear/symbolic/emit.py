@@ -22,7 +22,7 @@ source of a module (or a C file and header):
 
 Constants are exact rationals in the program; each target prints them in its input dtype.
 The exp closed forms call :math:`G_m(\lambda)` (:class:`galinear.symbolic.trace.Gm`), emitted as
-helpers ``_g0`` .. ``_g3``: a 14-term series for :math:`|\lambda| < 1`, otherwise
+helpers ``_gfun0`` .. ``_gfun3``: a 14-term series for :math:`|\lambda| < 1`, otherwise
 cos/sin (or cosh/sinh) of :math:`\sqrt{|\lambda|}` and the recurrence
 :math:`G_{m+1} = (G_{m-1} - (4m-2)G_m)/(4\lambda)`.
 """

@@ -131,6 +131,10 @@ def test_broadcasting_and_shapes():
         kernel(a, c=b)
     with pytest.raises(ValueError, match="inf or nan"):
         kernel(np.full((2, 3), np.nan), b[:2])
+    rows = np.random.default_rng(2).standard_normal((20000, 3))
+    np.testing.assert_array_equal(kernel(rows, rows[::-1], parallel=True), kernel(rows, rows[::-1]))
+    with pytest.raises(ValueError, match="parallel must be"):
+        kernel(a, b, parallel="yes")
     buffer = np.empty((4, 5, 4))
     assert kernel(a, b, out=buffer) is buffer
     np.testing.assert_array_equal(buffer, out)
