@@ -29,7 +29,6 @@ import datetime
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -43,7 +42,6 @@ from galinear.nn import motors  # noqa: E402
 from galinear.nn.generated import kernels, move_points  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-SAMPLE_SECONDS = 0.02
 SIZES = (1_000, 100_000)
 DTYPES = ("float32", "float64")
 
@@ -59,26 +57,7 @@ CONTENDERS.update({name: (lambda B, xyz, b=b, p=p: move_points(B, xyz, backend=b
                    for name, (b, p) in GENERATED.items()})
 
 
-def _calls(fn) -> int:
-    started = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - started, 1e-7)
-    return max(1, int(SAMPLE_SECONDS / once))
-
-
-def interleaved_best(fns: dict, repeats: int) -> dict:
-    """Best seconds per call of each callable: a warm-up call each, then round-robin samples."""
-    for fn in fns.values():
-        fn()
-    calls = {k: _calls(fn) for k, fn in fns.items()}
-    best = {k: float("inf") for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            started = time.perf_counter()
-            for _ in range(calls[k]):
-                fn()
-            best[k] = min(best[k], (time.perf_counter() - started) / calls[k])
-    return best
+from bench_compile import interleaved_best  # noqa: E402  (one timer for the compiled-kernel benchmarks)
 
 
 def check(n: int = 257) -> dict:
