@@ -7,7 +7,7 @@ import galinear
 from galinear.compiler import KernelDomainError, blade, exp, norm, sqrt
 from galinear.testing import assert_kernel_gradient, special_points
 
-pytest.importorskip("clifford")
+pytest.importorskip("clifford", reason="the references need the clifford package (pip install clifford; make test installs it)")
 
 TARGETS = ["numba", "numpy", "torch", "c", "triton"]
 
