@@ -20,6 +20,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from galinear._version import __version__
+from galinear.symbolic import emit as _emit_module
+from galinear.symbolic import lowering as _lowering_module
+from galinear.symbolic import trace as _trace_module
+from galinear.symbolic.emit import emit, guard_messages
+from galinear.symbolic.lowering import backward, lower
+from galinear.symbolic.trace import trace
 
 __all__ = ["Built", "build", "cache_key", "cache_folder"]
 
@@ -96,10 +102,8 @@ def _function_identity(func, depth: int = 0) -> str:
 @lru_cache(maxsize=1)
 def generator_digest() -> str:
     """SHA-256 of the generator's own sources: a changed generator never reuses old kernels."""
-    from galinear.symbolic import emit, lowering, trace
-
     digest = hashlib.sha256()
-    for module in (trace, lowering, emit, sys.modules[__name__]):
+    for module in (_trace_module, _lowering_module, _emit_module, sys.modules[__name__]):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()
 
@@ -195,10 +199,6 @@ def _header(name: str, target: str, metric, inputs, outputs, ops, strategy) -> s
 def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", grad: bool = False,
           name: str = "kernel", use_cache: bool = True) -> Built:
     """Trace ``func``, lower it and print it for ``target`` (and its backward when ``grad``)."""
-    from galinear.symbolic.emit import emit, guard_messages
-    from galinear.symbolic.lowering import backward, lower
-    from galinear.symbolic.trace import trace
-
     key = cache_key(func, metric, inputs, target, strategy, grad)
     folder = cache_folder() if use_cache else None
     if folder is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from galinear._numba import generated_folder, load_generated, readonly
 from galinear.compiler.build import Built
 from galinear.symbolic.trace import KernelDomainError
 
@@ -29,8 +30,6 @@ PARALLEL_MULTIPLICATIONS = 24
 
 
 def _module_folder() -> Path:
-    from galinear._numba import generated_folder
-
     folder = generated_folder().parent / "galinear_compiled_src"
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
@@ -40,8 +39,6 @@ def _module_folder() -> Path:
 
 
 def _load_module(source: str, tag: str):
-    from galinear._numba import load_generated
-
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:24]
     name = f"galinear_compiled_{tag}_{digest}"
     return load_generated(name, _module_folder() / f"{name}.py", source)
@@ -128,8 +125,6 @@ class _Loaded:
         """The numba kernel's constants in ``dtype`` (read-only, made once per dtype)."""
         cached = self._constant_arrays.get(dtype)
         if cached is None:
-            from galinear._numba import readonly
-
             cached = self._constant_arrays[dtype] = readonly(np.asarray(self.module.CONSTANTS, dtype))
         return cached
 
@@ -185,8 +180,6 @@ class _Loaded:
         outs, given = self._outputs(out, lead, rows, dtype)
         status = np.zeros(rows, np.uint8) if self.guards else self._no_status  # written only by guards
         if self.target == "numba":
-            from galinear._numba import readonly
-
             fn = self.module.kernel_parallel if self.use_parallel(rows, parallel) else self.module.kernel_serial
             finite = fn(*[readonly(a) for a in flat], self._constants(dtype), *outs, status)
             if finite != 0:  # nan and inf compare unequal to 0 as well

@@ -86,8 +86,6 @@ def _count(expr, tally) -> None:
     elif expr.is_Mul:
         factors = [a for a in expr.args if a not in (sp.S.NegativeOne,)]
         tally["multiplications"] += max(len(factors) - 1, 0)
-        if len(factors) < len(expr.args) and len(factors) and False:
-            tally["negations"] += 1
     elif expr.is_Pow:
         e = expr.exp
         if e.is_Integer and e > 0:
@@ -105,7 +103,7 @@ def _count(expr, tally) -> None:
 
 def count_operations(statements, outputs) -> dict:
     """Multiplications, additions (subtractions included), divisions and function calls."""
-    tally = {"multiplications": 0, "additions": 0, "divisions": 0, "functions": 0, "negations": 0}
+    tally = {"multiplications": 0, "additions": 0, "divisions": 0, "functions": 0}
     for s in statements:
         if s.kind == "let":
             _count(s.expr, tally)
@@ -116,7 +114,6 @@ def count_operations(statements, outputs) -> dict:
     for _, exprs in outputs:
         for e in exprs:
             _count(sp.sympify(e), tally)
-    del tally["negations"]
     return tally
 
 
