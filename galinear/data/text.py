@@ -251,6 +251,45 @@ def check_text_file(path: str, field: str | None = None) -> None:
     if path.lower().endswith(".jsonl") and not field:
         raise ValueError(f"{path!r} is a jsonl file: name the field that holds the text with --text-field "
                          "(e.g. --text-field text)")
+    if size > len(head):
+        _scan_rest(path, field)
+
+
+def _scan_rest(path: str, field: str | None) -> None:
+    """Read ``path`` once, in blocks of 1 MiB, and raise what :func:`load_text_file` would: a byte
+    that is not UTF-8, (``field``) a line that is not JSON or lacks the field, and a text with no
+    word in it. Called before any model loads, so a fault past the first bytes costs seconds."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    fd = _open_regular(path)
+    seen_text, number, offset, pending, consumed = False, 0, 0, "", 0
+    with os.fdopen(fd, "rb") as handle:
+        while True:
+            block = handle.read(1 << 20)
+            carried = decoder.getstate()[0]  # the bytes of a character cut by the last block
+            try:
+                chunk = decoder.decode(block, final=not block)
+            except UnicodeDecodeError as error:
+                at = consumed - len(carried) + error.start
+                raise ValueError(f"{path}: not UTF-8 text: byte 0x{(carried + block)[error.start]:02X} at byte "
+                                 f"offset {at} cannot be decoded; {_TO_UTF8}") from None
+            consumed += len(block)
+            if field is None:
+                seen_text = seen_text or bool(chunk.strip())
+            else:
+                lines = (pending + chunk).split("\n")
+                pending = "" if not block else lines.pop()
+                for line in lines:
+                    number += 1
+                    start, offset = offset, offset + len(line.encode("utf-8")) + 1
+                    if line.strip() and _record(path, number, line, field, start):
+                        seen_text = True
+            if not block:
+                break
+    if not seen_text:
+        raise ValueError(f"{path!r} holds no text" + (f" in its {field!r} fields" if field else "")
+                         + "; give a file with text in it")
 
 
 def _read_utf8(path: str) -> str:
