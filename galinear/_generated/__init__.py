@@ -10,7 +10,7 @@ Layout
                    bounds, power-method contract) from :mod:`galinear.symbolic.rotor_spec`,
                    read by numpy, numba and torch alike
 ``numba_kernels/<op>_<metric code>.py``  numba kernels (found by :func:`find_kernel`); shipped:
-                   gp for Euclidean n = 1..6, which ``Algebra.gp(method="auto")`` uses. Other ops
+                   gp for Euclidean n = 1..6, which ``Algebra.gp(method="auto")`` uses up to n = 5. Other ops
                    (below) and a torch target are generated on demand with
                    ``galinear codegen --op OP --n N [--target torch] --out DIR``.
 

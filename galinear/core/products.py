@@ -249,9 +249,10 @@ def bitmask_product(a, b, out, metric, kind):  # pragma: no cover - compiled
 #: Kernel choices of :func:`multiply` (and of ``Algebra.gp(method=...)``).
 METHODS = ("auto", "table", "generated")
 
-#: "auto" uses a generated kernel (when one exists) for n up to this value; set from
-#: benchmarks/results/bench_products.md.
-AUTO_GENERATED_MAX_N = 6
+#: "auto" uses a generated kernel (when one exists) for n up to this value: they are faster than
+#: the table kernel (benchmarks/results/bench_products.md), but the n = 6 one takes more than a
+#: minute to compile for about 1 µs saved a product (docs/core.md, "method='auto'").
+AUTO_GENERATED_MAX_N = 5
 
 #: Terms per second and thread of the bitmask kernel (n > 10), measured at n = 11..13 on one
 #: core; used to estimate a product's time before it starts.
