@@ -32,7 +32,7 @@ __all__ = ["log", "algebra_log", "LOG_CHECK_TOL", "QUARTER_TOL"]
 LOG_CHECK_TOL = 1e-6
 
 #: A factor (r + beta_j) / C_j of a rotor counts as a quarter turn (C_j = 0, no information in
-#: <R>_2) when |C_j|^2 = |r^2 - mu_j| is below this squared times max(1, r^2 + |mu_j|).
+#: <R>_2) when |C_j|^2 = |r^2 - mu_j| is below this squared times max(1, r^2 + max_l |mu_l|).
 QUARTER_TOL = 1e-8
 
 #: A part whose :math:`C_j^2 = r^2 - \mu_j` is below this fraction of :math:`r^2` is a large boost
@@ -138,6 +138,46 @@ def _log_one_quarter(alg, R: np.ndarray, r: float, mu: np.ndarray, beta: np.ndar
     return out + _simple_log(alg, rest.real)[0]
 
 
+def _simple_group_invariants(alg, mu, beta, first, size, rows):
+    r"""``mu`` with the root of every merged group (equal within MERGE_TOL) replaced by the square
+    of the group's sum :math:`g` where :math:`g` is simple (:math:`\langle g^2\rangle_4 = 0`).
+
+    Roots that nearly coincide come out of the characteristic polynomial with an error near the
+    square root of the rounding; a group whose sum is one plane (a small boost or rotation merged
+    with a plane at rest) has its exact invariant in :math:`g^2` instead, so its weight carries
+    no such error. Isoclinic groups (g not simple) keep the root."""
+    k = mu.shape[1]
+    grouped = np.nonzero(rows & (size > 1).any(axis=-1))[0]
+    if grouped.size == 0:
+        return mu
+    mu = mu.copy()
+    for row in grouped:
+        for j in np.nonzero((first[row] == np.arange(k)) & (size[row] > 1))[0]:
+            g = beta[row, j].real[None]
+            square = alg.gp(g, g)[0]
+            if np.abs(alg.grade(square[None], 4)).max() <= 1e-12 * float(np.sum(g * g)):
+                mu[row, j] = square[0]
+    return mu
+
+
+def _log_visible_quarter(alg, R: np.ndarray, r: float, mu: np.ndarray, beta: np.ndarray, m: int) -> np.ndarray:
+    r"""log of R (one row, k >= 3) when one factor m is a quarter turn (:math:`c_m = 0`).
+
+    Then every :math:`C_j` but :math:`C_m` is zero, so :math:`\langle R\rangle_2 = \beta_m` shows
+    factor m alone: :math:`(r + \beta_m)/C_m`. The other factors are what it leaves of R,
+    :math:`\tilde f_m R`, a rotor with one quarter turn fewer, whose logarithm is :func:`log`'s
+    (NaN when that one has none either). ``r``, ``mu`` and ``beta`` are in the scaled units of
+    :func:`log` (the factor is homogeneous of degree 0 in them)."""
+    C = np.sqrt(np.complex128(r * r) - mu[m])
+    f = (beta[m] / C).real
+    f[0] += (r / C).real
+    rest = alg.gp(f[None] * alg._reverse_sign, R[None])
+    try:
+        return _simple_log(alg, f[None])[0] + log(alg, rest)[0]
+    except ValueError:
+        return np.full(alg.dim, np.nan)
+
+
 def log(alg, R: np.ndarray) -> np.ndarray:
     r"""Logarithm of rotor rows (rows, 2**n), float64, in a non-Euclidean signature: B with exp B = R.
 
@@ -174,7 +214,9 @@ def log(alg, R: np.ndarray) -> np.ndarray:
         s, mu_s, beta_s, first, size = _parts(alg, P, scaled=True)
         r_s = r / s
         r2 = r_s[:, None] ** 2
-        quarter = np.abs(r2 - mu_s) <= QUARTER_TOL**2 * np.maximum((1.0 / s[:, None]) ** 2, r2 + np.abs(mu_s))
+        # relative to the whole rotor: a scalar part at the rounding level of a large boost's is a quarter turn
+        quarter = np.abs(r2 - mu_s) <= QUARTER_TOL**2 * np.maximum((1.0 / s[:, None]) ** 2,
+                                                                   r2 + np.abs(mu_s).max(axis=-1, keepdims=True))
         boosted, slot, log_C = _boosted_rows(r_s, mu_s, first, size)
         # a large boost's C^2 from the others': a quarter turn elsewhere only when C is truly small
         quarter[boosted, slot] = log_C <= np.log(QUARTER_TOL)
@@ -187,6 +229,7 @@ def log(alg, R: np.ndarray) -> np.ndarray:
             B[plain] = _log_two_planes(alg, r[plain], P[plain])
         else:
             # a group of equal mu has one weight: its sum (held in the group's first slot) suffices
+            mu_s = _simple_group_invariants(alg, mu_s, beta_s, first, size, plain)
             B[plain] = (_log_weight(mu_s[plain], r_s[plain, None])[..., None] * beta_s[plain]).sum(axis=-2).real
         if boosted.size:
             with np.errstate(all="ignore"):  # the boost's own entry is replaced below
@@ -201,6 +244,9 @@ def log(alg, R: np.ndarray) -> np.ndarray:
             pair = quarter_turn_pair(alg, alg.grade(R[row : row + 1], 4))
             if pair is not None:
                 B[row] = pair
+        for row in np.nonzero(count == k - 1)[0] if k >= 3 else ():
+            B[row] = _log_visible_quarter(alg, R[row], r_s[row], mu_s[row], beta_s[row],
+                                          int(np.argmin(quarter[row])))
         reason[~np.isfinite(B).all(axis=-1)] = 2
     good = np.isfinite(B).all(axis=-1)
     B[~good] = 0.0
