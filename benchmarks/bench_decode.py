@@ -29,7 +29,7 @@ def replace_projections(model, layers, spec, seed=0):
     import torch
 
     from galinear.compress import methods
-    from galinear.compress.models import attention, decoder_layers
+    from galinear.lm.models import attention, decoder_layers
 
     blocks = decoder_layers(model)
     for index in layers:
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
 
     from galinear import _numba
     from galinear.compress import methods
-    from galinear.compress.models import attention, decoder_layers, load_model
+    from galinear.lm.models import attention, decoder_layers, load_model
     from galinear.compress.store import load_compressed
 
     torch.set_num_threads(args.threads)

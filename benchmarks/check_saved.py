@@ -36,8 +36,10 @@ def main(argv=None) -> int:
     import torch
 
     from galinear import _numba
-    from galinear.compress import load, wikitext, windows
-    from galinear.compress.models import PROJECTIONS, attention, decoder_layers
+    from galinear.compress import load
+    from galinear.lm import wikitext, windows
+    from galinear.lm.models import PROJECTIONS, attention, decoder_layers
+    from galinear.lm.perplexity import stream_log_perplexity
 
     torch.set_num_threads(args.threads)
     _numba.set_threads(args.threads)
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
     length = wikitext.window_length(model, wikitext.DEFAULT_WINDOW, bos)
     count = args.wikitext_windows or None
     with torch.inference_mode():
-        result = wikitext.log_perplexity(model, ids, length, bos, windows=count)
+        result = stream_log_perplexity(model, ids, length, bos, windows=count)
     total = sum(p.numel() for p in model.parameters())
     qkv = sum(p.numel() for block in decoder_layers(model) for name in PROJECTIONS
               for p in getattr(attention(block), name).parameters())

@@ -35,8 +35,9 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
     the captures are kept under ``cache`` (safetensors) for the next run."""
     import torch
 
-    from galinear.compress import activations, fit, models
-    from galinear.compress import windows as win
+    from galinear.compress import activations, fit
+    from galinear.lm import models
+    from galinear.lm import windows as win
     from galinear.data.text import load_text
 
     if threads:
@@ -86,7 +87,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from galinear.compress import fit, models
+    from galinear.compress import fit
+    from galinear.lm import models
     from galinear.nn import RotorNetwork
 
     setting = demo_setting(args.layer, threads=args.threads)

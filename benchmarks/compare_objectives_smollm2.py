@@ -32,7 +32,8 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
     """Replacements {proj: module} of ``name`` fitted with ``objective_name``, and the fit time."""
     import torch
 
-    from galinear.compress import fit, methods, models, objective
+    from galinear.compress import fit, methods, objective
+    from galinear.lm import models
 
     model, layer = setting["loaded"].model, setting["layer"]
     spec = methods.MethodSpec(name, epochs=epochs, hidden=hidden if name == "rotor" else None)
@@ -73,12 +74,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="append the results to this JSON-lines file")
     args = parser.parse_args(argv)
 
-    from galinear.compress import activations, evaluate, models
+    from galinear.compress import activations
+    from galinear.lm import models
+    from galinear.lm.perplexity import heldout_log_perplexity
 
     setting = demo_setting(args.layer, threads=args.threads)
     model, layer, w = setting["loaded"].model, args.layer, setting["windows"]
     start = (layer, setting["heldout_residual"])
-    original = evaluate.log_perplexity(model, w, start=start)["log_ppl"]
+    original = heldout_log_perplexity(model, w, start=start)["log_ppl"]
     print(f"original ln PPL {original:.4f}")
     print("| method | objective | steps | ln PPL | rel. test MSE q | k | v | fit time (s) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -86,7 +89,7 @@ def main(argv=None) -> int:
         for obj in args.objectives.split(","):
             modules, steps, seconds = fit_method(setting, name, obj, args.epochs, args.seed, args.hidden)
             with activations.swapped(model, {(layer, p): m for p, m in modules.items()}):
-                log_ppl = evaluate.log_perplexity(model, w, start=start)["log_ppl"]
+                log_ppl = heldout_log_perplexity(model, w, start=start)["log_ppl"]
             mse = {p: relative_test_mse(m, setting["x_test"], models.projection(model, layer, p))
                    for p, m in modules.items()}
             print(f"| {name} | {obj} | {steps} | {log_ppl:.4f} | "

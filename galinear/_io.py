@@ -27,11 +27,12 @@ import json
 import os
 import secrets
 import shutil
+import sys
 
 __all__ = [
     "UnreadableFileError", "CorruptFileError", "LegacyFormatError",
     "atomic_write", "atomic_write_text", "atomic_folder", "save_json", "load_json", "read_regular_file",
-    "save_state", "load_state", "STATE_FORMAT",
+    "save_state", "load_state", "load_cache", "STATE_FORMAT",
 ]
 
 STATE_FORMAT = "galinear-state-v1"
@@ -352,6 +353,26 @@ def load_state(path, fix: str = ""):
         return _unpack(json.loads(header["galinear"]), tensors)
     except (ValueError, KeyError, TypeError) as error:
         raise CorruptFileError(path, f"damaged state structure ({error})", fix) from None
+
+
+def load_cache(path):
+    """What the state file ``path`` holds (:func:`load_state`), or None when there is none to use.
+
+    A cache that cannot be read (truncated, damaged, or an older galinear's pickle that holds
+    more than tensors) is removed with a message on stderr and None is returned, so the caller
+    computes its content again.
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        return load_state(path)
+    except UnreadableFileError as error:
+        print(f"galinear: {error}; removing it and recomputing this unit", file=sys.stderr, flush=True)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        return None
 
 
 def _load_legacy(path, fix: str):

@@ -55,7 +55,7 @@ def rng(request):
 @pytest.fixture
 def no_loading(monkeypatch):
     """Loading a model, a data set or a text fails the test: the checks must come first."""
-    from galinear.compress import models
+    from galinear.lm import models
     from galinear.data import text
     from galinear.train import data
 

@@ -42,7 +42,7 @@ def test_compress_layer_range_from_the_configuration(tmp_path, capsys, no_loadin
 
 
 def test_compress_layer_range_of_the_default_model(capsys, no_loading):
-    from galinear.compress import models
+    from galinear.lm import models
 
     try:
         models.smollm2_folder()
@@ -53,7 +53,7 @@ def test_compress_layer_range_of_the_default_model(capsys, no_loading):
 
 
 def test_gguf_layer_count_read_from_the_header(tmp_path):
-    from galinear.compress import models
+    from galinear.lm import models
 
     def text(s):
         return struct.pack("<Q", len(s)) + s.encode()

@@ -43,10 +43,12 @@ PACKAGE = "galinear"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Third-party packages each layer never imports (docs/symbolic.md, README.md's layer table):
-# the symbolic layer is sympy only, the core numpy + numba.
+# the symbolic layer is sympy only, the core and the kernels numpy + numba (the Triton kernels
+# drive torch tensors, so they live in galinear.nn.functional).
 FORBIDDEN = {
     "galinear.symbolic": ("numba", "torch"),
     "galinear.core": ("torch",),
+    "galinear.kernels": ("torch", "triton"),
 }
 
 _MODULE_STRING = re.compile(r"^galinear(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
@@ -451,8 +453,9 @@ def test_layers_keep_their_dependencies(collected, layer):
 #: the tests and is not ranked; neither are the package's own ``__init__``, ``__main__`` and
 #: ``cli`` (entry points that name every layer).
 LAYER_ORDER = (
-    ("galinear._io", "galinear._limits", "galinear._numba", "galinear._switch_points", "galinear._util",
-     "galinear._version", "galinear.blades", "galinear.symbolic", "galinear.proofs", "galinear._generated"),
+    ("galinear._io", "galinear._limits", "galinear._numba", "galinear._progress", "galinear._switch_points",
+     "galinear._util", "galinear._version", "galinear.blades", "galinear.symbolic", "galinear.proofs",
+     "galinear._generated"),
     ("galinear.core", "galinear.kernels", "galinear.matrix_rep", "galinear.data"),
     ("galinear.compiler",),
     ("galinear.nn",),
@@ -463,9 +466,12 @@ LAYER_ORDER = (
 UNRANKED = ("galinear", "galinear.__main__", "galinear.cli", "galinear.testing")
 
 #: Upward imports that exist, each a debt to pay by moving code down: listed so that no new one
-#: appears unnoticed (none today). ``galinear.train`` importing ``galinear.compress`` (its
-#: language-model plumbing) is not upward, since both share a layer, but it belongs in ``galinear.lm``.
+#: appears unnoticed (none today).
 KNOWN_UPWARD: set = set()
+
+#: Layers that share a rank and still keep apart: (importer, target) packages with no edge between
+#: them. What both need lives a layer down (the language-model plumbing in ``galinear.lm``).
+SIDEWAYS_FORBIDDEN = (("galinear.train", "galinear.compress"),)
 
 
 def layer_of(module: str) -> int | None:
@@ -520,3 +526,31 @@ def test_no_module_imports_upward(edges):
 def test_the_layer_check_sees_a_planted_upward_import():
     planted = [Edge("galinear.core.products", "galinear.nn.rotor", 1, "import", True)]
     assert set(upward_imports(planted)) == {("galinear.core", "galinear.nn")}
+
+
+def sideways_imports(edges) -> list:
+    """Edges from a package of :data:`SIDEWAYS_FORBIDDEN` to the package it must not import."""
+    return [e for e in edges for low, other in SIDEWAYS_FORBIDDEN
+            if _contains(low, e.source) and _contains(other, e.target)]
+
+
+def test_train_imports_nothing_from_compress(edges):
+    found = sideways_imports(edges)
+    lines = [f"  {module_files()[e.source].relative_to(ROOT.parent)}:{e.line} imports {e.target} ({e.kind})"
+             for e in sorted(found, key=lambda e: (e.source, e.line))]
+    assert not lines, ("galinear.train imports galinear.compress; move what both need into galinear.lm "
+                       "(or another lower layer):\n" + "\n".join(lines))
+
+
+def test_the_sideways_check_sees_a_planted_import():
+    planted = [Edge("galinear.train.lm", "galinear.compress.methods", 3, "lazy import", False),
+               Edge("galinear.train.lm", "galinear.lm.models", 4, "import", True),
+               Edge("galinear.compress.study", "galinear.train.loop", 5, "import", True)]
+    assert sideways_imports(planted) == planted[:1]
+
+
+def test_lm_sits_between_nn_and_compress():
+    assert layer_of("galinear.nn.rotor") < layer_of("galinear.lm.models") < layer_of("galinear.compress.study")
+    assert layer_of("galinear.compress.study") == layer_of("galinear.train.lm") < layer_of("galinear.commands.compress")
+    assert set(upward_imports([Edge("galinear.lm.models", "galinear.compress.fit", 1, "import", True)])) == {
+        ("galinear.lm", "galinear.compress")}

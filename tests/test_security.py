@@ -287,14 +287,15 @@ from galinear.compress import Study, fit, load_compressed  # noqa: E402
 def tiny():
     """A tiny random Llama (the compress tests' model); needs the optional transformers."""
     pytest.importorskip("transformers")
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import CharTokenizer, tiny_llama
 
     return LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama")
 
 
 def _small_study(out, tiny, **overrides):
-    from galinear.testing.models import TEXTS, tiny_config
+    from galinear.testing.compression import tiny_config
+    from galinear.testing.models import TEXTS
 
     settings = dict(datasets=("a",), layer_sets=((0, 2),), methods=("lr1",))
     settings.update(overrides)
@@ -410,8 +411,9 @@ _INTERRUPTED_STUDY = """
 import sys
 sys.path.insert(0, {root!r})
 from galinear.compress import Study
-from galinear.compress.models import LoadedModel
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama
+from galinear.lm.models import LoadedModel
+from galinear.testing.compression import tiny_config
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama
 config = tiny_config({out!r}, datasets=("a",), layer_sets=((0, 2),), methods=("lr1",), seeds=(0, 1, 2),
                      epochs=400.0)
 # Ctrl-C as at a terminal: a test run started in the background (`make test &`, a CI runner)
@@ -476,7 +478,7 @@ def test_interrupted_compress_leaves_nothing_half_written(tmp_path, tiny, signal
 # ------------------------------------------------------------------------------ saved models (issue 25)
 # Findings 1 and 4: a `--save` folder is data from anywhere. Every test starts from the reproduction
 # of the issue: the folder is tampered with as described, then loaded (and run) as a user would.
-from galinear.compress import models as _models  # noqa: E402
+from galinear.lm import models as _models  # noqa: E402
 
 
 def _rotor_folder(root, model=None, name="kept"):
@@ -792,7 +794,7 @@ def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkey
     """26 of 91 tampered folders ended `galinear generate` in a traceback; now each is one line, exit 2."""
     from galinear.cli import main
     from galinear.compress import saving
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import DecodingCharTokenizer, tiny_llama
 
     monkeypatch.setattr(_models, "load_model", lambda source, gguf=None, **kw: LoadedModel(
@@ -850,7 +852,7 @@ def test_the_same_model_in_bfloat16_is_named_as_such(tmp_path):
 def _checkpoint(seed_of_the_rest):
     """A tiny Llama named like a fine-tune checkpoint: the embedding and norms of seed 0 (frozen in
     fine-tuning), every other weight drawn from ``seed_of_the_rest``."""
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import CharTokenizer, tiny_llama
 
     model, rest = tiny_llama(), tiny_llama(seed=seed_of_the_rest)
@@ -902,7 +904,7 @@ def test_content_hash_streams_every_weight_against_a_reference():
     """models.content_hash against a from-scratch SHA-256 of the same canonical bytes."""
     import hashlib
 
-    from galinear.compress import models
+    from galinear.lm import models
     from galinear.testing.models import tiny_llama
 
     model = tiny_llama(layers=1)

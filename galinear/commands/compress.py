@@ -146,7 +146,7 @@ def add_arguments(parser):
                              "distribution (logits, KL); closed-form fits stay qkv (default %(default)s)")
     parser.add_argument("--wikitext", choices=("auto", "file", "hub", "off"), default=None,
                         help="the standard measure: ln PPL over the whole WikiText-2 test split in non-overlapping "
-                             "windows (galinear.compress.wikitext). auto (default without --preset): the file that "
+                             "windows (galinear.lm.wikitext). auto (default without --preset): the file that "
                              "ships with galinear when it is installed; file: the same, required; hub: the hub "
                              "dataset (a network and `datasets`); off (the presets): the texts only. It is never "
                              "used for fitting")
@@ -482,7 +482,7 @@ def _bh_blocks_from_config(path: str, blocks: int):
 
 def bh_blocks_problem(model, layer_sets, blocks):
     """Why --bh-blocks ``blocks`` does not divide the q/k/v widths of ``model`` (a loaded causal LM), or None."""
-    from galinear.compress import models
+    from galinear.lm import models
 
     for layer in sorted({layer for s in layer_sets for layer in s}):
         for name in ("q_proj", "k_proj", "v_proj"):

@@ -41,7 +41,7 @@ def greedy(model, prompt_ids, tokens: int, eos=None) -> list:
 def prompt_ids(tokenizer, prompt: str) -> list:
     """The prompt's ids, with the BOS token in front where the tokenizer's convention wants one
     (the same convention as the compression windows)."""
-    from galinear.compress.windows import bos_token
+    from galinear.lm.windows import bos_token
 
     if not prompt:
         raise ValueError("the prompt is empty; give --prompt TEXT")
@@ -88,7 +88,8 @@ def side_by_side(left: str, right: str, width: int = 100, titles=("original", "c
 def run(args):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from galinear.compress import models, saving
+    from galinear.compress import saving
+    from galinear.lm import models
 
     try:
         config = saving.read_config(args.folder)

@@ -23,9 +23,9 @@ import os
 import numpy as np
 
 from galinear import _io
-
-from galinear.compress.models import attention, attention_norm, decoder_layers, mlp, projection, set_projection
-from galinear.compress.progress import progress_steps
+from galinear._progress import progress_steps
+from galinear.lm.models import (attention, attention_norm, decoder_layers, mlp, projection, set_projection,
+                                starting_at)
 
 
 @contextlib.contextmanager
@@ -111,7 +111,7 @@ def capture(model, layer: int, token_windows: np.ndarray, where: str = "attn_in"
         layers ``layer..`` run. Valid when nothing below ``layer`` differs from the network that
         produced them and :func:`skip_is_exact` holds for the model.
     progress : str, optional
-        Label of the progress display (:class:`galinear.compress.progress.Progress`: a bar on a
+        Label of the progress display (:class:`galinear._progress.Progress`: a bar on a
         terminal, one line per capture in a log); None for none.
     """
     import torch
@@ -337,29 +337,6 @@ def residual_inputs(model, layer: int, token_windows: np.ndarray, progress: str 
     finally:
         handle.remove()
     return torch.cat(store, dim=0)
-
-
-@contextlib.contextmanager
-def starting_at(model, layer: int):
-    """Run only decoder layers ``layer..`` : call ``model(inputs_embeds=residual_at_layer)`` inside.
-
-    The decoder stack is temporarily sliced; position ids and the causal mask are rebuilt from
-    the input as usual. Use :func:`skip_is_exact` once per model to check the family supports it.
-    """
-    base = getattr(model, "model", None)
-    if base is None or not hasattr(base, "layers"):
-        raise ValueError(f"{type(model).__name__} has no model.layers; starting mid-stack is unsupported")
-    import torch
-
-    layers = base.layers
-    count = base.config.num_hidden_layers
-    base.layers = torch.nn.ModuleList(list(layers)[layer:])
-    base.config.num_hidden_layers = len(layers) - layer
-    try:
-        yield model
-    finally:
-        base.layers = layers
-        base.config.num_hidden_layers = count
 
 
 def skip_is_exact(model, token_window: np.ndarray, layer: int, atol: float = 1e-4) -> bool:

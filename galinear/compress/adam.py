@@ -32,7 +32,7 @@ import math
 import time
 
 from galinear import _util
-from galinear.compress.progress import progress_steps
+from galinear._progress import progress_steps
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -208,7 +208,7 @@ def train(params, loss, *, lr: float, steps: int, modules: dict, train_mode: boo
     nonfinite : str
         The message of the FloatingPointError for a non-finite loss (``{step}`` is filled in).
     name, progress : str
-        What the loss is called in the progress notes, and the :class:`galinear.compress.progress.Progress`
+        What the loss is called in the progress notes, and the :class:`galinear._progress.Progress`
         label (None: silent).
     """
     import torch

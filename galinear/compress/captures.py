@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 from galinear import _io
-from galinear.compress import activations, closed_form, fit, models
+from galinear.compress import activations, closed_form, fit
+from galinear.lm import models
 
 __all__ = ["CaptureMethods"]
 

@@ -103,12 +103,6 @@ class SecondMoments:
             self.soo += xo.T @ xo
         return self
 
-    def update_chunked(self, x, x_orig=None, rows: int = 8192) -> "SecondMoments":
-        """:meth:`update` over slices of ``rows`` rows (bounded float64 copies of large tensors)."""
-        for i in range(0, len(x), rows):
-            self.update(x[i:i + rows], None if x_orig is None else x_orig[i:i + rows])
-        return self
-
     # -------------------------------------------------------------- moments
     def _moments(self):
         if self.n == 0:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from galinear.compress import methods, models
+from galinear.compress import methods
+from galinear.lm import models
 
 _DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
 
@@ -57,7 +58,7 @@ class StudyConfig:
     shard_windows: int | None = None   # --shard-windows: captures on disk in shards of this many windows
                                        # (None: in memory); the results are the same, bit for bit
     wikitext: str = "off"              # --wikitext: the whole WikiText-2 test split as the standard measure
-                                       # (galinear.compress.wikitext): "auto" (when the packaged file is there),
+                                       # (galinear.lm.wikitext): "auto" (when the packaged file is there),
                                        # "file" (required), "hub" (download) or "off"; `galinear compress` says auto
     wikitext_window: int = 2048        # tokens per non-overlapping WikiText-2 window (less if the model's context is)
     wikitext_windows: int | None = None  # --wikitext-windows: score only this many windows, spread evenly over the
@@ -133,7 +134,8 @@ def validate_request(c: StudyConfig, loaded) -> None:
             raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     if not 0 < c.heldout_fraction < 1:
         raise ValueError(f"heldout_fraction must lie in (0, 1), got {c.heldout_fraction!r}")
-    from galinear.compress import sequential, wikitext
+    from galinear.compress import sequential
+    from galinear.lm import wikitext
 
     wikitext.check_ready(c.wikitext)
     if isinstance(c.wikitext_window, bool) or not isinstance(c.wikitext_window, int) or c.wikitext_window < 2:
@@ -185,7 +187,7 @@ def validate_cheap(c: StudyConfig, texts) -> None:
         raise ValueError("no seed given")
     from galinear.data.text import check_available, check_text_file
 
-    from galinear.compress.wikitext import check_not_wikitext
+    from galinear.lm.wikitext import check_not_wikitext
 
     files = dict(c.text_files)
     for path in files.values():

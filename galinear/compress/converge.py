@@ -4,7 +4,7 @@ The stopping rule (``--until-converged``): Adam at the method's learning rate, m
 ``batch_size`` rows in a seeded random order (a new permutation every pass). Every
 ``eval_every`` steps (and at step 0) the mean squared error on **validation rows** is measured:
 rows of training-side windows that are not among the fitted windows (never held-out windows,
-see :func:`galinear.compress.windows.split_windows`). An evaluation improves when it is below
+see :func:`galinear.lm.windows.split_windows`). An evaluation improves when it is below
 ``(1 - min_delta)`` times the best so far. After ``patience`` evaluations in a row without
 improvement the learning rate is multiplied by ``decay`` (at most ``decays`` times, each decay
 restarting the count); the next such plateau, or ``max_steps``, ends the fit. The parameters of

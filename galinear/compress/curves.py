@@ -14,7 +14,7 @@ import os
 
 from galinear import _io
 from galinear.compress.methods import base_name, display_name
-from galinear.compress.models import ALL_PROJECTIONS, PROJECTIONS
+from galinear.lm.models import ALL_PROJECTIONS, PROJECTIONS
 
 COLORS = {"rotorlin-m": "tab:purple", "rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
           "zero": "tab:brown"}

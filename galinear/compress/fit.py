@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 
 from galinear import _io
 from galinear.compress import adam
-from galinear.compress.progress import Progress, progress_steps  # noqa: F401  (used from here)
 
 #: The slots of :func:`fit_seed` besides q, k and v (0, 1, 2: their index in models.PROJECTIONS).
 O_PROJ_SLOT = 7     # the o_proj refit of a layer
@@ -57,19 +55,11 @@ def load(path: str, *, recompute: bool = True):
     recomputes that unit. With ``recompute=False`` such a file raises
     :class:`galinear._io.UnreadableFileError` instead (for files that cannot be recomputed).
     """
+    if recompute:
+        return _io.load_cache(path)
     if not os.path.exists(path):
         return None
-    if not recompute:
-        return _io.load_state(path, fix="delete it and rerun the command that wrote it")
-    try:
-        return _io.load_state(path)
-    except _io.UnreadableFileError as error:
-        print(f"galinear: {error}; removing it and recomputing this unit", file=sys.stderr, flush=True)
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-        return None
+    return _io.load_state(path, fix="delete it and rerun the command that wrote it")
 
 
 def cached(path: str, make):
@@ -181,5 +171,5 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     return {"steps": total, "final_loss": run.final_loss, "lr_last": run.lr_used}
 
 
-__all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "Progress", "adam_regression", "atomic_save", "batch_loss", "cached",
-           "fit_projection", "fit_seed", "fit_unit", "load", "progress_steps", "summary", "unit_record"]
+__all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "adam_regression", "atomic_save", "batch_loss", "cached",
+           "fit_projection", "fit_seed", "fit_unit", "load", "summary", "unit_record"]

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import math
 
-from galinear.compress import activations, adam, models
-from galinear.compress.models import PROJECTIONS
+from galinear.compress import activations, adam
+from galinear.lm import models
+from galinear.lm.models import PROJECTIONS
 
 OBJECTIVES = ("qkv", "attention", "logits")
 #: What a :class:`LayerObjective` matches: the attention block's output, the MLP block's, or the logits.
@@ -99,7 +100,7 @@ def next_token_logits(model, layer: int, residual, replacements: dict | None = N
     ``residual`` (windows, L, width), with ``replacements`` installed at that layer."""
     swap = {(layer, p): m for p, m in (replacements or {}).items()}
     with activations.swapped(model, swap):
-        with activations.starting_at(model, layer):
+        with models.starting_at(model, layer):
             return model(inputs_embeds=residual, use_cache=False).logits
 
 
@@ -182,7 +183,7 @@ def fit_layer(modules: dict, objective: LayerObjective, *, lr: float, steps: int
     Fixed steps (``steps``): cosine schedule from ``lr`` to 0. Until converged (``max_steps`` and
     ``valid``): constant ``lr``, the validation objective every ``eval_every`` steps, decays and stop
     as in :func:`galinear.compress.converge.fit_until_converged`, best parameters restored.
-    ``progress``: the label of a :class:`galinear.compress.progress.Progress` (None: silent).
+    ``progress``: the label of a :class:`galinear._progress.Progress` (None: silent).
 
     Returns a dict with ``steps``, ``final_loss`` (mean of the last 10 batch losses), ``lr_last``,
     ``seconds`` and, until converged, ``best_step``, ``stopped``, ``valid_loss`` and ``curve``.

@@ -7,9 +7,9 @@ import numpy as np
 
 from galinear import _io
 from galinear.compress.methods import base_name, display_name
-from galinear.compress.models import PROJECTIONS
-from galinear.compress.targets import short
 from galinear.compress.sequential import compact
+from galinear.compress.targets import short
+from galinear.lm.models import PROJECTIONS
 
 DATASET_TITLES = {"wikitext2": "WikiText-2 test", "wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
 PAPER_SETS_NOTE = ("The texts Wikipedia (lead paragraphs), Shakespeare (modern spelling) and the King "

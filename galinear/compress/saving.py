@@ -6,7 +6,7 @@ set) under DIR, and ``DIR/index.json`` listing them. A folder holds
 - ``galinear_compressed.json``: the format, the identity of the model it was made from (source,
   GGUF file, family, widths, layer count, vocabulary size, weight dtype and the SHA-256 of its
   whole content: every weight and its configuration,
-  :func:`galinear.compress.models.content_hash`), the method and its settings, and for every
+  :func:`galinear.lm.models.content_hash`), the method and its settings, and for every
   replaced module its layer, projection, class, widths, bias and the shape, dtype and SHA-256
   of each of its tensors;
 - ``replacements.safetensors``: every parameter AND buffer of the replacement modules (the rotor
@@ -48,9 +48,10 @@ from __future__ import annotations
 import os
 
 from galinear import _io
-from galinear.compress import methods, models
+from galinear.compress import methods
 from galinear.compress.tensor_checks import describe_tensors, narrowest, tensor_sha256  # noqa: F401
 from galinear.compress.tensor_checks import checked_module as _checked_module
+from galinear.lm import models
 
 FORMAT = "galinear-compressed-v3"
 OLD_FORMATS = ("galinear-compressed-v2",)  # read no more: no checksums
@@ -107,7 +108,7 @@ def identity(model, source: str | None = None, gguf_file: str | None = None, nam
              reuse: bool = False) -> dict:
     """What identifies a model for a compressed folder: family, widths, depth, vocabulary, the
     dtype of its weights and the SHA-256 of its whole content (every weight and its configuration,
-    :func:`galinear.compress.models.content_hash`; ``reuse`` as there)."""
+    :func:`galinear.lm.models.content_hash`; ``reuse`` as there)."""
     config = getattr(model, "config", None)
     replaced = _replaced(model)
     if replaced:
@@ -411,10 +412,10 @@ def _missing_source(config: dict, places: list, why: str) -> ValueError:
 
 def load_source(config: dict):
     """The original model of a checked folder (:func:`read_config`), as a
-    :class:`~galinear.compress.models.LoadedModel`, found as :func:`source_places` says.
+    :class:`~galinear.lm.models.LoadedModel`, found as :func:`source_places` says.
 
     Weights are read only from safetensors files or a GGUF file: a folder holding only pickled
-    weights is refused by name (:func:`galinear.compress.models.check_safe_weights`), and
+    weights is refused by name (:func:`galinear.lm.models.check_safe_weights`), and
     ``from_pretrained`` is told to use safetensors. A source found nowhere raises ValueError naming
     the places looked at and the two ways to give the model. The caller checks the loaded model
     against the folder (:func:`check_identity`)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from galinear.compress import evaluate, wikitext
+from galinear.lm import perplexity, wikitext
 
 __all__ = ["ScoringMethods"]
 
@@ -50,8 +50,8 @@ class ScoringMethods:
         """ln PPL of the model as it stands on ``dataset`` (WikiText-2 or a text's held-out windows)."""
         progress = label if self._bars else None
         if dataset == wikitext.NAME:
-            res = wikitext.log_perplexity(self.model, self.wikitext_ids, self.wikitext_window, self._bos,
-                                          progress=progress, windows=self.config.wikitext_windows)
+            res = perplexity.stream_log_perplexity(self.model, self.wikitext_ids, self.wikitext_window, self._bos,
+                                                   progress=progress, windows=self.config.wikitext_windows)
             return dict(res, source=self.wikitext_source)
         start = None if layer_set is None else self._start(dataset, layer_set[0])
-        return evaluate.log_perplexity(self.model, self.windows[dataset], progress=progress, start=start)
+        return perplexity.heldout_log_perplexity(self.model, self.windows[dataset], progress=progress, start=start)

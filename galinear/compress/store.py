@@ -17,8 +17,9 @@ import os
 import numpy as np
 
 from galinear import _io
-from galinear.compress import fit, models
+from galinear.compress import fit
 from galinear.compress.fit import atomic_save
+from galinear.lm import models
 
 
 def set_name(layer_set) -> str:
@@ -71,7 +72,7 @@ def _texts_hash(windows: dict) -> str:
 
 def fingerprint(model, tokenizer, windows: dict, config) -> CacheKey:
     """The cache key of a study: 16 hex digits of the SHA-256 of its model's content (every weight
-    and its configuration, :func:`galinear.compress.models.content_hash`, computed once per run),
+    and its configuration, :func:`galinear.lm.models.content_hash`, computed once per run),
     its tokenizer, its token streams and window split, and the settings in :data:`KEY_SETTINGS`.
     A model updated in place, or another model under the same folder name, has another key."""
     settings = {name: getattr(config, name, None) for name in KEY_SETTINGS}
@@ -156,9 +157,6 @@ class Store:
 
     def moments_paths(self, key: str) -> list:
         return [os.path.join(self.work, "moments", f"{key}-{part}.npz") for part in ("train", "test")]
-
-    def model_path(self, spec, seed, layer_set) -> str:
-        return os.path.join(self.config.out_dir, "models", f"{spec.tag()}-s{seed}-L{set_name(layer_set)}.pt")
 
     # ------------------------------------------------------------------ results
     def rank_results_path(self, rank: int) -> str:

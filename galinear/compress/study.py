@@ -4,7 +4,7 @@ Protocol (paper-notes section 6, with its leaks fixed):
 
 1. Every text is tokenised once and cut into windows (512 tokens, stride 256); held-out windows
    are seeded random runs, and every training window sharing a token position with one of them
-   is dropped (:func:`galinear.compress.windows.split_windows`). The regression rows are all
+   is dropped (:func:`galinear.lm.windows.split_windows`). The regression rows are all
    tokens of the training windows of every text in the study (the same rows for every method).
 2. For one method, seed and layer set, the layers are replaced in increasing order. For layer L
    the inputs are the attention inputs at L captured in the network whose earlier layers of the
@@ -30,15 +30,16 @@ import time
 import numpy as np
 
 from galinear.compress import (activations, closed_form, converge, distill, distributed, evaluate, fit, methods,
-                               models, saving, sequential, study_folders, study_units)
+                               saving, sequential, study_folders, study_units)
 from galinear.compress import targets as targeting
 from galinear.compress.captures import CaptureMethods
 from galinear.compress.scoring import ScoringMethods
 from galinear.compress import report as reporting
-from galinear.compress import windows as win
 from galinear.compress.config import StudyConfig, validate_cheap, validate_request
 from galinear.compress.report import PAPER_SETS_NOTE
 from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
+from galinear.lm import models
+from galinear.lm import windows as win
 
 
 class Study(CaptureMethods, ScoringMethods):

@@ -18,7 +18,7 @@ pass reads them, each stage on the inputs of the network in which everything fit
 """
 from __future__ import annotations
 
-from galinear.compress.models import ALL_PROJECTIONS, ATTENTION_PROJECTIONS, MLP_PROJECTIONS, PROJECTIONS
+from galinear.lm.models import ALL_PROJECTIONS, ATTENTION_PROJECTIONS, MLP_PROJECTIONS, PROJECTIONS
 
 #: Short names of --targets and the modules they name.
 SHORT = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",

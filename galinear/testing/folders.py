@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["char_tokenizer", "tiny_model_folder", "kept_folder", "TOKENIZER_CHARACTERS"]
+__all__ = ["char_tokenizer", "tiny_model_folder", "TOKENIZER_CHARACTERS"]
 
 #: The characters the tokenizer knows, after the special tokens <unk> (0), <s> (1) and </s> (2).
 TOKENIZER_CHARACTERS = "abcdefghijklmnopqrstuvwxyz .,?!'"
@@ -33,23 +33,3 @@ def tiny_model_folder(path, layers: int = 2, seed: int = 0) -> str:
     tiny_llama(layers=layers, seed=seed).save_pretrained(path)
     char_tokenizer().save_pretrained(path)
     return path
-
-
-def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_proj"), layers=(0,), seed: int = 0,
-                **save_options) -> str:
-    """A kept compressed-model folder (:func:`galinear.compress.saving.save`) for the model saved at
-    ``source``: every projection of ``layers`` replaced by a fresh module of method ``spec`` (a
-    :class:`galinear.compress.MethodSpec`; torch seeded with ``seed``), the source recorded as
-    given; ``save_options`` go to ``save``. Returns the folder."""
-    import torch
-
-    from galinear.compress import methods, models, saving
-
-    model = models.load_model(source).model
-    torch.manual_seed(seed)
-    replacements = {}
-    for layer in layers:
-        for proj in projections:
-            dense = models.projection(model, layer, proj)
-            replacements[(layer, proj)] = methods.build_module(spec, dense.in_features, dense.out_features).eval()
-    return saving.save(os.fspath(folder), model, replacements, spec, source=source, **save_options)

@@ -1,11 +1,12 @@
-"""Tiny randomly initialised causal language models, character tokenizers and texts for tests of
-:mod:`galinear.compress`: no download anywhere. torch and transformers load on the first call
-that builds a model."""
+"""Tiny randomly initialised causal language models, character tokenizers, texts and a
+token-by-token ln PPL for tests of :mod:`galinear.lm` and what uses it: no download anywhere.
+torch and transformers load on the first call that builds a model."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "tiny_causal_lm", "tiny_config", "tiny_llama"]
+__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "reference_log_perplexity", "tiny_causal_lm",
+           "tiny_llama"]
 
 
 class CharTokenizer:
@@ -54,20 +55,24 @@ def random_text(chars: int = 2400, seed: int = 0) -> str:
     return " ".join(out)[:chars]
 
 
-def tiny_config(out_dir, **overrides):
-    """A :class:`galinear.compress.StudyConfig` small enough for a test: data sets "a" and "b"
-    (:data:`TEXTS`), two layer sets, methods dense and lr1, short windows; ``overrides`` replace
-    any field."""
-    from galinear.compress import StudyConfig
+def reference_log_perplexity(model, windows) -> float:
+    """ln PPL token by token: for each ``(tokens, score_from)`` of ``windows``, every label
+    ``t >= score_from`` is scored by a forward pass over ``tokens[:t]`` alone, from the last
+    position's distribution, in float64. Quadratic in the window length: a reference for tiny
+    models, independent of the one-pass scoring of :mod:`galinear.lm.perplexity`."""
+    import torch
 
-    settings = dict(datasets=("a", "b"), layer_sets=((1,), (0, 2)), methods=("dense", "lr1"), seeds=(0,),
-                    train_windows=3, eval_windows=2, group=2, mse_windows=1, window=32, stride=16, epochs=2.0,
-                    out_dir=str(out_dir), progress=False, verbose=False)
-    settings.update(overrides)
-    return StudyConfig(**settings)
+    total, count = 0.0, 0
+    for tokens, score_from in windows:
+        for t in range(score_from, len(tokens)):
+            with torch.no_grad():
+                logits = model(input_ids=torch.as_tensor(tokens[:t]).reshape(1, -1), use_cache=False).logits
+            total -= float(torch.log_softmax(logits[0, -1].double(), dim=-1)[int(tokens[t])])
+            count += 1
+    return total / count
 
 
-#: The texts of :func:`tiny_config`'s data sets "a" and "b".
+#: Two short texts, "a" and "b" (the data sets of :func:`galinear.testing.compression.tiny_config`).
 TEXTS = {"a": random_text(2400, 1), "b": random_text(2400, 2)}
 
 

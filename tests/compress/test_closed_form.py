@@ -7,7 +7,8 @@ pytest.importorskip("transformers")
 
 from galinear.compress import Study, closed_form, evaluate  # noqa: E402
 from galinear.nn import BlockHadamardLinear, LowRankLinear  # noqa: E402
-from galinear.testing.models import TEXTS, tiny_config  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS  # noqa: E402
 
 
 def _data(n=400, d_in=12, d_out=9, seed=0, cross=False, bias=False):

@@ -8,10 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, converge, log_perplexity, log_perplexity_direct, split_windows  # noqa: E402
-from galinear.compress.windows import bos_token  # noqa: E402
+from galinear.compress import Study, converge  # noqa: E402
 from galinear.data.text import load_text_file  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
+from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
+from galinear.lm.windows import bos_token, split_windows  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, random_text, reference_log_perplexity, tiny_llama  # noqa: E402
 
 
 class BosTokenizer(CharTokenizer):
@@ -143,13 +145,14 @@ def test_windows_with_bos_score_every_heldout_token_once():
     ids = w.batch(w.heldout)
     assert ids.shape == (len(w.heldout), 25) and (ids[:, 0] == 63).all()
     assert np.array_equal(ids[:, 1:], np.stack([tokens[s:s + 24] for s in w.heldout]))
-    res = log_perplexity(model, w)
+    res = heldout_log_perplexity(model, w)
     assert res["tokens"] == len(w.positions(w.heldout))  # with a BOS even a run's first token is scored
-    assert res["log_ppl"] == pytest.approx(log_perplexity_direct(model, w), abs=1e-5)
+    reference = reference_log_perplexity(model, [(w.batch([s])[0], w.score_from(i)) for i, s in enumerate(w.heldout)])
+    assert res["log_ppl"] == pytest.approx(reference, abs=1e-5)
 
 
 def test_study_with_a_bos_tokenizer(tmp_path):
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
 
     loaded = LoadedModel(tiny_llama(), BosTokenizer(), "tiny-bos")
     study = Study(tiny_config(tmp_path, methods=("lr1", "lr1-cf"), layer_sets=((1,),), datasets=("a",)),
@@ -162,7 +165,7 @@ def test_study_with_a_bos_tokenizer(tmp_path):
 
 
 def test_run_name_of_a_gguf_path_is_not_doubled():
-    from galinear.compress.models import run_name
+    from galinear.lm.models import run_name
 
     assert run_name("/models/x.gguf") == "x.gguf"
     assert run_name("/models/x.gguf", "x.gguf") == "x.gguf"

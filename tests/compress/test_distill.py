@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study, distill, methods  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
 
 def _setup(seed=0):
@@ -124,7 +125,8 @@ def test_a_finished_run_asked_again_with_save_keeps_its_models_and_a_lost_distil
     """Rows already evaluated do not hide the work still asked for: --save on a finished run writes
     the folders (from the cache, no new fit), and a run stopped after the fitted row but before the
     distilled one was recorded resumes with the distillation."""
-    from galinear.compress import load, log_perplexity
+    from galinear.compress import load
+    from galinear.lm.perplexity import heldout_log_perplexity
 
     settings = dict(datasets=("a",), layer_sets=((1,),), methods=("lr1",), epochs=1.0, distill=True,
                     distill_max_steps=4, distill_eval_every=2, distill_lr=0.01, valid_windows=1)
@@ -139,7 +141,7 @@ def test_a_finished_run_asked_again_with_save_keeps_its_models_and_a_lost_distil
     assert kept == ["lr1-e1-lr0.05-kd4-v2-p4-lr0.01-s0-L1", "lr1-e1-lr0.05-s0-L1"]
     for folder, key in zip(kept, (kd_key, kd_key.replace(f"-{distill.settings_tag(config)}", ""))):
         fresh = load(str(tmp_path / "keep" / folder), tiny_llama())
-        assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == first[key]["log_ppl"]
+        assert heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"] == first[key]["log_ppl"]
 
     results = tmp_path / "run" / "results.json"
     data = json.load(open(results))

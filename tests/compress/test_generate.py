@@ -7,19 +7,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 from galinear.commands import generate  # noqa: E402
-from galinear.compress import Study, load, models  # noqa: E402
-from galinear.testing.models import (  # noqa: E402
-    TEXTS,
-    CharTokenizer,
-    DecodingCharTokenizer,
-    tiny_config,
-    tiny_llama,
-)
+from galinear.compress import Study, load  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, DecodingCharTokenizer, tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
 
     root = tmp_path_factory.mktemp("gen")
     config = tiny_config(root / "run", methods=("lr1-cf",), layer_sets=((1,),), datasets=("a",),
@@ -59,7 +55,7 @@ def test_round_trip_matches_the_original_and_the_loaded_compressed_model(kept):
 
 def test_command_prints_both_columns(kept, monkeypatch, capsys):
     from galinear.cli import main
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
 
     monkeypatch.setattr(models, "load_model",
                         lambda source, gguf=None, **kw: LoadedModel(tiny_llama(), DecodingCharTokenizer(), source))

@@ -10,8 +10,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install galinear[eval]")
 
-from galinear.compress import auto, load, methods, models, register  # noqa: E402
-from galinear.testing.folders import kept_folder, tiny_model_folder  # noqa: E402
+from galinear.compress import auto, load, methods, register  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.testing.compression import kept_folder  # noqa: E402
+from galinear.testing.folders import tiny_model_folder  # noqa: E402
 
 DOCS = [
     {"context": "the cat sat on the", "choices": ["mat", "sky", "sea", "car"], "label": 0},

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from galinear._progress import Progress
 from galinear.testing.models import tiny_llama
 
 torch = pytest.importorskip("torch")
@@ -50,7 +51,7 @@ def manual_attention(model, layer, x, wq, wk, wv):
 
 
 def models_attention(model, layer):
-    from galinear.compress.models import attention, decoder_layers
+    from galinear.lm.models import attention, decoder_layers
 
     return attention(decoder_layers(model)[layer])
 
@@ -183,7 +184,7 @@ def test_bad_objective_names_the_choices():
 
 def test_progress_in_a_log_is_one_line_per_unit_without_carriage_returns():
     stream = io.StringIO()
-    bar = fit.Progress(5, "fit q", stream=stream, every=0.0)
+    bar = Progress(5, "fit q", stream=stream, every=0.0)
     for n in range(1, 6):
         bar.step(n, "loss 1")
     bar.close("5 steps")
@@ -192,7 +193,7 @@ def test_progress_in_a_log_is_one_line_per_unit_without_carriage_returns():
     assert lines[-1].startswith("fit q: 5 steps (") and lines[-1].endswith(" s)")
     assert len(lines) == 6  # every = 0: a line per step, then the closing line
     quiet = io.StringIO()
-    bar = fit.Progress(5, "fit q", stream=quiet)  # the default: at most one line a minute
+    bar = Progress(5, "fit q", stream=quiet)  # the default: at most one line a minute
     for n in range(1, 6):
         bar.step(n)
     bar.close()
@@ -212,9 +213,10 @@ def test_fit_progress_on_stderr_in_a_log(capsys):
 def test_study_with_a_joint_objective(tmp_path, name):
     """--objective through a Study: one joint fit per layer, checkpoints per projection, cached apart."""
     from galinear.compress import Study
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
 
-    from galinear.testing.models import TEXTS, CharTokenizer, tiny_config
+    from galinear.testing.compression import tiny_config
+    from galinear.testing.models import TEXTS, CharTokenizer
 
     config = tiny_config(tmp_path, methods=("lr1", "lr1-cf"), layer_sets=((1, 2),), datasets=("a",), objective=name,
                          epochs=1.0)

@@ -8,8 +8,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, models, study_folders  # noqa: E402
-from galinear.testing.models import TEXTS, tiny_config  # noqa: E402
+from galinear.compress import Study, study_folders  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS  # noqa: E402
 
 SETTINGS = dict(datasets=("a",), layer_sets=((0,),), methods=("lr1-cf",))
 
@@ -83,7 +85,7 @@ def test_the_command_refuses_a_second_study_in_one_line(tmp_path, tiny, capsys, 
 
 
 def test_a_save_folder_of_another_model_content_is_refused(tmp_path, tiny):
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import CharTokenizer, tiny_llama
 
     _run(tmp_path, tiny)

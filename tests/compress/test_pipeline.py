@@ -9,11 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import (  # noqa: E402
-    Study, load_compressed, log_perplexity, log_perplexity_direct, split_windows,
-)
-from galinear.compress import activations, fit, models  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.compress import Study, activations, fit, load_compressed  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
+from galinear.lm.windows import split_windows  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, reference_log_perplexity, tiny_llama  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-11)])
@@ -23,8 +24,8 @@ def test_log_ppl_two_ways(dtype, tol):
     tokens = np.asarray(CharTokenizer()(TEXTS["a"])["input_ids"])
     w = split_windows(tokens, 24, 8, 0.3, seed=1, group=3, max_heldout=3)
     assert not w.heldout_first.all()  # both scoring rules are exercised
-    windowed = log_perplexity(model, w)
-    direct = log_perplexity_direct(model, w)
+    windowed = heldout_log_perplexity(model, w)
+    direct = reference_log_perplexity(model, [(w.batch([s])[0], w.score_from(i)) for i, s in enumerate(w.heldout)])
     assert windowed["tokens"] == sum(24 - w.score_from(i) for i in range(len(w.heldout)))
     assert abs(windowed["log_ppl"] - direct) <= tol * max(1.0, abs(direct))
     # an untrained 64-token model is close to uniform: ln PPL near ln 64
@@ -37,8 +38,8 @@ def test_skipping_untouched_layers_is_exact():
     w = split_windows(tokens, 32, 16, 0.3, seed=0, group=2, max_heldout=4)
     assert activations.skip_is_exact(model, w.batch(w.heldout[:1])[0], 2)
     residual = activations.residual_inputs(model, 2, w.batch(w.heldout))
-    full = log_perplexity(model, w)["log_ppl"]
-    skipped = log_perplexity(model, w, start=(2, residual))["log_ppl"]
+    full = heldout_log_perplexity(model, w)["log_ppl"]
+    skipped = heldout_log_perplexity(model, w, start=(2, residual))["log_ppl"]
     assert abs(full - skipped) < 1e-5
 
 
@@ -92,7 +93,7 @@ def test_end_to_end_study(tmp_path, tiny):
     fresh = tiny_llama()
     load_compressed(fresh, str(saved / rotor_file))
     assert type(models.projection(fresh, 2, "k_proj")).__name__ == "RotorNetwork"
-    reloaded = log_perplexity(fresh, study.windows["a"])["log_ppl"]
+    reloaded = heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"]
     key = [k for k, e in entries.items() if e["method"] == "rotor" and e["layers"] == [0, 2] and e["dataset"] == "a"][0]
     assert reloaded == pytest.approx(entries[key]["log_ppl"], abs=1e-6)
 
@@ -173,7 +174,7 @@ def test_o_proj_refit(tmp_path, tiny):
     fresh = tiny_llama()
     installed = load_compressed(fresh, str(tmp_path / "models" / saved[0]))
     assert (2, "o_proj") in installed
-    assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == pytest.approx(entry["log_ppl"], abs=1e-6)
+    assert heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"] == pytest.approx(entry["log_ppl"], abs=1e-6)
 
 
 def test_refit_study_shares_first_layer_fits(tmp_path, tiny, monkeypatch):

@@ -11,8 +11,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from galinear.compress import load, methods, models, saving  # noqa: E402
-from galinear.testing.folders import kept_folder, tiny_model_folder  # noqa: E402
+from galinear.compress import load, methods, saving  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.testing.compression import kept_folder  # noqa: E402
+from galinear.testing.folders import tiny_model_folder  # noqa: E402
 
 
 def _keep(root, source_arg: str, cwd=None):

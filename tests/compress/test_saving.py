@@ -9,13 +9,16 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from galinear.compress import Study, export_dense, load, log_perplexity, models  # noqa: E402
-from galinear.testing.models import TEXTS, tiny_config, tiny_llama  # noqa: E402
+from galinear.compress import Study, export_dense, load  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def saved_study(tmp_path_factory):
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import CharTokenizer
 
     root = tmp_path_factory.mktemp("saved")
@@ -42,7 +45,7 @@ def test_round_trip_is_exact(saved_study, method):
     fresh = load(str(path), tiny_llama())
     expected = {"rotor": "RotorNetwork", "lr1-cf": "LowRankLinear", "bh1-cf": "BlockHadamardLinear"}[method]
     assert type(models.projection(fresh, 2, "v_proj")).__name__ == expected
-    assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, method)["log_ppl"]
+    assert heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, method)["log_ppl"]
     config = json.loads((path / "galinear_compressed.json").read_text())
     assert config["model"]["name"] == "tiny-llama" and config["layers"] == [0, 2]
     assert {m["class"] for m in config["modules"]} == {expected}
@@ -96,7 +99,7 @@ def test_int64_permutations_of_earlier_folders_still_load(saved_study, tmp_path)
     copy = _rotor_copy(saved_study, tmp_path)
     _rewrite(copy, lambda k, v: v.to(torch.int64) if not v.is_floating_point() else v)
     fresh = load(str(copy), tiny_llama())
-    assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, "rotor")["log_ppl"]
+    assert heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, "rotor")["log_ppl"]
 
 
 def test_a_narrow_permutation_that_is_no_permutation_is_refused(saved_study, tmp_path):
@@ -160,10 +163,10 @@ def test_export_dense_bakes_linear_replacements(saved_study, tmp_path):
     root, study, entries = saved_study
     folder = str(root / "keep" / [n for n in os.listdir(root / "keep") if n.startswith("bh1-cf")][0])
     model = load(folder, tiny_llama())
-    before = log_perplexity(model, study.windows["a"])["log_ppl"]
+    before = heldout_log_perplexity(model, study.windows["a"])["log_ppl"]
     export_dense(model)
     assert all(type(models.projection(model, layer, p)) is torch.nn.Linear for layer in (0, 2) for p in models.PROJECTIONS)
-    assert log_perplexity(model, study.windows["a"])["log_ppl"] == pytest.approx(before, abs=1e-5)
+    assert heldout_log_perplexity(model, study.windows["a"])["log_ppl"] == pytest.approx(before, abs=1e-5)
     model.save_pretrained(tmp_path / "plain")
     again = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
     assert torch.equal(models.projection(again, 2, "k_proj").weight, models.projection(model, 2, "k_proj").weight)
@@ -207,7 +210,7 @@ def test_family_with_q_norms_and_wide_q(tmp_path):
     """Qwen3-style attention: q/k norms after the projections and q wider than the hidden size."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
     from galinear.testing.models import CharTokenizer
 
     def qwen3(seed):
@@ -229,7 +232,7 @@ def test_family_with_q_norms_and_wide_q(tmp_path):
             continue
         method = [m for m in ("lr1-cf", "bh1-cf", "rotor") if name.startswith(m)][0]
         fresh = load(str(tmp_path / "keep" / name), qwen3(0))
-        assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, method)["log_ppl"]
+        assert heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"] == _entry(entries, method)["log_ppl"]
 
 
 def test_encoders_are_refused_with_a_clear_message():

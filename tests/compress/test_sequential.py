@@ -10,9 +10,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study, fit, sequential  # noqa: E402
-from galinear.compress.models import LoadedModel  # noqa: E402
+from galinear.lm.models import LoadedModel  # noqa: E402
 from galinear.compress.store import set_name  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
 
 def test_layer_syntax():

@@ -240,7 +240,8 @@ def test_new_method_specs_build_their_modules_and_have_distinct_tags():
 def test_study_with_the_structured_baselines(tmp_path, tiny):
     pytest.importorskip("transformers")
     from galinear.compress import Study
-    from galinear.testing.models import TEXTS, tiny_config
+    from galinear.testing.compression import tiny_config
+    from galinear.testing.models import TEXTS
 
     config = tiny_config(tmp_path, methods=("kron-cf", "monarch-cf", "bhh-cf", "lr-cf"), layer_sets=((1,),),
                          datasets=("a",), epochs=0.5)

@@ -5,9 +5,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-from galinear.compress import Study, load_compressed, models  # noqa: E402
+from galinear.compress import Study, load_compressed  # noqa: E402
+from galinear.lm import models  # noqa: E402
 from galinear.compress.fit import load  # noqa: E402
-from galinear.testing.models import TEXTS, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, tiny_llama  # noqa: E402
 
 
 def test_saved_file_records_the_model_and_is_refused_by_another(tmp_path, tiny):

@@ -13,10 +13,12 @@ pytest.importorskip("safetensors")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from galinear.compress import Study, activations, models  # noqa: E402
+from galinear.compress import Study, activations  # noqa: E402
+from galinear.lm import models  # noqa: E402
 from galinear.compress.activations import CaptureShards  # noqa: E402
 from galinear.compress.config import StudyConfig, validate_request  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
 # 12 training windows of 32 tokens per text: 768 training rows, three batches of 256 per pass
 SIZE = dict(train_windows=12, hidden=16)
@@ -38,7 +40,7 @@ def _numbers(results: dict) -> dict:
 
 
 def _loaded():
-    from galinear.compress.models import LoadedModel
+    from galinear.lm.models import LoadedModel
 
     return LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama")
 

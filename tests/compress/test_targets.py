@@ -9,10 +9,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, budgets, load, load_compressed, log_perplexity, methods, models, targets  # noqa: E402
+from galinear.compress import Study, budgets, load, load_compressed, methods, targets  # noqa: E402
+from galinear.lm import models  # noqa: E402
+from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.compress.method_names import METHODS, base_name  # noqa: E402
-from galinear.compress.models import ALL_PROJECTIONS, LoadedModel  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, tiny_causal_lm, tiny_config  # noqa: E402
+from galinear.lm.models import ALL_PROJECTIONS, LoadedModel  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, tiny_causal_lm  # noqa: E402
 
 MLP_AND_O = ("o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -83,10 +86,10 @@ def test_o_and_mlp_replaced_in_each_family(tmp_path, family, objective):
     # kept folders and models/*.pt load back into a fresh model and score the same
     for tag in (spec.tag(), "lr1-cf"):
         fresh = load(str(tmp_path / "keep" / f"{tag}-s0-L1"), tiny_causal_lm(family))
-        assert log_perplexity(fresh, study.windows["a"])["log_ppl"] == results[f"{tag}|s0|1|a"]["log_ppl"]
+        assert heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"] == results[f"{tag}|s0|1|a"]["log_ppl"]
         other = tiny_causal_lm(family)
         assert set(load_compressed(other, str(tmp_path / "out" / "models" / f"{tag}-s0-L1.pt"))) == set(reps)
-        assert log_perplexity(other, study.windows["a"])["log_ppl"] == results[f"{tag}|s0|1|a"]["log_ppl"]
+        assert heldout_log_perplexity(other, study.windows["a"])["log_ppl"] == results[f"{tag}|s0|1|a"]["log_ppl"]
     if objective == "attention":
         assert "q/k/v/o jointly (attention objective), gate/up/down jointly (MLP output)" in results[
             f"{spec.tag()}|s0|1|a"]["fit"]

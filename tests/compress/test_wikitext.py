@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, wikitext  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
+from galinear.compress import Study  # noqa: E402
+from galinear.lm import wikitext  # noqa: E402
+from galinear.lm.perplexity import stream_log_perplexity  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, random_text, reference_log_perplexity, tiny_llama  # noqa: E402
 
 
 def test_packaged_split_matches_its_checksum_and_notice():
@@ -85,11 +88,12 @@ def test_windowed_log_ppl_equals_token_by_token(dtype, tol, bos):
     model = tiny_llama(layers=2, seed=5, dtype=dtype)
     ids = np.asarray(CharTokenizer()(random_text(90, 4))["input_ids"], dtype=np.int64)
     length = 16
-    res = wikitext.log_perplexity(model, ids, length, bos)
+    res = stream_log_perplexity(model, ids, length, bos)
     windows = len(wikitext.window_bounds(len(ids), length, bos))
     assert res["windows"] == windows == -(-len(ids) // length)
     assert res["tokens"] == len(ids) - (0 if bos is not None else windows)  # every token but each window's first
-    direct = wikitext.log_perplexity_direct(model, ids, length, bos)
+    cut = [ids[s:s + length] for s in range(0, len(ids), length)]  # consecutive windows, the last shorter
+    direct = reference_log_perplexity(model, [(w if bos is None else np.r_[bos, w], 1) for w in cut])
     assert abs(res["log_ppl"] - direct) <= tol * max(1.0, abs(direct))
     assert abs(res["nll_sum"] / res["tokens"] - res["log_ppl"]) < 1e-15
     # an independent float64 computation, window by window with torch's cross entropy
@@ -114,7 +118,7 @@ def test_window_length_follows_the_model_context():
 
 
 def test_token_ids_are_cached_per_tokenizer(tmp_path, monkeypatch):
-    from galinear.compress import windows
+    from galinear.lm import windows
 
     text = random_text(5000, 9)
     ids = wikitext.token_ids(CharTokenizer(), text, str(tmp_path))
@@ -148,7 +152,7 @@ def test_study_reports_wikitext_first(tmp_path, tiny, monkeypatch):
     original = entries["original|wikitext2"]
     ids = np.asarray(CharTokenizer()(short)["input_ids"])
     assert original["tokens"] == len(ids) - len(wikitext.window_bounds(len(ids), 40)) and original["window"] == 40
-    assert abs(original["log_ppl"] - wikitext.log_perplexity(tiny.model, ids, 40)["log_ppl"]) < 1e-12
+    assert abs(original["log_ppl"] - stream_log_perplexity(tiny.model, ids, 40)["log_ppl"]) < 1e-12
     compressed = [e for k, e in entries.items() if k.endswith("|wikitext2") and e["method"] == "lr1"]
     assert len(compressed) == 1 and compressed[0]["log_ppl"] != original["log_ppl"]
     table = open(tmp_path / "run" / "results.md", encoding="utf-8").read()

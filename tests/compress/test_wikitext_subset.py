@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, wikitext  # noqa: E402
+from galinear.compress import Study  # noqa: E402
 from galinear.compress.config import validate_request  # noqa: E402
-from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
+from galinear.lm import wikitext  # noqa: E402
+from galinear.lm.perplexity import stream_log_perplexity  # noqa: E402
+from galinear.testing.compression import tiny_config  # noqa: E402
+from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_llama  # noqa: E402
 
 
 @settings(max_examples=80, deadline=None)
@@ -43,7 +46,7 @@ def test_subset_log_ppl_is_the_pooled_nll_of_the_chosen_windows():
     ids = np.asarray(CharTokenizer()(random_text(200, 6))["input_ids"], dtype=np.int64)
     length = 16
     every = wikitext.window_bounds(len(ids), length)
-    res = wikitext.log_perplexity(model, ids, length, windows=4)
+    res = stream_log_perplexity(model, ids, length, windows=4)
     assert res["windows"] == 4 and res["of"] == len(every)
     total, count = 0.0, 0
     for s, e in wikitext.spread(every, 4):  # independent: torch's cross entropy window by window
@@ -53,7 +56,7 @@ def test_subset_log_ppl_is_the_pooled_nll_of_the_chosen_windows():
         total += float(torch.nn.functional.cross_entropy(logits[:-1], w[1:], reduction="sum"))
         count += len(w) - 1
     assert res["tokens"] == count and abs(res["log_ppl"] - total / count) < 1e-11
-    whole = wikitext.log_perplexity(model, ids, length)
+    whole = stream_log_perplexity(model, ids, length)
     assert whole["windows"] == whole["of"] == len(every) and whole["log_ppl"] != res["log_ppl"]
 
 
@@ -69,7 +72,7 @@ def test_study_says_it_scored_a_subset_and_never_reuses_another_subset(tmp_path,
     assert len(every) > 3
     original = entries["original|wikitext2"]
     assert original["windows"] == 3 and original["of"] == len(every)
-    assert abs(original["log_ppl"] - wikitext.log_perplexity(tiny.model, ids, 40, windows=3)["log_ppl"]) < 1e-12
+    assert abs(original["log_ppl"] - stream_log_perplexity(tiny.model, ids, 40, windows=3)["log_ppl"]) < 1e-12
     table = open(tmp_path / "run" / "results.md", encoding="utf-8").read()
     assert f"a subset: 3 of the {len(every)} windows" in table and "not the standard measure" in table
     summary = json.load(open(tmp_path / "run" / "summary.json"))
@@ -82,7 +85,7 @@ def test_study_says_it_scored_a_subset_and_never_reuses_another_subset(tmp_path,
     (tmp_path / "run" / "study.json").unlink()
     again = Study(config, tiny, texts=TEXTS).run()["entries"]["original|wikitext2"]
     assert again["windows"] == len(every) and abs(
-        again["log_ppl"] - wikitext.log_perplexity(tiny.model, ids, 40)["log_ppl"]) < 1e-12
+        again["log_ppl"] - stream_log_perplexity(tiny.model, ids, 40)["log_ppl"]) < 1e-12
 
 
 def test_a_bad_window_count_is_refused_before_loading(tmp_path):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from galinear.compress.windows import split_windows, window_starts
+from galinear.lm.windows import split_windows, window_starts
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from galinear.compress.windows import split_windows
+from galinear.lm.windows import split_windows
 from galinear.train.lm import (
     ByteTokenizer, apply_projection, build_lm, make_projection, match_parameters, projection_parameters,
 )

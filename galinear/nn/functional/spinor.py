@@ -16,7 +16,7 @@ two representations, a quarter where the representation is real: n = 0, 1, 2 mod
 the dense layer's :math:`d^2`; the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
 (:mod:`galinear.kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
-installed (:mod:`galinear.kernels.spinor_triton`), and torch index operations otherwise.
+installed (:mod:`galinear.nn.functional.spinor_triton`), and torch index operations otherwise.
 Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
 tokens), so the buffers stay in the caches and their size does not grow with the batch.
 
@@ -126,12 +126,12 @@ def _use_numba(x):
 
 
 def _triton(x, n):
-    """The Triton transforms (galinear.kernels.spinor_triton) for CUDA tensors they support, if
+    """The Triton transforms (galinear.nn.functional.spinor_triton) for CUDA tensors they support, if
     triton is installed; None otherwise."""
     if x.device.type != "cuda":
         return None
     try:
-        from galinear.kernels import spinor_triton
+        from galinear.nn.functional import spinor_triton
     except Exception:  # triton (or numba, whose tables it shares) missing: torch index operations
         return None
     return spinor_triton if spinor_triton.supports(n, x.dtype) else None

@@ -17,19 +17,22 @@ Protocol (as in the compression literature):
   BOS: every token), predicted from the tokens before it in the window;
 - ln PPL = total negative log-likelihood / number of predicted tokens; PPL = exp(ln PPL).
 
-Windows are run one at a time (:func:`log_perplexity`), so memory holds one window's
-activations and logits, never the split's. Calibration never uses this text: a ``--text`` file
+Windows are scored one at a time (:func:`galinear.lm.perplexity.stream_log_perplexity`), so
+memory holds one window's activations and logits, never the split's. Calibration never uses this text: a ``--text`` file
 whose bytes are this split is refused (:func:`check_not_wikitext`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 
 import numpy as np
+
+from galinear import _io
+from galinear.lm import models
+from galinear.lm import windows as win
 
 NAME = "wikitext2"
 TITLE = "WikiText-2 test"
@@ -158,14 +161,10 @@ def _prefix_check(tokenizer, text: str) -> np.ndarray:
 def token_ids(tokenizer, text: str, cache_dir: str | None = None, log=None) -> np.ndarray:
     """The text's token ids (int64), tokenised once and cached as a state file under ``cache_dir``
     (default ``$GALINEAR_CACHE/wikitext2``), keyed on the tokenizer and the text's SHA-256."""
-    from galinear import _io
-    from galinear.compress import fit, models
-    from galinear.compress.windows import tokenize
-
     text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     folder = cache_dir or os.path.join(models.cache_root(), NAME)
     path = os.path.join(folder, f"ids-{tokenizer_key(tokenizer)}-{text_sha[:16]}.safetensors")
-    cached = fit.load(path)  # a damaged cache is removed (with a message) and rebuilt
+    cached = _io.load_cache(path)  # a damaged cache is removed (with a message) and rebuilt
     check = _prefix_check(tokenizer, text)
     if cached is not None:
         ids = np.asarray(cached["ids"], dtype=np.int64)
@@ -174,7 +173,7 @@ def token_ids(tokenizer, text: str, cache_dir: str | None = None, log=None) -> n
         if log:
             log(f"{path} does not match this tokenizer and text; tokenising again")
     t0 = time.perf_counter()
-    ids = tokenize(tokenizer, text)
+    ids = win.tokenize(tokenizer, text)
     _io.save_state(path, {"ids": ids, "text_sha256": text_sha, "tokens": int(len(ids))})
     if log:
         log(f"WikiText-2 tokenised: {len(ids):,} tokens in {time.perf_counter() - t0:.1f} s (cached in {path})")
@@ -234,66 +233,6 @@ def summary(info: dict) -> str:
             f"windows of {info['window']}, every predicted token scored{subset}")
 
 
-def _window(ids: np.ndarray, start: int, stop: int, bos: int | None) -> np.ndarray:
-    part = np.asarray(ids[start:stop], dtype=np.int64)
-    return part if bos is None else np.concatenate([[bos], part]).astype(np.int64)
-
-
-def log_perplexity(model, ids: np.ndarray, length: int = DEFAULT_WINDOW, bos: int | None = None,
-                   progress: str | None = None, max_windows: int | None = None,
-                   windows: int | None = None) -> dict:
-    """ln PPL of ``model`` over the windows of ``ids`` (:func:`window_bounds`), one window at a time.
-
-    Returns ``{"log_ppl", "nll_sum", "tokens", "windows", "window", "seconds"}``; ``tokens`` counts
-    the predicted tokens. ``max_windows`` scores only the first windows (a timing probe);
-    ``windows`` scores that many windows spread evenly over the split (:func:`spread`). Either
-    makes the result a subset, not the standard measure; ``"of"`` then says how many windows the
-    whole split has.
-    """
-    from galinear.compress.evaluate import window_nll
-    from galinear.compress.progress import progress_steps
-
-    every = window_bounds(len(ids), length, bos)
-    bounds = spread(every, windows)
-    if max_windows is not None:
-        bounds = bounds[:max_windows]
-    total, count = 0.0, 0
-    bar = progress_steps(len(bounds), progress)
-    t0 = time.perf_counter()
-    for i, (start, stop) in enumerate(bounds):
-        nll, n = window_nll(model, _window(ids, start, stop, bos), 1)
-        total, count = total + nll, count + n
-        elapsed = time.perf_counter() - t0
-        bar.step(i + 1, f"ln PPL {total / count:.4f}, ETA {_duration(elapsed / (i + 1) * (len(bounds) - i - 1))}")
-    seconds = time.perf_counter() - t0
-    bar.close(f"ln PPL {total / max(count, 1):.4f} on {count:,} tokens, {len(bounds)} windows of {length}")
-    return {"log_ppl": total / count, "nll_sum": total, "tokens": count, "windows": len(bounds), "window": length,
-            "of": len(every), "seconds": seconds}
-
-
-def log_perplexity_direct(model, ids: np.ndarray, length: int, bos: int | None = None) -> float:
-    """The same ln PPL token by token: each predicted token scored by a forward pass over its own
-    prefix within its window (quadratic in the window length: a reference for tiny models)."""
-    import torch
-
-    total, count = 0.0, 0
-    for start, stop in window_bounds(len(ids), length, bos):
-        tokens = _window(ids, start, stop, bos)
-        for t in range(1, len(tokens)):
-            with torch.no_grad():
-                logits = model(input_ids=torch.as_tensor(tokens[:t]).reshape(1, -1), use_cache=False).logits
-            total -= float(torch.log_softmax(logits[0, -1].double(), dim=-1)[int(tokens[t])])
-            count += 1
-    return total / count
-
-
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-
-
 __all__ = ["NAME", "TITLE", "SHA256", "DEFAULT_WINDOW", "SOURCES", "data_path", "available", "check_source",
            "read_file", "read_hub", "load_text", "check_not_wikitext", "tokenizer_key", "token_ids",
-           "window_length", "window_bounds", "spread", "describe", "summary", "log_perplexity", "log_perplexity_direct"]
+           "window_length", "window_bounds", "spread", "describe", "summary"]

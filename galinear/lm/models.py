@@ -9,6 +9,7 @@ the environment allows it; the embedded default is SmolLM2-135M-Instruct from th
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -478,3 +479,27 @@ def weight_dtypes(model) -> str:
     """The floating-point dtypes of a model's parameters, e.g. ``"float32"`` or ``"bfloat16+float32"``."""
     names = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()})
     return "+".join(names) or "none"
+
+
+@contextlib.contextmanager
+def starting_at(model, layer: int):
+    """Run only decoder layers ``layer..`` : call ``model(inputs_embeds=residual_at_layer)`` inside.
+
+    The decoder stack is temporarily sliced; position ids and the causal mask are rebuilt from
+    the input as usual. :func:`galinear.compress.activations.skip_is_exact` checks once per model
+    that its family supports it.
+    """
+    base = getattr(model, "model", None)
+    if base is None or not hasattr(base, "layers"):
+        raise ValueError(f"{type(model).__name__} has no model.layers; starting mid-stack is unsupported")
+    import torch
+
+    layers = base.layers
+    count = base.config.num_hidden_layers
+    base.layers = torch.nn.ModuleList(list(layers)[layer:])
+    base.config.num_hidden_layers = len(layers) - layer
+    try:
+        yield model
+    finally:
+        base.layers = layers
+        base.config.num_hidden_layers = count

@@ -104,14 +104,16 @@ def _tables(n: int, device):
     return _TABLES[key]
 
 
+def _launch(x: torch.Tensor, matrices: torch.Tensor):
+    """(representation, tables, parts, real view of ``matrices``) for multivectors x (B, P, 2**n)."""
+    tab = representation(x.shape[-1].bit_length() - 1)
+    parts = 1 if tab.real else 2
+    return tab, _tables(tab.n, x.device), parts, torch.view_as_real(matrices) if matrices.is_complex() else matrices
+
+
 def to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
     """out (P * irreps, N, nb, N) float32 or complex64 = matrices of tokens x[start:start + nb]."""
-    B, P, d = x.shape
-    n = d.bit_length() - 1
-    tab = representation(n)
-    src, sgn, back, _, _, _, had, _ = _tables(n, x.device)
-    parts = 1 if tab.real else 2
-    flat = torch.view_as_real(out) if out.is_complex() else out
+    tab, (src, sgn, back, _, _, _, had, _), parts, flat = _launch(x, out)
     G, nb = out.shape[0], out.shape[2]
     x = x.contiguous()
     scratch = torch.empty(G * nb * parts * tab.N * tab.N, dtype=torch.float32, device=x.device)
@@ -123,11 +125,7 @@ def to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
 def from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
     """y[start:start + nb] = multivectors of Y (H, P * irreps, N, nb, W), float32 or complex64."""
     B, P, d = y.shape
-    n = d.bit_length() - 1
-    tab = representation(n)
-    _, _, _, tgt, sgnc, store, had, scale = _tables(n, y.device)
-    parts = 1 if tab.real else 2
-    flat = torch.view_as_real(Y) if Y.is_complex() else Y
+    tab, (_, _, _, tgt, sgnc, store, had, scale), parts, flat = _launch(y, Y)
     flat = flat.contiguous()
     G, nb = Y.shape[1], Y.shape[3]
     scratch = torch.empty(G * nb * parts * tab.N * tab.N, dtype=torch.float32, device=y.device)

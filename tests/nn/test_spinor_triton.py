@@ -1,4 +1,4 @@
-"""The Triton transforms of the spinor backend (galinear.kernels.spinor_triton), run by Triton's
+"""The Triton transforms of the spinor backend (galinear.nn.functional.spinor_triton), run by Triton's
 interpreter on the CPU (TRITON_INTERPRET=1, in a child process: the variable is read when the
 kernels are defined) against the numba kernels, and a whole spinor sandwich and its transposed
 map (the input gradient of the exact gradient) through them against the dense backend."""
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = r"""
 import json
 import torch
-from galinear.kernels import spinor_triton as T
+from galinear.nn.functional import spinor_triton as T
 from galinear.matrix_rep import representation
 from galinear.nn import functional as F
 from galinear.nn.dexp import transposed_factors

@@ -1,0 +1,40 @@
+"""Helpers for tests of :mod:`galinear.compress`: a study configuration small enough for a test,
+and a kept compressed-model folder. No download anywhere; torch loads on the first call that
+builds a model."""
+from __future__ import annotations
+
+import os
+
+from galinear.compress import StudyConfig, methods, saving
+from galinear.lm import models
+
+__all__ = ["kept_folder", "tiny_config"]
+
+
+def tiny_config(out_dir, **overrides):
+    """A :class:`galinear.compress.StudyConfig` small enough for a test: data sets "a" and "b"
+    (:data:`galinear.testing.models.TEXTS`), two layer sets, methods dense and lr1, short windows; ``overrides`` replace
+    any field."""
+    settings = dict(datasets=("a", "b"), layer_sets=((1,), (0, 2)), methods=("dense", "lr1"), seeds=(0,),
+                    train_windows=3, eval_windows=2, group=2, mse_windows=1, window=32, stride=16, epochs=2.0,
+                    out_dir=str(out_dir), progress=False, verbose=False)
+    settings.update(overrides)
+    return StudyConfig(**settings)
+
+
+def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_proj"), layers=(0,), seed: int = 0,
+                **save_options) -> str:
+    """A kept compressed-model folder (:func:`galinear.compress.saving.save`) for the model saved at
+    ``source``: every projection of ``layers`` replaced by a fresh module of method ``spec`` (a
+    :class:`galinear.compress.MethodSpec`; torch seeded with ``seed``), the source recorded as
+    given; ``save_options`` go to ``save``. Returns the folder."""
+    import torch
+
+    model = models.load_model(source).model
+    torch.manual_seed(seed)
+    replacements = {}
+    for layer in layers:
+        for proj in projections:
+            dense = models.projection(model, layer, proj)
+            replacements[(layer, proj)] = methods.build_module(spec, dense.in_features, dense.out_features).eval()
+    return saving.save(os.fspath(folder), model, replacements, spec, source=source, **save_options)
