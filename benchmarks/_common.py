@@ -289,7 +289,8 @@ def header(meta: Mapping) -> str:
     for package in _PACKAGES:
         if meta.get(package):
             threads = meta.get(f"{package}_threads")
-            versions.append(f"{package} {meta[package]}" + (f" ({threads} threads)" if threads else ""))
+            versions.append(f"{package} {meta[package]}"
+                            + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else ""))
     if versions:
         parts.append(", ".join(versions))
     return "; ".join(parts) + "."
