@@ -320,21 +320,23 @@ def _cell(value, spec, missing: str) -> str:
     if value is None:
         return missing
     if callable(spec):
-        return spec(value)
-    if isinstance(value, str):
-        return value
-    if spec is not None:
-        return format(value, spec)
-    if isinstance(value, float):
-        return number(value, missing=missing)
-    return str(value)
+        text = spec(value)
+    elif isinstance(value, str):
+        text = value
+    elif spec is not None:
+        text = format(value, spec)
+    elif isinstance(value, float):
+        text = number(value, missing=missing)
+    else:
+        text = str(value)
+    return text.replace("|", "\\|")  # a bar inside a cell would end it
 
 
 def markdown_table(columns: Sequence[str], rows, formats=None, missing: str = "-") -> str:
     """A markdown table (no trailing newline). ``rows``: sequences of cells, one per column.
     ``formats``: per column (a sequence, or a dict by column name) a format spec (``".2f"``,
     ``","``) or a callable value -> text; strings are kept, None becomes ``missing``, floats
-    without a spec go through :func:`number`."""
+    without a spec go through :func:`number`; a ``|`` in a cell is escaped (``\\|``)."""
     columns = list(columns)
     if isinstance(formats, Mapping):
         unknown = sorted(set(formats) - set(columns))
