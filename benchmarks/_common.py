@@ -7,7 +7,8 @@
 - :class:`BusyProcess` starts one competing process (a pure-Python loop) and kills it on exit.
 - :func:`metadata` and :func:`header` record and print how a result was measured: the command,
   the date (UTC), the CPU model and logical CPUs, the library versions and the thread counts.
-- :func:`markdown_table`, :func:`number` and :func:`ratio` format tables; :func:`write_json`,
+- :func:`markdown_table` (:func:`markdown_row` for a table printed as it is measured),
+  :func:`number` and :func:`ratio` format tables; :func:`write_json`,
   :func:`write_text` and :func:`write_results` write them atomically (``galinear._io``).
 
 The benchmarks import this module as ``_common`` (their own folder is on ``sys.path`` when they
@@ -36,7 +37,7 @@ if str(ROOT) not in sys.path:  # galinear from this checkout when run without in
 
 __all__ = [
     "ROOT", "RESULTS", "Contender", "Timing", "round_robin", "statistic", "torch_sync", "set_threads", "BusyProcess",
-    "machine", "metadata", "command_line", "header", "markdown_table", "number", "ratio",
+    "machine", "metadata", "command_line", "header", "markdown_table", "markdown_row", "number", "ratio",
     "write_json", "write_text", "write_results", "dense_cayley",
 ]
 
@@ -332,11 +333,22 @@ def _cell(value, spec, missing: str) -> str:
     return text.replace("|", "\\|")  # a bar inside a cell would end it
 
 
+def markdown_row(cells: Sequence, formats: Sequence | None = None, missing: str = "-") -> str:
+    """One row of a markdown table: ``cells`` formatted as :func:`markdown_table` does (``formats``:
+    one spec or callable per cell, or None)."""
+    cells = list(cells)
+    specs = list(formats) if formats is not None else [None] * len(cells)
+    if len(specs) != len(cells):
+        raise ValueError(f"{len(specs)} formats for {len(cells)} cells; give one per cell")
+    return "| " + " | ".join(_cell(v, spec, missing) for v, spec in zip(cells, specs)) + " |"
+
+
 def markdown_table(columns: Sequence[str], rows, formats=None, missing: str = "-") -> str:
     """A markdown table (no trailing newline). ``rows``: sequences of cells, one per column.
     ``formats``: per column (a sequence, or a dict by column name) a format spec (``".2f"``,
     ``","``) or a callable value -> text; strings are kept, None becomes ``missing``, floats
-    without a spec go through :func:`number`; a ``|`` in a cell is escaped (``\\|``)."""
+    without a spec go through :func:`number`; a ``|`` in a column name or a cell is escaped (``\\|``).
+    With no rows: the header alone, for a table printed row by row (:func:`markdown_row`)."""
     columns = list(columns)
     if isinstance(formats, Mapping):
         unknown = sorted(set(formats) - set(columns))
@@ -347,12 +359,12 @@ def markdown_table(columns: Sequence[str], rows, formats=None, missing: str = "-
         specs = list(formats) if formats is not None else [None] * len(columns)
         if len(specs) != len(columns):
             raise ValueError(f"{len(specs)} formats for {len(columns)} columns; give one per column")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         row = list(row)
         if len(row) != len(columns):
             raise ValueError(f"a row has {len(row)} cells for {len(columns)} columns: {row!r}")
-        lines.append("| " + " | ".join(_cell(v, s, missing) for v, s in zip(row, specs)) + " |")
+        lines.append(markdown_row(row, specs, missing))
     return "\n".join(lines)
 
 

@@ -48,7 +48,6 @@ import ast
 import inspect
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, header, markdown_table, metadata, ratio, round_robin, statistic  # noqa: E402
+from _common import (command_line, header, markdown_row, markdown_table, metadata, ratio,  # noqa: E402
+                     round_robin, statistic)
 from galinear import Algebra, MultiVector  # noqa: E402
 
 CLIFFORD_MAX_BATCH = 10_000
@@ -122,7 +123,7 @@ def main(argv=None) -> None:
                 row = [label, f"{batch:,}", name, best["galinear"], best["dense"], best["kingdon"], cl,
                        ratio(best["kingdon"] / best["galinear"]), None if cl is None else ratio(cl / best["galinear"], 1),
                        diff]
-                print(markdown_table(columns, [row], formats).splitlines()[-1], flush=True)
+                print(markdown_row(row, formats), flush=True)
 
 
 if __name__ == "__main__":
