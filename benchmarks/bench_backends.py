@@ -42,11 +42,6 @@ from galinear.nn import functional as F  # noqa: E402
 from galinear.nn.functional import plan as dispatch  # noqa: E402
 
 
-def _median_times(calls: dict, rounds: int, device) -> dict:
-    """Medians of interleaved rounds after a warm-up (tables, compilation, caches), device work waited for."""
-    return statistic(round_robin(calls, rounds, sync=torch_sync(device)))
-
-
 def measure_table(ns, batches, device, rounds) -> list[dict]:
     rows = []
     backends = F.available_sandwich_backends(device, torch.float32)
@@ -73,7 +68,7 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
                             with torch.no_grad():
                                 layer(x)
                     calls[name] = call
-                median = _median_times(calls, rounds, device)
+                median = statistic(round_robin(calls, rounds, sync=torch_sync(device)))
                 best = min(backends, key=median.get)
                 with torch.set_grad_enabled(mode == "training"):
                     picked = layers["auto"]._plan(batch, x, mode == "training")
@@ -190,7 +185,7 @@ def decode_latency(rounds: int) -> list[dict]:
         }
         torch.testing.assert_close(network(x), plain_network())
         torch.testing.assert_close(network(x), plain_stages())
-        median = _median_times(calls, rounds, torch.device("cpu"))
+        median = statistic(round_robin(calls, rounds))
     rows = [{"call": name, "us": seconds * 1e6, "vs_linear": median["F.linear(576, 576)"] / seconds}
             for name, seconds in median.items()]
     rows.append({"call": "RotorLinear overhead", "us": (median["RotorLinear(576, 576)"]
@@ -207,7 +202,7 @@ def decode_latency(rounds: int) -> list[dict]:
     with torch.no_grad():
         calls = {"F.linear(2048, 2048)": lambda: big(x)}
         calls.update({f"RotorLinear(2048, 2048), {name}": (lambda m=m: m(x)) for name, m in layers.items()})
-        median = _median_times(calls, rounds, torch.device("cpu"))
+        median = statistic(round_robin(calls, rounds))
         plan = layers["auto"]._plan(1, x, False)
         picked = "the decoding kernel" if plan.decode else plan.backend
     rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
@@ -220,8 +215,7 @@ def decode_latency(rounds: int) -> list[dict]:
         for tokens in (1, 8, 32):
             xs = torch.randn(tokens, shape[0])
             with torch.no_grad():
-                pair = _median_times({"matrix": lambda: probe(xs), "decode": lambda: probe.decode(xs)}, rounds,
-                                     torch.device("cpu"))
+                pair = statistic(round_robin({"matrix": lambda: probe(xs), "decode": lambda: probe.decode(xs)}, rounds))
             rows.append({"call": f"RotorLinear{shape[:2]} chunk 2^{probe.n}, {probe.pairs} pairs, {tokens} tokens: "
                                  f"matrix {pair['matrix'] * 1e6:.0f} us / decode", "us": pair["decode"] * 1e6,
                          "vs_linear": pair["matrix"] / pair["decode"]})

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Contender, command_line, header, markdown_table, metadata, ratio, round_robin, set_threads  # noqa: E402
+from _common import (Contender, command_line, header, markdown_table, metadata, ratio, round_robin,  # noqa: E402
+                     set_threads)
 
 PROMPT = "The history of the printing press begins in the fifteenth century, when"
 

@@ -151,7 +151,8 @@ def main(argv=None) -> int:
     errors = check()
     # numba's first parallel call (its threading layer starting) resets torch's thread count: start it
     # before setting the count for the timed runs.
-    move_points(torch.zeros(6, dtype=torch.float64), torch.zeros(max(args.sizes), 3, dtype=torch.float64), backend="numba")
+    move_points(torch.zeros(6, dtype=torch.float64), torch.zeros(max(args.sizes), 3, dtype=torch.float64),
+                backend="numba")
     if args.threads:
         torch.set_num_threads(args.threads)
     rows = [time_case(n, dtype, args.repeats) for n in args.sizes for dtype in DTYPES]

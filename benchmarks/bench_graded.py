@@ -121,8 +121,8 @@ def main(argv=None) -> None:
                     round_robin(cases, args.repeats, warmup=0, min_sample_seconds=SAMPLE_SECONDS), "best").items()}
                 cl = best.get("clifford")
                 row = [label, f"{batch:,}", name, best["galinear"], best["dense"], best["kingdon"], cl,
-                       ratio(best["kingdon"] / best["galinear"]), None if cl is None else ratio(cl / best["galinear"], 1),
-                       diff]
+                       ratio(best["kingdon"] / best["galinear"]),
+                       None if cl is None else ratio(cl / best["galinear"], 1), diff]
                 print(markdown_row(row, formats), flush=True)
 
 

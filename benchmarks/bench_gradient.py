@@ -119,9 +119,10 @@ def main(argv=None) -> int:
     if cost:
         lines += ["", f"## Cost (float32, numba backend, {args.threads} threads, median of {args.rounds} "
                   "interleaved rounds)", ""]
-        lines.append(markdown_table(["measure", "exact s", "power-step s", "exact / power-step"],
-                                    ([row["measure"], row["exact_s"], row["power_step_s"], ratio(row["ratio"], suffix="x")]
-                                     for row in cost), formats=[None, ".3f", ".3f", None]))
+        lines.append(markdown_table(
+            ["measure", "exact s", "power-step s", "exact / power-step"],
+            ([row["measure"], row["exact_s"], row["power_step_s"], ratio(row["ratio"], suffix="x")] for row in cost),
+            formats=[None, ".3f", ".3f", None]))
     text = "\n".join(lines)
     print(text)
     write_results(args.out / "bench_gradient", {"meta": meta, "accuracy": accuracy, "cost": cost}, text)

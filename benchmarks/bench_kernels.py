@@ -286,7 +286,8 @@ def markdown(results) -> str:
         lines += ["", "## Training step of the q-network RotorNetwork(2048, 2048), hidden 2048", ""]
         lines.append(markdown_table(
             ["batch", "parameters", "dense backend (ms)", "numba backend (ms)", "speed-up"],
-            [[r["batch"], r["parameters"], r["dense_s"] * 1e3, r["numba_s"] * 1e3, ratio(r["speedup_numba"], suffix="x")]],
+            [[r["batch"], r["parameters"], r["dense_s"] * 1e3, r["numba_s"] * 1e3,
+              ratio(r["speedup_numba"], suffix="x")]],
             formats=[None, None, ".0f", ".0f", None]))
     if results.get("memory"):
         lines += ["", "## Peak memory of forward + backward (peak RSS above the state before it)", ""]

@@ -185,10 +185,11 @@ def markdown(result) -> str:
     lines.append(markdown_table(
         ["d", "F.linear (ms)", "map spinor", "map numba", "RotorLinear spinor", "RotorLinear numba",
          "train F.linear (ms)", "train spinor", "train numba"],
-        ([r["d"], f"{r['inference_dense_s'] * 1e3:.1f}", x(r["inference_dense_s"] / r["inference_map_spinor_s"]),
-          x(r["inference_dense_s"] / r["inference_map_numba_s"]), x(r["inference_dense_s"] / r["inference_layer_spinor_s"]),
-          x(r["inference_dense_s"] / r["inference_layer_numba_s"]), f"{r['training_dense_s'] * 1e3:.1f}",
-          x(r["training_dense_s"] / r["training_spinor_s"]), x(r["training_dense_s"] / r["training_numba_s"])]
+        ([r["d"], f"{r['inference_dense_s'] * 1e3:.1f}",
+          *(x(r["inference_dense_s"] / r[f"inference_{k}_s"]) for k in ("map_spinor", "map_numba", "layer_spinor",
+                                                                         "layer_numba")),
+          f"{r['training_dense_s'] * 1e3:.1f}",
+          *(x(r["training_dense_s"] / r[f"training_{k}_s"]) for k in ("spinor", "numba"))]
          for r in rows)))
     lines += ["", f"Roofline: the dense GEMM at d = {rows[-1]['d']} runs at {result['gemm_macs_per_s']/1e9:.1f} GMAC/s; "
               "multiply-adds per token and the time at that rate:", ""]
@@ -196,7 +197,8 @@ def markdown(result) -> str:
         ["d", "dense MACs", "spinor MACs", "chain MACs", "dense at peak (ms)", "spinor at peak (ms)",
          "spinor measured (ms)", "spinor share of peak"],
         ([r["d"], r["macs_dense"], r["macs_spinor"], r["macs_chain"], r["limit_dense_s"] * 1e3,
-          r["limit_spinor_s"] * 1e3, r["inference_map_spinor_s"] * 1e3, r["limit_spinor_s"] / r["inference_map_spinor_s"]]
+          r["limit_spinor_s"] * 1e3, r["inference_map_spinor_s"] * 1e3,
+          r["limit_spinor_s"] / r["inference_map_spinor_s"]]
          for r in rows), formats=[None, ".0f", ".0f", ".0f", ".2f", ".2f", ".2f", ".0%"]))
     bw = result["bandwidth_bytes_per_s"]
     lines += ["", f"Memory: a 512 MiB copy moves {bw/1e9:.1f} GB/s. Bytes to and from memory per token "
@@ -205,8 +207,9 @@ def markdown(result) -> str:
     lines.append(markdown_table(
         ["d", "dense bytes", "dense MAC/byte", "spinor bytes", "spinor MAC/byte", "spinor bytes at bandwidth (ms)",
          "spinor achieved GMAC/s"],
-        ([r["d"], r["bytes_dense"], r["macs_dense"] / r["bytes_dense"], r["bytes_spinor"], r["macs_spinor"] / r["bytes_spinor"],
-          r["bytes_spinor"] * r["tokens"] / bw * 1e3, r["macs_spinor"] * r["tokens"] / r["inference_map_spinor_s"] / 1e9]
+        ([r["d"], r["bytes_dense"], r["macs_dense"] / r["bytes_dense"], r["bytes_spinor"],
+          r["macs_spinor"] / r["bytes_spinor"], r["bytes_spinor"] * r["tokens"] / bw * 1e3,
+          r["macs_spinor"] * r["tokens"] / r["inference_map_spinor_s"] / 1e9]
          for r in rows), formats=[None, ".0f", ".0f", ".0f", ".1f", ".2f", ".1f"]))
     return "\n".join(lines) + "\n"
 

@@ -194,7 +194,8 @@ def main(argv=None) -> int:
         shape=f"RotorNetwork({args.width} -> {args.out}, hidden {args.hidden}) vs nn.Linear({args.width}, {args.out})",
         batch=args.batch, rounds=args.rounds, device=str(device), load_average_at_end=os.getloadavg())
     run = {"meta": meta, "rows": rows}
-    key = f"{device.type}, {meta['torch_threads']} threads, batch {args.batch}, {args.width}->{args.out} hidden {args.hidden}"
+    key = (f"{device.type}, {meta['torch_threads']} threads, batch {args.batch}, {args.width}->{args.out} "
+           f"hidden {args.hidden}")
     runs = {}
     json_path = args.results / "bench_training_step.json"
     if json_path.exists() and not args.no_write:

@@ -94,7 +94,8 @@ def markdown(rows: list[dict], budget, threads: int, time_of: str) -> str:
         ([r["name"], f"{r['cost']['parameters']:,}", f"{r['cost']['projection_parameters']:,}",
           ", ".join(map(str, r["seeds"])), r["steps"], spread(r["final"]), f"{r['cost']['step_seconds']:.3f}",
           f"{r['idle_seconds']:.0f}", f"{r['cost']['tokens_per_second']:,.0f}",
-          f"{r['cost']['peak_rss_bytes'] / 2**20:,.0f}", spread(r["at_budget"]) if r["at_budget"] else "- (ended earlier)"]
+          f"{r['cost']['peak_rss_bytes'] / 2**20:,.0f}",
+          spread(r["at_budget"]) if r["at_budget"] else "- (ended earlier)"]
          for r in sorted(rows, key=lambda r: r["final"][0])))
     return table + "\n"
 
