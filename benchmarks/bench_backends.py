@@ -25,9 +25,7 @@ arithmetic (the same module's time minus its matrices applied by plain torch cal
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 import tracemalloc
 import weakref
 from pathlib import Path
@@ -36,31 +34,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (command_line, header, markdown_table, metadata, ratio, round_robin,  # noqa: E402
+                     set_threads, statistic, torch_sync)
 from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
 from galinear.nn import functional as F  # noqa: E402
 from galinear.nn.functional import plan as dispatch  # noqa: E402
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _median_times(calls: dict, rounds: int, device) -> dict:
-    times = {name: [] for name in calls}
-    for name, call in calls.items():  # warm-up: tables, compilation, caches
-        call()
-    for _ in range(rounds):
-        for name, call in calls.items():
-            _sync(device)
-            start = time.perf_counter()
-            call()
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def measure_table(ns, batches, device, rounds) -> list[dict]:
@@ -89,7 +68,7 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
                             with torch.no_grad():
                                 layer(x)
                     calls[name] = call
-                median = _median_times(calls, rounds, device)
+                median = statistic(round_robin(calls, rounds, sync=torch_sync(device)))
                 best = min(backends, key=median.get)
                 with torch.set_grad_enabled(mode == "training"):
                     picked = layers["auto"]._plan(batch, x, mode == "training")
@@ -206,7 +185,7 @@ def decode_latency(rounds: int) -> list[dict]:
         }
         torch.testing.assert_close(network(x), plain_network())
         torch.testing.assert_close(network(x), plain_stages())
-        median = _median_times(calls, rounds, torch.device("cpu"))
+        median = statistic(round_robin(calls, rounds))
     rows = [{"call": name, "us": seconds * 1e6, "vs_linear": median["F.linear(576, 576)"] / seconds}
             for name, seconds in median.items()]
     rows.append({"call": "RotorLinear overhead", "us": (median["RotorLinear(576, 576)"]
@@ -223,7 +202,7 @@ def decode_latency(rounds: int) -> list[dict]:
     with torch.no_grad():
         calls = {"F.linear(2048, 2048)": lambda: big(x)}
         calls.update({f"RotorLinear(2048, 2048), {name}": (lambda m=m: m(x)) for name, m in layers.items()})
-        median = _median_times(calls, rounds, torch.device("cpu"))
+        median = statistic(round_robin(calls, rounds))
         plan = layers["auto"]._plan(1, x, False)
         picked = "the decoding kernel" if plan.decode else plan.backend
     rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
@@ -236,8 +215,7 @@ def decode_latency(rounds: int) -> list[dict]:
         for tokens in (1, 8, 32):
             xs = torch.randn(tokens, shape[0])
             with torch.no_grad():
-                pair = _median_times({"matrix": lambda: probe(xs), "decode": lambda: probe.decode(xs)}, rounds,
-                                     torch.device("cpu"))
+                pair = statistic(round_robin({"matrix": lambda: probe(xs), "decode": lambda: probe.decode(xs)}, rounds))
             rows.append({"call": f"RotorLinear{shape[:2]} chunk 2^{probe.n}, {probe.pairs} pairs, {tokens} tokens: "
                                  f"matrix {pair['matrix'] * 1e6:.0f} us / decode", "us": pair["decode"] * 1e6,
                          "vs_linear": pair["matrix"] / pair["decode"]})
@@ -254,29 +232,31 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", action="store_true", help="peak memory of forward + backward per backend")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--decode", action="store_true", help="one-token latency and per-call overhead")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: n = 5 (unless --n), batches 1 and 32, 16 tokens; --decode with --rounds "
+                             "as given (otherwise at least 200)")
     args = parser.parse_args(argv)
     if args.threads:
-        try:
-            from galinear import _numba
-
-            _numba.set_threads(args.threads)  # first: starting numba's pool may reset torch's count
-        except ImportError:  # numba not installed: torch threads only
-            pass
-        torch.set_num_threads(args.threads)
+        set_threads(args.threads)
+    if args.quick:
+        args.n, args.batches, args.tokens = args.n or [5], [1, 32], 16
     if args.memory:
-        print("| backend | n | tokens | peak (MiB) | activations | extra beyond y, dy, dx |\n|---|---|---|---|---|---|")
-        for n in args.n or [11]:
-            for backend in F.available_sandwich_backends("cpu", torch.float32):
-                row = peak_activations(backend, n, args.tokens)
-                print(f"| {backend} | {n} | {args.tokens} | {row['peak_bytes'] / 2**20:.1f} | "
-                      f"{row['activations']:.1f} | {row['extra']:.1f} |", flush=True)
+        rows = [peak_activations(backend, n, args.tokens)
+                for n in args.n or [11] for backend in F.available_sandwich_backends("cpu", torch.float32)]
+        print(header(metadata(command_line(__file__, argv))))
+        print(markdown_table(
+            ["backend", "n", "tokens", "peak (MiB)", "activations", "extra beyond y, dy, dx"],
+            ([row["backend"], row["n"], row["tokens"], row["peak_bytes"] / 2**20, row["activations"], row["extra"]]
+             for row in rows), formats=[None, None, None, ".1f", ".1f", ".1f"]))
         return 0
     if args.decode:
-        print("| call (1 token, eval, no grad, 1 thread) | us | F.linear / this |\n|---|---|---|")
-        for row in decode_latency(max(args.rounds, 200)):
-            ratio = f"{row['vs_linear']:.2f}" if "vs_linear" in row else "-"
-            print(f"| {row['call']} | {row['us']:.1f} | {ratio} |")
+        rows = decode_latency(args.rounds if args.quick else max(args.rounds, 200))
+        print(header(metadata(command_line(__file__, argv))))
+        print(markdown_table(
+            ["call (1 token, eval, no grad, 1 thread)", "us", "F.linear / this"],
+            ([row["call"], row["us"], ratio(row.get("vs_linear"))] for row in rows), formats=[None, ".1f", None]))
         return 0
+    print(header(metadata(command_line(__file__, argv))), flush=True)
     device = torch.device(args.device)
     rows = measure_table(args.n or [3, 5, 7, 9, 11], args.batches, device, args.rounds)
     missed = [row for row in rows if not row["auto_within_10pct"]]

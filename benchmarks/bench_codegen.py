@@ -17,47 +17,15 @@ benchmarks/results/bench_codegen.{md,json}. Compilation is excluded (every kerne
 once before timing); the first-call compile cost is reported separately.
 """
 import argparse
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def dense_cayley(n):
-    from galinear import blades
-
-    index, sign = blades.cayley_tables(n)
-    dim = 1 << n
-    tensor = np.zeros((dim, dim, dim))
-    i, j = np.meshgrid(np.arange(dim), np.arange(dim), indexing="ij")
-    tensor[i, j, index] = sign
-    return tensor
-
-
-def interleaved_best(methods, repeats):
-    """Best time of each method; every repeat runs every method once (drift hits all alike).
-
-    Entries may be ``(fn, threads)``: numba's thread count is set to ``threads`` around the call.
-    """
-    import numba
-
-    best = {name: float("inf") for name in methods}
-    default_threads = numba.get_num_threads()
-    for _ in range(repeats):
-        for name, entry in methods.items():
-            fn, threads = entry if isinstance(entry, tuple) else (entry, default_threads)
-            numba.set_num_threads(threads)
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-            numba.set_num_threads(default_threads)
-    return best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (RESULTS, Contender, command_line, dense_cayley, header, markdown_table,  # noqa: E402
+                     metadata, ratio, round_robin, write_results)
 
 
 def main(argv=None):
@@ -69,9 +37,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(RESULTS), help="folder for bench_codegen.{md,json}")
     args = parser.parse_args(argv)
 
-    import numba
-
-    from galinear import Algebra, _io
+    from galinear import Algebra
     from galinear._generated import find_kernel
 
     rng = np.random.default_rng(0)
@@ -97,16 +63,17 @@ def main(argv=None):
             tol = 1e-4 if dtype == np.float32 else 1e-10
             np.testing.assert_allclose(algebra.gp(a, b, method="generated"), algebra.gp(a, b, method="table"), rtol=tol, atol=tol)
             np.testing.assert_allclose(out, ref, rtol=tol * 10, atol=tol * 10)
-            best = interleaved_best(
+            timings = round_robin(
                 {
                     "generated": lambda: algebra.gp(a, b, method="generated"),
                     "table": lambda: algebra.gp(a, b, method="table"),
-                    "table_1thread": (lambda: algebra.gp(a, b, method="table"), 1),
+                    "table_1thread": Contender(lambda: algebra.gp(a, b, method="table"), threads=1),
                     "kernel": lambda: kernel(a, b, out),
                     "einsum": lambda: np.einsum("bi,bj,ijk->bk", a, b, cayley, optimize=True),
                 },
                 args.repeats,
             )
+            best = {name: t.best for name, t in timings.items()}
             row = {
                 "dtype": dtype_name,
                 "n": n,
@@ -139,50 +106,39 @@ def main(argv=None):
 
     wins = winning(("table_over_generated", "table_1thread_over_generated"))
     kernel_wins = winning(("table_over_kernel", "table_1thread_over_kernel"))
-    meta = {
-        "command": "make bench-codegen  (= .venv/bin/python benchmarks/bench_codegen.py"
-        + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:] if argv is None else argv))
-        + ")",
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "numba_threads": numba.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "machine": platform.machine(),
-        "note": "one run, methods interleaved, best of repeats; shared machine, so compare ratios, not absolute times",
-        "generated_wins_at_n": wins,
-        "generated_kernel_wins_at_n": kernel_wins,
-    }
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _io.atomic_write_text(out_dir / "bench_codegen.json", json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    meta = metadata(
+        command_line(__file__, argv, make_target="bench-codegen"), packages=("numpy", "numba"),
+        note="one run, methods interleaved, best of repeats; shared machine, so compare ratios, not absolute times",
+        generated_wins_at_n=wins, generated_kernel_wins_at_n=kernel_wins,
+    )
+    table = markdown_table(
+        ["dtype", "n", "generated ms", "table ms", "table 1 thread ms", "kernel ms", "einsum ms", "table / generated",
+         "table 1 thread / generated", "table / kernel", "table 1 thread / kernel", "einsum / generated",
+         "first call generated s", "first call table s"],
+        ([r["dtype"], r["n"], r["generated_ms"], r["table_ms"], r["table_1thread_ms"], r["kernel_ms"], r["einsum_ms"],
+          ratio(r["table_over_generated"]), ratio(r["table_1thread_over_generated"]), ratio(r["table_over_kernel"]),
+          ratio(r["table_1thread_over_kernel"]), ratio(r["einsum_over_generated"], 1), r["first_call_generated_s"],
+          r["first_call_table_s"]] for r in rows),
+        formats={"generated ms": ".3f", "table ms": ".3f", "table 1 thread ms": ".3f", "kernel ms": ".3f",
+                 "einsum ms": ".3f", "first call generated s": ".2f", "first call table s": ".2f"},
+    )
     lines = [
         "# Generated vs table-driven kernels (geometric product, Euclidean Cl(n))",
         "",
-        f"Command: `{meta['command']}`. Batch {args.batch} rows, best of {args.repeats} interleaved repeats, "
-        f"numba {meta['numba']} with {meta['numba_threads']} threads, {meta['cpu_count']} CPUs (shared: read the ratios).",
+        header(meta),
         "",
+        f"Batch {args.batch} rows, best of {args.repeats} interleaved repeats (shared machine: read the ratios). "
         "`generated` / `table`: `Algebra(n).gp(..., method=...)`; `kernel`: the generated kernel called directly; "
         "`einsum`: numpy over the dense Cayley tensor. Ratios > 1 mean the generated kernel is faster.",
         "",
-        "| dtype | n | generated ms | table ms | table 1 thread ms | kernel ms | einsum ms | table / generated | table 1 thread / generated | table / kernel | table 1 thread / kernel | einsum / generated | first call generated s | first call table s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['dtype']} | {r['n']} | {r['generated_ms']:.3f} | {r['table_ms']:.3f} | {r['table_1thread_ms']:.3f} | "
-            f"{r['kernel_ms']:.3f} | {r['einsum_ms']:.3f} | {r['table_over_generated']:.2f} | "
-            f"{r['table_1thread_over_generated']:.2f} | {r['table_over_kernel']:.2f} | {r['table_1thread_over_kernel']:.2f} | "
-            f"{r['einsum_over_generated']:.1f} | {r['first_call_generated_s']:.2f} | {r['first_call_table_s']:.2f} |"
-        )
-    lines += [
+        table,
         "",
         f"Through `Algebra.gp` (generated path including the core's input checks), generated beats the table "
         f"kernel (default threads and 1 thread, both dtypes) at n = {wins}.",
         f"Kernel against kernel (generated kernel called directly vs `Algebra.gp(method='table')`): n = {kernel_wins}.",
         "",
     ]
-    _io.atomic_write_text(out_dir / "bench_codegen.md", "\n".join(lines))
+    write_results(Path(args.out) / "bench_codegen", {"meta": meta, "rows": rows}, "\n".join(lines))
     print("\n".join(lines[-3:]))
     return 0
 

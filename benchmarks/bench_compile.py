@@ -48,7 +48,6 @@ import ast
 import inspect
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -63,11 +62,11 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 
 import numpy as np  # noqa: E402
 
-from bench_contention import BusyProcess  # noqa: E402
-from bench_kernels import machine_description  # noqa: E402
+from _common import (RESULTS, BusyProcess, command_line, header, markdown_table, metadata, number,  # noqa: E402
+                     ratio, round_robin, write_results)
 
 
-OUT = ROOT / "benchmarks" / "results" / "bench_compile"
+OUT = RESULTS / "bench_compile"
 BATCHES = (1, 1_000, 1_000_000)
 QUICK_BATCHES = (1, 1_000, 20_000)
 CLIFFORD_MAX_ROWS = 10_000
@@ -352,29 +351,6 @@ def program_facts(c: Contenders) -> dict:
 
 
 # ---------------------------------------------------------------------------- timing
-def _calls(fn) -> int:
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    return max(1, int(SAMPLE_SECONDS / once))
-
-
-def interleaved_best(fns: dict, repeats: int) -> dict:
-    """Best seconds per call of each callable; a warm-up call each, then round-robin samples."""
-    for fn in fns.values():
-        fn()
-    calls = {k: _calls(fn) for k, fn in fns.items()}
-    best = {k: float("inf") for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            n = calls[k]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            best[k] = min(best[k], (time.perf_counter() - t0) / n)
-    return best
-
-
 def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None) -> dict:
     import numba
 
@@ -393,14 +369,15 @@ def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None
     if threads is not None:
         numba.set_num_threads(threads)
     try:
-        best = interleaved_best(fns, repeats)
+        best = {k: t.best for k, t in round_robin(fns, repeats, min_sample_seconds=SAMPLE_SECONDS).items()}
     finally:
         numba.set_num_threads(previous)
     if c.clifford is not None and threads is None:
         # timed on its own, after the others: its long per-row loop, taken round-robin with the
         # parallel kernels, left numba's worker threads contending with the next calls
         clifford, _ = c.clifford_call(d)
-        best.update(interleaved_best({"clifford": clifford}, repeats))
+        alone = round_robin({"clifford": clifford}, repeats, min_sample_seconds=SAMPLE_SECONDS)
+        best["clifford"] = alone["clifford"].best
         clifford_rows = min(rows, CLIFFORD_MAX_ROWS)
     out = {f"{k}_ms": v * 1e3 for k, v in best.items()}
     out["galinear_bare_variant"] = variant
@@ -478,34 +455,24 @@ def compile_times(names: list) -> dict:
 
 
 # ---------------------------------------------------------------------------- report
-def _f(x, digits=3):
-    if x is None:
-        return "—"
-    if x >= 100:
-        return f"{x:,.0f}"
-    if x >= 1:
-        return f"{x:.{min(digits, 2)}f}"
-    return f"{x:.{digits}f}"
-
-
 def _r(x) -> str:
     """A ratio in bold, or "fails" when galinear's call raised."""
-    return "fails" if x is None else f"**{x:.2f}**"
+    return ratio(x, bold=True, missing="fails")
 
 
 def _ms(cell) -> str:
     if cell.get("galinear_error"):
         return f"fails ({cell['galinear_error'].split(':')[0]}); bare {cell['galinear_bare_variant'].split(' ')[0]}: " \
-               f"{_f(cell['galinear_bare_ms'])}"
-    return _f(cell["galinear_ms"])
+               f"{number(cell['galinear_bare_ms'])}"
+    return number(cell["galinear_ms"])
 
 
 def _ready(times: dict) -> str:
     if not times:
-        return "—"
+        return "-"
     if times.get("galinear_ready_s") is None:
-        return f"{_f(times['galinear_serial_ready_s'], 2)} (serial only: parallel fails)"
-    return _f(times["galinear_ready_s"], 2)
+        return f"{number(times['galinear_serial_ready_s'], 2)} (serial only: parallel fails)"
+    return number(times["galinear_ready_s"], 2)
 
 
 def markdown(result: dict) -> str:
@@ -513,9 +480,7 @@ def markdown(result: dict) -> str:
     lines = [
         "## Compiled expressions against kingdon and clifford",
         "",
-        f"Command: `{meta['command']}` ({meta['machine']['cpu']}, {meta['machine']['logical_cpus']} cores; "
-        f"numba {meta['numba']} with {meta['numba_threads']} threads by default, kingdon {meta['kingdon']}, "
-        f"clifford {meta['clifford']}, {meta['date']}). Tables: benchmarks/results/bench_compile.{{md,json}}.",
+        header(meta) + " Tables: benchmarks/results/bench_compile.{md,json}.",
         "",
         "galinear: `galinear.compile(func, algebra, inputs, target=\"numba\")` on arrays (N, k); kingdon: "
         "`kingdon.Algebra(p, q, r, wrapper=numba.njit).add_operator(func, symbolic=True)` on its multivectors "
@@ -531,49 +496,51 @@ def markdown(result: dict) -> str:
     ]
     if meta.get("provisional"):
         lines += [f"**Provisional**: {meta['provisional']}", ""]
-    lines += ["| expression | N | galinear ms | kingdon ms | kingdon / galinear | out=: kingdon bare / galinear | "
-              "galinear parallel=True ms | clifford ms | clifford / galinear |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        t = row["times"]
-        for n, cell in t.items():
-            cl = cell.get("clifford_ms")
-            cl_label = "—" if cl is None else _f(cl) + ("" if cell.get("clifford_rows_timed") == int(n)
-                                                         else f" (from {cell['clifford_rows_timed']:,} rows)")
-            lines.append(f"| {row['name']} | {int(n):,} | {_ms(cell)} | {_f(cell['kingdon_ms'])} | "
-                         f"{_r(cell['kingdon_over_galinear'])} | {cell['bare_kingdon_over_galinear']:.2f} | "
-                         f"{_f(cell.get('galinear_parallel_ms'))} | {cl_label} | {_f(cell.get('clifford_over_galinear'), 1)} |")
+
+    def clifford_ms(n, cell):
+        cl = cell.get("clifford_ms")
+        if cl is None or cell.get("clifford_rows_timed") == int(n):
+            return number(cl)
+        return f"{number(cl)} (from {cell['clifford_rows_timed']:,} rows)"
+
+    lines.append(markdown_table(
+        ["expression", "N", "galinear ms", "kingdon ms", "kingdon / galinear", "out=: kingdon bare / galinear",
+         "galinear parallel=True ms", "clifford ms", "clifford / galinear"],
+        ([row["name"], f"{int(n):,}", _ms(cell), number(cell["kingdon_ms"]), _r(cell["kingdon_over_galinear"]),
+          ratio(cell["bare_kingdon_over_galinear"]), number(cell.get("galinear_parallel_ms")), clifford_ms(n, cell),
+          number(cell.get("clifford_over_galinear"), 1)]
+         for row in result["rows"] for n, cell in row["times"].items())))
     big = str(max(int(n) for n in result["rows"][0]["times"]))
     lines += ["", f"{int(big):,} rows with numba limited to 1 thread, and beside one busy process (a pure-Python "
-              "loop started by the benchmark and killed after; default threads):", "",
-              "| expression | 1 thread: galinear ms | 1 thread: kingdon ms | 1 thread: kingdon / galinear | "
-              "busy: galinear ms | busy: kingdon ms | busy: kingdon / galinear |", "|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        one, busy = row.get("one_thread"), row.get("busy")
-        if one is None:
-            continue
-        lines.append(f"| {row['name']} | {_ms(one)} | {_f(one['kingdon_ms'])} | "
-                     f"{_r(one['kingdon_over_galinear'])} | {_ms(busy)} | {_f(busy['kingdon_ms'])} | "
-                     f"{_r(busy['kingdon_over_galinear'])} |")
+              "loop started by the benchmark and killed after; default threads):", ""]
+    lines.append(markdown_table(
+        ["expression", "1 thread: galinear ms", "1 thread: kingdon ms", "1 thread: kingdon / galinear",
+         "busy: galinear ms", "busy: kingdon ms", "busy: kingdon / galinear"],
+        ([row["name"], _ms(row["one_thread"]), number(row["one_thread"]["kingdon_ms"]),
+          _r(row["one_thread"]["kingdon_over_galinear"]), _ms(row["busy"]), number(row["busy"]["kingdon_ms"]),
+          _r(row["busy"]["kingdon_over_galinear"])] for row in result["rows"] if row.get("one_thread") is not None)))
     lines += ["", "Multiplications of the generated programs (`*` operators in the generated function body, one "
               "rule for both, `ast.Mult`; galinear's own count `kernel.operations[\"multiplications\"]` beside it), "
               "the agreement of the outputs (max |difference| / max(1, |row|) on 64 rows) and compile times "
               "(cold: fresh process, empty numba cache, until the kernel ran; cached: a second process on the same "
-              "cache; kingdon keeps no disk cache):", "",
-              "| expression | galinear `*` | kingdon `*` | kingdon / galinear | galinear operations | strategy | "
-              "kingdon diff | clifford diff | galinear cold s | galinear cached s | kingdon cold s | "
-              "kingdon 2nd process s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
+              "cache; kingdon keeps no disk cache):", ""]
+
+    def program_row(row):
         p, ch, ct = row["program"], row["check"], row.get("compile")
         cold = ct["cold"] if ct else {}
         cached = ct["cached"] if ct else {}
-        lines.append(
-            f"| {row['name']} | {p['galinear_ast_mult']} | {p['kingdon_ast_mult']} | "
-            f"**{p['kingdon_ast_mult'] / p['galinear_ast_mult']:.2f}** | {p['galinear_multiplications']} | "
-            f"{p['galinear_strategy']} | {ch['kingdon_max_diff']:.1e} | "
-            f"{'—' if 'clifford_max_diff' not in ch else format(ch['clifford_max_diff'], '.1e')}"
-            f"{' (Python loop)' if ch.get('clifford_path', '').startswith('per-object Python') else ''} | "
-            f"{_ready(cold)} | {_ready(cached)} | "
-            f"{_f(cold.get('kingdon_ready_s'), 2)} | {_f(cached.get('kingdon_ready_s'), 2)} |")
+        clifford = "-" if "clifford_max_diff" not in ch else format(ch["clifford_max_diff"], ".1e")
+        if ch.get("clifford_path", "").startswith("per-object Python"):
+            clifford += " (Python loop)"
+        return [row["name"], p["galinear_ast_mult"], p["kingdon_ast_mult"],
+                ratio(p["kingdon_ast_mult"] / p["galinear_ast_mult"], bold=True), p["galinear_multiplications"],
+                p["galinear_strategy"], format(ch["kingdon_max_diff"], ".1e"), clifford, _ready(cold), _ready(cached),
+                number(cold.get("kingdon_ready_s"), 2), number(cached.get("kingdon_ready_s"), 2)]
+
+    lines.append(markdown_table(
+        ["expression", "galinear `*`", "kingdon `*`", "kingdon / galinear", "galinear operations", "strategy",
+         "kingdon diff", "clifford diff", "galinear cold s", "galinear cached s", "kingdon cold s",
+         "kingdon 2nd process s"], (program_row(row) for row in result["rows"])))
     lines += ["", "Expressions: " + "; ".join(f"`{c[0]}`: {c[1]}" for c in CASES
                                                if any(r["name"] == c[0] for r in result["rows"])) + "."]
     losses = result.get("losses") or []
@@ -635,15 +602,9 @@ def main(argv=None) -> int:
     import kingdon
     import numba
 
-    from galinear import _io
-
-    command = "make bench-compile" if argv is None and len(sys.argv) == 1 else (
-        ".venv/bin/python benchmarks/bench_compile.py " + " ".join(sys.argv[1:] if argv is None else argv))
-    meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": machine_description(), "numpy": np.__version__, "numba": numba.__version__,
-            "numba_threads": numba.get_num_threads(), "kingdon": kingdon.__version__,
-            "clifford": clifford.__version__, "repeats": repeats, "batches": list(batches),
-            "clifford_max_rows": CLIFFORD_MAX_ROWS, "provisional": args.provisional}
+    meta = metadata(command_line(__file__, argv, make_target="bench-compile"),
+                    packages=("numpy", "numba", "kingdon", "clifford"), repeats=repeats, batches=list(batches),
+                    clifford_max_rows=CLIFFORD_MAX_ROWS, provisional=args.provisional)
     print(f"# compiled expressions: galinear vs kingdon {kingdon.__version__} (numba wrapper) and clifford "
           f"{clifford.__version__}; {meta['machine']['logical_cpus']} cores, numba {numba.get_num_threads()} threads; "
           f"ms per call, best of {repeats}", flush=True)
@@ -682,10 +643,8 @@ def main(argv=None) -> int:
             row["compile"] = {mode: times[mode][row["name"]] for mode in times}
     result = {"meta": meta, "rows": rows}
     result["losses"] = losses(result)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _io.atomic_write_text(str(out.with_suffix(".json")), json.dumps(result, indent=1) + "\n")
     text = markdown(result)
-    _io.atomic_write_text(str(out.with_suffix(".md")), text)
+    write_results(out, result, text)
     print()
     print(text)
     return 0

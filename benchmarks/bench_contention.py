@@ -29,67 +29,17 @@ whose cost per call is reported: the gap between the two is the run's noise). Wr
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT))
-from bench_kernels import machine_description  # noqa: E402
+from _common import (RESULTS, BusyProcess, Contender, command_line, header, markdown_table, metadata,  # noqa: E402
+                     ratio, round_robin, set_threads, write_results)
 
-OUT = ROOT / "benchmarks" / "results" / "bench_contention"
+OUT = RESULTS / "bench_contention"
 BACKENDS = ("dense", "numba", "spinor", "factored", "auto")
 MAP = "spinor map, caller's threads"
-SPIN = "while True:\n    pass\n"
-
-
-class BusyProcess:
-    """One other process spinning a pure-Python loop at the priority of this one (normal when this
-    benchmark runs at normal priority); killed on exit, also on an error."""
-
-    def __enter__(self):
-        self.process = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL)
-        time.sleep(0.5)  # let it start spinning
-        if self.process.poll() is not None:
-            raise RuntimeError(f"the busy process exited at once (code {self.process.returncode})")
-        self.started = time.perf_counter()
-        return self
-
-    def cpu_seconds(self):
-        """User + system CPU seconds of the busy process so far (Linux), else None."""
-        try:
-            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def __exit__(self, *exc):
-        self.cpu = self.cpu_seconds()
-        self.wall = time.perf_counter() - self.started
-        self.process.kill()
-        self.process.wait()
-        return False
-
-
-def set_threads(count: int) -> tuple[int, int | None]:
-    """torch and numba intra-op threads (numba first: starting its pool may reset torch's count);
-    returns the counts in effect (numba's is capped by the NUMBA_NUM_THREADS it started with)."""
-    import torch
-
-    numba_count = None
-    try:
-        from galinear import _numba
-
-        numba_count = _numba.set_threads(count)
-    except ImportError:  # numba missing: torch's threads only
-        pass
-    torch.set_num_threads(count)
-    return torch.get_num_threads(), numba_count
 
 
 def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list, training: bool = False) -> list:
@@ -99,7 +49,6 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list, tr
     round, so a change of load during the run (the scheduler moving the busy process) falls on both
     counts alike. Before each timed call the contender runs once untimed: the timed call does not
     pay for OpenMP workers that the previous contender left spinning."""
-    import numpy as np
     import torch
 
     from galinear.nn import RotorLinear
@@ -131,26 +80,24 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list, tr
         left, right = spinor.rotor_factors()
         chunks = x.view(tokens, 1, d)
         calls[MAP] = lambda: F.rotor_sandwich(chunks, left, right, backend="spinor")
-    samples = {t: {name: [] for name in calls} for t in threads}
     effect, plans = {}, {}
     with torch.set_grad_enabled(training):
-        for t in threads:  # warm-up at every count
+        for t in threads:  # the counts in effect, and auto's plan, at every count
             effect[t] = set_threads(t)
-            for fn in calls.values():
-                fn()
             plans[t] = layers["auto"]._plan(tokens, x, training)
-        for _ in range(repeats):
-            for t in threads:
+
+        def settled(t, fn):  # untimed: the count set, and one call that leaves the contender's workers warm
+            def setup():
                 set_threads(t)
-                for name, fn in calls.items():
-                    fn()
-                    start = time.perf_counter()
-                    fn()
-                    samples[t][name].append(time.perf_counter() - start)
+                fn()
+            return setup
+
+        timings = round_robin({(t, name): Contender(lambda _, fn=fn: fn(), setup=settled(t, fn))
+                               for t in threads for name, fn in calls.items()}, repeats)
         plan_us = _plan_cost(layers["auto"], tokens, x, training)
     out = []
     for t in threads:
-        seconds = {name: float(np.median(v)) for name, v in samples[t].items()}
+        seconds = {name: timings[(t, name)].median for name in calls}
         plan = plans[t]
         runs = "decode" if plan.decode else plan.backend
         fastest = min((b for b in names if b != "auto"), key=seconds.get)
@@ -165,17 +112,13 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list, tr
     return out
 
 
-def _plan_cost(layer, tokens, x, training=False, calls: int = 2000) -> float:
+def _plan_cost(layer, tokens, x, training=False) -> float:
     """Microseconds per call of the dispatcher (what auto adds to the backend it picks)."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        layer._plan(tokens, x, training)
-    return (time.perf_counter() - start) / calls * 1e6
+    timing = round_robin({"plan": lambda: layer._plan(tokens, x, training)}, 1, min_sample_seconds=0.05)
+    return timing["plan"].best * 1e6
 
 
 def run(args) -> dict:
-    import torch
-
     cells = []
     loads = ["idle", "busy"]
     busy_cpu = None
@@ -193,10 +136,8 @@ def run(args) -> dict:
                         flush=True)
         if load == "busy":
             busy_cpu = {"cpu_seconds": neighbour.cpu, "wall_seconds": neighbour.wall}
-    return {"command": "python benchmarks/bench_contention.py " + " ".join(args.argv),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_description(),
-            "torch": torch.__version__, "training": args.training, "tokens": args.tokens, "repeats": args.repeats, "sizes": args.sizes,
-            "threads": args.threads, "busy_process": busy_cpu, "cells": cells}
+    return metadata(command_line(__file__, args.argv), thread_counts=False, training=args.training, tokens=args.tokens,
+                    repeats=args.repeats, sizes=args.sizes, threads=args.threads, busy_process=busy_cpu, cells=cells)
 
 
 class _Idle:
@@ -218,10 +159,8 @@ def markdown(result) -> str:
     cells = result["cells"]
     threads = result["threads"]
     low, high = min(threads), max(threads)
-    machine = result["machine"]
     busy = result["busy_process"] or {}
-    lines = [f"Command: `{result['command'].strip()}`; {result['date']}; {machine['cpu']}, "
-             f"{machine['logical_cpus']} logical CPUs; torch {result['torch']}; float32, {result['tokens']} tokens, "
+    lines = [header(result) + f" Float32, {result['tokens']} tokens, "
              + ("training mode, forward + backward (gradients for x and the parameters)"
                 if result.get("training") else "eval mode, no autograd")
              + f"; medians of {result['repeats']} rounds, each timing every contender at "
@@ -239,16 +178,16 @@ def markdown(result) -> str:
             if any(c is None for c in by_threads.values()):
                 continue
             names = list(by_threads[low]["seconds"])
-            lines += [f"### {load}, d = {d}", "",
-                      "| contender | " + " | ".join(f"{t} thread{'s' if t > 1 else ''} (ms)" for t in threads)
-                      + " | " + " | ".join(f"ratio {t}t" for t in threads) + f" | {high}t/{low}t |",
-                      "|---" * (2 * len(threads) + 2) + "|"]
+            lines += [f"### {load}, d = {d}", ""]
+            rows = []
             for name in names:
                 times = [by_threads[t]["seconds"][name] for t in threads]
                 ratios = [by_threads[t]["seconds"]["F.linear"] / by_threads[t]["seconds"][name] for t in threads]
                 scaling = by_threads[high]["seconds"][name] / by_threads[low]["seconds"][name]
-                lines.append(f"| {name} | " + " | ".join(f"{v * 1e3:.1f}" for v in times) + " | "
-                             + " | ".join(f"{r:.2f}x" for r in ratios) + f" | {scaling:.2f} |")
+                rows.append([name, *(f"{v * 1e3:.1f}" for v in times), *(ratio(r, suffix="x") for r in ratios),
+                             ratio(scaling)])
+            lines.append(markdown_table(["contender", *(f"{t} thread{'s' if t > 1 else ''} (ms)" for t in threads),
+                                         *(f"ratio {t}t" for t in threads), f"{high}t/{low}t"], rows))
             lines.append("")
             for t in threads:
                 c = by_threads[t]
@@ -261,9 +200,9 @@ def markdown(result) -> str:
             lines.append("")
     within = sum(c["auto_choice_within_10pct"] for c in cells)
     own = sum(c["auto_within_10pct"] for c in cells)
-    slower = [f"{name} ({load}, d = {d}: {ratio:.2f})"
+    slower = [f"{name} ({load}, d = {d}: {ratio(scaling)})"
               for load in ("idle", "busy") for d in result["sizes"]
-              for name, ratio in _scaling(cells, load, d, low, high).items() if name in BACKENDS and ratio > 1.1]
+              for name, scaling in _scaling(cells, load, d, low, high).items() if name in BACKENDS and scaling > 1.1]
     lines += [f"auto's choice within 10 % of the fastest backend in {within} of {len(cells)} cells (auto's own "
               f"layer, timed separately, in {own}).",
               "Layers more than 10 % slower with "
@@ -309,10 +248,8 @@ def main(argv=None) -> int:
     print()
     print(text)
     if not args.no_write:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(text)
-        print(f"wrote {args.out.with_suffix('.md')} and {args.out.with_suffix('.json')}")
+        written = write_results(args.out, result, text)
+        print(f"wrote {written[1]} and {written[0]}")
     return 0
 
 

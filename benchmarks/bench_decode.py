@@ -7,20 +7,20 @@ gets its q, k and v projections of the chosen layers replaced by freshly initial
 ``--method`` (the latency of a module does not depend on its trained values; ``--compressed FILE``
 loads a model file of a study's run folder instead, ``--saved FOLDER`` a model kept with
 ``galinear compress --save``). Both decode greedily with the key-value cache, one token
-per forward call, eval mode, no gradient; the rounds alternate between the two models and the
-median time per generated token is reported, with the ratio original / compressed.
+per forward call, eval mode, no gradient; a sample is --new-tokens tokens decoded after the
+prompt (its forward untimed), the rounds alternate between the two models, and the median over
+the rounds of the time per generated token is reported, with the ratio original / compressed.
 """
 from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (Contender, command_line, header, markdown_table, metadata, ratio, round_robin,  # noqa: E402
+                     set_threads)
 
 PROMPT = "The history of the printing press begins in the fifteenth century, when"
 
@@ -45,22 +45,25 @@ def replace_projections(model, layers, spec, seed=0):
     return model
 
 
-def token_times(model, prompt_ids, new_tokens):
-    """Seconds of each one-token forward after the prompt (greedy, key-value cache)."""
+def decoder(model, prompt_ids, new_tokens) -> Contender:
+    """Greedy decoding of ``new_tokens`` tokens with the key-value cache; the prompt's forward is
+    the untimed setup of each sample."""
     import torch
 
-    times = []
-    with torch.no_grad():
-        out = model(input_ids=prompt_ids, use_cache=True)
-        past = out.past_key_values
-        token = out.logits[:, -1].argmax(-1, keepdim=True)
-        for _ in range(new_tokens):
-            start = time.perf_counter()
-            out = model(input_ids=token, past_key_values=past, use_cache=True)
-            times.append(time.perf_counter() - start)
-            past = out.past_key_values
-            token = out.logits[:, -1].argmax(-1, keepdim=True)
-    return times
+    def prompt():
+        with torch.no_grad():
+            out = model(input_ids=prompt_ids, use_cache=True)
+        return out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+
+    def decode(state):
+        past, token = state
+        with torch.no_grad():
+            for _ in range(new_tokens):
+                out = model(input_ids=token, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                token = out.logits[:, -1].argmax(-1, keepdim=True)
+
+    return Contender(decode, setup=prompt)
 
 
 def main(argv=None) -> int:
@@ -76,15 +79,11 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
 
-    import torch
-
-    from galinear import _numba
     from galinear.compress import methods
     from galinear.lm.models import attention, decoder_layers, load_model
     from galinear.compress.store import load_compressed
 
-    torch.set_num_threads(args.threads)
-    _numba.set_threads(args.threads)
+    set_threads(args.threads)
     loaded = load_model()
     original = loaded.model
     compressed = copy.deepcopy(original)
@@ -105,20 +104,17 @@ def main(argv=None) -> int:
             f"{args.method} q, k, v of layers {', '.join(map(str, layers))}"
     compressed.eval()
     prompt = loaded.tokenizer(PROMPT, return_tensors="pt").input_ids
-    samples = {"original": [], "compressed": []}
-    for name, model in (("original", original), ("compressed", compressed)):  # warm-up
-        token_times(model, prompt, 4)
-    for _ in range(args.repeats):
-        for name, model in (("original", original), ("compressed", compressed)):
-            samples[name] += token_times(model, prompt, args.new_tokens)
-    median = {name: statistics.median(values) for name, values in samples.items()}
-    params = {name: sum(p.numel() for p in model.parameters()) for name, model in
-              (("original", original), ("compressed", compressed))}
+    models = {"original": original, "compressed": compressed}
+    timings = round_robin({name: decoder(model, prompt, args.new_tokens) for name, model in models.items()},
+                          args.repeats)
+    median = {name: timing.median / args.new_tokens for name, timing in timings.items()}
+    params = {name: sum(p.numel() for p in model.parameters()) for name, model in models.items()}
+    print(header(metadata(command_line(__file__, argv))))
     print(f"SmolLM2-135M, prompt {prompt.shape[1]} tokens, {args.new_tokens} new tokens x {args.repeats} rounds, "
           f"{args.threads} thread(s), float32; compressed = {label}")
-    print("| model | parameters | ms per token | original / this |\n|---|---|---|---|")
-    for name in ("original", "compressed"):
-        print(f"| {name} | {params[name]:,} | {median[name] * 1e3:.2f} | {median['original'] / median[name]:.2f} |")
+    print(markdown_table(["model", "parameters", "ms per token", "original / this"],
+                         ([name, f"{params[name]:,}", f"{median[name] * 1e3:.2f}",
+                           ratio(median["original"] / median[name])] for name in models)))
     return 0
 
 

@@ -25,23 +25,19 @@ outputs and gradients of all three are compared before timing.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import shlex
 import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT))
-
-from bench_kernels import machine_description  # noqa: E402
+from _common import (RESULTS, command_line, header, markdown_table, metadata, ratio, round_robin,  # noqa: E402
+                     write_results)
 from galinear.nn import motors  # noqa: E402
 from galinear.nn.generated import kernels, move_points  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+#: Shortest duration of one timing sample (the call is repeated in a loop until it is reached).
+SAMPLE_SECONDS = 0.02
 SIZES = (1_000, 100_000)
 DTYPES = ("float32", "float64")
 
@@ -55,9 +51,6 @@ GENERATED = {f"{backend} {program}": (backend, program)
 CONTENDERS = {"motors": reference}
 CONTENDERS.update({name: (lambda B, xyz, b=b, p=p: move_points(B, xyz, backend=b, program=p))
                    for name, (b, p) in GENERATED.items()})
-
-
-from bench_compile import interleaved_best  # noqa: E402  (one timer for the compiled-kernel benchmarks)
 
 
 def check(n: int = 257) -> dict:
@@ -92,7 +85,7 @@ def time_case(n: int, dtype: str, repeats: int) -> dict:
 
         fns[(name, "forward")] = forward
         fns[(name, "forward + backward")] = step
-    best = interleaved_best(fns, repeats)
+    best = {key: t.best for key, t in round_robin(fns, repeats, min_sample_seconds=SAMPLE_SECONDS).items()}
     row = {"points": n, "dtype": dtype}
     for (name, measure), seconds in best.items():
         row[f"{name} | {measure} | ms"] = seconds * 1e3
@@ -107,9 +100,7 @@ def markdown(result: dict) -> str:
     lines = [
         "## Generated PGA motor layer against galinear.nn.motors",
         "",
-        f"Command: `{meta['command']}` ({meta['machine']['cpu']}, {meta['machine']['logical_cpus']} cores, "
-        f"torch {meta['torch']} with {meta['torch_threads']} threads, {meta['date']}). "
-        "Tables: benchmarks/results/bench_generated_motor.{md,json}.",
+        header(meta) + " Tables: benchmarks/results/bench_generated_motor.{md,json}.",
         "",
         "One learned bivector moves N points by its motor; motors: `galinear.nn.motors` (motor_exp, then "
         "the sandwich on (N, 16) points by the Cayley table); torch / numba: "
@@ -124,14 +115,16 @@ def markdown(result: dict) -> str:
     ]
     if meta.get("provisional"):
         lines += [f"**Provisional**: {meta['provisional']}", ""]
-    lines += ["| N | dtype | measure | motors ms | " + " | ".join(f"motors / {g}" for g in GENERATED) + " |",
-              "|---|---|---|---|" + "---|" * len(GENERATED)]
-    for row in result["rows"]:
-        for measure in ("forward", "forward + backward"):
-            ratios = " | ".join(f"**{row[f'motors / {g} | {measure}']:.2f}** "
-                                f"({row[f'{g} | {measure} | ms']:.3g} ms)" for g in GENERATED)
-            lines.append(f"| {row['points']:,} | {row['dtype']} | {measure} | "
-                         f"{row[f'motors | {measure} | ms']:.3g} | {ratios} |")
+
+    def generated(row, g, measure):
+        return f"{ratio(row[f'motors / {g} | {measure}'], bold=True)} ({row[f'{g} | {measure} | ms']:.3g} ms)"
+
+    lines.append(markdown_table(
+        ["N", "dtype", "measure", "motors ms", *(f"motors / {g}" for g in GENERATED)],
+        ([f"{row['points']:,}", row["dtype"], measure, row[f"motors | {measure} | ms"],
+          *(generated(row, g, measure) for g in GENERATED)]
+         for row in result["rows"] for measure in ("forward", "forward + backward")),
+        formats={"motors ms": ".3g"}))
     errors = result["check"]
     lines += ["", "Largest difference from motors before timing (float64, values and gradients in B and the "
               "points, 257 points): " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + "."]
@@ -148,6 +141,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="points per call")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench_generated_motor.{md,json}")
     parser.add_argument("--provisional", default=None,
                         help="a note printed above the table (e.g. a shared, loaded machine)")
     args = parser.parse_args(argv)
@@ -156,26 +151,22 @@ def main(argv=None) -> int:
     errors = check()
     # numba's first parallel call (its threading layer starting) resets torch's thread count: start it
     # before setting the count for the timed runs.
-    move_points(torch.zeros(6, dtype=torch.float64), torch.zeros(SIZES[-1], 3, dtype=torch.float64), backend="numba")
+    move_points(torch.zeros(6, dtype=torch.float64), torch.zeros(max(args.sizes), 3, dtype=torch.float64),
+                backend="numba")
     if args.threads:
         torch.set_num_threads(args.threads)
-    threads = torch.get_num_threads()
-    rows = [time_case(n, dtype, args.repeats) for n in SIZES for dtype in DTYPES]
-    command = shlex.join([".venv/bin/python", "benchmarks/bench_generated_motor.py",
-                          *[a for a in (argv or sys.argv[1:]) if a != args.provisional and a != "--provisional"]])
+    rows = [time_case(n, dtype, args.repeats) for n in args.sizes for dtype in DTYPES]
+    arguments = [a for a in (sys.argv[1:] if argv is None else argv)
+                 if a != args.provisional and a != "--provisional"]
     result = {
-        "meta": {"command": command, "machine": machine_description(), "torch": torch.__version__,
-                 "torch_threads": threads, "repeats": args.repeats,
-                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "provisional": args.provisional},
+        "meta": metadata(command_line(__file__, arguments), packages=("numpy", "numba", "torch"),
+                         repeats=args.repeats, provisional=args.provisional),
         "check": errors,
         "rows": rows,
     }
     text = markdown(result)
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_generated_motor.md").write_text(text + "\n")
-    (RESULTS / "bench_generated_motor.json").write_text(json.dumps(result, indent=1))
+    write_results(args.out / "bench_generated_motor", result, text)
     return 0
 
 

@@ -13,34 +13,22 @@ Run: .venv/bin/python benchmarks/bench_graded.py [--batch 10000 1000000] [--repe
 from __future__ import annotations
 
 import argparse
-import platform
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from galinear import Algebra, MultiVector
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (command_line, header, markdown_row, markdown_table, metadata, ratio,  # noqa: E402
+                     round_robin, statistic)
+from galinear import Algebra, MultiVector  # noqa: E402
 
 CLIFFORD_MAX_BATCH = 10_000
 
 
-#: Shortest duration of one timing sample (calls are repeated in a loop until it is reached).
+#: Shortest duration of one timing sample (calls are repeated in a loop until it is reached, so a
+#: sample measures the call, not the caches another library left).
 SAMPLE_SECONDS = 0.02
-
-
-def _calls(fn) -> int:
-    """Calls per sample: enough back-to-back calls of fn for one sample to last SAMPLE_SECONDS
-    (as timeit does), so a sample measures the call, not the caches another library left."""
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    return max(1, int(SAMPLE_SECONDS / once))
-
-
-def _time(fn, calls: int, results: list) -> None:
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    results.append((time.perf_counter() - t0) / calls)
 
 
 def _operands(alg, rng, batch):
@@ -91,13 +79,18 @@ def main(argv=None) -> None:
         import clifford  # noqa: F401
     except ImportError:
         clifford = None
-    print(f"# grade-aware products vs kingdon {kingdon.__version__} and clifford "
-          f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()}, numpy {np.__version__}; "
-          f"milliseconds per call: the best of {args.repeats} samples, interleaved, each a loop of "
-          f"calls lasting at least {SAMPLE_SECONDS * 1e3:g} ms; ratio = other / galinear)")
+    print("# grade-aware products of galinear.MultiVector vs kingdon and clifford")
     print()
-    print("| algebra | N | workload | galinear | galinear dense | kingdon | clifford | kingdon / galinear | clifford / galinear | max diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(header(metadata(command_line(__file__, argv, make_target="bench-graded"),
+                          packages=("numpy", "numba", "kingdon", "clifford"))))
+    print()
+    print(f"Milliseconds per call: the best of {args.repeats} samples, interleaved, each a loop of calls lasting "
+          f"at least {SAMPLE_SECONDS * 1e3:g} ms; ratio = other / galinear.")
+    print()
+    columns = ["algebra", "N", "workload", "galinear", "galinear dense", "kingdon", "clifford", "kingdon / galinear",
+               "clifford / galinear", "max diff"]
+    formats = [None, None, None, ".3f", ".3f", ".3f", ".3f", None, None, ".1e"]
+    print(markdown_table(columns, []))  # the header; then each row as it is measured
     for signature, label in [((3, 0, 1), "PGA Cl(3,0,1)"), ((4, 1, 0), "CGA Cl(4,1)")]:
         alg = Algebra(*signature)
         kalg = kingdon.Algebra(*signature)
@@ -124,18 +117,13 @@ def main(argv=None) -> None:
                            np.max(np.abs(MultiVector.from_kingdon(results["kingdon"], alg).values - want)))
                 if "clifford" in results:
                     diff = max(diff, np.max(np.abs(alg.from_clifford(results["clifford"]) - want)))
-                times = {key: [] for key in cases}
-                calls = {key: _calls(fn) for key, fn in cases.items()}
-                for _ in range(args.repeats):
-                    for key, fn in cases.items():
-                        _time(fn, calls[key], times[key])
-                best = {key: min(t) * 1e3 for key, t in times.items()}
+                best = {key: t * 1e3 for key, t in statistic(
+                    round_robin(cases, args.repeats, warmup=0, min_sample_seconds=SAMPLE_SECONDS), "best").items()}
                 cl = best.get("clifford")
-                cl_ratio = "—" if cl is None else f"{cl / best['galinear']:.1f}"
-                print(f"| {label} | {batch:,} | {name} | {best['galinear']:.3f} | {best['dense']:.3f} | "
-                      f"{best['kingdon']:.3f} | {'—' if cl is None else f'{cl:.3f}'} | "
-                      f"{best['kingdon'] / best['galinear']:.2f} | "
-                      f"{cl_ratio} | {diff:.1e} |", flush=True)
+                row = [label, f"{batch:,}", name, best["galinear"], best["dense"], best["kingdon"], cl,
+                       ratio(best["kingdon"] / best["galinear"]),
+                       None if cl is None else ratio(cl / best["galinear"], 1), diff]
+                print(markdown_row(row, formats), flush=True)
 
 
 if __name__ == "__main__":

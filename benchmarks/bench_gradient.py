@@ -10,28 +10,23 @@ Part 2 (cost, float32, training mode, CPU): forward + backward, and the backward
 RotorLinear(2048, 2048) on 2048 tokens and one Adam step of the q-network RotorNetwork(2048, 2048) on 256 tokens, exact vs
 power-step, interleaved rounds, medians and the ratio exact / power-step measured in one run.
 
-    python benchmarks/bench_gradient.py [--rounds 5] [--threads 2] [--skip-cost]
+    python benchmarks/bench_gradient.py [--rounds 5] [--threads 2] [--skip-cost] [--quick] [--out FOLDER]
 
 Writes benchmarks/results/bench_gradient.{md,json}.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (RESULTS, Contender, command_line, header, markdown_table, metadata, ratio,  # noqa: E402
+                     round_robin, set_threads, statistic, write_results)
 from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
 from galinear.testing import central_difference_gradient  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results"
 BACKENDS = ("dense", "factored", "numba")
 GRADIENTS = {"exact": {"gradient": "exact"}, "power-step": {"gradient": "power-step", "decomposition": "power"}}
 
@@ -53,9 +48,9 @@ def gradient_error(d: int, scale: float, backend: str, gradient: str) -> float:
     return float((grad - fd).norm() / fd.norm())
 
 
-def accuracy_table() -> list[dict]:
+def accuracy_table(sizes=(8, 16, 64)) -> list[dict]:
     rows = []
-    for d in (8, 16, 64):
+    for d in sizes:
         for label, scale in (("B = 0", 0.0), ("|B| ~ 0.1", 0.1), ("|B| ~ 1", 1.0)):
             for backend in BACKENDS:
                 row = {"layer": f"RotorLinear({d}, {d})", "point": label, "backend": backend}
@@ -65,52 +60,39 @@ def accuracy_table() -> list[dict]:
     return rows
 
 
-def _timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
-def cost_table(rounds: int) -> list[dict]:
+def cost_table(rounds: int, size: int = 2048, tokens: int = 2048, network_tokens: int = 256) -> list[dict]:
     torch.manual_seed(0)
     cases = {}
     for gradient, options in GRADIENTS.items():
-        layer = RotorLinear(2048, 2048, backend="numba", **options).train()
-        x = torch.randn(2048, 2048)
+        layer = RotorLinear(size, size, backend="numba", **options).train()
+        x = torch.randn(tokens, size)
 
-        def layer_step(layer=layer, x=x):
+        def zero_grad(layer=layer):
             layer.zero_grad(set_to_none=True)
-            return _timed(lambda: layer(x).pow(2).mean().backward())
 
-        def layer_backward(layer=layer, x=x):  # the backward alone, after an untimed forward
+        def forward(layer=layer, x=x):  # untimed before the backward alone
             layer.zero_grad(set_to_none=True)
-            loss = layer(x).pow(2).mean()
-            return _timed(loss.backward)
+            return layer(x).pow(2).mean()
 
-        net = RotorNetwork(2048, 2048, backend="numba", **options).train()
+        net = RotorNetwork(size, size, backend="numba", **options).train()
         optimizer = torch.optim.Adam(net.parameters(), lr=0.05)
-        xq, target = torch.randn(256, 2048), torch.randn(256, 2048)
+        xq, target = torch.randn(network_tokens, size), torch.randn(network_tokens, size)
 
         def net_step(net=net, optimizer=optimizer, xq=xq, target=target):
-            def step():
-                optimizer.zero_grad(set_to_none=True)
-                torch.nn.functional.mse_loss(net(xq), target).backward()
-                optimizer.step()
-            return _timed(step)
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(net(xq), target).backward()
+            optimizer.step()
 
-        cases[("RotorLinear(2048, 2048) forward + backward, 2048 tokens", gradient)] = layer_step
-        cases[("RotorLinear(2048, 2048) backward alone, 2048 tokens", gradient)] = layer_backward
-        cases[("q-network RotorNetwork(2048, 2048) Adam step, 256 tokens", gradient)] = net_step
-    for fn in cases.values():  # warm-up (numba compilation, caches)
-        fn()
-    timings = {key: [] for key in cases}
-    for _ in range(rounds):
-        for key, fn in cases.items():
-            timings[key].append(fn())
+        layer_name = f"RotorLinear({size}, {size})"
+        cases[(f"{layer_name} forward + backward, {tokens} tokens", gradient)] = Contender(
+            lambda _, layer=layer, x=x: layer(x).pow(2).mean().backward(), setup=zero_grad)
+        cases[(f"{layer_name} backward alone, {tokens} tokens", gradient)] = Contender(
+            lambda loss: loss.backward(), setup=forward)
+        cases[(f"q-network RotorNetwork({size}, {size}) Adam step, {network_tokens} tokens", gradient)] = net_step
+    median = statistic(round_robin(cases, rounds))
     rows = []
     for measure in dict.fromkeys(key[0] for key in cases):
-        exact = statistics.median(timings[(measure, "exact")])
-        paper = statistics.median(timings[(measure, "power-step")])
+        exact, paper = median[(measure, "exact")], median[(measure, "power-step")]
         rows.append({"measure": measure, "exact_s": exact, "power_step_s": paper, "ratio": exact / paper})
     return rows
 
@@ -120,28 +102,30 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-cost", action="store_true")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: accuracy at d = 8 only, cost of RotorLinear(64, 64) on 64 tokens")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench_gradient.{md,json}")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    lines = ["## Gradient accuracy: relative error against central differences (float64, eval)", "",
-             "| layer | point | backend | exact | power-step (paper) |", "|---|---|---|---|---|"]
-    accuracy = accuracy_table()
-    for row in accuracy:
-        lines.append(f"| {row['layer']} | {row['point']} | {row['backend']} | {row['exact']:.1e} | "
-                     f"{row['power-step']:.2g} |")
+    set_threads(args.threads)
+    accuracy = accuracy_table(sizes=(8,) if args.quick else (8, 16, 64))
     cost = []
     if not args.skip_cost:
-        cost = cost_table(args.rounds)
+        cost = cost_table(args.rounds, **(dict(size=64, tokens=64, network_tokens=16) if args.quick else {}))
+    meta = metadata(command_line(__file__, argv, make_target="bench-gradient"), rounds=args.rounds)
+    lines = [header(meta), "", "## Gradient accuracy: relative error against central differences (float64, eval)", ""]
+    lines.append(markdown_table(["layer", "point", "backend", "exact", "power-step (paper)"],
+                                ([row["layer"], row["point"], row["backend"], row["exact"], row["power-step"]]
+                                 for row in accuracy), formats=[None, None, None, ".1e", ".2g"]))
+    if cost:
         lines += ["", f"## Cost (float32, numba backend, {args.threads} threads, median of {args.rounds} "
-                  "interleaved rounds)", "", "| measure | exact s | power-step s | exact / power-step |",
-                  "|---|---|---|---|"]
-        for row in cost:
-            lines.append(f"| {row['measure']} | {row['exact_s']:.3f} | {row['power_step_s']:.3f} | "
-                         f"{row['ratio']:.2f}x |")
+                  "interleaved rounds)", ""]
+        lines.append(markdown_table(
+            ["measure", "exact s", "power-step s", "exact / power-step"],
+            ([row["measure"], row["exact_s"], row["power_step_s"], ratio(row["ratio"], suffix="x")] for row in cost),
+            formats=[None, ".3f", ".3f", None]))
     text = "\n".join(lines)
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_gradient.md").write_text(text + "\n")
-    (RESULTS / "bench_gradient.json").write_text(json.dumps({"accuracy": accuracy, "cost": cost}, indent=1))
+    write_results(args.out / "bench_gradient", {"meta": meta, "accuracy": accuracy, "cost": cost}, text)
     return 0
 
 

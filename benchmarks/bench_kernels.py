@@ -22,42 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (RESULTS, ROOT, command_line, header, markdown_table, metadata, ratio,  # noqa: E402
+                     round_robin, set_threads, statistic, write_results)
+
 PLOT = ROOT / "docs" / "bench_kernels_time_vs_d.png"
-
-
-def machine_description() -> dict:
-    model = platform.processor() or "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return {"cpu": model, "logical_cpus": os.cpu_count(), "python": platform.python_version()}
-
-
-def median_times(functions: dict, repeats: int) -> dict:
-    """Run every function once (warm-up), then ``repeats`` rounds, interleaved; medians (s)."""
-    import numpy as np
-
-    for fn in functions.values():
-        fn()
-    samples = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, fn in functions.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: float(np.median(values)) for name, values in samples.items()}
 
 
 def random_factors(P, n, dtype, requires_grad=False, seed=0):
@@ -103,7 +76,7 @@ def bench_forward(sizes, tokens, repeats, factored_max_d=512):
             fns = {"dense": dense, "numba": numba, "rotor_linear_numba": rotor_linear}
             if d <= factored_max_d:  # the pure-torch path takes seconds beyond this
                 fns["factored"] = factored
-            t = median_times(fns, repeats)
+            t = statistic(round_robin(fns, repeats))
         row = {"d": d, "n": n, **{f"{k}_s": v for k, v in t.items()}}
         row["speedup_numba"] = t["dense"] / t["numba"]
         row["speedup_rotor_linear"] = t["dense"] / t["rotor_linear_numba"]
@@ -155,7 +128,7 @@ def bench_forward_backward(sizes, tokens, repeats):
         def numba():
             torch.autograd.grad(rotor_map(x3), (x3, *bivectors), grad3)
 
-        t = median_times({"dense": dense, "numba": numba}, repeats)
+        t = statistic(round_robin({"dense": dense, "numba": numba}, repeats))
         row = {"d": d, "n": n, "dense_s": t["dense"], "numba_s": t["numba"],
                "speedup_numba": t["dense"] / t["numba"]}
         rows.append(row)
@@ -185,7 +158,7 @@ def bench_training_step(batch, repeats):
         loss.backward()
         opt.step()
 
-    t = median_times({"dense": lambda: step("dense"), "numba": lambda: step("numba")}, repeats)
+    t = statistic(round_robin({"dense": lambda: step("dense"), "numba": lambda: step("numba")}, repeats))
     params = sum(p.numel() for p in nets["numba"][0].parameters())
     row = {"batch": batch, "parameters": params, "dense_s": t["dense"], "numba_s": t["numba"],
            "speedup_numba": t["dense"] / t["numba"]}
@@ -291,43 +264,38 @@ def plot(forward_rows, path, tokens):
     plt.close(fig)
 
 
-def write_markdown(results, path):
-    lines = ["# Rotor-chain kernels vs dense layers", ""]
-    m = results["machine"]
-    lines += [f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; threads: torch {results['threads']}, "
-              f"numba {results['threads']}; float32; {results['tokens']} tokens; median of "
-              f"{results['repeats']} interleaved repeats.", "",
-              f"Command: `{results['command']}`", "", "## Forward (speed-up = dense time / our time)", "",
-              "| d | dense F.linear (ms) | numba map (ms) | speed-up | RotorLinear numba (ms) | speed-up | "
-              "factored torch (ms) | speed-up |", "|---|---|---|---|---|---|---|---|"]
-    for r in results["forward"]:
-        fact = (f"{r['factored_s']*1e3:.1f} | {r['speedup_factored']:.2f}x" if "factored_s" in r else "- | -")
-        lines.append(f"| {r['d']} | {r['dense_s']*1e3:.1f} | {r['numba_s']*1e3:.1f} | {r['speedup_numba']:.2f}x | "
-                     f"{r['rotor_linear_numba_s']*1e3:.1f} | {r['speedup_rotor_linear']:.2f}x | {fact} |")
-    lines += ["", "## Forward + backward", "", "| d | dense (ms) | numba (ms) | speed-up |", "|---|---|---|---|"]
-    for r in results["forward_backward"]:
-        lines.append(f"| {r['d']} | {r['dense_s']*1e3:.1f} | {r['numba_s']*1e3:.1f} | {r['speedup_numba']:.2f}x |")
+def markdown(results) -> str:
+    lines = ["# Rotor-chain kernels vs dense layers", "",
+             header(results) + f" Float32; {results['tokens']} tokens; median of {results['repeats']} interleaved "
+             "repeats.", "", "## Forward (speed-up = dense time / our time)", ""]
+    lines.append(markdown_table(
+        ["d", "dense F.linear (ms)", "numba map (ms)", "speed-up", "RotorLinear numba (ms)", "speed-up",
+         "factored torch (ms)", "speed-up"],
+        ([r["d"], r["dense_s"] * 1e3, r["numba_s"] * 1e3, ratio(r["speedup_numba"], suffix="x"),
+          r["rotor_linear_numba_s"] * 1e3, ratio(r["speedup_rotor_linear"], suffix="x"),
+          r["factored_s"] * 1e3 if "factored_s" in r else None, ratio(r.get("speedup_factored"), suffix="x")]
+         for r in results["forward"]),
+        formats=[None, ".1f", ".1f", None, ".1f", None, ".1f", None]))
+    lines += ["", "## Forward + backward", ""]
+    lines.append(markdown_table(
+        ["d", "dense (ms)", "numba (ms)", "speed-up"],
+        ([r["d"], r["dense_s"] * 1e3, r["numba_s"] * 1e3, ratio(r["speedup_numba"], suffix="x")]
+         for r in results["forward_backward"]), formats=[None, ".1f", ".1f", None]))
     if results.get("training_step"):
         r = results["training_step"]
-        lines += ["", "## Training step of the q-network RotorNetwork(2048, 2048), hidden 2048", "",
-                  "| batch | parameters | dense backend (ms) | numba backend (ms) | speed-up |",
-                  "|---|---|---|---|---|",
-                  f"| {r['batch']} | {r['parameters']} | {r['dense_s']*1e3:.0f} | {r['numba_s']*1e3:.0f} | "
-                  f"{r['speedup_numba']:.2f}x |"]
+        lines += ["", "## Training step of the q-network RotorNetwork(2048, 2048), hidden 2048", ""]
+        lines.append(markdown_table(
+            ["batch", "parameters", "dense backend (ms)", "numba backend (ms)", "speed-up"],
+            [[r["batch"], r["parameters"], r["dense_s"] * 1e3, r["numba_s"] * 1e3,
+              ratio(r["speedup_numba"], suffix="x")]],
+            formats=[None, None, ".0f", ".0f", None]))
     if results.get("memory"):
-        lines += ["", "## Peak memory of forward + backward (peak RSS above the state before it)", "",
-                  "| backend | d | tokens | peak extra (MiB) | in activations |", "|---|---|---|---|---|"]
-        for r in results["memory"]:
-            lines.append(f"| {r['backend']} | {results['memory_d']} | {results['tokens']} | "
-                         f"{r['extra'] / 2**20:.1f} | {r['extra_over_activation']:.2f} |")
-    path.write_text("\n".join(lines) + "\n")
-
-
-def _command_line(argv) -> str:
-    args = list(argv if argv is not None else sys.argv[1:])
-    if not args:
-        return "make bench-kernels  (= python benchmarks/bench_kernels.py)"
-    return "python benchmarks/bench_kernels.py " + " ".join(args)
+        lines += ["", "## Peak memory of forward + backward (peak RSS above the state before it)", ""]
+        lines.append(markdown_table(
+            ["backend", "d", "tokens", "peak extra (MiB)", "in activations"],
+            ([r["backend"], results["memory_d"], results["tokens"], r["extra"] / 2**20, r["extra_over_activation"]]
+             for r in results["memory"]), formats=[None, None, None, ".1f", ".2f"]))
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
@@ -343,37 +311,27 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-d", type=int, default=2048)
     parser.add_argument("--factored-max-d", type=int, default=512,
                         help="also time the pure-torch factored backend up to this d")
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="folder for bench_kernels.{md,json} (and the plot, when not the default)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
-    sys.path.insert(0, str(ROOT))
-    import numba
-    import torch
-
-    torch.set_num_threads(args.threads)
-    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
-    results = {
-        "machine": machine_description(),
-        "threads": args.threads,
-        "tokens": args.tokens,
-        "repeats": args.repeats,
-        "command": _command_line(argv),
-        "torch": torch.__version__,
-        "numba": numba.__version__,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
+    set_threads(args.threads)
+    results = metadata(command_line(__file__, argv, make_target="bench-kernels"), tokens=args.tokens,
+                       repeats=args.repeats)
     results["forward"] = bench_forward(args.sizes, args.tokens, args.repeats, args.factored_max_d)
     results["forward_backward"] = bench_forward_backward(args.fb_sizes, args.tokens, args.repeats)
     results["training_step"] = None if args.skip_train else bench_training_step(args.train_batch, args.train_repeats)
     results["memory_d"] = args.memory_d
     results["memory"] = bench_memory(args.memory_d, args.tokens, args.threads)
+    text = markdown(results)
+    print(text)
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "bench_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
-        write_markdown(results, RESULTS / "bench_kernels.md")
-        plot(results["forward"], PLOT, args.tokens)
-        print(f"wrote {RESULTS / 'bench_kernels.md'}, {RESULTS / 'bench_kernels.json'}, {PLOT}")
+        written = write_results(args.out / "bench_kernels", results, text)
+        figure = PLOT if args.out == RESULTS else args.out / PLOT.name
+        plot(results["forward"], figure, args.tokens)
+        print(f"wrote {written[1]}, {written[0]}, {figure}")
     return 0
 
 

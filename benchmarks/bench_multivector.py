@@ -10,31 +10,25 @@ taken round-robin in one process and the median of the repeats is printed, with 
 other / galinear (> 1: galinear is faster).
 
 Overhead (``--part overhead``): for each operation and batch size, the Algebra call on arrays
-(``alg.gp(a, b)``) and the operator on MultiVectors (``A * B``), best of the repeats, side by side
-with their ratio and the difference (the class's constant cost).
+(``alg.gp(a, b)``) and the operator on MultiVectors (``A * B``), best of the repeats (each a loop
+of calls lasting about SAMPLE_SECONDS, taken round-robin), side by side with their ratio and the
+difference (the class's constant cost).
 
 Run: .venv/bin/python benchmarks/bench_multivector.py [--part single overhead] [--repeats 7]
 """
 from __future__ import annotations
 
 import argparse
-import platform
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from galinear import Algebra, MultiVector
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import command_line, header, markdown_table, metadata, ratio, round_robin, statistic  # noqa: E402
+from galinear import Algebra, MultiVector  # noqa: E402
 
-
-def _best(fn, number: int, repeats: int, results: list) -> None:
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        results.append((time.perf_counter() - t0) / number)
-
-
-#: Shortest duration of one timing sample of the single-call table.
+#: Shortest duration of one timing sample.
 SAMPLE_SECONDS = 0.02
 
 
@@ -63,29 +57,19 @@ def _single_cases(alg, rng):
     return cases
 
 
-def _calls(fn) -> int:
-    t0 = time.perf_counter()
-    for _ in range(10):
-        fn()
-    once = max((time.perf_counter() - t0) / 10, 1e-8)
-    return max(1, int(SAMPLE_SECONDS / once))
-
-
 def single_calls(repeats: int) -> None:
     """Print the single-call table (median of ``repeats`` samples, microseconds per call)."""
     print(f"## Single calls against kingdon and clifford (median of {repeats}; microseconds per call)")
     print()
-    print("| algebra | call | galinear | kingdon | clifford | kingdon / galinear | clifford / galinear |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for alg in (Algebra(3), Algebra(3, 0, 1)):
         for name, fns in _single_cases(alg, np.random.default_rng(0)).items():
-            counts = [_calls(fn) for fn in fns]
-            samples = [[], [], []]
-            for _ in range(repeats):  # round-robin, so load drifts hit all three alike
-                for fn, count, out in zip(fns, counts, samples):
-                    _best(fn, count, 1, out)
-            g, k, c = (float(np.median(x)) * 1e6 for x in samples)
-            print(f"| {alg!r} | `{name}` | {g:.2f} | {k:.2f} | {c:.2f} | {k / g:.2f} | {c / g:.2f} |")
+            timings = round_robin(dict(zip(("galinear", "kingdon", "clifford"), fns)), repeats,
+                                  min_sample_seconds=SAMPLE_SECONDS)
+            g, k, c = (seconds * 1e6 for seconds in statistic(timings, "median").values())
+            rows.append([repr(alg), f"`{name}`", g, k, c, ratio(k / g), ratio(c / g)])
+    print(markdown_table(["algebra", "call", "galinear", "kingdon", "clifford", "kingdon / galinear",
+                          "clifford / galinear"], rows, formats=[None, None, ".2f", ".2f", ".2f", None, None]))
     print()
 
 
@@ -96,8 +80,9 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 100, 10000])
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
-    print(f"# MultiVector per-call cost ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-          f"{platform.machine()}, numpy {np.__version__})")
+    print("# MultiVector per-call cost")
+    print()
+    print(header(metadata(command_line(__file__, argv), packages=("numpy", "numba", "kingdon", "clifford"))))
     print()
     if "single" in args.part:
         single_calls(args.repeats)
@@ -105,8 +90,7 @@ def main(argv=None) -> None:
         return
     print(f"## MultiVector overhead (times in microseconds per call, best of {args.repeats})")
     print()
-    print("| n | batch | operation | array API | MultiVector | ratio | overhead |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for n in args.n:
         alg = Algebra(n)
         rng = np.random.default_rng(0)
@@ -125,14 +109,12 @@ def main(argv=None) -> None:
                 ("R @ x", lambda: alg.gp(alg.gp(a, b), alg.reverse(a)), lambda: A @ B),
             ]
             for name, raw, wrapped in cases:
-                raw(), wrapped()  # compile / warm up
-                number = max(1, int(2000 / max(1, batch * alg.dim / 64)))
-                t_raw, t_mv = [], []
-                for _ in range(args.repeats):  # round-robin, so load drifts hit both alike
-                    _best(raw, number, 1, t_raw)
-                    _best(wrapped, number, 1, t_mv)
-                r, m = min(t_raw) * 1e6, min(t_mv) * 1e6
-                print(f"| {n} | {batch:,} | `{name}` | {r:.2f} | {m:.2f} | {m / r:.2f} | {m - r:+.2f} |")
+                best = statistic(round_robin({"raw": raw, "wrapped": wrapped}, args.repeats,
+                                             min_sample_seconds=SAMPLE_SECONDS), "best")
+                r, m = best["raw"] * 1e6, best["wrapped"] * 1e6
+                rows.append([n, f"{batch:,}", f"`{name}`", r, m, ratio(m / r), f"{m - r:+.2f}"])
+    print(markdown_table(["n", "batch", "operation", "array API", "MultiVector", "ratio", "overhead"], rows,
+                         formats=[None, None, None, ".2f", ".2f", None, None]))
 
 
 if __name__ == "__main__":

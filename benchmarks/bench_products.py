@@ -21,55 +21,26 @@ Ratios are galinear (auto, 1 thread) time over the other's time: below 1 means g
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (RESULTS, ROOT, Contender, command_line, dense_cayley, header, markdown_table,  # noqa: E402
+                     metadata, number, ratio, round_robin, write_results)
+
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 
 import numba  # noqa: E402
 
-from galinear import Algebra, _io, blades  # noqa: E402
+from galinear import Algebra  # noqa: E402
 from galinear._generated import find_kernel  # noqa: E402
 
 PAIRS = {3: 100_000, 4: 100_000, 5: 100_000, 6: 100_000, 7: 20_000, 8: 5_000, 9: 2_000, 10: 500}
 #: einsum does 2**n times more arithmetic (dense tensor); it gets at most this many pairs.
 EINSUM_PAIRS = 10_000
-
-
-def interleaved_best(fns, repeats):
-    """Best time of each callable, timing them round-robin so that load drift hits all alike."""
-    for fn in fns.values():
-        fn()  # warm-up (compilation, caches)
-    best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
-
-
-class _Threads:
-    """Run a callable with a given number of numba threads."""
-
-    def __init__(self, fn, threads):
-        self.fn, self.threads = fn, threads
-
-    def __call__(self):
-        previous = numba.get_num_threads()
-        numba.set_num_threads(self.threads)
-        try:
-            return self.fn()
-        finally:
-            numba.set_num_threads(previous)
 
 
 def clifford_batched(mult):
@@ -79,15 +50,6 @@ def clifford_batched(mult):
             out[i] = mult(a[i], b[i])
 
     return run
-
-
-def dense_cayley(n):
-    index, sign = blades.cayley_tables(n)
-    dim = 2**n
-    C = np.zeros((dim, dim, dim))
-    i, j = np.meshgrid(np.arange(dim), np.arange(dim), indexing="ij")
-    C[i, j, index] = sign
-    return C
 
 
 def einsum_product(a, b, C, optimize, chunk=2048):
@@ -102,7 +64,7 @@ def main(argv=None):
     parser.add_argument("--n", type=int, nargs="*", default=list(range(3, 11)))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="10x fewer pairs")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_products"))
+    parser.add_argument("--out", default=str(RESULTS / "bench_products"))
     args = parser.parse_args(argv)
     import clifford
 
@@ -117,13 +79,13 @@ def main(argv=None):
         reference = alg.gp(a, b, method="table")
         row = {"n": n, "pairs": pairs}
         fns = {
-            "galinear_auto_s": _Threads(lambda: alg.gp(a, b), 1),
-            "galinear_1thread_s": _Threads(lambda: alg.gp(a, b, method="table"), 1),
-            "galinear_s": _Threads(lambda: alg.gp(a, b, method="table"), threads),
+            "galinear_auto_s": Contender(lambda: alg.gp(a, b), threads=1),
+            "galinear_1thread_s": Contender(lambda: alg.gp(a, b, method="table"), threads=1),
+            "galinear_s": Contender(lambda: alg.gp(a, b, method="table"), threads=threads),
         }
         if find_kernel("gp", alg.metric) is not None:
             assert np.allclose(alg.gp(a, b, method="generated"), reference, rtol=0, atol=1e-10)
-            fns["generated_s"] = _Threads(lambda: alg.gp(a, b, method="generated"), 1)
+            fns["generated_s"] = Contender(lambda: alg.gp(a, b, method="generated"), threads=1)
 
         layout, _ = clifford.Cl(n)
         grades = list(range(n + 1))
@@ -148,9 +110,9 @@ def main(argv=None):
                 key = f"einsum_optimize_{optimize}_s"
                 fns[key] = (lambda optimize=optimize, m=m: einsum_product(a[:m], b[:m], C, optimize))
                 einsum_scale[key] = pairs / m
-        best = interleaved_best(fns, args.repeats)
-        for key, t in best.items():
-            row[key] = t * einsum_scale.get(key, 1.0)
+        timings = round_robin(fns, args.repeats)
+        for key, t in timings.items():
+            row[key] = t.best * einsum_scale.get(key, 1.0)
         cf = min(("gmt_func", "dense"), key=lambda name: row[f"clifford_{name}_s"])
         row["clifford_s"], row["clifford_route"] = row[f"clifford_{cf}_s"], cf
         if n <= 6:
@@ -159,19 +121,9 @@ def main(argv=None):
         rows.append(row)
         print(format_row(row), flush=True)
 
-    meta = {
-        "command": "make bench-core  (.venv/bin/python benchmarks/bench_products.py"
-        + (" --quick" if args.quick else "") + ")",
-        "numba_threads": threads,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs",
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "clifford": clifford.__version__,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    _io.atomic_write_text(args.out + ".json", json.dumps({"meta": meta, "rows": rows}, indent=2))
-    _io.atomic_write_text(args.out + ".md", markdown(meta, rows))
+    meta = metadata(command_line(__file__, argv, make_target="bench-core"),
+                    packages=("numpy", "numba", "clifford"))
+    write_results(args.out, {"meta": meta, "rows": rows}, markdown(meta, rows))
     print(f"wrote {args.out}.md and .json")
     return 0
 
@@ -196,33 +148,33 @@ def format_row(row):
 
 def markdown(meta, rows):
     def cell(row, key):
-        v = ns_per_pair(row, key)
-        return "-" if v is None else f"{v:,.0f}"
+        return number(ns_per_pair(row, key), digits=0)
 
+    def routed(row, key, route):
+        return f"{cell(row, key)} ({row[route]})" if route in row else cell(row, key)
+
+    def over(row, num, den):
+        return ratio(row[num] / row[den], 3) if num in row and den in row else None
+
+    table = markdown_table(
+        ["n", "pairs", "galinear auto", "table", "table 2 thr", "generated", "clifford (route)", "einsum",
+         "auto/clifford", "auto/einsum", "generated/table"],
+        ([row["n"], f"{row['pairs']:,}", cell(row, "galinear_auto_s"), cell(row, "galinear_1thread_s"),
+          cell(row, "galinear_s"), cell(row, "generated_s"), routed(row, "clifford_s", "clifford_route"),
+          routed(row, "einsum_s", "einsum_route"), over(row, "galinear_auto_s", "clifford_s"),
+          over(row, "galinear_auto_s", "einsum_s"), over(row, "generated_s", "galinear_1thread_s")] for row in rows))
     lines = [
         "# Batched geometric product: galinear vs clifford vs einsum",
         "",
-        f"Command: `{meta['command']}`. {meta['date']}; {meta['machine']}; numpy {meta['numpy']}, "
-        f"numba {meta['numba']} ({meta['numba_threads']} threads by default), clifford {meta['clifford']}.",
+        header(meta),
         "Times are ns per pair, best of the repeats, float64, random dense multivectors; einsum runs on",
         f"at most {EINSUM_PAIRS:,} of the pairs ({EINSUM_PAIRS // 5:,} for n >= 5), optimize=True or False,",
         "whichever is faster (time per pair reported). All contenders of one n are timed round-robin.",
         "Ratios use galinear `gp` with `method=\"auto\"` on 1 thread (clifford's loop is single-threaded;",
         "einsum's BLAS may use several); \"table 2 thr\" is the table kernel with numba's default threads.",
         "",
-        "| n | pairs | galinear auto | table | table 2 thr | generated | clifford (route) | einsum | auto/clifford | auto/einsum | generated/table |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        table,
     ]
-    for row in rows:
-        g = row["galinear_auto_s"]
-        ratio_c = f"{g / row['clifford_s']:.3f}"
-        ratio_e = f"{g / row['einsum_s']:.3f}" if "einsum_s" in row else "-"
-        ratio_g = f"{row['generated_s'] / row['galinear_1thread_s']:.3f}" if "generated_s" in row else "-"
-        lines.append(
-            f"| {row['n']} | {row['pairs']:,} | {cell(row, 'galinear_auto_s')} | {cell(row, 'galinear_1thread_s')} | "
-            f"{cell(row, 'galinear_s')} | {cell(row, 'generated_s')} | {cell(row, 'clifford_s')} ({row['clifford_route']}) | "
-            f"{cell(row, 'einsum_s')}{' (' + row['einsum_route'] + ')' if 'einsum_route' in row else ''} | {ratio_c} | {ratio_e} | {ratio_g} |"
-        )
     return "\n".join(lines) + "\n"
 
 

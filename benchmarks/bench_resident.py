@@ -14,35 +14,21 @@ Prints time ratios ``F.linear time / our time`` (above 1: ours is faster), float
   4. the cross-over: time of the map plus the transposed map of both kernels against the number
      of tokens.
 
-Timings: minimum and median of --repeats interleaved runs after a warm-up; the ratio uses the
-medians. Writes nothing unless --json PATH is given.
+Timings: medians of --repeats interleaved runs after a warm-up (``_common.round_robin``). Writes
+nothing unless --json PATH is given.
 """
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, command_line, metadata, ratio, round_robin, set_threads, statistic, write_json  # noqa: E402
+
 KERNELS = ("tile", "resident", "auto")
-
-
-def median_times(functions: dict, repeats: int) -> dict:
-    import numpy as np
-
-    for fn in functions.values():
-        fn()
-    samples = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, fn in functions.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: float(np.median(v)) for name, v in samples.items()}
 
 
 def factors(P, n, requires_grad=False, seed=0):
@@ -65,7 +51,7 @@ def map_and_transposed(x3, grad3, fs, kernel):
 def show(label, t):
     dense = t["linear"]
     parts = [f"F.linear {dense*1e3:.3f} ms"]
-    parts += [f"{k} {v*1e3:.3f} ms ({dense / v:.2f}x)" for k, v in t.items() if k != "linear"]
+    parts += [f"{k} {v*1e3:.3f} ms ({ratio(dense / v, suffix='x')})" for k, v in t.items() if k != "linear"]
     print(f"{label}: " + ", ".join(parts), flush=True)
 
 
@@ -85,7 +71,7 @@ def bench_forward(sizes, tokens, repeats):
         for k in KERNELS:
             fns[k] = functools.partial(numba_sandwich, x3, *fs, kernel=k)
         with torch.no_grad():
-            t = median_times(fns, repeats)
+            t = statistic(round_robin(fns, repeats))
         show(f"forward d={d}, {tokens} tokens", t)
         rows.append({"d": d, **t})
     return rows
@@ -103,21 +89,19 @@ def bench_forward_backward(d, tokens, repeats):
 
     fns = {"linear": lambda: torch.autograd.grad(torch.nn.functional.linear(x, weight), (x, weight), grad)}
     fns.update({k: functools.partial(map_and_transposed, x3, grad3, fs, k) for k in KERNELS})
-    t = median_times(fns, repeats)
+    t = statistic(round_robin(fns, repeats))
     show(f"map + transposed map d={d}, {tokens} tokens (F.linear: forward + backward)", t)
     return {"d": d, **t}
 
 
 def bench_one_token(sizes, repeats):
-    import numba
     import torch
 
     from galinear.nn import RotorLinear
     from galinear.nn.fast import numba_sandwich
     from galinear.nn.functional import backends
 
-    torch.set_num_threads(1)
-    numba.set_num_threads(1)
+    set_threads(1)
     for k in ("tile", "resident"):
         backends.register_sandwich_backend(f"numba-{k}", functools.partial(numba_sandwich, kernel=k), priority=-1)
     rows = []
@@ -138,7 +122,7 @@ def bench_one_token(sizes, repeats):
         fns.update({f"RotorLinear {k}": functools.partial(whole, k) for k in ("tile", "resident")})
         fns.update({f"kernel {k}": functools.partial(numba_sandwich, x3, *fs, kernel=k) for k in ("tile", "resident")})
         with torch.no_grad():
-            t = median_times(fns, repeats)
+            t = statistic(round_robin(fns, repeats))
         show(f"one token, 1 thread, RotorLinear({d}, {d}) ({P} chunk pairs of 2**{n})", t)
         rows.append({"d": d, **t})
     return rows
@@ -153,8 +137,8 @@ def bench_cross_over(d, token_counts, repeats):
     for tokens in token_counts:
         x3 = torch.randn(tokens, 1, d)
         grad = torch.randn(tokens, 1, d)
-        t = median_times({k: functools.partial(map_and_transposed, x3, grad, fs, k) for k in ("tile", "resident")},
-                         repeats)
+        t = statistic(round_robin({k: functools.partial(map_and_transposed, x3, grad, fs, k)
+                                   for k in ("tile", "resident")}, repeats))
         print(f"cross-over d={d}, {tokens} tokens, map + transposed map: tile {t['tile']*1e3:.2f} ms, "
               f"resident {t['resident']*1e3:.2f} ms (tile / resident {t['tile'] / t['resident']:.2f})", flush=True)
         rows.append({"tokens": tokens, **t})
@@ -175,12 +159,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
-    sys.path.insert(0, str(ROOT))
-    import numba
-    import torch
-
-    torch.set_num_threads(args.threads)
-    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    set_threads(args.threads)
+    meta = metadata(command_line(__file__, argv, make_target="bench-resident"), repeats=args.repeats)
     print(f"float32; threads: torch {args.threads}, numba {args.threads} (one-token rows: 1); "
           f"median of {args.repeats} interleaved repeats; ratio = F.linear time / ours", flush=True)
     results = {"forward": bench_forward(args.sizes, args.tokens, args.repeats),
@@ -188,7 +168,7 @@ def main(argv=None) -> int:
     results["cross_over"] = {d: bench_cross_over(d, args.cross_over_tokens, args.repeats) for d in args.cross_over_d}
     results["one_token"] = bench_one_token(args.one_token, max(args.repeats, 20))
     if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, {"meta": meta, **results})
     return 0
 
 

@@ -23,17 +23,15 @@ under the machine's measured bandwidth and GEMM rate).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import median_times  # noqa: E402  (warm-up, then interleaved rounds; medians)
-RESULTS = ROOT / "benchmarks" / "results"
+from _common import (RESULTS, ROOT, command_line, header, markdown_table, metadata, ratio,  # noqa: E402
+                     round_robin, set_threads, statistic, write_results)
+
 PLOT = ROOT / "docs" / "bench_spinor_time_vs_d.png"
 ROOFLINE = ROOT / "docs" / "bench_spinor_roofline.png"
 
@@ -47,7 +45,7 @@ def paired_times(calls: dict, repeats: int) -> dict:
     for name, fn in calls.items():
         if name == "dense":
             continue
-        pair = median_times({"dense": calls["dense"], name: fn}, repeats)
+        pair = statistic(round_robin({"dense": calls["dense"], name: fn}, repeats))
         dense_times.append(pair["dense"])
         out[name] = pair[name]
         out[f"{name}_dense"] = pair["dense"]
@@ -62,12 +60,8 @@ def memory_bandwidth(torch, megabytes=512, repeats=5) -> float:
     """Bytes per second of a large copy (read + write), the machine's memory bandwidth."""
     src = torch.ones(megabytes * 2**20 // 4)
     dst = torch.empty_like(src)
-    times = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        dst.copy_(src)
-        times.append(time.perf_counter() - start)
-    return 2 * src.numel() * 4 / float(np.median(times[1:]))
+    seconds = round_robin({"copy": lambda: dst.copy_(src)}, repeats)["copy"].median
+    return 2 * src.numel() * 4 / seconds
 
 
 def spinor_macs(n: int) -> float:
@@ -91,17 +85,17 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="folder for bench_spinor.{md,json} (and the plots, when not the default)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
     import torch
 
-    from galinear import _numba
     from galinear.nn import RotorLinear
     from galinear.nn import functional as F
 
-    _numba.set_threads(args.threads)  # first: starting numba's pool may reset torch's count
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     torch.manual_seed(0)
     rows = []
     for d in args.sizes:
@@ -168,58 +162,59 @@ def main(argv=None) -> int:
     for row in rows:
         for kind in ("dense", "spinor", "chain"):
             row[f"limit_{kind}_s"] = row[f"macs_{kind}"] * row["tokens"] / peak
-    result = {"command": "python benchmarks/bench_spinor.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "threads": args.threads, "tokens": args.tokens, "gemm_macs_per_s": peak,
-              "bandwidth_bytes_per_s": bandwidth,
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows}
+    result = metadata(command_line(__file__, argv, make_target="bench-spinor"), threads=args.threads,
+                      tokens=args.tokens, gemm_macs_per_s=peak, bandwidth_bytes_per_s=bandwidth, rows=rows)
     if args.no_write:
         return 0
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_spinor.json").write_text(json.dumps(result, indent=1) + "\n")
-    (RESULTS / "bench_spinor.md").write_text(markdown(result))
-    plot(result)
-    plot_roofline(result)
-    print(f"wrote {RESULTS / 'bench_spinor.md'}, {RESULTS / 'bench_spinor.json'}, {PLOT}")
+    written = write_results(args.out / "bench_spinor", result, markdown(result))
+    figures = (PLOT, ROOFLINE) if args.out == RESULTS else (args.out / PLOT.name, args.out / ROOFLINE.name)
+    plot(result, figures[0])
+    plot_roofline(result, figures[1])
+    print(f"wrote {written[1]}, {written[0]}, {figures[0]}, {figures[1]}")
     return 0
 
 
 def markdown(result) -> str:
     rows = result["rows"]
-    lines = [f"Command: `{result['command'].strip()}`; {result['date']}; float32, {result['threads']} threads, "
-             f"{result['tokens']} tokens; ratios = F.linear time / ours (above 1: faster than dense).", "",
-             "| d | F.linear (ms) | map spinor | map numba | RotorLinear spinor | RotorLinear numba | "
-             "train F.linear (ms) | train spinor | train numba |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        inf = r["inference_dense_s"]
-        tr = r["training_dense_s"]
-        lines.append(f"| {r['d']} | {inf*1e3:.1f} | {inf/r['inference_map_spinor_s']:.2f}x | "
-                     f"{inf/r['inference_map_numba_s']:.2f}x | {inf/r['inference_layer_spinor_s']:.2f}x | "
-                     f"{inf/r['inference_layer_numba_s']:.2f}x | {tr*1e3:.1f} | {tr/r['training_spinor_s']:.2f}x | "
-                     f"{tr/r['training_numba_s']:.2f}x |")
+
+    def x(value):
+        return ratio(value, suffix="x")
+
+    lines = [header(result) + f" Float32, {result['threads']} threads, {result['tokens']} tokens; ratios = "
+             "F.linear time / ours (above 1: faster than dense).", ""]
+    lines.append(markdown_table(
+        ["d", "F.linear (ms)", "map spinor", "map numba", "RotorLinear spinor", "RotorLinear numba",
+         "train F.linear (ms)", "train spinor", "train numba"],
+        ([r["d"], f"{r['inference_dense_s'] * 1e3:.1f}",
+          *(x(r["inference_dense_s"] / r[f"inference_{k}_s"]) for k in ("map_spinor", "map_numba", "layer_spinor",
+                                                                         "layer_numba")),
+          f"{r['training_dense_s'] * 1e3:.1f}",
+          *(x(r["training_dense_s"] / r[f"training_{k}_s"]) for k in ("spinor", "numba"))]
+         for r in rows)))
     lines += ["", f"Roofline: the dense GEMM at d = {rows[-1]['d']} runs at {result['gemm_macs_per_s']/1e9:.1f} GMAC/s; "
-              "multiply-adds per token and the time at that rate:", "",
-              "| d | dense MACs | spinor MACs | chain MACs | dense at peak (ms) | spinor at peak (ms) | "
-              "spinor measured (ms) | spinor share of peak |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['d']} | {r['macs_dense']:.0f} | {r['macs_spinor']:.0f} | {r['macs_chain']:.0f} | "
-                     f"{r['limit_dense_s']*1e3:.2f} | {r['limit_spinor_s']*1e3:.2f} | "
-                     f"{r['inference_map_spinor_s']*1e3:.2f} | {r['limit_spinor_s']/r['inference_map_spinor_s']:.0%} |")
+              "multiply-adds per token and the time at that rate:", ""]
+    lines.append(markdown_table(
+        ["d", "dense MACs", "spinor MACs", "chain MACs", "dense at peak (ms)", "spinor at peak (ms)",
+         "spinor measured (ms)", "spinor share of peak"],
+        ([r["d"], r["macs_dense"], r["macs_spinor"], r["macs_chain"], r["limit_dense_s"] * 1e3,
+          r["limit_spinor_s"] * 1e3, r["inference_map_spinor_s"] * 1e3,
+          r["limit_spinor_s"] / r["inference_map_spinor_s"]]
+         for r in rows), formats=[None, ".0f", ".0f", ".0f", ".2f", ".2f", ".2f", ".0%"]))
     bw = result["bandwidth_bytes_per_s"]
     lines += ["", f"Memory: a 512 MiB copy moves {bw/1e9:.1f} GB/s. Bytes to and from memory per token "
               "(x and y; the dense weight once per call, the spinor blocks' matrices stay in the caches), "
-              "arithmetic intensity and the time those bytes take at that bandwidth:", "",
-              "| d | dense bytes | dense MAC/byte | spinor bytes | spinor MAC/byte | spinor bytes at bandwidth (ms) | "
-              "spinor achieved GMAC/s |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['d']} | {r['bytes_dense']:.0f} | {r['macs_dense']/r['bytes_dense']:.0f} | "
-                     f"{r['bytes_spinor']:.0f} | {r['macs_spinor']/r['bytes_spinor']:.1f} | "
-                     f"{r['bytes_spinor']*r['tokens']/bw*1e3:.2f} | "
-                     f"{r['macs_spinor']*r['tokens']/r['inference_map_spinor_s']/1e9:.1f} |")
+              "arithmetic intensity and the time those bytes take at that bandwidth:", ""]
+    lines.append(markdown_table(
+        ["d", "dense bytes", "dense MAC/byte", "spinor bytes", "spinor MAC/byte", "spinor bytes at bandwidth (ms)",
+         "spinor achieved GMAC/s"],
+        ([r["d"], r["bytes_dense"], r["macs_dense"] / r["bytes_dense"], r["bytes_spinor"],
+          r["macs_spinor"] / r["bytes_spinor"], r["bytes_spinor"] * r["tokens"] / bw * 1e3,
+          r["macs_spinor"] * r["tokens"] / r["inference_map_spinor_s"] / 1e9]
+         for r in rows), formats=[None, ".0f", ".0f", ".0f", ".1f", ".2f", ".1f"]))
     return "\n".join(lines) + "\n"
 
 
-def plot_roofline(result):
+def plot_roofline(result, path=ROOFLINE):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -243,11 +238,12 @@ def plot_roofline(result):
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(f"roofline, float32, {result['threads']} threads")
     fig.tight_layout()
-    fig.savefig(ROOFLINE, dpi=110)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot(result):
+def plot(result, path=PLOT):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -268,8 +264,8 @@ def plot(result):
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(f"float32, {result['threads']} threads")
     fig.tight_layout()
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(PLOT, dpi=110)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

@@ -20,23 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from galinear import _io  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (RESULTS, command_line, header, markdown_table, metadata, ratio, round_robin,  # noqa: E402
+                     torch_sync, write_json, write_text)
 from galinear.nn import RotorNetwork  # noqa: E402
 from galinear.nn import functional as F  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results"
 
 
 def build(variant: str, args):
@@ -68,11 +62,6 @@ def step(model, optimizer, x, target):
     return loss.detach()
 
 
-def synchronize(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def rss_bytes() -> int:
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -91,12 +80,12 @@ def peak_memory(variant: str, args) -> float:
     model, optimizer, x, target = build(variant, args)
     device = torch.device(args.device)
     step(model, optimizer, x, target)  # first step: lazy tables, optimizer state
-    synchronize(device)
     if device.type == "cuda":
+        torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
         step(model, optimizer, x, target)
-        synchronize(device)
+        torch.cuda.synchronize(device)
         return float(torch.cuda.max_memory_allocated(device) - base)
     base = rss_bytes()
     with open("/proc/self/clear_refs", "w") as handle:  # Linux: reset the peak RSS (VmHWM) to now
@@ -121,20 +110,17 @@ def render(runs: dict) -> str:
         lines += [
             f"## {key}",
             "",
-            f"{meta['shape']}, batch {meta['batch']}, Adam, {meta['rounds']} interleaved rounds, device {meta['device']}, "
-            f"torch {meta['torch']}, {meta['threads']} threads on {meta['cpu_count']} CPUs, load average at the end "
-            f"{meta['load_average_at_end'][0]:.1f}, {meta['date']}. Command: `{meta['command']}`",
+            header(meta) + f" {meta['shape']}, batch {meta['batch']}, Adam, {meta['rounds']} interleaved rounds, "
+            f"device {meta['device']}, load average at the end {meta['load_average_at_end'][0]:.1f}.",
             "",
-            "| variant | parameters | median step (s) | x nn.Linear | x dense rotor | peak memory (MiB) | x nn.Linear |",
-            "|---|---|---|---|---|---|---|",
+            markdown_table(
+                ["variant", "parameters", "median step (s)", "x nn.Linear", "x dense rotor", "peak memory (MiB)",
+                 "x nn.Linear"],
+                ([row["variant"], f"{row['parameters']:,}", f"{row['median_step_s']:.3f}", ratio(row["time_vs_linear"]),
+                  ratio(row["time_vs_dense"]), f"{row['peak_memory_mib']:.1f}", ratio(row["memory_vs_linear"])]
+                 for row in rows)),
+            "",
         ]
-        for row in rows:
-            mem_ratio = "-" if row["memory_vs_linear"] is None else f"{row['memory_vs_linear']:.2f}"
-            lines.append(
-                f"| {row['variant']} | {row['parameters']:,} | {row['median_step_s']:.3f} | {row['time_vs_linear']:.2f} | "
-                f"{row['time_vs_dense']:.2f} | {row['peak_memory_mib']:.1f} | {mem_ratio} |"
-            )
-        lines.append("")
     lines += [
         "A step = zero_grad, forward (rotor warm-start refresh included), MSE, backward, Adam step.",
         "Peak memory on CPU: peak resident set during one step (after a warm-up step) above the resident set "
@@ -154,6 +140,8 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--memory-of", help=argparse.SUPPRESS)
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="folder of bench_training_step.{md,json} (runs with other settings in it are kept)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     global THREADS
@@ -168,17 +156,9 @@ def main(argv=None) -> int:
     variants = variants_for(args)
     built = {name: build(name, args) for name in variants}
     parameters = {name: sum(p.numel() for p in built[name][0].parameters()) for name in variants}
-    for name in variants:  # warm-up: tables, warm starts, optimizer state
-        step(*built[name])
-    synchronize(device)
-    times = {name: [] for name in variants}
-    for _ in range(args.rounds):
-        for name in variants:
-            synchronize(device)
-            start = time.perf_counter()
-            step(*built[name])
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
+    # a warm-up round (tables, warm starts, optimizer state), then interleaved rounds
+    timings = round_robin({name: (lambda name=name: step(*built[name])) for name in variants}, args.rounds,
+                          sync=torch_sync(device))
 
     memory = {}
     for name in variants:
@@ -195,7 +175,7 @@ def main(argv=None) -> int:
             result = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
             memory[name] = json.loads(result.stdout.strip().splitlines()[-1])["peak_bytes"]
 
-    median = {name: statistics.median(values) for name, values in times.items()}
+    median = {name: timing.median for name, timing in timings.items()}
     linear = median["linear"]
     rows = []
     for name in variants:
@@ -203,30 +183,21 @@ def main(argv=None) -> int:
             "variant": name,
             "parameters": parameters[name],
             "median_step_s": median[name],
-            "all_steps_s": times[name],
+            "all_steps_s": list(timings[name].samples),
             "time_vs_linear": median[name] / linear,
             "time_vs_dense": median[name] / median["rotor:dense"],
             "peak_memory_mib": memory[name] / 2**20,
             "memory_vs_linear": memory[name] / memory["linear"] if memory["linear"] > 0 else None,
         })
-    command = "python benchmarks/bench_training_step.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    meta = {
-        "command": command.strip(),
-        "shape": f"RotorNetwork({args.width} -> {args.out}, hidden {args.hidden}) vs nn.Linear({args.width}, {args.out})",
-        "batch": args.batch,
-        "rounds": args.rounds,
-        "device": str(device),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_at_end": os.getloadavg(),
-        "machine": platform.platform(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
+    meta = metadata(
+        command_line(__file__, argv, make_target="bench-nn"),
+        shape=f"RotorNetwork({args.width} -> {args.out}, hidden {args.hidden}) vs nn.Linear({args.width}, {args.out})",
+        batch=args.batch, rounds=args.rounds, device=str(device), load_average_at_end=os.getloadavg())
     run = {"meta": meta, "rows": rows}
-    key = f"{device.type}, {meta['threads']} threads, batch {args.batch}, {args.width}->{args.out} hidden {args.hidden}"
+    key = (f"{device.type}, {meta['torch_threads']} threads, batch {args.batch}, {args.width}->{args.out} "
+           f"hidden {args.hidden}")
     runs = {}
-    json_path = RESULTS / "bench_training_step.json"
+    json_path = args.results / "bench_training_step.json"
     if json_path.exists() and not args.no_write:
         try:
             runs = json.loads(json_path.read_text()).get("runs", {})
@@ -236,9 +207,8 @@ def main(argv=None) -> int:
     text = render(runs)
     print(render({key: run}))
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        for name, content in (("bench_training_step.md", text), ("bench_training_step.json", json.dumps({"runs": runs}, indent=2) + "\n")):
-            _io.atomic_write_text(RESULTS / name, content)
+        write_json(json_path, {"runs": runs}, indent=2)
+        write_text(args.results / "bench_training_step.md", text)
     return 0
 
 

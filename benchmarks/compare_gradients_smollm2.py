@@ -17,13 +17,15 @@ same number of steps, and the fit time. Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import markdown_table, write_json  # noqa: E402
 
 GRADIENTS = {"paper": dict(decomposition="power", gradient="power-step"),
              "exact": dict(decomposition="exact", gradient="exact")}
@@ -111,14 +113,11 @@ def main(argv=None) -> int:
             print(f"{name} {proj}: relative test MSE {rows[name][proj]['relative_test_mse']:.4f}", flush=True)
     steps = rows["exact"][projections[0]]["steps"]
     print(f"\nlayer {layer}, seed {args.seed}, {steps} Adam steps per projection; held-out relative MSE")
-    print("| gradient | " + " | ".join(p[0] for p in projections) + " | fit time (s) |")
-    print("|---" * (len(projections) + 2) + "|")
-    for name, per in rows.items():
-        cells = " | ".join(f"{per[p]['relative_test_mse']:.4f}" for p in projections)
-        print(f"| {name} | {cells} | {sum(per[p]['seconds'] for p in per):.0f} |")
+    print(markdown_table(["gradient", *(p[0] for p in projections), "fit time (s)"],
+                         ([name, *(f"{per[p]['relative_test_mse']:.4f}" for p in projections),
+                           f"{sum(per[p]['seconds'] for p in per):.0f}"] for name, per in rows.items())))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+        write_json(args.json, {"args": vars(args), "rows": rows})
     return 0
 
 

@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _common import markdown_row, markdown_table  # noqa: E402
 from compare_gradients_smollm2 import demo_setting, relative_test_mse  # noqa: E402
 
 
@@ -83,8 +84,7 @@ def main(argv=None) -> int:
     start = (layer, setting["heldout_residual"])
     original = heldout_log_perplexity(model, w, start=start)["log_ppl"]
     print(f"original ln PPL {original:.4f}")
-    print("| method | objective | steps | ln PPL | rel. test MSE q | k | v | fit time (s) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(markdown_table(["method", "objective", "steps", "ln PPL", "rel. test MSE q", "k", "v", "fit time (s)"], []))
     for name in args.methods.split(","):
         for obj in args.objectives.split(","):
             modules, steps, seconds = fit_method(setting, name, obj, args.epochs, args.seed, args.hidden)
@@ -92,8 +92,8 @@ def main(argv=None) -> int:
                 log_ppl = heldout_log_perplexity(model, w, start=start)["log_ppl"]
             mse = {p: relative_test_mse(m, setting["x_test"], models.projection(model, layer, p))
                    for p, m in modules.items()}
-            print(f"| {name} | {obj} | {steps} | {log_ppl:.4f} | "
-                  + " | ".join(f"{mse[p]:.3f}" for p in models.PROJECTIONS) + f" | {seconds:.0f} |", flush=True)
+            print(markdown_row([name, obj, steps, log_ppl, *(mse[p] for p in models.PROJECTIONS), seconds],
+                               [None, None, None, ".4f", *(".3f" for _ in models.PROJECTIONS), ".0f"]), flush=True)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"method": name, "objective": obj, "epochs": args.epochs, "seed": args.seed,

@@ -18,21 +18,21 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, markdown_table  # noqa: E402
 
 
 def summary(listings: dict) -> str:
     """One line per RotorLinear: Cl(n), chunk pairs, and the spread of its rotation angles 2 theta."""
-    lines = ["| layer | Cl(n) | chunk pairs | planes | median 2θ (deg) | 90th pct | max | share < 1 deg | |alpha| median |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for name, listing in listings.items():
         angles = [listing.left_angles] + ([listing.right_angles] if listing.right_angles is not None else [])
         turns = np.degrees(2 * np.concatenate([a.reshape(-1) for a in angles]))
-        lines.append(f"| {name} | {listing.n} | {listing.pairs} | {turns.size} | {np.median(turns):.1f} | "
-                     f"{np.percentile(turns, 90):.1f} | {turns.max():.1f} | {np.mean(turns < 1):.2f} | "
-                     f"{np.median(np.abs(listing.alpha)):.3f} |")
-    return "\n".join(lines)
+        rows.append([name, listing.n, listing.pairs, turns.size, np.median(turns), np.percentile(turns, 90),
+                     turns.max(), np.mean(turns < 1), np.median(np.abs(listing.alpha))])
+    return markdown_table(["layer", "Cl(n)", "chunk pairs", "planes", "median 2θ (deg)", "90th pct", "max",
+                           "share < 1 deg", "|alpha| median"], rows,
+                          formats=[None, None, None, None, ".1f", ".1f", ".1f", ".2f", ".3f"])
 
 
 def mlp_model(run_dir: str):

@@ -21,9 +21,8 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, markdown_table  # noqa: E402
 from galinear.train.lm_report import collect_lm_runs, plot_lm_curves  # noqa: E402
 
 
@@ -85,18 +84,20 @@ def compare(runs_root, costs_path, threads: int = 2, time_of: str = "rotor") -> 
 
 
 def markdown(rows: list[dict], budget, threads: int, time_of: str) -> str:
-    lines = [f"| model | parameters | in projections | seeds | steps | held-out ln PPL at the last step "
-             f"| s per step ({threads} thread(s), bench_lm_step) | s of the run | tokens/s | peak RSS (MiB) "
-             f"| ln PPL at {budget:.0f} s (= {time_of}'s run) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: r["final"][0]):
-        cost = r["cost"]
-        at = f"{r['at_budget'][0]:.4f} ± {r['at_budget'][1]:.4f}" if r["at_budget"] else "- (ended earlier)"
-        lines.append(f"| {r['name']} | {cost['parameters']:,} | {cost['projection_parameters']:,} "
-                     f"| {', '.join(map(str, r['seeds']))} | {r['steps']} | {r['final'][0]:.4f} ± {r['final'][1]:.4f} "
-                     f"| {cost['step_seconds']:.3f} | {r['idle_seconds']:.0f} | {cost['tokens_per_second']:,.0f} "
-                     f"| {cost['peak_rss_bytes'] / 2**20:,.0f} | {at} |")
-    return "\n".join(lines) + "\n"
+    def spread(pair):
+        return f"{pair[0]:.4f} ± {pair[1]:.4f}"
+
+    table = markdown_table(
+        ["model", "parameters", "in projections", "seeds", "steps", "held-out ln PPL at the last step",
+         f"s per step ({threads} thread(s), bench_lm_step)", "s of the run", "tokens/s", "peak RSS (MiB)",
+         f"ln PPL at {budget:.0f} s (= {time_of}'s run)"],
+        ([r["name"], f"{r['cost']['parameters']:,}", f"{r['cost']['projection_parameters']:,}",
+          ", ".join(map(str, r["seeds"])), r["steps"], spread(r["final"]), f"{r['cost']['step_seconds']:.3f}",
+          f"{r['idle_seconds']:.0f}", f"{r['cost']['tokens_per_second']:,.0f}",
+          f"{r['cost']['peak_rss_bytes'] / 2**20:,.0f}",
+          spread(r["at_budget"]) if r["at_budget"] else "- (ended earlier)"]
+         for r in sorted(rows, key=lambda r: r["final"][0])))
+    return table + "\n"
 
 
 def plot(rows: list[dict], path) -> None:
@@ -111,7 +112,7 @@ def plot(rows: list[dict], path) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", help="the OUT/TEXT folder of the train-lm runs")
-    parser.add_argument("--costs", default=str(ROOT / "benchmarks" / "results" / "bench_lm_step.json"))
+    parser.add_argument("--costs", default=str(RESULTS / "bench_lm_step.json"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--time-of", default="rotor", help="the run group whose idle time sets the equal-time column")
     parser.add_argument("--plot", default=None)
