@@ -258,10 +258,16 @@ def test_timing_rows_side_by_side():
 
 
 def test_step_seconds_grows_with_the_work():
-    step_seconds = _mlp_step_benchmark().step_seconds
+    import torch
 
-    small = step_seconds(MLPConfig(hidden=8, depth=1), batch_size=4, steps=3)
-    large = step_seconds(MLPConfig(hidden=1024, depth=2), batch_size=256, steps=3)
+    step_seconds = _mlp_step_benchmark().step_seconds
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # process CPU time: idle pool threads spinning on a busy machine would count
+    try:
+        small = step_seconds(MLPConfig(hidden=8, depth=1), batch_size=4, steps=3)
+        large = step_seconds(MLPConfig(hidden=1024, depth=2), batch_size=256, steps=3)
+    finally:
+        torch.set_num_threads(threads)
     assert large > 2 * small  # ~3,000x the arithmetic: a timer that misses the step fails here
 
 
