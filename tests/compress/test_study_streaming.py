@@ -15,7 +15,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from galinear.compress import Study, activations, models  # noqa: E402
 from galinear.compress.activations import CaptureShards  # noqa: E402
-from galinear.compress.config import StudyConfig, validate_request  # noqa: E402
+from galinear.compress.config import StudyConfig, check  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_config, tiny_llama  # noqa: E402
 
 # 12 training windows of 32 tokens per text: 768 training rows, three batches of 256 per pass
@@ -155,7 +155,7 @@ def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypa
 @pytest.mark.parametrize("bad", [0, -2, True, 1.5, "4"])
 def test_shard_windows_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="shard_windows must be a positive integer.*or None"):
-        validate_request(StudyConfig(shard_windows=bad), loaded=True)
+        check(StudyConfig(shard_windows=bad), loaded=True)
 
 
 def test_command_line_option():

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study, wikitext  # noqa: E402
-from galinear.compress.config import validate_request  # noqa: E402
+from galinear.compress.config import check  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_config, tiny_llama  # noqa: E402
 
 
@@ -88,4 +88,4 @@ def test_study_says_it_scored_a_subset_and_never_reuses_another_subset(tmp_path,
 def test_a_bad_window_count_is_refused_before_loading(tmp_path):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="wikitext_windows must be a positive integer"):
-            validate_request(tiny_config(tmp_path, wikitext_windows=bad), None)
+            check(tiny_config(tmp_path, wikitext_windows=bad))
