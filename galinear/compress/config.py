@@ -125,12 +125,13 @@ PRESETS = {
     # ten minutes on 2 cores: two consecutive layers replaced in order, q/k/v fitted jointly to each layer's
     # attention output, then all replacements distilled jointly to the original's next-token distribution;
     # the rotor network against the one-term Kronecker sum and LR* at about 0.5 % of the dense q/k/v;
-    # scored on 4 of the 148 WikiText-2 test windows (spread over the split) and 8 held-out Wikipedia windows
+    # scored on 3 of the 148 WikiText-2 test windows (spread over the split) and 4 held-out Wikipedia windows
+    # (sizes and times: docs/compress.md, "Presets")
     "demo": StudyConfig(datasets=("wikipedia",), layer_sets=((12, 13),), methods=("rotor", "kron", "lr-cf"),
                         seeds=(0,), hidden=512, rank=1, terms=1, objective="attention", train_windows=8,
-                        eval_windows=8, mse_windows=2, valid_windows=2, until_converged=True, max_steps=64,
-                        eval_every=16, patience=4, distill=True, distill_max_steps=20, distill_eval_every=5,
-                        wikitext="file", wikitext_windows=4, out_dir=os.path.join("runs", "compress-demo")),
+                        eval_windows=4, mse_windows=2, valid_windows=2, until_converged=True, max_steps=64,
+                        eval_every=16, patience=4, distill=True, distill_max_steps=12, distill_eval_every=4,
+                        wikitext="file", wikitext_windows=3, out_dir=os.path.join("runs", "compress-demo")),
     # the study of docs/results.md: three single layers (3 seeds), one pair and one triple (1 seed)
     # (sized for 2 shared CPU cores: see docs/results.md)
     "full": StudyConfig(datasets=("wikipedia", "shakespeare", "kjv"),
