@@ -119,7 +119,8 @@ def add_arguments(parser):
                              "--gguf-file, or a .gguf path")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
     parser.add_argument("--texts", dest="datasets", default=None,
-                        help="comma-separated: wikipedia,shakespeare,kjv (they stand in for Wikitext-2/C4/PTB)")
+                        help="comma-separated: wikipedia,shakespeare,kjv (they stand in for C4/PTB; WikiText-2 "
+                             "ships with galinear: --wikitext)")
     parser.add_argument("--text", dest="text_paths", action="append", nargs="+", default=None, metavar="PATH",
                         help="your own text: a UTF-8 text file, a folder of .txt files, or a .jsonl file (with "
                              "--text-field); each PATH is one text, split like the built-in ones; replaces the "
