@@ -1,7 +1,7 @@
 """``galinear demo``: the best known compression recipe in about ten minutes (``--paper``: the paper's
 own one-layer protocol; ``--full``: the larger study)."""
 HELP = ("Replace the q/k/v projections of two consecutive layers (12, 13) of SmolLM2-135M-Instruct by the rotor "
-        "network, the one-term Kronecker sum and LR* at about 0.5 %% of their parameters, fitted to each layer's "
+        "network, the one-term Kronecker sum and LR* at about 0.5 percent of their parameters, fitted to each layer's "
         "attention output and then distilled jointly to the original's next-token distribution; print ln PPL on "
         "3 windows of the WikiText-2 test split and on held-out Wikipedia, before and after the distillation, "
         "and plot it (--paper: the paper's one-layer protocol; --full: the study of docs/results.md)")

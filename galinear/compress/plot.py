@@ -60,16 +60,16 @@ def distillation_figure(summary: dict, path: str, dataset: str = "wikitext2", ti
     for x, ((layers, method), fitted, distilled) in enumerate(points):
         color = _COLORS.get(base_name(method), "black")
         if fitted is not None:
-            ax.plot(x, fitted, marker="o", markersize=8, markerfacecolor="white", color=color, linestyle="none",
-                    label="as fitted" if x == 0 else None)
+            ax.plot(x, fitted, marker="o", markersize=8, markerfacecolor="white", color=color, linestyle="none")
             ax.annotate(f"{fitted:.3f}", (x, fitted), textcoords="offset points", xytext=(8, -3), fontsize=7)
         if distilled is not None:
-            ax.plot(x, distilled, marker="o", markersize=8, color=color, linestyle="none",
-                    label="after the distillation" if x == 0 else None)
+            ax.plot(x, distilled, marker="o", markersize=8, color=color, linestyle="none")
             ax.annotate(f"{distilled:.3f}", (x, distilled), textcoords="offset points", xytext=(8, -3), fontsize=7)
         if fitted is not None and distilled is not None:
             ax.annotate("", xy=(x, distilled), xytext=(x, fitted),
                         arrowprops=dict(arrowstyle="->", color=color, shrinkA=6, shrinkB=6))
+    for label, face in (("as fitted", "white"), ("after the distillation", "gray")):  # legend entries only
+        ax.plot([], [], marker="o", markersize=8, color="gray", markerfacecolor=face, linestyle="none", label=label)
     if pairs["original"] is not None:
         ax.axhline(pairs["original"], color="black", linestyle="--", linewidth=1,
                    label=f"original {pairs['original']:.3f}")
@@ -79,7 +79,12 @@ def distillation_figure(summary: dict, path: str, dataset: str = "wikitext2", ti
     ax.set_ylabel("ln PPL")
     from galinear.compress.report import DATASET_TITLES
 
-    ax.set_title(title or f"{DATASET_TITLES.get(dataset, dataset)}: before and after the distillation", fontsize=9)
+    subset = summary.get("wikitext") or {}
+    if dataset == "wikitext2" and subset.get("windows", 0) < subset.get("of", 0):
+        where = f"{DATASET_TITLES[dataset]} ({subset['windows']} of its {subset['of']} windows)"
+    else:
+        where = DATASET_TITLES.get(dataset, dataset)
+    ax.set_title(title or f"{where}: before and after the distillation", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
