@@ -493,7 +493,7 @@ def test_verify_names_the_file_and_line_of_a_broken_proof(tmp_path, body, where,
     (["--save", "/proc"], r"cannot write into --save /proc \("),
     (["--seeds", str(2**70)], r"--seeds: seed 1180591620717411303424 is out of range; seeds are integers in 0\.\.4294967295"),
     (["--seeds", "-1"], r"--seeds: seed -1 is out of range"),
-    (["--multi-seeds", "0,-3"], r"--multi-seeds: seed -3 is out of range"),
+    (["--layers", "0,1", "--multi-seeds", "0,-3"], r"--multi-seeds: seed -3 is out of range"),
     (["--bh-blocks", "0"], r"--bh-blocks must be a positive integer, got 0"),
     (["--chunk", "48"], r"--chunk must be a power of two >= 4 \(e\.g\. 64 or 128\), got 48"),
     (["--chunk", "2"], r"--chunk must be a power of two >= 4"),
@@ -521,11 +521,19 @@ def test_compress_checks_paths_and_ranges_before_the_model_loads(tmp_path, no_lo
 
 
 def test_bh_blocks_of_a_model_told_only_once_loaded_is_checked_before_any_fit():
-    from galinear.commands.compress import bh_blocks_problem
+    from galinear.compress.config import StudyConfig, check_loaded
     from galinear.testing.models import tiny_llama
 
     model = tiny_llama(layers=2)  # q: 32 -> 32, k and v: 32 -> 16
-    assert bh_blocks_problem(model, ((0,), (1,)), 4) is None
-    assert bh_blocks_problem(model, ((1,),), 3) == ("--bh-blocks 3 does not divide the q_proj shape 32 -> 32 of "
-                                                    "layer 1; pick a common divisor of 32 and 32")
-    assert "k_proj shape 32 -> 16" in bh_blocks_problem(model, ((0,),), 32)
+
+    def problem(layer_sets, blocks):
+        try:
+            check_loaded(StudyConfig(layer_sets=layer_sets, methods=("bh1",), bh_blocks=blocks), model, given=True)
+        except ValueError as error:
+            return str(error)
+        return None
+
+    assert problem(((0,), (1,)), 4) is None
+    assert problem(((1,),), 3) == ("--bh-blocks 3 does not divide the q_proj shape 32 -> 32 of "
+                                   "layer 1; pick a common divisor of 32 and 32")
+    assert "k_proj shape 32 -> 16" in problem(((0,),), 32)

@@ -9,43 +9,44 @@ HELP = ("Compress the attention q/k/v projections of a causal LM (or any of q,k,
         "followed by a joint distillation stage (--distill), and report ln PPL on the whole WikiText-2 test "
         "split (the default when its file is installed) and on the held-out windows of the texts")
 
-PRESETS = {
-    # the quick default of `galinear demo`: one middle layer, Wikipedia only
-    # Adam fits run until the validation MSE stops improving (at most 256 steps = 8 passes);
-    # LR1/LR4/BH1 are reported both Adam-fitted and at their closed-form optimum (LR1*, LR4*, BH1*)
-    "demo": dict(datasets="wikipedia", layer_sets="15", methods="rotor,lr1,lr4,bh1", seeds="0",
-                 multi_seeds=None, train_windows=16, eval_windows=8, mse_windows=2, epochs=1.0,
-                 baseline_fit="both", until_converged=True, max_steps=256, eval_every=16, patience=4),
-    # the study of docs/results.md: three single layers (3 seeds), one pair and one triple (1 seed)
-    # (sized for 2 shared CPU cores: see docs/results.md)
-    "full": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="8;16;24;16,17;16,17,18",
-                 methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=2,
-                 eval_windows=2, mse_windows=1, epochs=1.0, baseline_fit="both", until_converged=False,
-                 max_steps=2000, eval_every=25, patience=4),
-    # the converged study (make study-converged; wall time in docs/compress.md): seven single layers over
-    # the depth (8, 16 and 24 of the small study among them) with 3 seeds, the pair and the triple at 16
-    # with seed 0, all three texts, 16 training windows per text (24,576 rows), Adam fits until the
-    # validation MSE stops improving (at most 600 steps, about 6 passes), baselines also in closed form
-    "converged": dict(datasets="wikipedia,shakespeare,kjv", layer_sets="2;8;12;16;20;24;28;16,17;16,17,18",
-                      methods="rotor,lr1,lr4,bh1", seeds="0,1,2", multi_seeds="0", train_windows=16,
-                      eval_windows=4, mse_windows=2, epochs=1.0, baseline_fit="both", until_converged=True,
-                      max_steps=600, eval_every=25, patience=4),
-}
+
+
+class PresetNames:
+    """The names of :data:`galinear.compress.config.PRESETS` as the choices of --preset: read (with
+    the torch stack that module imports) when an argument is checked or a help text shows them,
+    never while the parser is built, so ``galinear --help`` stays fast."""
+
+    def _names(self):
+        from galinear.compress.config import PRESETS
+
+        return sorted(PRESETS)
+
+    def __contains__(self, name):
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self):
+        return len(self._names())
+
+
 BASELINE_FITS = ("adam", "closed-form", "both")
 
 
 class StudyDefault:
     """The default of an option that is a :class:`~galinear.compress.config.StudyConfig` field of the
-    same name: written only there, and read (with the torch stack that module imports) when a help
-    text shows it, never while the parser is built, so ``galinear --help`` stays fast."""
+    same name: the field of the default preset (``galinear.compress.config.DEFAULT_PRESET``), read
+    (with the torch stack that module imports) when a help text shows it, never while the parser is
+    built, so ``galinear --help`` stays fast."""
 
     def __init__(self, field: str):
         self.field = field
 
     def value(self):
-        from galinear.compress.config import StudyConfig
+        from galinear.compress.config import DEFAULT_PRESET, preset
 
-        return getattr(StudyConfig, self.field)
+        return getattr(preset(DEFAULT_PRESET), self.field)
 
     def __str__(self):
         return str(self.value())
@@ -54,7 +55,7 @@ class StudyDefault:
         return f"StudyDefault({self.field!r})"
 
 
-# options whose default is the StudyConfig field of the same name
+# options whose default is the default preset's StudyConfig field of the same name
 STUDY_FIELDS = ("model", "window", "stride", "split_seed", "hidden", "o_epochs", "valid_windows", "objective",
                 "wikitext_window", "wikitext_windows", "distill_lr", "distill_max_steps", "distill_eval_every")
 
@@ -107,16 +108,19 @@ def parse_layer_sets(text):
 
 
 def add_arguments(parser):
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                        help="starting point for every setting not given (default: the demo's settings, with the "
-                             "WikiText-2 evaluation on; a preset named here keeps its texts-only evaluation, so "
-                             "`galinear demo` stays within about 10 minutes)")
+    parser.add_argument("--preset", choices=PresetNames(), default=None,
+                        help="the settings every option not given takes (galinear.compress.config.PRESETS): "
+                             "standard (the default: the paper's one-layer protocol, scored on WikiText-2 too), "
+                             "paper (the same on the held-out texts only), demo (what `galinear demo` runs: "
+                             "consecutive layers, the attention objective and the joint distillation), full, "
+                             "converged (docs/compress.md, \"Presets\")")
     parser.add_argument("--model", default=StudyDefault("model"),
                         help="'%(default)s' (embedded default), a save_pretrained folder, a folder with "
                              "--gguf-file, or a .gguf path")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
     parser.add_argument("--texts", dest="datasets", default=None,
-                        help="comma-separated: wikipedia,shakespeare,kjv (they stand in for Wikitext-2/C4/PTB)")
+                        help="comma-separated: wikipedia,shakespeare,kjv (they stand in for C4/PTB; WikiText-2 "
+                             "ships with galinear: --wikitext)")
     parser.add_argument("--text", dest="text_paths", action="append", nargs="+", default=None, metavar="PATH",
                         help="your own text: a UTF-8 text file, a folder of .txt files, or a .jsonl file (with "
                              "--text-field); each PATH is one text, split like the built-in ones; replaces the "
@@ -137,7 +141,7 @@ def add_arguments(parser):
                              "rows, reported as LR1*, LR4*, BH1*) or both (default)")
     stopping = parser.add_mutually_exclusive_group()
     stopping.add_argument("--until-converged", dest="until_converged", action="store_true", default=None,
-                          help="Adam fits run until the validation MSE stops improving (demo preset: on)")
+                          help="Adam fits run until the validation MSE stops improving (the standard, paper, demo and converged presets: on)")
     stopping.add_argument("--fixed-steps", dest="until_converged", action="store_false", default=None,
                           help="Adam fits run --epochs passes with a cosine schedule (full preset)")
     parser.add_argument("--objective", choices=("qkv", "attention", "logits"), default=StudyDefault("objective"),
@@ -146,9 +150,10 @@ def add_arguments(parser):
                              "distribution (logits, KL); closed-form fits stay qkv (default %(default)s)")
     parser.add_argument("--wikitext", choices=("auto", "file", "hub", "off"), default=None,
                         help="the standard measure: ln PPL over the whole WikiText-2 test split in non-overlapping "
-                             "windows (galinear.lm.wikitext). auto (default without --preset): the file that "
+                             "windows (galinear.lm.wikitext). auto (the standard preset): the file that "
                              "ships with galinear when it is installed; file: the same, required; hub: the hub "
-                             "dataset (a network and `datasets`); off (the presets): the texts only. It is never "
+                             "dataset (a network and `datasets`); off (the paper, full and converged presets): the texts "
+                             "only (the demo preset scores --wikitext-windows of the file). It is never "
                              "used for fitting")
     parser.add_argument("--wikitext-window", type=int, default=StudyDefault("wikitext_window"),
                         help="tokens per WikiText-2 window (default %(default)s, less where the model's context is)")
@@ -241,45 +246,71 @@ def _targets(text: str) -> tuple:
         raise argparse.ArgumentTypeError(str(error).removeprefix("--targets: ")) from None
 
 
+def _given(args, name: str) -> bool:
+    """Whether the option ``name`` was given (a value other than None, False or a StudyDefault)."""
+    value = getattr(args, name, None)
+    return value is not None and value is not False and not isinstance(value, StudyDefault)
+
+
+def _base(args):
+    """The StudyConfig of --preset (the default preset without it)."""
+    from galinear.compress.config import DEFAULT_PRESET, preset
+
+    return preset(args.preset or DEFAULT_PRESET)
+
+
+def _methods(args, base) -> tuple:
+    """--methods with --baseline-fit applied; without --methods the preset's methods, refitted as
+    --baseline-fit says when it is given (the preset's closed-form pairs folded back first)."""
+    from galinear.compress.methods import CLOSED_FORM
+
+    if _given(args, "methods"):
+        return expand_methods(tuple(x.strip() for x in args.methods.split(",") if x.strip()),
+                              args.baseline_fit or "both")
+    if not _given(args, "baseline_fit"):
+        return tuple(base.methods)
+    adam_name = {cf: name for name, cf in CLOSED_FORM.items()}
+    return expand_methods(tuple(dict.fromkeys(adam_name.get(m, m) for m in base.methods)), args.baseline_fit)
+
+
+# options whose value is the StudyConfig field of the same name
+_SAME_FIELDS = STUDY_FIELDS + ("gguf_file", "train_windows", "eval_windows", "mse_windows", "epochs", "bh_blocks",
+                               "rank", "terms", "chunk", "budget", "max_steps", "eval_every", "patience",
+                               "until_converged", "threads", "cache_dir", "save_dir", "shard_windows", "text_field",
+                               "wikitext", "targets")
+
+
 def config_from_args(args):
-    """Build a StudyConfig from parsed arguments (preset values fill what is not given)."""
-    from galinear.compress import StudyConfig
+    """The StudyConfig of --preset (the default preset without it) with the fields of the options
+    given replaced; nothing else is defaulted here."""
+    import dataclasses
 
-    pick = _picker(args)
+    base = _base(args)
+    changes = {name: getattr(args, name) for name in _SAME_FIELDS
+               if getattr(args, name, None) is not None and not isinstance(getattr(args, name), StudyDefault)}
     files = text_files([p for group in (args.text_paths or []) for p in group])
-    if files and getattr(args, "datasets", None) is None:
-        datasets = ()
-    else:
-        datasets = tuple(x.strip() for x in pick("datasets").split(",") if x.strip())
-    datasets += tuple(name for name, _ in files)
-    methods = expand_methods(tuple(x.strip() for x in pick("methods").split(",") if x.strip()), pick("baseline_fit"))
-    multi = pick("multi_seeds")
-    # an option left at its StudyDefault is not passed: StudyConfig fills it
-    given = {name: getattr(args, name) for name in STUDY_FIELDS
-             if not isinstance(getattr(args, name, None), (StudyDefault, type(None)))}
-    return StudyConfig(
-        gguf_file=args.gguf_file, datasets=datasets,
-        layer_sets=parse_layer_sets(pick("layer_sets")), methods=methods,
-        seeds=_ints(pick("seeds"), "--seeds"), multi_seeds=None if multi is None else _ints(multi, "--multi-seeds"),
-        train_windows=pick("train_windows"), eval_windows=pick("eval_windows"), mse_windows=pick("mse_windows"),
-        epochs=pick("epochs"), bh_blocks=args.bh_blocks, refit_o_proj=args.refit_o_proj,
-        rank=getattr(args, "rank", None), terms=getattr(args, "terms", None), budget=getattr(args, "budget", None),
-        chunk=getattr(args, "chunk", None),
-        out_dir=args.out or os.path.join("runs", f"compress-{args.preset or 'demo'}"), threads=args.threads,
-        cache_dir=getattr(args, "cache_dir", None),
-        progress=not args.no_progress, text_files=files, text_field=args.text_field,
-        until_converged=bool(pick("until_converged")), max_steps=pick("max_steps"), eval_every=pick("eval_every"),
-        patience=pick("patience"), save_dir=getattr(args, "save_dir", None),
-        shard_windows=getattr(args, "shard_windows", None), wikitext=pick("wikitext"),
-        distill=bool(getattr(args, "distill", None)), overwrite=bool(getattr(args, "overwrite", False)),
-        **({"targets": args.targets} if getattr(args, "targets", None) else {}), **given)
-
-
-def _picker(args):
-    """``pick(name)``: the option ``name`` as given, else the preset's value (the demo's without --preset)."""
-    preset = dict(PRESETS[args.preset or "demo"])
-    preset["wikitext"] = "off" if args.preset else "auto"  # a named preset keeps its cost (texts only)
-    return lambda name: getattr(args, name) if getattr(args, name, None) is not None else preset.get(name)
+    if _given(args, "datasets"):
+        changes["datasets"] = tuple(x.strip() for x in args.datasets.split(",") if x.strip())
+    elif files:
+        changes["datasets"] = ()
+    if files:
+        changes["datasets"] = changes.get("datasets", base.datasets) + tuple(name for name, _ in files)
+        changes["text_files"] = files
+    changes["methods"] = _methods(args, base)
+    if _given(args, "layer_sets"):
+        changes["layer_sets"] = parse_layer_sets(args.layer_sets)
+    if _given(args, "seeds"):
+        changes["seeds"] = _ints(args.seeds, "--seeds")
+    if _given(args, "multi_seeds"):
+        changes["multi_seeds"] = _ints(args.multi_seeds, "--multi-seeds")
+    for name in ("refit_o_proj", "distill", "overwrite"):
+        if getattr(args, name, None):
+            changes[name] = True
+    if args.out:
+        changes["out_dir"] = args.out
+    if args.no_progress:
+        changes["progress"] = False
+    return dataclasses.replace(base, **changes)
 
 
 def given_options(args) -> frozenset:
@@ -303,31 +334,37 @@ def unused_option_problem(args):
     """The first option given that has no effect in the combination given, or None: the message
     names it and the option it depends on (an option that changes nothing is a mistake to report,
     not to ignore)."""
+    from galinear.compress.config import DEFAULT_PRESET
     from galinear.compress.methods import CLOSED_FORM, KNOBS, base_name
 
     chosen = given_options(args)
-    pick = _picker(args)
-    asked = [x.strip() for x in (pick("methods") or "").split(",") if x.strip()]
+    base = _base(args)
+    asked = ([x.strip() for x in args.methods.split(",") if x.strip()] if _given(args, "methods")
+             else list(base.methods))
     try:
-        methods = expand_methods(asked, pick("baseline_fit"))
-        layer_sets = parse_layer_sets(pick("layer_sets"))
+        methods = _methods(args, base)
+        layer_sets = parse_layer_sets(args.layer_sets) if _given(args, "layer_sets") else base.layer_sets
     except ValueError:
         return None  # the checks that follow name the problem
     bases = {base_name(m) for m in methods}
     adam = [m for m in methods if m != "zero" and not m.endswith("-cf") and m != "rotorlin-m"]
-    converged, distill, wikitext = bool(pick("until_converged")), bool(args.distill), pick("wikitext")
+    converged = base.until_converged if args.until_converged is None else args.until_converged
+    distill = bool(args.distill) or base.distill
+    wikitext = args.wikitext or base.wikitext
+    preset = f"--preset {args.preset or DEFAULT_PRESET}"
     budget = "--budget sets the size of every method with a size knob"
     stop_flag = "--until-converged" if converged else "--fixed-steps"
-    stopping = stop_flag + ("" if "until_converged" in chosen else f" (the default of --preset {args.preset or 'demo'})")
+    stopping = stop_flag + ("" if "until_converged" in chosen else f" (the default of {preset})")
     no_adam = f"every method of --methods ({','.join(methods)}) is fitted in closed form or has no parameters"
-    wikitext_off = ("--wikitext is off" + ("" if "wikitext" in chosen else f" (the default of --preset {args.preset})")
+    wikitext_off = ("--wikitext is off" + ("" if "wikitext" in chosen else f" (the default of {preset})")
                     + ": add --wikitext auto, file or hub to score WikiText-2")
+    distill_off = "without --distill, which runs the stage it {}"
     multi = any(len(s) > 1 or s == ("all",) for s in layer_sets)
     single = any(len(s) == 1 and s != ("all",) for s in layer_sets)
     rules = (  # (option, its destination, whether it has an effect here, why not: the other option)
-        ("--distill-steps", "distill_max_steps", distill, "without --distill, which runs the stage it sizes"),
-        ("--distill-lr", "distill_lr", distill, "without --distill, which runs the stage it sets"),
-        ("--distill-eval-every", "distill_eval_every", distill, "without --distill, which runs the stage it sets"),
+        ("--distill-steps", "distill_max_steps", distill, distill_off.format("sizes")),
+        ("--distill-lr", "distill_lr", distill, distill_off.format("sets")),
+        ("--distill-eval-every", "distill_eval_every", distill, distill_off.format("sets")),
         ("--wikitext-windows", "wikitext_windows", wikitext != "off", f"here: {wikitext_off}"),
         ("--wikitext-window", "wikitext_window", wikitext != "off", f"here: {wikitext_off}"),
         ("--max-steps", "max_steps", bool(converged and adam) or "rotorlin-m" in methods,
@@ -373,127 +410,6 @@ def unused_option_problem(args):
     return None
 
 
-#: Seeds accepted by --seeds / --multi-seeds: every random generator the study seeds takes them.
-SEED_LIMIT = 2**32 - 1
-
-
-def _folder_problem(flag: str, path: str):
-    """Why ``path`` cannot be the folder of ``flag`` (written into), or None; nothing is created."""
-    import tempfile
-
-    if os.path.exists(path) and not os.path.isdir(path):
-        return f"{flag} {path} is a file, not a folder; choose a folder"
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        return f"{flag} {path} lies under {probe}, which is a file; choose a folder"
-    try:
-        tempfile.TemporaryFile(dir=probe).close()
-    except OSError as error:
-        return f"cannot write into {flag} {path} ({error.strerror} in {probe}); choose a folder you can write to"
-    return None
-
-
-def _model_problem(model: str, gguf_file):
-    """Why --model (and --gguf-file) cannot name a local model, or None (a hub name is left to the loader)."""
-    if isinstance(model, StudyDefault):
-        return None
-    if os.path.isfile(model):
-        with open(model, "rb") as handle:
-            head = handle.read(4)
-        if head != b"GGUF":
-            return (f"--model {model} is a file but not a GGUF model (it does not start with 'GGUF'); pass a "
-                    "save_pretrained folder, a folder with --gguf-file NAME, or a .gguf file")
-        return None
-    if os.path.isdir(model):
-        if gguf_file is not None and not os.path.isfile(os.path.join(model, gguf_file)):
-            return f"--gguf-file {gguf_file} not found in the --model folder {model}"
-        if gguf_file is None and not os.path.isfile(os.path.join(model, "config.json")):
-            return (f"--model {model} is a folder without config.json, so not a save_pretrained folder; for a GGUF "
-                    "file inside it add --gguf-file NAME")
-        return None
-    if os.path.lexists(model) or model.lower().endswith(".gguf") or model.startswith((".", os.sep, "~")):
-        return f"--model {model}: no such file or folder; check the path"
-    return None
-
-
-def _seeds_problem(flag: str, text):
-    for part in (text or "").split(","):
-        part = part.strip()
-        try:
-            seed = int(part) if part else 0
-        except ValueError:
-            return f"{flag} must be comma-separated integers, got {text!r}"
-        if not 0 <= seed <= SEED_LIMIT:
-            return f"{flag}: seed {part} is out of range; seeds are integers in 0..{SEED_LIMIT} (2**32 - 1)"
-    return None
-
-
-def check_before_loading(args):
-    """The first problem of the paths, seeds and counts on the command line, or None: checked before
-    the model loads, each message naming its flag."""
-    problem = (_seeds_problem("--seeds", args.seeds) or _seeds_problem("--multi-seeds", args.multi_seeds)
-               or unused_option_problem(args))
-    if problem:
-        return problem
-    if args.bh_blocks is not None and args.bh_blocks < 1:
-        return f"--bh-blocks must be a positive integer, got {args.bh_blocks}"
-    for flag in ("rank", "terms"):
-        value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            return f"--{flag} must be a positive integer, got {value}"
-    chunk = getattr(args, "chunk", None)
-    if chunk is not None and (chunk < 4 or chunk & (chunk - 1)):
-        return f"--chunk must be a power of two >= 4 (e.g. 64 or 128), got {chunk}"
-    budget = getattr(args, "budget", None)
-    if budget is not None and not 0 < budget <= 1:
-        return f"--budget must be a fraction in (0, 1] of the dense parameters (0.02 for 2 %), got {budget}"
-    if args.bh_blocks is not None and not isinstance(args.model, StudyDefault) and args.gguf_file is None:
-        problem = _bh_blocks_from_config(os.path.join(args.model, "config.json"), args.bh_blocks)
-        if problem:
-            return problem
-    for flag, path in (("--out", args.out), ("--cache", getattr(args, "cache_dir", None)),
-                       ("--save", getattr(args, "save_dir", None))):
-        problem = path is not None and _folder_problem(flag, path)
-        if problem:
-            return problem
-    return _model_problem(args.model, args.gguf_file)
-
-
-def _bh_blocks_from_config(path: str, blocks: int):
-    """The --bh-blocks check from a save_pretrained config.json (q/k/v widths of a standard attention)."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
-        d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-        head_dim = int(config.get("head_dim") or d_model // heads)
-        kv_heads = int(config.get("num_key_value_heads") or heads)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # not told cheaply: checked once the model is loaded, before any fit
-    for name, d_out in (("q_proj", heads * head_dim), ("k_proj/v_proj", kv_heads * head_dim)):
-        if d_model % blocks or d_out % blocks:
-            return (f"--bh-blocks {blocks} does not divide the {name} shape {d_model} -> {d_out}; "
-                    f"pick a common divisor of {d_model} and {d_out}")
-    return None
-
-
-def bh_blocks_problem(model, layer_sets, blocks):
-    """Why --bh-blocks ``blocks`` does not divide the q/k/v widths of ``model`` (a loaded causal LM), or None."""
-    from galinear.lm import models
-
-    for layer in sorted({layer for s in layer_sets for layer in s}):
-        for name in ("q_proj", "k_proj", "v_proj"):
-            weight = models.projection(model, layer, name).weight
-            d_out, d_in = weight.shape
-            if d_in % blocks or d_out % blocks:
-                return (f"--bh-blocks {blocks} does not divide the {name} shape {d_in} -> {d_out} of layer {layer}; "
-                        f"pick a common divisor of {d_in} and {d_out}")
-    return None
-
-
 def run(args):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -502,20 +418,16 @@ def run(args):
     from galinear.compress import Study, distributed
     from galinear.compress.report import texts_note
 
-    problem = check_before_loading(args)
+    problem = unused_option_problem(args)
     if problem:
         return fail("compress", problem)
     ranks = distributed.init_from_env()  # under torchrun: join the ranks (gloo on CPU, nccl on GPU)
     try:
         config = config_from_args(args)
         t0 = time.perf_counter()
-        study = Study(config)
+        study = Study(config)  # every check of the settings (galinear.compress.config.check) comes first
     except (ValueError, TypeError) as exc:
         return fail("compress", str(exc))
-    if config.bh_blocks is not None and any(m.startswith("bh1") for m in config.methods):
-        problem = bh_blocks_problem(study.model, config.layer_sets, config.bh_blocks)  # before any fit
-        if problem:
-            return fail("compress", problem)
     if ranks.rank != 0:  # every rank does its share; rank 0 reports
         study.run()
         return 0

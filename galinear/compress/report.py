@@ -13,7 +13,8 @@ from galinear.lm.models import PROJECTIONS
 
 DATASET_TITLES = {"wikitext2": "WikiText-2 test", "wikipedia": "Wikipedia", "shakespeare": "Shakespeare", "kjv": "KJV"}
 PAPER_SETS_NOTE = ("The texts Wikipedia (lead paragraphs), Shakespeare (modern spelling) and the King "
-                   "James Bible replace the paper's Wikitext-2, C4 and PTB, which are not available offline.")
+                   "James Bible stand in for the paper's C4 and PTB, which are not available offline; the "
+                   "WikiText-2 test split ships with galinear (--wikitext).")
 _TEXT_DESCRIPTIONS = {"wikipedia": "Wikipedia (lead paragraphs)", "shakespeare": "Shakespeare (modern spelling)",
                       "kjv": "the King James Bible"}
 
@@ -26,8 +27,8 @@ def texts_note(datasets) -> str:
         return ""
     names = used[0] if len(used) == 1 else ", ".join(used[:-1]) + " and " + used[-1]
     verb = "stands" if len(used) == 1 else "stand"
-    return (f"The built-in text{'s' if len(used) > 1 else ''} {names} {verb} in for the paper's Wikitext-2, C4 and "
-            "PTB, which are not available offline.")
+    return (f"The built-in text{'s' if len(used) > 1 else ''} {names} {verb} in for the paper's C4 and PTB, which "
+            "are not available offline; the WikiText-2 test split ships with galinear (--wikitext).")
 
 
 def summarize(entries: dict, datasets) -> list:

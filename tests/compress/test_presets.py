@@ -41,8 +41,7 @@ def test_converged_preset_covers_the_study():
 def test_converged_preset_passes_the_checks(argv):
     """The checks Study runs before loading anything (texts given, so no corpus package is needed)."""
     c = _config(*argv)
-    study_config.validate_cheap(c, texts={name: "" for name in c.datasets})
-    study_config.validate_request(c, loaded=object())
+    study_config.check(c, loaded=object(), texts={name: "" for name in c.datasets})
     models.check_layer_range(c.layer_sets, SMOLLM2_LAYERS)
     with pytest.raises(ValueError):  # the same checks refuse a layer SmolLM2 does not have
         models.check_layer_range(_config("--layers", "30").layer_sets, SMOLLM2_LAYERS)

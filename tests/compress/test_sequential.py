@@ -37,7 +37,7 @@ def test_command_line_reads_all_and_ranges():
     compress.add_arguments(parser)
     config = compress.config_from_args(parser.parse_args(["--layers", "0-29", "--methods", "lr1"]))
     assert config.layer_sets == (tuple(range(30)),) and config.wikitext == "auto"
-    config = compress.config_from_args(parser.parse_args(["--layers", "all", "--distill", "--preset", "demo"]))
+    config = compress.config_from_args(parser.parse_args(["--layers", "all", "--distill", "--preset", "paper"]))
     assert config.layer_sets == (("all",),) and config.distill and config.wikitext == "off"
 
 

@@ -16,7 +16,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from galinear.compress import Study, activations  # noqa: E402
 from galinear.lm import models  # noqa: E402
 from galinear.compress.activations import CaptureShards  # noqa: E402
-from galinear.compress.config import StudyConfig, validate_request  # noqa: E402
+from galinear.compress.config import StudyConfig, check  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
@@ -157,7 +157,7 @@ def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypa
 @pytest.mark.parametrize("bad", [0, -2, True, 1.5, "4"])
 def test_shard_windows_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="shard_windows must be a positive integer.*or None"):
-        validate_request(StudyConfig(shard_windows=bad), loaded=True)
+        check(StudyConfig(shard_windows=bad), loaded=True)
 
 
 def test_command_line_option():

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study  # noqa: E402
-from galinear.compress.config import validate_request  # noqa: E402
+from galinear.compress.config import check  # noqa: E402
 from galinear.lm import wikitext  # noqa: E402
 from galinear.lm.perplexity import stream_log_perplexity  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
@@ -91,4 +91,4 @@ def test_study_says_it_scored_a_subset_and_never_reuses_another_subset(tmp_path,
 def test_a_bad_window_count_is_refused_before_loading(tmp_path):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="wikitext_windows must be a positive integer"):
-            validate_request(tiny_config(tmp_path, wikitext_windows=bad), None)
+            check(tiny_config(tmp_path, wikitext_windows=bad))
