@@ -247,6 +247,11 @@ def check(c: StudyConfig, loaded=None, texts: dict | None = None) -> None:
         if tuple(c.methods) == ("zero",):
             raise ValueError("the zero baseline has no parameters to distill; drop --distill or add a method")
     wikitext.check_ready(c.wikitext)
+    if c.wikitext == "auto" and not wikitext.available() and (c.wikitext_windows is not None
+                                                               or c.wikitext_window != StudyConfig.wikitext_window):
+        raise ValueError("--wikitext-windows and --wikitext-window size the WikiText-2 evaluation, but with "
+                         f"--wikitext auto it is skipped here: {wikitext.data_path()} is missing. Restore the file "
+                         "(reinstall galinear), use --wikitext hub with a network, or drop those options")
     if isinstance(c.wikitext_window, bool) or not isinstance(c.wikitext_window, int) or c.wikitext_window < 2:
         raise ValueError(f"wikitext_window must be an integer >= 2 (tokens per window), got {c.wikitext_window!r}")
     if c.wikitext_windows is not None and not _positive_int(c.wikitext_windows):

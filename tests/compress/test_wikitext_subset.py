@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 from galinear.compress import Study  # noqa: E402
 from galinear.compress.config import check  # noqa: E402
 from galinear.lm import wikitext  # noqa: E402
+from galinear.lm.models import LoadedModel  # noqa: E402
 from galinear.lm.perplexity import stream_log_perplexity  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, random_text, tiny_llama  # noqa: E402
@@ -92,3 +93,14 @@ def test_a_bad_window_count_is_refused_before_loading(tmp_path):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="wikitext_windows must be a positive integer"):
             check(tiny_config(tmp_path, wikitext_windows=bad))
+
+
+def test_window_options_with_auto_and_no_file_are_refused(tmp_path, monkeypatch):
+    """--wikitext auto skips the evaluation when the packaged split is missing; the options that size it
+    would then do nothing, so they are refused before loading, naming the file and the fixes."""
+    monkeypatch.setattr(wikitext, "data_path", lambda: str(tmp_path / "missing" / wikitext.FILE))
+    tiny = LoadedModel(tiny_llama(), CharTokenizer(), "tiny")
+    check(tiny_config(tmp_path, wikitext="auto"), tiny, TEXTS)  # nothing asked of the evaluation: it is skipped
+    for options in ({"wikitext_windows": 4}, {"wikitext_window": 64}):
+        with pytest.raises(ValueError, match="--wikitext auto it is skipped here: .*missing"):
+            check(tiny_config(tmp_path, wikitext="auto", **options), tiny, TEXTS)
