@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from galinear.nn import RotorNetwork
+from galinear.nn.functional import branches
 from galinear.nn.functional.branches import branch_sum
 from galinear.testing import assert_gradient_matches_fd, rotor_cases
 
@@ -121,8 +122,14 @@ def test_gadget_path_gradient_matches_central_differences_at_n8():
     assert_gradient_matches_fd(f, net.get_parameter(name).detach(), rtol=1e-7, step=STEP, directions=3)
 
 
-def test_branch_sum_gradient_matches_central_differences():
-    """The fused Function alone, every input, at zero rows (LayerNorm of a constant row) too."""
+@pytest.mark.parametrize("kernel", [True, False])
+def test_branch_sum_gradient_matches_central_differences(kernel, monkeypatch):
+    """The fused Function alone, every input, at zero rows (LayerNorm of a constant row) too, on
+    the numba kernels and on the torch operations."""
+    if not kernel:
+        monkeypatch.setattr(branches, "_kernel_usable", lambda y: False)
+    else:
+        assert branches._kernel_usable(torch.zeros(1, dtype=torch.float64))
     g = torch.Generator().manual_seed(0)
     T, B, J, I, c = 5, 3, 2, 2, 4
     y = torch.randn(T, B, J, I, c, dtype=torch.float64, generator=g)
@@ -148,6 +155,42 @@ def test_branch_sum_gradient_matches_central_differences():
             return (branch_sum(*values, out_index, permutation, H, 1e-5) * weight).sum()
 
         assert_gradient_matches_fd(f, args[position], rtol=1e-7)
+
+
+def _branch_case(shape, dtype, seed=0):
+    T, B, J, I, c, H, placed = shape
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randn(T, B, J, I, c, dtype=dtype, generator=g)
+    y[0] = 0.0  # a constant row
+    scale = torch.rand(B, J, I, c, dtype=dtype, generator=g) + 0.5
+    weights = None if B == 1 else torch.rand(B, dtype=dtype, generator=g) + 0.5
+    slope = torch.tensor([0.3], dtype=dtype)
+    out_index = (torch.arange(J * c) * 7 + 3) % H if placed else None
+    permutation = torch.stack([torch.randperm(H, generator=g) for _ in range(B)])
+    grad = torch.randn(T, H, dtype=dtype, generator=g)
+    return [y, scale, weights, slope], out_index, permutation, H, grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+# (T, B, J, I, c, H, placed): overlapping placed chunks; one chunk per branch; the n = 8 stage
+@pytest.mark.parametrize("shape", [(70, 3, 2, 2, 8, 12, True), (5, 1, 1, 1, 16, 16, False),
+                                   (130, 3, 1, 1, 256, 256, False)])
+def test_branch_sum_kernels_equal_the_torch_operations(shape, dtype, monkeypatch):
+    """The numba kernels (CPU) and the torch operations (every other device): outputs and every
+    gradient agree to float64 rounding (1e-12) and float32 rounding (2e-6), relative to the
+    largest entry."""
+    args, out_index, permutation, H, grad = _branch_case(shape, dtype)
+    results = []
+    for kernel in (True, False):
+        if not kernel:
+            monkeypatch.setattr(branches, "_kernel_usable", lambda y: False)
+        inputs = [None if a is None else a.clone().requires_grad_() for a in args]
+        out = branch_sum(*inputs, out_index, permutation, H, 1e-5)
+        wanted = [a for a in inputs if a is not None]
+        results.append([out, *torch.autograd.grad(out, wanted, grad)])
+    tol = 1e-12 if dtype == torch.float64 else 2e-6
+    for fast, reference in zip(*results):
+        assert relative(fast, reference) <= tol
 
 
 def test_no_hidden_square_matrix_is_built_in_training():

@@ -13,13 +13,16 @@ y (T, B, J, I, c) (T tokens, J output and I input chunks of c coordinates) to
 (s: each chunk pair's alpha times the output averaging; place: the output chunks written to
 their coordinates, summed where chunks overlap; :math:`\pi_b` the branch's fixed permutation; a
 the branch weights, none for the input stage). The backward pass keeps only y (the tensor the
-exact rotor map keeps anyway, so nothing new) and LayerNorm's mean and reciprocal deviation per
-token and branch; z, the permuted and normalised values and the PReLU output are recomputed.
-The operations are plain torch ones, the same for every sandwich backend and device.
+exact rotor map keeps anyway, so nothing new); z, the permuted and normalised values, LayerNorm's
+statistics and the PReLU output are recomputed. The same code serves every sandwich backend: on
+the CPU in float32/float64 two numba kernels (:mod:`galinear.kernels.branches`, one pass over
+each token with its vectors in the L1 cache), elsewhere plain torch operations.
 """
 from __future__ import annotations
 
 import torch
+
+from galinear.nn.functional.threads import intra_op_threads
 
 __all__ = ["branch_sum"]
 
@@ -53,22 +56,63 @@ def _weighted(parts, weights):
     return out
 
 
+def _kernel_usable(y) -> bool:
+    """The numba kernels of :mod:`galinear.kernels.branches` serve float32/float64 CPU tensors
+    when numba compiles (under NUMBA_DISABLE_JIT their loops would be plain Python)."""
+    if y.device.type != "cpu" or y.dtype not in (torch.float32, torch.float64):
+        return False
+    try:
+        from numba import config
+
+        from galinear.kernels import branches  # noqa: F401
+    except Exception:  # numba missing or broken: the torch operations
+        return False
+    return not config.DISABLE_JIT
+
+
+def _slots(y, scale, out_index, permutation, H):
+    """(y (T, B, K), scale (B, K), slot (B, K)) for the kernels: slot[b, k] is where coordinate k
+    of branch b lands in the permuted vector of branch b."""
+    T, B = y.shape[:2]
+    inverse = permutation.argsort(-1)
+    if scale is None:
+        return y.reshape(T, B, H), y.new_ones(B, H), inverse
+    _, _, J, I, c = y.shape
+    dest = torch.arange(J * c, device=y.device) if out_index is None else out_index.to(torch.int64)
+    dest = dest.view(J, 1, c).expand(J, I, c).reshape(-1)
+    return y.reshape(T, B, J * I * c), scale.reshape(B, -1), inverse[:, dest]
+
+
+def _weights_or_ones(weights, y):
+    return y.new_ones(y.shape[1]) if weights is None else weights
+
+
 class _BranchSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, scale, weights, slope, out_index, permutation, H, eps):
-        z = _place(y, scale, out_index, H)
-        normed, _, rstd = _normalised(z, permutation, eps)
-        del z
-        out = _weighted(torch.prelu(normed, slope), weights)
-        ctx.save_for_backward(y, scale, weights, slope, out_index, permutation, rstd)
         ctx.H, ctx.eps = H, eps
-        return out
+        ctx.save_for_backward(y, scale, weights, slope, out_index, permutation)
+        ctx.kernel = _kernel_usable(y)
+        if ctx.kernel:
+            from galinear.kernels import branches as kernels
+
+            flat, factors, slot = _slots(y, scale, out_index, permutation, H)
+            with intra_op_threads(torch.get_num_threads()):
+                out = kernels.stage_forward(_array(flat), _array(factors), _array(slot),
+                                            _array(_weights_or_ones(weights, y).detach()), float(slope), eps, H)
+            return torch.from_numpy(out)
+        z = _place(y, scale, out_index, H)
+        normed = _normalised(z, permutation, eps)[0]
+        del z
+        return _weighted(torch.prelu(normed, slope), weights)
 
     @staticmethod
     def backward(ctx, grad):
-        y, scale, weights, slope, out_index, permutation, rstd = ctx.saved_tensors
+        y, scale, weights, slope, out_index, permutation = ctx.saved_tensors
+        if ctx.kernel:
+            return _BranchSum._kernel_backward(ctx, grad, y, scale, weights, slope, out_index, permutation)
         # recomputed: the placed chunks and their normalised permutation (as in the forward pass)
-        normed = _normalised(_place(y, scale, out_index, ctx.H), permutation, ctx.eps)[0]
+        normed, _, rstd = _normalised(_place(y, scale, out_index, ctx.H), permutation, ctx.eps)
         T, B, H = normed.shape
         upstream = grad.unsqueeze(1)
         grad_weights = grad_slope = None
@@ -103,6 +147,27 @@ class _BranchSum(torch.autograd.Function):
             if ctx.needs_input_grad[1]:
                 grad_scale = (y * pairs).sum(0)
         return grad_y, grad_scale, grad_weights, grad_slope, None, None, None, None
+
+    @staticmethod
+    def _kernel_backward(ctx, grad, y, scale, weights, slope, out_index, permutation):
+        from galinear.kernels import branches as kernels
+
+        flat, factors, slot = _slots(y, scale, out_index, permutation, ctx.H)
+        with intra_op_threads(torch.get_num_threads()):
+            grad_y, grad_scale, grad_weights, grad_slope = kernels.stage_backward(
+                _array(flat), _array(factors), _array(slot), _array(_weights_or_ones(weights, y).detach()),
+                float(slope), ctx.eps, _array(grad.to(y.dtype)))
+        dtype = y.dtype
+        return (torch.from_numpy(grad_y).view(y.shape) if ctx.needs_input_grad[0] else None,
+                torch.from_numpy(grad_scale).to(dtype).view(scale.shape) if ctx.needs_input_grad[1] else None,
+                torch.from_numpy(grad_weights).to(dtype) if ctx.needs_input_grad[2] else None,
+                torch.tensor([grad_slope], dtype=dtype).reshape(slope.shape) if ctx.needs_input_grad[3] else None,
+                None, None, None, None)
+
+
+def _array(t):
+    """A C-contiguous numpy view (or copy) of a CPU tensor without autograd history."""
+    return t.detach().contiguous().numpy()
 
 
 def branch_sum(y, scale, weights, slope, out_index, permutation, H: int, eps: float) -> torch.Tensor:
