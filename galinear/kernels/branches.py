@@ -2,12 +2,14 @@ r"""Numba kernels of a :class:`~galinear.nn.RotorNetwork` stage after its gadget
 the permutation, LayerNorm without affine parameters, PReLU and the weighted branch sum, one token
 at a time (the definition is :mod:`galinear.nn.functional.branches`).
 
-Inputs, for T tokens, B branches and K = J I c chunk-pair coordinates per branch:
+Inputs, for T tokens, B branches and K = S Kp chunk-pair coordinates per branch, held in S parts
+of Kp (the layout of the batched products that computed them):
 
-- ``y`` (T, B, K): the gadgets' chunk-pair outputs, ``scale`` (B, K) their factors;
+- ``y`` (S, T, B, Kp): the gadgets' chunk-pair outputs, coordinate k = s Kp + q at y[s, t, b, q];
+  ``scale`` (B, K) their factors;
 - ``slot`` (B, K): where coordinate k of branch b lands in the permuted hidden vector
   (:math:`\pi_b^{-1}` of its output coordinate), so that the chunk sum, the placement and the
-  permutation are one scatter-add ``u[slot[b, k]] += scale[b, k] y[t, b, k]``;
+  permutation are one scatter-add ``u[slot[b, k]] += scale[b, k] y[s, t, b, q]``;
 - ``weights`` (B,), the PReLU slope and LayerNorm's epsilon.
 
 Every token's vectors of H values stay in the L1 cache: the forward pass reads y once and writes
@@ -32,11 +34,15 @@ _FASTMATH = {"contract", "reassoc"}
 
 
 @jit(fastmath=_FASTMATH)
-def _normalise(u, y_t, scale_b, slot_b, eps):
-    """u = the permuted chunk sum of one token and branch, normalised in place; (mean, rstd)."""
+def _normalise(u, y, t, b, scale_b, slot_b, eps):
+    """u = the permuted chunk sum of token t and branch b, normalised in place; (mean, rstd)."""
     u[:] = 0
-    for k in range(y_t.shape[0]):
-        u[slot_b[k]] += scale_b[k] * y_t[k]
+    Kp = y.shape[3]
+    for s in range(y.shape[0]):
+        y_t = y[s, t, b]
+        base = s * Kp
+        for q in range(Kp):
+            u[slot_b[base + q]] += scale_b[base + q] * y_t[q]
     H = u.shape[0]
     total = 0.0
     for h in range(H):
@@ -54,7 +60,7 @@ def _normalise(u, y_t, scale_b, slot_b, eps):
 
 @jit(parallel=True, nogil=True, fastmath=_FASTMATH)
 def _forward_kernel(y, scale, slot, weights, slope, eps, out):
-    T, B, _ = y.shape
+    _, T, B, _ = y.shape
     H = out.shape[1]
     per = TOKENS_PER_JOB
     jobs = (T + per - 1) // per
@@ -65,7 +71,7 @@ def _forward_kernel(y, scale, slot, weights, slope, eps, out):
             o = out[t]
             o[:] = 0
             for b in range(B):
-                _normalise(u, y[t, b], scale[b], slot[b], eps)
+                _normalise(u, y, t, b, scale[b], slot[b], eps)
                 w = weights[b]
                 for h in range(H):
                     v = u[h]
@@ -74,7 +80,7 @@ def _forward_kernel(y, scale, slot, weights, slope, eps, out):
 
 @jit(parallel=True, nogil=True, fastmath=_FASTMATH)
 def _backward_kernel(y, scale, slot, weights, slope, eps, grad, grad_y, part_scale, part_weights, part_slope):
-    T, B, K = y.shape
+    S, T, B, Kp = y.shape
     H = grad.shape[1]
     per = TOKENS_PER_JOB
     jobs = (T + per - 1) // per
@@ -88,7 +94,7 @@ def _backward_kernel(y, scale, slot, weights, slope, eps, grad, grad_y, part_sca
         for t in range(job * per, min(T, job * per + per)):
             g = grad[t]
             for b in range(B):
-                _, r = _normalise(u, y[t, b], scale[b], slot[b], eps)
+                _, r = _normalise(u, y, t, b, scale[b], slot[b], eps)
                 w = weights[b]
                 dot_w = 0.0
                 sum_gn = 0.0
@@ -109,15 +115,17 @@ def _backward_kernel(y, scale, slot, weights, slope, eps, grad, grad_y, part_sca
                 mgu = sum_gnu / H
                 for h in range(H):
                     gu[h] = r * (gu[h] - mg - u[h] * mgu)
-                yt = y[t, b]
-                gy = grad_y[t, b]
                 sb = scale[b]
                 lb = slot[b]
                 pb = ps[b]
-                for k in range(K):
-                    value = gu[lb[k]]
-                    gy[k] = value * sb[k]
-                    pb[k] += value * yt[k]
+                for s in range(S):
+                    yt = y[s, t, b]
+                    gy = grad_y[s, t, b]
+                    base = s * Kp
+                    for q in range(Kp):
+                        value = gu[lb[base + q]]
+                        gy[q] = value * sb[base + q]
+                        pb[base + q] += value * yt[q]
         part_slope[job] = sum_slope
 
 
@@ -128,15 +136,16 @@ def _jobs(T: int) -> int:
 def stage_forward(y, scale, slot, weights, slope: float, eps: float, H: int):
     """out (T, H) of a stage (module docstring); arrays C-contiguous, y, scale and weights of one
     float dtype, slot int64 with values in 0..H-1."""
-    out = np.empty((y.shape[0], H), dtype=y.dtype)
+    out = np.empty((y.shape[1], H), dtype=y.dtype)
     _forward_kernel(y, scale, slot, weights, y.dtype.type(slope), eps, out)
     return out
 
 
 def stage_backward(y, scale, slot, weights, slope: float, eps: float, grad):
-    """(grad_y (T, B, K), grad_scale (B, K), grad_weights (B,), grad_slope) of a stage for the
+    """(grad_y (S, T, B, Kp), grad_scale (B, K), grad_weights (B,), grad_slope) of a stage for the
     output gradient ``grad`` (T, H); the normalised values are recomputed from y."""
-    T, B, K = y.shape
+    S, T, B, Kp = y.shape
+    K = S * Kp
     jobs = _jobs(T)
     grad_y = np.empty_like(y)
     part_scale = np.zeros((jobs, B, K), dtype=np.float64)

@@ -18,9 +18,10 @@ from galinear._limits import check_count, check_max_iter, check_tolerance, rotor
 from galinear._util import count_parameters
 from galinear.nn import rotor as _rotor
 from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _finite_or_raise
-from galinear.nn.dexp import exact_rotor_sandwich
+from galinear.nn.dexp import exact_parity_blocks, exact_rotor_sandwich
 from galinear.nn.functional.branches import branch_sum
 from galinear.nn.functional.decomposition import Spectrum
+from galinear.nn.functional.matrices import parity_order
 from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
 __all__ = ["RotorNetwork", "check_permutations"]
@@ -104,6 +105,11 @@ def _pair_scale(gadget):
     if gadget.alpha is not None:
         return gadget.alpha.view(J, I, 1) * scale
     return scale.expand(J, I, c)
+
+
+def _output_coordinates(gadget):
+    """(J, c) output coordinate of every output chunk's coordinates."""
+    return gadget.output_index.view(gadget.output_chunks, gadget.chunk_size)
 
 
 def _check_loaded_permutations(module, state_dict, prefix, *args):
@@ -416,24 +422,27 @@ class RotorNetwork(nn.Module):
 
     def _stage(self, gadgets, permutations, weights, h):
         """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``."""
-        y, scale, out_index = self._stage_maps(gadgets, h)
-        return branch_sum(y, scale, weights, self.activation.weight, out_index, permutations, self.hidden, self.eps)
+        y, scale, dest = self._stage_maps(gadgets, h)
+        return branch_sum(y, scale, weights, self.activation.weight, dest, permutations, self.hidden, self.eps)
 
     def _stage_maps(self, gadgets, h):
-        """(y, scale, out_index) of :func:`~galinear.nn.functional.branches.branch_sum` for the
-        stage's gadgets on h (T, in): the chunk-pair outputs of all gadgets from one call of the
-        backend the dispatcher picks for them, when it is a rotor backend and the gadgets are exact
-        rotor gadgets without bias; otherwise each gadget's own output, stacked."""
+        """(y, scale, dest) of :func:`~galinear.nn.functional.branches.branch_sum` for the
+        stage's gadgets on h (T, in). When the gadgets are exact rotor gadgets without bias, all
+        of them in one call: for the backend "dense" the parity blocks of every chunk pair
+        (:meth:`_stage_blocks`), for a rotor backend its sandwich of every chunk pair; otherwise
+        each gadget's own output, stacked."""
         first = gadgets[0]
         T = h.shape[0]
         plan = None
         if isinstance(first, RotorLinear) and first.n > 0 and all(
                 g.gradient == "exact" and g.bias is None for g in gadgets):
             plan = first._plan(T, h, first.training)
-        if plan is None or plan.decode or plan.backend == "dense":
-            return torch.stack([g(h) for g in gadgets], 1), None, None
+        if plan is None or plan.decode:
+            return torch.stack([g(h) for g in gadgets], 1).unsqueeze(0), None, None
         for g in gadgets:
             _checked_gadget(g)
+        if plan.backend == "dense":
+            return self._stage_blocks(gadgets, h)
         c, I, J, P, B = first.chunk_size, first.input_chunks, first.output_chunks, first.pairs, len(gadgets)
         with dispatch.intra_op_threads(plan.threads):
             left, right, spectra = _stage_rotors(gadgets)
@@ -444,8 +453,42 @@ class RotorNetwork(nn.Module):
                 None if right is None else _joined([g.right_bivectors for g in gadgets]),
                 left, right, backend=plan.backend, spectra=spectra, threads=plan.threads,
             )
-        scale = torch.stack([_pair_scale(g) for g in gadgets])
-        return mapped.view(T, B, J, I, c), scale, None if first._plain_output else first.output_index
+        scale = torch.stack([_pair_scale(g) for g in gadgets])                     # (B, J, I, c)
+        out = _output_coordinates(first)                                          # (J, c)
+        dest = out.view(J, 1, c).expand(J, I, c).reshape(-1)
+        return mapped.view(1, T, B, J * I * c), scale.reshape(B, -1), dest
+
+    def _stage_blocks(self, gadgets, h):
+        """The stage's chunk pairs as parity blocks: every chunk-pair map keeps the parity of a
+        blade, so in the basis of :func:`~galinear.nn.functional.matrices.parity_order` it is
+        two c/2 x c/2 blocks (half the work of a c x c matrix). The blocks of all gadgets and
+        pairs, built in one call with the exact gradient
+        (:func:`~galinear.nn.dexp.exact_parity_blocks`), form per input chunk and parity one
+        (c/2, B J c/2) matrix, and the stage is one batched product over the 2 I (chunk,
+        parity) parts: forward and backward are large GEMMs of half the dense layer's work, and
+        no d x d matrix is built. y comes out as (2 I, T, B, J c/2), the layout ``branch_sum``
+        reads directly."""
+        first = gadgets[0]
+        T = h.shape[0]
+        c, I, J, B = first.chunk_size, first.input_chunks, first.output_chunks, len(gadgets)
+        half = c // 2
+        left, right, spectra = _stage_rotors(gadgets)
+        blocks = exact_parity_blocks(
+            _joined([g.left_bivectors for g in gadgets]),
+            None if right is None else _joined([g.right_bivectors for g in gadgets]),
+            left, right, spectra)                                                  # (B J I, 2, c/2, c/2)
+        # weight[(i, parity), column, (b, j, row)] = blocks[b, j, i, parity, row, column]
+        weight = blocks.view(B, J, I, 2, half, half).permute(2, 3, 5, 0, 1, 4).reshape(2 * I, half, B * J * half)
+        order = parity_order(first.n, h.device)
+        inputs = first.input_index.view(I, c)[:, order].reshape(-1)
+        parts = h.index_select(1, inputs).view(T, 2 * I, half).transpose(0, 1)     # (2 I, T, c/2)
+        y = torch.bmm(parts, weight).view(2 * I, T, B, J * half)
+        # factors and destinations in the same (i, parity, j, row) order
+        scale = torch.stack([_pair_scale(g) for g in gadgets])[..., order]         # (B, J, I, c)
+        scale = scale.view(B, J, I, 2, half).permute(0, 2, 3, 1, 4).reshape(B, -1)
+        out = _output_coordinates(first)[:, order].view(J, 2, half).transpose(0, 1)
+        dest = out.unsqueeze(0).expand(I, 2, J, half).reshape(-1)
+        return y, scale, dest
 
     def num_parameters(self) -> int:
         return count_parameters(self)
