@@ -136,10 +136,10 @@ class RotorNetwork(nn.Module):
     the CPU (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled
     matrices with the permutations folded in and the branches of a layer stacked. Under autograd
     (training) every stage runs through its gadgets' structured map, the branches of a hidden
-    layer in one call of the backend the dispatcher picks, and the stage's chunk sum,
-    permutations, LayerNorm, PReLU and branch sum in one autograd Function that keeps only the
-    rotor maps' outputs (:meth:`_structured_forward`); larger batches without autograd run
-    gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
+    layer in one call of the backend the dispatcher picks (for "dense" one batched product of
+    the chunk pairs' parity blocks), and the stage's chunk sum, permutations, LayerNorm, PReLU
+    and branch sum in one autograd Function that keeps only the rotor maps' outputs
+    (:meth:`_structured_forward`); larger batches without autograd run gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
     1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
     """
@@ -409,16 +409,32 @@ class RotorNetwork(nn.Module):
 
         Kept for the backward pass, per stage: the rotor maps' outputs (tokens x branches x
         pairs x chunk, i.e. tokens x branches x hidden for the default chunks), which the exact
-        gradient needs anyway, and LayerNorm's mean and reciprocal deviation per token and
-        branch. Recomputed in the backward pass: the chunk sum, the permuted and normalised
-        values and the PReLU output. Nothing of size hidden x hidden is built.
+        gradient needs anyway, and for the parity-block path of the backend "dense" the stage's
+        input in the blocks' order (tokens x input chunks x chunk). Recomputed in the backward
+        pass: the chunk sum, the permuted and normalised values, LayerNorm's statistics and the
+        PReLU output. Nothing of size hidden x hidden is built.
         """
         lead = x.shape[:-1]
         h = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None,
                         x.reshape(-1, self.in_features))
         for layer, gadgets in enumerate(self.hidden_gadgets):
             h = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h)
-        return self.output_gadget(h).reshape(*lead, self.out_features)
+        return self._output(h).reshape(*lead, self.out_features)
+
+    def _output(self, h):
+        """The output gadget on h (T, hidden): as parity blocks (:meth:`_stage_blocks`) where its
+        stage would run them, else its own call."""
+        gadget = self.output_gadget
+        if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
+            return gadget(h)
+        plan = gadget._plan(h.shape[0], h, gadget.training)
+        if plan.decode or plan.backend != "dense":
+            return gadget(h)
+        _checked_gadget(gadget)
+        y, scale, dest = self._stage_blocks([gadget], h)
+        S, T, _, Kp = y.shape
+        flat = (y[:, :, 0] * scale.view(S, 1, Kp)).permute(1, 0, 2).reshape(T, S * Kp)
+        return flat.new_zeros(T, self.out_features).index_add(1, dest, flat)
 
     def _stage(self, gadgets, permutations, weights, h):
         """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``."""
