@@ -427,7 +427,7 @@ class RotorNetwork(nn.Module):
         gadget = self.output_gadget
         if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
             return gadget(h)
-        plan = gadget._plan(h.shape[0], h, gadget.training)
+        plan = gadget._plan(h.shape[0], h, gadget.training, network_stage=True)
         if plan.decode or plan.backend != "dense":
             return gadget(h)
         _checked_gadget(gadget)
@@ -452,7 +452,7 @@ class RotorNetwork(nn.Module):
         plan = None
         if isinstance(first, RotorLinear) and first.n > 0 and all(
                 g.gradient == "exact" and g.bias is None for g in gadgets):
-            plan = first._plan(T, h, first.training)
+            plan = first._plan(T, h, first.training, network_stage=True)
         if plan is None or plan.decode:
             return torch.stack([g(h) for g in gadgets], 1).unsqueeze(0), None, None
         for g in gadgets:

@@ -109,9 +109,11 @@ def test_network_gradient_matches_central_differences(case, backend):
     assert_gradient_matches_fd(of_input, x, rtol=1e-7, step=STEP, directions=3)
 
 
-def test_gadget_path_gradient_matches_central_differences_at_n8():
-    """n = 8, where "auto" picks the spinor backend and the branches share one call."""
-    net = network((256, 32, None, None), torch.float64)  # the output gadget has n = 5
+@pytest.mark.parametrize("backend", ["auto", "spinor"])
+def test_gadget_path_gradient_matches_central_differences_at_n8(backend):
+    """n = 8, where "auto" picks the parity blocks of a stage's chunk pairs and "spinor" its
+    sandwich; the branches share one call either way."""
+    net = network((256, 32, None, None), torch.float64, backend)  # the output gadget has n = 5
     _set_bivectors(net, "equal_angles")
     x = torch.randn(4, 256, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     name = "hidden_gadgets.1.1.left_bivectors"
