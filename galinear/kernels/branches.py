@@ -60,17 +60,14 @@ def _normalise(u, y, t, b, scale_b, slot_b, eps):
 
 @jit(parallel=True, nogil=True, fastmath=_FASTMATH)
 def _forward_kernel(y, scale, slot, weights, slope, eps, out):
-    _, T, B, _ = y.shape
-    H = out.shape[1]
-    per = TOKENS_PER_JOB
-    jobs = (T + per - 1) // per
-    for job in prange(jobs):
+    T, H = out.shape
+    one = slope - slope + 1
+    for job in prange((T + TOKENS_PER_JOB - 1) // TOKENS_PER_JOB):
         u = np.empty(H, dtype=y.dtype)
-        one = slope - slope + 1
-        for t in range(job * per, min(T, job * per + per)):
+        for t in range(job * TOKENS_PER_JOB, min(T, (job + 1) * TOKENS_PER_JOB)):
             o = out[t]
             o[:] = 0
-            for b in range(B):
+            for b in range(y.shape[2]):
                 _normalise(u, y, t, b, scale[b], slot[b], eps)
                 w = weights[b]
                 for h in range(H):

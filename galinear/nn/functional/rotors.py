@@ -311,7 +311,7 @@ def _bivector_left_tables(n: int, device, dtype):
 
 
 def compose_rotors(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """The rotor R = R_0 R_1 ... R_{k-1} as a multivector (..., 2**n) from factors (..., k, n).
+    r"""The rotor R = R_0 R_1 ... R_{k-1} as a multivector (..., 2**n) from factors (..., k, n).
 
     Built from the right, :math:`x \leftarrow \cos\theta_j\, x + \mathrm{sinc}\,\theta_j\, b_j x`
     with :math:`b_j = v_j \wedge w_j`, each left product by a bivector one gather of the C(n, 2)
