@@ -2,10 +2,14 @@
 
 ``python benchmarks/bench_lm_step.py [--models dense rotor lowrank,rank=1 dense,width=48 ...]
 [--threads 1 2] [--batch-size 8] [--steps 5] [--width 256] [--layers 4] [--context 256]
-[--baseline REV]``
+[--backends dense spinor numba auto] [--baseline REV]``
 
 A model is a projection kind, optionally followed by ``,field=value`` settings of
 ``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48).
+``--backends`` runs every rotor model (``rotor``, ``rotor-network``) once per sandwich backend
+named (``rotor-network,backend=spinor`` and so on), so that one run compares the backends the
+dispatcher can pick (``python benchmarks/bench_lm_step.py --models dense rotor-network
+--backends dense spinor numba auto``).
 For every model and thread count, a fresh subprocess builds the model of
 ``galinear.train.lm`` (random token windows, byte vocabulary), runs ``--warmup`` steps, then
 times ``--steps`` optimiser steps (forward, cross-entropy, backward, clip, AdamW), and reports:
@@ -16,7 +20,9 @@ times ``--steps`` optimiser steps (forward, cross-entropy, backward, clip, AdamW
 - the peak resident set size of that subprocess (Linux ``VmHWM``), so no kind inherits another
   kind's memory;
 - the ratio of each kind's step time to the dense model's at the same thread count, and each
-  kind's 2-thread / 1-thread speed-up.
+  kind's 2-thread / 1-thread speed-up;
+- a summary with one row per kind: its step time and peak memory over the dense model's, one
+  column per thread count.
 
 The kinds run one after another in the same invocation, so the ratios compare like with like; the
 absolute numbers depend on the machine and on what else runs on it. ``--baseline REV`` also runs
@@ -139,6 +145,41 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def summary(rows: list[dict]) -> str:
+    """Step time and peak RSS over the dense model's, one row per kind, one column pair per thread count."""
+    dense = {row["threads"]: row for row in rows if row["kind"] == "dense"}
+    threads = sorted({row["threads"] for row in rows})
+    kinds = list(dict.fromkeys(row["kind"] for row in rows))
+    cells = {(row["kind"], row["threads"]): row for row in rows}
+    head = " | ".join(f"step / dense ({t} thr) | RSS / dense ({t} thr)" for t in threads)
+    lines = [f"| kind | {head} |", "|---|" + "---|---|" * len(threads)]
+    for kind in kinds:
+        values = []
+        for t in threads:
+            row, base = cells.get((kind, t)), dense.get(t)
+            if row is None or base is None:
+                values += ["-", "-"]
+            else:
+                values += [f"{row['step_seconds'] / base['step_seconds']:.2f}",
+                           f"{row['peak_rss_bytes'] / base['peak_rss_bytes']:.2f}"]
+        lines.append(f"| {kind} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def expand(models: list[str], backends: list[str] | None) -> list[str]:
+    """Every rotor model once per backend of ``backends`` (None: as given)."""
+    if not backends:
+        return list(models)
+    out = []
+    for name in models:
+        kind, extra = parse_model(name)
+        if kind in ("rotor", "rotor-network") and "backend" not in extra:
+            out += [f"{name},backend={backend}" for backend in backends]
+        else:
+            out.append(name)
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(KINDS),
@@ -150,6 +191,8 @@ def main(argv=None) -> None:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--backends", nargs="+", metavar="BACKEND",
+                        help="run every rotor model once per sandwich backend (dense, spinor, numba, factored, auto)")
     parser.add_argument("--baseline", metavar="REV",
                         help="also run every model at git revision REV, right after the working tree's")
     parser.add_argument("--no-write", action="store_true")
@@ -163,6 +206,7 @@ def main(argv=None) -> None:
         return
     for name in args.models:
         parse_model(name)  # refuse a bad model before anything runs
+    args.models = expand(args.models, args.backends)
     roots = [("", ROOT)]
     if args.baseline:
         roots.append((f"@{args.baseline}", extract(args.baseline)))
@@ -175,7 +219,7 @@ def main(argv=None) -> None:
                 rows.append(row)
                 print(f"{row['kind']:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step "
                       f"({row['step_cpu_seconds']:.3f} s CPU), {row['tokens_per_second']:,.0f} tokens/s", flush=True)
-    text = table(rows)
+    text = table(rows) + "\n\n" + summary(rows)
     print(text)
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)

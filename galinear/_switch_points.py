@@ -20,6 +20,15 @@ and both statements of it.
 #: 4.7-5.1 ms), which this one threshold gives up for the large batches of training.
 MATRIX_MAX_N = 7
 
+#: Training: a RotorNetwork stage (its gadgets on one input, ``network_stage=True``) with chunks of
+#: at most 2**NETWORK_BLOCKS_MAX_N coefficients runs the parity blocks of all its chunk pairs in
+#: one batched product (the "dense" backend of the stage). Measured side by side, one network
+#: step (forward + backward) on 2,048 tokens, 1 thread, float32, loaded 2-core machine: the blocks
+#: against "spinor" 200 against 320 ms (256 -> 256, n = 8), 550 against 980 ms (512 -> 512,
+#: n = 9), 1,960 against 1,960 ms (1024 -> 256, n = 10); ``python benchmarks/bench_lm_step.py
+#: --models dense rotor-network --backends dense spinor``.
+NETWORK_BLOCKS_MAX_N = 10
+
 #: Inference: chunks of at most 2**INFERENCE_MATRIX_MAX_N coefficients use the layer's cached
 #: (out, in) matrix at any batch. Same benchmark: at n <= 9 the matrix is the fastest with
 #: 2 threads at every batch; at n = 11 "spinor" is 3x faster at 512 tokens.

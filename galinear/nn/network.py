@@ -18,9 +18,10 @@ from galinear._limits import check_count, check_max_iter, check_tolerance, rotor
 from galinear._util import count_parameters
 from galinear.nn import rotor as _rotor
 from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _finite_or_raise
-from galinear.nn.dexp import exact_rotor_sandwich
+from galinear.nn.dexp import exact_parity_blocks, exact_rotor_sandwich
 from galinear.nn.functional.branches import branch_sum
 from galinear.nn.functional.decomposition import Spectrum
+from galinear.nn.functional.matrices import parity_order
 from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
 __all__ = ["RotorNetwork", "check_permutations"]
@@ -106,6 +107,11 @@ def _pair_scale(gadget):
     return scale.expand(J, I, c)
 
 
+def _output_coordinates(gadget):
+    """(J, c) output coordinate of every output chunk's coordinates."""
+    return gadget.output_index.view(gadget.output_chunks, gadget.chunk_size)
+
+
 def _check_loaded_permutations(module, state_dict, prefix, *args):
     """load_state_dict hook: a RotorNetwork's permutations are checked before they are copied in."""
     for name, shape in module._permutation_shapes().items():
@@ -130,10 +136,10 @@ class RotorNetwork(nn.Module):
     the CPU (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled
     matrices with the permutations folded in and the branches of a layer stacked. Under autograd
     (training) every stage runs through its gadgets' structured map, the branches of a hidden
-    layer in one call of the backend the dispatcher picks, and the stage's chunk sum,
-    permutations, LayerNorm, PReLU and branch sum in one autograd Function that keeps only the
-    rotor maps' outputs (:meth:`_structured_forward`); larger batches without autograd run
-    gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
+    layer in one call of the backend the dispatcher picks (for "dense" one batched product of
+    the chunk pairs' parity blocks), and the stage's chunk sum, permutations, LayerNorm, PReLU
+    and branch sum in one autograd Function that keeps only the rotor maps' outputs
+    (:meth:`_structured_forward`); larger batches without autograd run gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
     1,076 (2048 -> 512); with hidden=2048: 1,401 (1536 -> 1536), 1,493 (1536 -> 256).
     """
@@ -403,37 +409,56 @@ class RotorNetwork(nn.Module):
 
         Kept for the backward pass, per stage: the rotor maps' outputs (tokens x branches x
         pairs x chunk, i.e. tokens x branches x hidden for the default chunks), which the exact
-        gradient needs anyway, and LayerNorm's mean and reciprocal deviation per token and
-        branch. Recomputed in the backward pass: the chunk sum, the permuted and normalised
-        values and the PReLU output. Nothing of size hidden x hidden is built.
+        gradient needs anyway, and for the parity-block path of the backend "dense" the stage's
+        input in the blocks' order (tokens x input chunks x chunk). Recomputed in the backward
+        pass: the chunk sum, the permuted and normalised values, LayerNorm's statistics and the
+        PReLU output. Nothing of size hidden x hidden is built.
         """
         lead = x.shape[:-1]
         h = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None,
                         x.reshape(-1, self.in_features))
         for layer, gadgets in enumerate(self.hidden_gadgets):
             h = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h)
-        return self.output_gadget(h).reshape(*lead, self.out_features)
+        return self._output(h).reshape(*lead, self.out_features)
+
+    def _output(self, h):
+        """The output gadget on h (T, hidden): as parity blocks (:meth:`_stage_blocks`) where its
+        stage would run them, else its own call."""
+        gadget = self.output_gadget
+        if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
+            return gadget(h)
+        plan = gadget._plan(h.shape[0], h, gadget.training, network_stage=True)
+        if plan.decode or plan.backend != "dense":
+            return gadget(h)
+        _checked_gadget(gadget)
+        y, scale, dest = self._stage_blocks([gadget], h)
+        S, T, _, Kp = y.shape
+        flat = (y[:, :, 0] * scale.view(S, 1, Kp)).permute(1, 0, 2).reshape(T, S * Kp)
+        return flat.new_zeros(T, self.out_features).index_add(1, dest, flat)
 
     def _stage(self, gadgets, permutations, weights, h):
         """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``."""
-        y, scale, out_index = self._stage_maps(gadgets, h)
-        return branch_sum(y, scale, weights, self.activation.weight, out_index, permutations, self.hidden, self.eps)
+        y, scale, dest = self._stage_maps(gadgets, h)
+        return branch_sum(y, scale, weights, self.activation.weight, dest, permutations, self.hidden, self.eps)
 
     def _stage_maps(self, gadgets, h):
-        """(y, scale, out_index) of :func:`~galinear.nn.functional.branches.branch_sum` for the
-        stage's gadgets on h (T, in): the chunk-pair outputs of all gadgets from one call of the
-        backend the dispatcher picks for them, when it is a rotor backend and the gadgets are exact
-        rotor gadgets without bias; otherwise each gadget's own output, stacked."""
+        """(y, scale, dest) of :func:`~galinear.nn.functional.branches.branch_sum` for the
+        stage's gadgets on h (T, in). When the gadgets are exact rotor gadgets without bias, all
+        of them in one call: for the backend "dense" the parity blocks of every chunk pair
+        (:meth:`_stage_blocks`), for a rotor backend its sandwich of every chunk pair; otherwise
+        each gadget's own output, stacked."""
         first = gadgets[0]
         T = h.shape[0]
         plan = None
         if isinstance(first, RotorLinear) and first.n > 0 and all(
                 g.gradient == "exact" and g.bias is None for g in gadgets):
-            plan = first._plan(T, h, first.training)
-        if plan is None or plan.decode or plan.backend == "dense":
-            return torch.stack([g(h) for g in gadgets], 1), None, None
+            plan = first._plan(T, h, first.training, network_stage=True)
+        if plan is None or plan.decode:
+            return torch.stack([g(h) for g in gadgets], 1).unsqueeze(0), None, None
         for g in gadgets:
             _checked_gadget(g)
+        if plan.backend == "dense":
+            return self._stage_blocks(gadgets, h)
         c, I, J, P, B = first.chunk_size, first.input_chunks, first.output_chunks, first.pairs, len(gadgets)
         with dispatch.intra_op_threads(plan.threads):
             left, right, spectra = _stage_rotors(gadgets)
@@ -444,8 +469,42 @@ class RotorNetwork(nn.Module):
                 None if right is None else _joined([g.right_bivectors for g in gadgets]),
                 left, right, backend=plan.backend, spectra=spectra, threads=plan.threads,
             )
-        scale = torch.stack([_pair_scale(g) for g in gadgets])
-        return mapped.view(T, B, J, I, c), scale, None if first._plain_output else first.output_index
+        scale = torch.stack([_pair_scale(g) for g in gadgets])                     # (B, J, I, c)
+        out = _output_coordinates(first)                                          # (J, c)
+        dest = out.view(J, 1, c).expand(J, I, c).reshape(-1)
+        return mapped.view(1, T, B, J * I * c), scale.reshape(B, -1), dest
+
+    def _stage_blocks(self, gadgets, h):
+        """The stage's chunk pairs as parity blocks: every chunk-pair map keeps the parity of a
+        blade, so in the basis of :func:`~galinear.nn.functional.matrices.parity_order` it is
+        two c/2 x c/2 blocks (half the work of a c x c matrix). The blocks of all gadgets and
+        pairs, built in one call with the exact gradient
+        (:func:`~galinear.nn.dexp.exact_parity_blocks`), form per input chunk and parity one
+        (c/2, B J c/2) matrix, and the stage is one batched product over the 2 I (chunk,
+        parity) parts: forward and backward are large GEMMs of half the dense layer's work, and
+        no d x d matrix is built. y comes out as (2 I, T, B, J c/2), the layout ``branch_sum``
+        reads directly."""
+        first = gadgets[0]
+        T = h.shape[0]
+        c, I, J, B = first.chunk_size, first.input_chunks, first.output_chunks, len(gadgets)
+        half = c // 2
+        left, right, spectra = _stage_rotors(gadgets)
+        blocks = exact_parity_blocks(
+            _joined([g.left_bivectors for g in gadgets]),
+            None if right is None else _joined([g.right_bivectors for g in gadgets]),
+            left, right, spectra)                                                  # (B J I, 2, c/2, c/2)
+        # weight[(i, parity), column, (b, j, row)] = blocks[b, j, i, parity, row, column]
+        weight = blocks.view(B, J, I, 2, half, half).permute(2, 3, 5, 0, 1, 4).reshape(2 * I, half, B * J * half)
+        order = parity_order(first.n, h.device)
+        inputs = first.input_index.view(I, c)[:, order].reshape(-1)
+        parts = h.index_select(1, inputs).view(T, 2 * I, half).transpose(0, 1)     # (2 I, T, c/2)
+        y = torch.bmm(parts, weight).view(2 * I, T, B, J * half)
+        # factors and destinations in the same (i, parity, j, row) order
+        scale = torch.stack([_pair_scale(g) for g in gadgets])[..., order]         # (B, J, I, c)
+        scale = scale.view(B, J, I, 2, half).permute(0, 2, 3, 1, 4).reshape(B, -1)
+        out = _output_coordinates(first)[:, order].view(J, 2, half).transpose(0, 1)
+        dest = out.unsqueeze(0).expand(I, 2, J, half).reshape(-1)
+        return y, scale, dest
 
     def num_parameters(self) -> int:
         return count_parameters(self)

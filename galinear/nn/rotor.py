@@ -325,12 +325,15 @@ class RotorLinear(DecodeMethods, nn.Module):
         )
         _finite_or_raise(named, owner)
 
-    def _plan(self, batch: int, x: torch.Tensor, update_warm_start: bool) -> dispatch.Plan:
+    def _plan(self, batch: int, x: torch.Tensor, update_warm_start: bool,
+              network_stage: bool = False) -> dispatch.Plan:
         """What this call runs: :func:`galinear.nn.functional.plan.plan` decides (mode "inference":
-        no autograd and no warm-start update)."""
+        no autograd and no warm-start update); ``network_stage``: for a RotorNetwork stage of
+        gadgets like this one."""
         mode = "training" if update_warm_start or torch.is_grad_enabled() else "inference"
+        stage = {"network_stage": True} if network_stage else {}
         return dispatch.plan(self.n, batch, x.device, x.dtype, mode, backend=self.backend,
-                             entries=self.in_features * self.out_features)
+                             entries=self.in_features * self.out_features, **stage)
 
     def _versions(self, *tensors):
         return tuple(None if t is None else (id(t), t.data_ptr(), t._version) for t in tensors)

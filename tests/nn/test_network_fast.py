@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from galinear.nn import RotorNetwork
+from galinear.nn.functional import branches
 from galinear.nn.functional.branches import branch_sum
 from galinear.testing import assert_gradient_matches_fd, rotor_cases
 
@@ -108,9 +109,11 @@ def test_network_gradient_matches_central_differences(case, backend):
     assert_gradient_matches_fd(of_input, x, rtol=1e-7, step=STEP, directions=3)
 
 
-def test_gadget_path_gradient_matches_central_differences_at_n8():
-    """n = 8, where "auto" picks the spinor backend and the branches share one call."""
-    net = network((256, 32, None, None), torch.float64)  # the output gadget has n = 5
+@pytest.mark.parametrize("backend", ["auto", "spinor"])
+def test_gadget_path_gradient_matches_central_differences_at_n8(backend):
+    """n = 8, where "auto" picks the parity blocks of a stage's chunk pairs and "spinor" its
+    sandwich; the branches share one call either way."""
+    net = network((256, 32, None, None), torch.float64, backend)  # the output gadget has n = 5
     _set_bivectors(net, "equal_angles")
     x = torch.randn(4, 256, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     name = "hidden_gadgets.1.1.left_bivectors"
@@ -121,33 +124,69 @@ def test_gadget_path_gradient_matches_central_differences_at_n8():
     assert_gradient_matches_fd(f, net.get_parameter(name).detach(), rtol=1e-7, step=STEP, directions=3)
 
 
-def test_branch_sum_gradient_matches_central_differences():
-    """The fused Function alone, every input, at zero rows (LayerNorm of a constant row) too."""
-    g = torch.Generator().manual_seed(0)
-    T, B, J, I, c = 5, 3, 2, 2, 4
-    y = torch.randn(T, B, J, I, c, dtype=torch.float64, generator=g)
-    y[0] = 0.0  # a constant row: normalised values exactly 0, where PReLU's derivative is the slope
-    # (kept for scale, weights and slope, which leave it 0; y itself is checked away from the kink)
-    scale = torch.rand(B, J, I, c, dtype=torch.float64, generator=g) + 0.5
-    weights = torch.rand(B, dtype=torch.float64, generator=g) + 0.5
-    slope = torch.tensor([0.3], dtype=torch.float64)
-    H = 10
-    out_index = torch.arange(J * c) % H
-    permutation = torch.stack([torch.randperm(H, generator=g) for _ in range(B)])
-    weight = torch.randn(T, H, dtype=torch.float64, generator=g)
+@pytest.mark.parametrize("kernel", [True, False])
+def test_branch_sum_gradient_matches_central_differences(kernel, monkeypatch):
+    """The fused Function alone, every input, at zero rows (LayerNorm of a constant row) too, on
+    the numba kernels and on the torch operations."""
+    if not kernel:
+        monkeypatch.setattr(branches, "_kernel_usable", lambda y: False)
+    else:
+        assert branches._kernel_usable(torch.zeros(1, dtype=torch.float64))
+    # two parts of 8 coordinates per branch, placed onto 10 hidden coordinates (sums and overlaps)
+    (y, scale, weights, slope), dest, permutation, H, weight = _branch_case((2, 5, 3, 8, 10), torch.float64)
     args = [y, scale, weights, slope]
     for position in range(4):
         if position == 0:
+            # y itself away from the constant row (the kink of PReLU at the normalised value 0)
             args[0] = y.clone()
-            args[0][0] = torch.randn(B, J, I, c, dtype=torch.float64, generator=g)
+            args[0][:, 0] = torch.randn(y[:, 0].shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
         else:
             args[0] = y
         def f(point, position=position):
             values = list(args)
             values[position] = point
-            return (branch_sum(*values, out_index, permutation, H, 1e-5) * weight).sum()
+            return (branch_sum(*values, dest, permutation, H, 1e-5) * weight).sum()
 
         assert_gradient_matches_fd(f, args[position], rtol=1e-7)
+
+
+def _branch_case(shape, dtype, seed=0):
+    """(y, scale, weights, slope), dest, permutation, H, output gradient for y (S, T, B, Kp);
+    token 0 is a constant row (LayerNorm of a constant: normalised values exactly 0, where
+    PReLU's derivative is the slope)."""
+    S, T, B, Kp, H = shape
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randn(S, T, B, Kp, dtype=dtype, generator=g)
+    y[:, 0] = 0.0
+    scale = torch.rand(B, S * Kp, dtype=dtype, generator=g) + 0.5
+    weights = None if B == 1 else torch.rand(B, dtype=dtype, generator=g) + 0.5
+    slope = torch.tensor([0.3], dtype=dtype)
+    dest = (torch.arange(S * Kp) * 7 + 3) % H
+    permutation = torch.stack([torch.randperm(H, generator=g) for _ in range(B)])
+    grad = torch.randn(T, H, dtype=dtype, generator=g)
+    return [y, scale, weights, slope], dest, permutation, H, grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+# (S, T, B, Kp, H): parts summed onto fewer hidden coordinates; one branch; the n = 8 stage of
+# the parity-block path (2 parts of 128 per branch)
+@pytest.mark.parametrize("shape", [(4, 70, 3, 8, 12), (1, 5, 1, 16, 16), (2, 130, 3, 128, 256)])
+def test_branch_sum_kernels_equal_the_torch_operations(shape, dtype, monkeypatch):
+    """The numba kernels (CPU) and the torch operations (every other device): outputs and every
+    gradient agree to float64 rounding (1e-12) and float32 rounding (2e-6), relative to the
+    largest entry."""
+    args, dest, permutation, H, grad = _branch_case(shape, dtype)
+    results = []
+    for kernel in (True, False):
+        if not kernel:
+            monkeypatch.setattr(branches, "_kernel_usable", lambda y: False)
+        inputs = [None if a is None else a.clone().requires_grad_() for a in args]
+        out = branch_sum(*inputs, dest, permutation, H, 1e-5)
+        wanted = [a for a in inputs if a is not None]
+        results.append([out, *torch.autograd.grad(out, wanted, grad)])
+    tol = 1e-12 if dtype == torch.float64 else 2e-6
+    for fast, reference in zip(*results):
+        assert relative(fast, reference) <= tol
 
 
 def test_no_hidden_square_matrix_is_built_in_training():

@@ -84,6 +84,17 @@ def test_training_matrix_limit_and_the_thread_rule(batch):
         assert (above.backend, above.threads) == ("spinor", 1)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_network_stages_run_the_parity_blocks_in_training(threads):
+    n = sp.NETWORK_BLOCKS_MAX_N
+    at = plan(n, 4096, "training", threads, network_stage=True)
+    assert (at.backend, at.decode, at.threads) == ("dense", False, None)
+    assert plan(n + 1, 4096, "training", threads, network_stage=True) == plan(n + 1, 4096, "training", threads)
+    # inference and a named backend are as for one gadget
+    assert plan(8, 4096, "inference", threads, network_stage=True) == plan(8, 4096, "inference", threads)
+    assert plan(8, 4096, "training", threads, network_stage=True, backend="spinor").backend == "spinor"
+
+
 def test_serial_backends_run_one_thread_on_the_cpu_only():
     for name in sp.SERIAL_BACKENDS:
         assert plan(11, 4096, backend=name) == dispatch.Plan(name, False, 1, "requested")

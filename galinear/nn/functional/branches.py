@@ -3,37 +3,45 @@ Function for the chunk sum, the permutations, LayerNorm without affine, PReLU an
 alpha-weighted branch sum of all branches of a stage at once.
 
 A stage of B branches (B = 1 for the input stage) maps the gadgets' chunk-pair outputs
-y (T, B, J, I, c) (T tokens, J output and I input chunks of c coordinates) to
+y (S, T, B, Kp) (T tokens; K = S Kp coordinates per branch, in the S parts of Kp that the batched
+products computing them produce) to
 
 .. math::
 
-    z_b &= \mathrm{place}\Big(\textstyle\sum_i s_{bji}\, y_{bji}\Big) \in \mathbb{R}^H, \qquad
+    z_b &= \mathrm{place}\big(s_{b} \odot y_{b}\big) \in \mathbb{R}^H, \qquad
     u_b = \mathrm{PReLU}(\mathrm{LN}(z_b[\pi_b])), \qquad h = \textstyle\sum_b a_b u_b
 
-(s: each chunk pair's alpha times the output averaging; place: the output chunks written to
-their coordinates, summed where chunks overlap; :math:`\pi_b` the branch's fixed permutation; a
-the branch weights, none for the input stage). The backward pass keeps only y (the tensor the
-exact rotor map keeps anyway, so nothing new) and LayerNorm's mean and reciprocal deviation per
-token and branch; z, the permuted and normalised values and the PReLU output are recomputed.
-The operations are plain torch ones, the same for every sandwich backend and device.
+(s: each coordinate's factor, alpha times the output averaging; place: coordinate k added to
+hidden coordinate dest[k], which sums the input chunks and the overlapping output chunks;
+:math:`\pi_b` the branch's fixed permutation; a the branch weights, none for the input stage).
+The backward pass keeps only y (the tensor the exact rotor maps keep anyway, so nothing new); z,
+the permuted and normalised values, LayerNorm's statistics and the PReLU output are recomputed.
+The same code serves every sandwich backend: on the CPU in float32/float64 two numba kernels
+(:mod:`galinear.kernels.branches`, one pass over each token with its vectors in the L1 cache),
+elsewhere plain torch operations.
 """
 from __future__ import annotations
 
 import torch
 
+from galinear.nn.functional.threads import intra_op_threads
+
 __all__ = ["branch_sum"]
 
 
-def _place(y, scale, out_index, H):
-    """z (T, B, H) from y (T, B, J, I, c) and scale (B, J, I, c) (None: y is (T, B, H) already)."""
+def _parts_scale(scale, S):
+    """(S, 1, B, Kp) view of the factors (B, S Kp), to multiply y (S, T, B, Kp)."""
+    B = scale.shape[0]
+    return scale.view(B, S, -1).permute(1, 0, 2).unsqueeze(1)
+
+
+def _place(y, scale, dest, H):
+    """z (T, B, H) from y (S, T, B, Kp) (scale None: y is (1, T, B, H) already)."""
+    S, T, B, Kp = y.shape
     if scale is None:
-        return y
-    T, B, J, I, c = y.shape
-    z = y[:, :, :, 0] * scale[:, :, 0] if I == 1 else torch.einsum("tbjic,bjic->tbjc", y, scale)
-    z = z.reshape(T, B, J * c)
-    if out_index is None:
-        return z
-    return z.new_zeros(T, B, H).index_add_(2, out_index, z)
+        return y[0]
+    flat = (y * _parts_scale(scale, S)).permute(1, 2, 0, 3).reshape(T, B, S * Kp)
+    return flat.new_zeros(T, B, H).index_add_(2, dest, flat)
 
 
 def _normalised(z, permutation, eps):
@@ -53,22 +61,59 @@ def _weighted(parts, weights):
     return out
 
 
+def _kernel_usable(y) -> bool:
+    """The numba kernels of :mod:`galinear.kernels.branches` serve float32/float64 CPU tensors
+    when numba compiles (under NUMBA_DISABLE_JIT their loops would be plain Python)."""
+    if y.device.type != "cpu" or y.dtype not in (torch.float32, torch.float64):
+        return False
+    try:
+        from numba import config
+
+        from galinear.kernels import branches  # noqa: F401
+    except Exception:  # numba missing or broken: the torch operations
+        return False
+    return not config.DISABLE_JIT
+
+
+def _slots(y, scale, dest, permutation, H):
+    """(scale (B, K), slot (B, K)) for the kernels: slot[b, k] is where coordinate k of branch b
+    lands in the permuted vector of branch b."""
+    inverse = permutation.argsort(-1)
+    if scale is None:
+        return y.new_ones(y.shape[2], H), inverse
+    return scale, inverse[:, dest]
+
+
+def _weights_or_ones(weights, y):
+    return y.new_ones(y.shape[2]) if weights is None else weights
+
+
 class _BranchSum(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, y, scale, weights, slope, out_index, permutation, H, eps):
-        z = _place(y, scale, out_index, H)
-        normed, _, rstd = _normalised(z, permutation, eps)
-        del z
-        out = _weighted(torch.prelu(normed, slope), weights)
-        ctx.save_for_backward(y, scale, weights, slope, out_index, permutation, rstd)
+    def forward(ctx, y, scale, weights, slope, dest, permutation, H, eps):
         ctx.H, ctx.eps = H, eps
-        return out
+        ctx.save_for_backward(y, scale, weights, slope, dest, permutation)
+        ctx.kernel = _kernel_usable(y)
+        if ctx.kernel:
+            from galinear.kernels import branches as kernels
+
+            factors, slot = _slots(y, scale, dest, permutation, H)
+            with intra_op_threads(torch.get_num_threads()):
+                out = kernels.stage_forward(_array(y), _array(factors), _array(slot),
+                                            _array(_weights_or_ones(weights, y)), float(slope), eps, H)
+            return torch.from_numpy(out)
+        z = _place(y, scale, dest, H)
+        normed = _normalised(z, permutation, eps)[0]
+        del z
+        return _weighted(torch.prelu(normed, slope), weights)
 
     @staticmethod
     def backward(ctx, grad):
-        y, scale, weights, slope, out_index, permutation, rstd = ctx.saved_tensors
+        y, scale, weights, slope, dest, permutation = ctx.saved_tensors
+        if ctx.kernel:
+            return _BranchSum._kernel_backward(ctx, grad, y, scale, weights, slope, dest, permutation)
         # recomputed: the placed chunks and their normalised permutation (as in the forward pass)
-        normed = _normalised(_place(y, scale, out_index, ctx.H), permutation, ctx.eps)[0]
+        normed, _, rstd = _normalised(_place(y, scale, dest, ctx.H), permutation, ctx.eps)
         T, B, H = normed.shape
         upstream = grad.unsqueeze(1)
         grad_weights = grad_slope = None
@@ -93,34 +138,57 @@ class _BranchSum(torch.autograd.Function):
         del grad_norm
         grad_y = grad_scale = None
         if scale is None:
-            grad_y = grad_z
+            grad_y = grad_z.unsqueeze(0)
         else:
-            _, _, J, I, c = y.shape
-            pairs = grad_z if out_index is None else grad_z.index_select(2, out_index)
-            pairs = pairs.view(T, B, J, 1, c)
+            S, Kp = y.shape[0], y.shape[3]
+            pairs = grad_z.index_select(2, dest).view(T, B, S, Kp).permute(2, 0, 1, 3)  # (S, T, B, Kp)
             if ctx.needs_input_grad[0]:
-                grad_y = pairs * scale
+                grad_y = pairs * _parts_scale(scale, S)
             if ctx.needs_input_grad[1]:
-                grad_scale = (y * pairs).sum(0)
+                grad_scale = (y * pairs).sum(1).permute(1, 0, 2).reshape(scale.shape)
         return grad_y, grad_scale, grad_weights, grad_slope, None, None, None, None
 
+    @staticmethod
+    def _kernel_backward(ctx, grad, y, scale, weights, slope, dest, permutation):
+        from galinear.kernels import branches as kernels
 
-def branch_sum(y, scale, weights, slope, out_index, permutation, H: int, eps: float) -> torch.Tensor:
+        factors, slot = _slots(y, scale, dest, permutation, ctx.H)
+        with intra_op_threads(torch.get_num_threads()):
+            grad_y, grad_scale, grad_weights, grad_slope = kernels.stage_backward(
+                _array(y), _array(factors), _array(slot), _array(_weights_or_ones(weights, y)),
+                float(slope), ctx.eps, _array(grad.to(y.dtype)))
+        dtype = y.dtype
+        return (torch.from_numpy(grad_y) if ctx.needs_input_grad[0] else None,
+                torch.from_numpy(grad_scale).to(dtype).view(scale.shape) if ctx.needs_input_grad[1] else None,
+                torch.from_numpy(grad_weights).to(dtype) if ctx.needs_input_grad[2] else None,
+                torch.tensor([grad_slope], dtype=dtype).reshape(slope.shape) if ctx.needs_input_grad[3] else None,
+                None, None, None, None)
+
+
+def _array(t):
+    """A C-contiguous numpy view (or copy) of a CPU tensor without autograd history."""
+    return t.detach().contiguous().numpy()
+
+
+def branch_sum(y, scale, weights, slope, dest, permutation, H: int, eps: float) -> torch.Tensor:
     r"""h (T, H) of one network stage (module docstring), differentiable in y, scale, weights
     and slope.
 
     Parameters
     ----------
-    y : (T, B, J, I, c) chunk-pair outputs of the stage's B gadgets; with ``scale=None``,
-        (T, B, H): the gadgets' outputs themselves.
-    scale : (B, J, I, c) factor of each chunk-pair output (alpha times the output averaging), or None.
+    y : (S, T, B, Kp) chunk-pair outputs of the stage's B gadgets, coordinate k = s Kp + q of
+        branch b at y[s, t, b, q]; with ``scale=None``, (1, T, B, H): the gadgets' outputs themselves.
+    scale : (B, S Kp) factor of each coordinate (alpha times the output averaging), or None.
     weights : (B,) branch weights, or None for a stage of one branch without them (the input stage).
     slope : the PReLU's (1,) weight.
-    out_index : (J c,) output coordinate of each chunk coordinate, None when the chunks tile the
-        output exactly (J c = H).
+    dest : (S Kp,) long, the hidden coordinate each coordinate is added to (None with ``scale=None``).
     permutation : (B, H) each branch's fixed permutation.
     eps : LayerNorm's epsilon.
     """
-    if weights is None and y.shape[1] != 1:
-        raise ValueError(f"a stage of {y.shape[1]} branches needs branch weights")
-    return _BranchSum.apply(y, scale, weights, slope, out_index, permutation, H, eps)
+    if y.dim() != 4:
+        raise ValueError(f"y must be (S, T, B, Kp), got shape {tuple(y.shape)}")
+    if weights is None and y.shape[2] != 1:
+        raise ValueError(f"a stage of {y.shape[2]} branches needs branch weights")
+    if (scale is None) != (dest is None):
+        raise ValueError("give scale and dest together (both None when y holds the gadgets' outputs)")
+    return _BranchSum.apply(y, scale, weights, slope, dest, permutation, H, eps)

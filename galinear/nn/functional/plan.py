@@ -25,6 +25,10 @@ and no warm-start update; "training" otherwise) runs what the first rule that ap
    dtypes, a backend missing from the registry) the registry's best for the device and dtype
    (:func:`~galinear.nn.functional.resolve_sandwich_backend` with ``"auto"``).
 
+A stage of a :class:`~galinear.nn.RotorNetwork` in training (its gadgets on one input,
+``network_stage=True``) with ``backend="auto"`` and chunks of n <= ``NETWORK_BLOCKS_MAX_N`` (10)
+runs ``"dense"``: the parity blocks of all its chunk pairs in one batched product.
+
 A named backend runs as named (rule "requested"). A :class:`~galinear.nn.RotorNetwork`
 (``network=True``) runs the whole network in one call in inference on at most
 ``MATRIX_MAX_INFERENCE_BATCH`` tokens in float32 or float64: the decoding kernel on the CPU when
@@ -64,6 +68,7 @@ from galinear._switch_points import (
     INFERENCE_MATRIX_MAX_N,
     MATRIX_MAX_INFERENCE_BATCH,
     MATRIX_MAX_N,
+    NETWORK_BLOCKS_MAX_N,
     SERIAL_BACKENDS,
 )
 from galinear.nn.functional._common import _capturing
@@ -124,7 +129,8 @@ def _rotor_backend(device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
 
 
 def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int | None = None, *,
-         backend: str = "auto", entries: int | None = None, network: bool = False) -> Plan:
+         backend: str = "auto", entries: int | None = None, network: bool = False,
+         network_stage: bool = False) -> Plan:
     """The :class:`Plan` of one call (rules in the module docstring).
 
     Parameters
@@ -137,6 +143,7 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
     backend : the layer's backend setting ("auto" or a registered name).
     entries : out_features x in_features of the layer (for the decoding rule).
     network : plan a whole RotorNetwork call instead of one gadget.
+    network_stage : plan one stage of a RotorNetwork (its gadgets on one input) instead of one gadget.
 
     Plans are remembered per argument tuple (a call of a layer asks at every forward); after
     registering a backend or changing what numba can do, :func:`forget_plans` drops them.
@@ -147,7 +154,7 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
         return _CAPTURED if backend == "auto" else Plan(backend, False, None, "requested")
     if threads is None:
         threads = torch.get_num_threads()
-    return _decide(n, batch, device, dtype, mode, threads, backend, entries, network)
+    return _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage)
 
 
 def forget_plans() -> None:
@@ -160,7 +167,7 @@ _CAPTURED_NETWORK = Plan("gadgets", False, None, "captured: gadget by gadget")
 
 
 @lru_cache(maxsize=1024)
-def _decide(n, batch, device, dtype, mode, threads, backend, entries, network) -> Plan:
+def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage=False) -> Plan:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     device = torch.device(device)
@@ -184,6 +191,9 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network) -
                         f">= {DECODE_MIN_ENTRIES} entries: the decoding kernel")
         return Plan("dense", False, None,
                     f"inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens: the cached matrix")
+    if network_stage and mode == "training" and n <= NETWORK_BLOCKS_MAX_N:
+        return Plan("dense", False, None,
+                    f"network stage, training, n <= {NETWORK_BLOCKS_MAX_N}: the parity blocks in one batched product")
     limit = INFERENCE_MATRIX_MAX_N if mode == "inference" else MATRIX_MAX_N
     if n <= limit:
         return Plan("dense", False, None, f"{mode}, n <= {limit}: the chunk matrices")

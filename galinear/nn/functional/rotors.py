@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from galinear._generated import rotor_spec
-from galinear.blades import bivector_pairs
+from galinear.blades import bivector_pairs, shortlex_bitmasks
 from galinear.nn import _tables
 from galinear.nn.functional._common import _HALF_TYPES, _wrapped, cached_table
 from galinear.nn.functional.decomposition import _dimension_from_bivectors, wedge
@@ -295,18 +295,46 @@ def _apply_right_reversed_rotors(xt, V, W, cos, sinc):
     return xt
 
 
+@cached_table
+def _bivector_left_tables(n: int, device, dtype):
+    """(gather (M, 2**n) long, sign (M, 2**n)) of the left products by the bivector blades
+    (:func:`galinear.blades.bivector_pairs` order): (e_m x)[r] = sign[m, r] x[gather[m, r]]."""
+    index, left, _, _ = _full_tables(n, "cpu", torch.float64)
+    masks = list(shortlex_bitmasks(n))
+    pairs = np.asarray(bivector_pairs(n), dtype=np.int64).reshape(-1, 2)
+    blades = torch.tensor([masks.index((1 << int(a)) | (1 << int(b))) for a, b in pairs], dtype=torch.int64)
+    gather = torch.empty(len(blades), 2**n, dtype=torch.int64)
+    for m, blade in enumerate(blades):
+        gather[m] = (index == blade).to(torch.int64).argmax(-1)  # the one column per row that holds the blade
+    sign = torch.gather(left, 1, gather.t()).t() if len(blades) else left.new_zeros(0, 2**n)
+    return gather.to(device), sign.to(device=device, dtype=dtype)
+
+
 def compose_rotors(V: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """The rotor R = R_0 R_1 ... R_{k-1} as a multivector (..., 2**n) from factors (..., k, n)."""
+    r"""The rotor R = R_0 R_1 ... R_{k-1} as a multivector (..., 2**n) from factors (..., k, n).
+
+    Built from the right, :math:`x \leftarrow \cos\theta_j\, x + \mathrm{sinc}\,\theta_j\, b_j x`
+    with :math:`b_j = v_j \wedge w_j`, each left product by a bivector one gather of the C(n, 2)
+    signed permutations of x and one batched product with b_j's coefficients (differentiable).
+    """
     n = int(V.shape[-1])
     lead = V.shape[:-2]
     one = V.new_zeros(*lead, 2**n)
     one[..., 0] = 1
-    if V.shape[-2] == 0:
+    if V.shape[-2] == 0 or n < 2:
         return one
     V2, W2 = V.reshape(-1, *V.shape[-2:]), W.reshape(-1, *W.shape[-2:])
+    P, d = V2.shape[0], 2**n
+    gather, sign = _bivector_left_tables(n, V.device, V.dtype)
+    M = gather.shape[0]
+    flat = gather.reshape(-1)
     cos, sinc = simple_rotor_coefficients(V2, W2)
-    onet = one.reshape(-1, 2**n).t().unsqueeze(-1)  # (d, P, 1)
-    return _apply_left_rotors(onet, V2, W2, cos, sinc).squeeze(-1).t().reshape(*lead, 2**n)
+    bivectors = wedge(V2, W2) * sinc.unsqueeze(-1)     # (P, k, M): sinc_j b_j
+    x = one.reshape(P, d)
+    for j in reversed(range(V2.shape[-2])):
+        moved = x.index_select(1, flat).view(P, M, d) * sign
+        x = cos[:, j, None] * x + torch.bmm(bivectors[:, j].unsqueeze(1), moved).squeeze(1)
+    return x.reshape(*lead, d)
 
 
 def sandwich_matrix(left, right=None) -> torch.Tensor:
