@@ -8,6 +8,7 @@ files are parsed with :mod:`ast`, not imported, so every import is seen, lazy on
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -61,21 +62,22 @@ def test_no_test_imports_a_test_module_or_a_conftest():
                        "galinear.testing (fixtures may stay in conftest.py):\n" + "\n".join(found))
 
 
-#: Name prefixes of test modules about the command line (``galinear COMMAND``).
-COMMAND_LINE_PREFIXES = ("test_cli", "test_command")
+#: Name patterns of test modules about the command line (``galinear COMMAND``).
+COMMAND_LINE_NAMES = re.compile(r"test_(cli|commands?)(_.*)?\.py")
 
 
 def misplaced_command_line_tests(paths) -> list[str]:
     """The paths (relative to the tests folder, ``/``-separated) of modules named like tests of
-    the command line that do not sit under ``commands/``."""
+    the command line (test_cli.py, test_cli_*.py, test_command*.py) not under ``commands/``."""
     return [path for path in paths
-            if Path(path).name.startswith(COMMAND_LINE_PREFIXES) and Path(path).parts[0] != "commands"]
+            if COMMAND_LINE_NAMES.fullmatch(Path(path).name) and Path(path).parts[0] != "commands"]
 
 
 @pytest.mark.parametrize("paths,expected", [
     (["test_cli_tour.py", "commands/test_cli_tour.py"], ["test_cli_tour.py"]),
-    (["test_command_checks.py", "train/test_command_lm.py"], ["test_command_checks.py", "train/test_command_lm.py"]),
-    (["commands/test_every_command.py", "test_reliability.py", "nn/test_client.py"], []),
+    (["test_command_checks.py", "train/test_commands.py", "test_cli.py"],
+     ["test_command_checks.py", "train/test_commands.py", "test_cli.py"]),
+    (["commands/test_every_command.py", "test_reliability.py", "nn/test_client.py", "test_clifford.py"], []),
 ])
 def test_the_layout_checker_finds_planted_command_line_tests(paths, expected):
     assert misplaced_command_line_tests(paths) == expected

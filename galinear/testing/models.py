@@ -1,11 +1,12 @@
 """Tiny randomly initialised causal language models, character tokenizers and texts for tests of
-:mod:`galinear.compress`: no download anywhere. torch and transformers load on the first call
-that builds a model."""
+:mod:`galinear.compress`, and Gaussian-blob classification data for tests of the MLP trainer: no
+download anywhere. torch and transformers load on the first call that needs them."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "tiny_causal_lm", "tiny_config", "tiny_llama"]
+__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "gaussian_blobs", "random_text", "tiny_causal_lm",
+           "tiny_config", "tiny_llama"]
 
 
 class CharTokenizer:
@@ -53,6 +54,21 @@ def random_text(chars: int = 2400, seed: int = 0) -> str:
         out.append(words[int(rng.integers(0, len(words)))])
     return " ".join(out)[:chars]
 
+
+
+def gaussian_blobs(rng, n_train: int = 256, n_test: int = 128, features: int = 16, classes: int = 3):
+    """(x_train, y_train, x_test, y_test) torch tensors: float32 standard normal rows whose
+    coordinate ``label`` is raised by 3, so class c has mean 3 e_c (learnable well above chance).
+    ``rng``: a numpy Generator; the train rows are drawn first."""
+    import torch
+
+    def draw(n):
+        labels = rng.integers(0, classes, size=n)
+        x = rng.standard_normal((n, features)).astype(np.float32)
+        x[np.arange(n), labels] += 3.0
+        return torch.from_numpy(x), torch.from_numpy(labels)
+
+    return (*draw(n_train), *draw(n_test))
 
 def tiny_config(out_dir, **overrides):
     """A :class:`galinear.compress.StudyConfig` small enough for a test: data sets "a" and "b"

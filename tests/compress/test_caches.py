@@ -200,6 +200,7 @@ def test_interrupted_compress_leaves_nothing_half_written(tmp_path, tiny, signal
     assert len(resumed["entries"]) == 1 + 3  # the original and one method with three seeds
 
 
+# ------------------------------------------------------------------------------ cache keys
 def _checkpoint(seed_of_the_rest):
     """A tiny Llama named like a fine-tune checkpoint: the embedding and norms of seed 0 (frozen in
     fine-tuning), every other weight drawn from ``seed_of_the_rest``."""

@@ -5,21 +5,10 @@ import pytest
 import torch
 
 from galinear import _io
+from galinear.testing.models import gaussian_blobs
 from galinear.testing.payloads import truncate_file, write_payload
 from galinear.train.loop import TrainConfig, train_classifier
 from galinear.train.models import MLPConfig
-
-
-def _data(seed=0, n_train=96, n_test=48, features=8, classes=3):
-    rng = np.random.default_rng(seed)
-
-    def draw(n):
-        labels = rng.integers(0, classes, size=n)
-        x = rng.standard_normal((n, features)).astype(np.float32)
-        x[np.arange(n), labels] += 3.0
-        return torch.from_numpy(x), torch.from_numpy(labels)
-
-    return (*draw(n_train), *draw(n_test))
 
 
 def _mlp():
@@ -28,7 +17,8 @@ def _mlp():
 
 def _train(run_dir, epochs=2, log=lambda *_: None):
     config = TrainConfig(epochs=epochs, batch_size=32, lr=1e-2, warmup_steps=2, seed=3)
-    return train_classifier(_mlp(), config, _data(), run_dir, progress=False, log=log)
+    data = gaussian_blobs(np.random.default_rng(0), n_train=96, n_test=48, features=8)
+    return train_classifier(_mlp(), config, data, run_dir, progress=False, log=log)
 
 
 @pytest.mark.parametrize("kind", ["torch", "pickle"])
