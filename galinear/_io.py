@@ -15,10 +15,10 @@ Two formats, neither of which can carry code:
   are stored as raw safetensors data and everything else as JSON in the file header. Loading
   parses JSON and raw numbers only.
 
-Files written by galinear 0.x before this format (``torch.save`` pickles) are read only through
-PyTorch's restricted loader ``torch.load(weights_only=True)`` (tensors and plain containers, no
-arbitrary objects) and only with torch >= 2.6, whose restricted loader has no known escape; any
-other pickle is refused with :class:`LegacyFormatError`, never unpickled.
+A ``torch.save`` pickle (zip or raw) given to :func:`load_state` is read only through PyTorch's
+restricted loader ``torch.load(weights_only=True)`` (tensors and plain containers, no arbitrary
+objects) and only with torch >= 2.6, whose restricted loader has no known escape; any other
+pickle is refused with :class:`PickleRefusedError`, never unpickled.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import shutil
 import sys
 
 __all__ = [
-    "UnreadableFileError", "CorruptFileError", "LegacyFormatError",
+    "UnreadableFileError", "CorruptFileError", "PickleRefusedError",
     "atomic_write", "atomic_write_text", "atomic_folder", "save_json", "load_json", "read_regular_file",
     "save_state", "load_state", "load_cache", "STATE_FORMAT",
 ]
@@ -53,8 +53,9 @@ class CorruptFileError(UnreadableFileError):
     """The file is truncated, damaged or not a galinear file."""
 
 
-class LegacyFormatError(UnreadableFileError):
-    """The file is a pickle from an older galinear that cannot be read without running its code."""
+class PickleRefusedError(UnreadableFileError):
+    """The file is a pickle that cannot be read without the risk of running code from it: it is
+    refused, never unpickled."""
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -317,13 +318,14 @@ def _kind(path) -> str:
         return "torch-zip"
     if head[8:9] == b"{":  # an 8-byte header length, then the JSON header
         return "safetensors"
-    if head[:1] == b"\x80":  # pickle protocol 2 or later (torch.save's legacy format)
+    if head[:1] == b"\x80":  # a raw pickle, protocol 2 or later (torch.save without its zip container)
         return "pickle"
     return "safetensors"  # anything else is reported as damaged by the safetensors reader
 
 
 def load_state(path, fix: str = ""):
-    """Read a file written by :func:`save_state` (or a plain-tensor pickle of an older galinear).
+    """Read a file written by :func:`save_state`, or a ``torch.save`` pickle of tensors and plain
+    containers (through the restricted loader, torch >= 2.6).
 
     Raises
     ------
@@ -331,13 +333,13 @@ def load_state(path, fix: str = ""):
         ``path`` does not exist.
     CorruptFileError
         The file is truncated, damaged or not a galinear state; ``fix`` (what to do) ends the message.
-    LegacyFormatError
-        An older galinear pickle that holds more than tensors and plain containers (or any
-        pickle under torch < 2.6): it is refused, never unpickled.
+    PickleRefusedError
+        A pickle that holds more than tensors and plain containers (or any pickle under
+        torch < 2.6): it is refused, never unpickled.
     """
     kind = _kind(path)
     if kind != "safetensors":
-        return _load_legacy(path, fix)
+        return _load_pickle(path, fix)
     SafetensorError, safe_open = _safetensors().SafetensorError, _safetensors().safe_open
 
     try:
@@ -358,8 +360,8 @@ def load_state(path, fix: str = ""):
 def load_cache(path):
     """What the state file ``path`` holds (:func:`load_state`), or None when there is none to use.
 
-    A cache that cannot be read (truncated, damaged, or an older galinear's pickle that holds
-    more than tensors) is removed with a message on stderr and None is returned, so the caller
+    A cache that cannot be read (truncated, damaged, or a pickle that holds more than
+    tensors) is removed with a message on stderr and None is returned, so the caller
     computes its content again.
     """
     if not os.path.exists(path):
@@ -375,7 +377,7 @@ def load_cache(path):
         return None
 
 
-def _load_legacy(path, fix: str):
+def _load_pickle(path, fix: str):
     import pickle
     import warnings
 
@@ -383,16 +385,16 @@ def _load_legacy(path, fix: str):
 
     major, minor = (int(x) for x in torch.__version__.split(".")[:2])
     if (major, minor) < (2, 6):
-        raise LegacyFormatError(
-            path, f"a pickle written by an older galinear; with torch {torch.__version__} (< 2.6) it cannot be "
+        raise PickleRefusedError(
+            path, f"a pickle; with torch {torch.__version__} (< 2.6) it cannot be "
             "read without the risk of running code from it, so it is refused", fix)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # notes about pickle protocols: the outcome is what matters
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise LegacyFormatError(
-            path, "a pickle written by an older galinear that holds objects other than tensors and plain "
+        raise PickleRefusedError(
+            path, "a pickle that holds objects other than tensors and plain "
             "containers; it is refused because unpickling it could run code", fix) from None
     except Exception as error:  # noqa: BLE001  (a damaged zip or pickle: torch raises many kinds)
         first = str(error).split(". ")[0].strip() or type(error).__name__

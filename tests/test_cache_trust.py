@@ -19,18 +19,9 @@ import numpy as np
 import pytest
 
 from galinear import Algebra, _numba
+from galinear.testing.payloads import CodePayload
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class _Planted:
-    """Unpickling this creates the file ``marker`` (through ``open``): proof that code ran."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
 
 
 def _python(code: str, cache, cwd=None) -> subprocess.CompletedProcess:
@@ -50,7 +41,7 @@ def test_a_pickle_planted_in_a_cache_others_can_write_does_not_run(tmp_path):
     assert stat_mode(cache) == 0o700  # galinear created the folder private
     indexes = list(cache.rglob("plus_one_mod.plus_one-*.nbi"))
     assert len(indexes) == 1, sorted(cache.rglob("*"))
-    indexes[0].write_bytes(pickle.dumps(_Planted(marker)))
+    indexes[0].write_bytes(pickle.dumps(CodePayload(marker)))
     control = _python(code, cache)  # the user's own private folder is trusted: numba reads the index
     assert marker.exists(), "the planted index is not where numba reads it; the test would prove nothing"
     assert control.stdout.strip() == "42"

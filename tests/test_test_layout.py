@@ -1,4 +1,5 @@
 """No test file imports another test file or a conftest: shared helpers live in galinear.testing.
+Tests of the command line live in tests/commands/, beside the other subjects' folders.
 
 pytest gives fixtures to every test below a conftest.py without an import; anything else a test
 needs from elsewhere belongs to the package (galinear.testing, galinear.testing.models). The test
@@ -7,6 +8,7 @@ files are parsed with :mod:`ast`, not imported, so every import is seen, lazy on
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,31 @@ def test_no_test_imports_a_test_module_or_a_conftest():
              for line in forbidden_imports(path.read_text(encoding="utf-8"), str(path.relative_to(TESTS.parent)))]
     assert not found, ("tests import other test modules or a conftest; move what they share to "
                        "galinear.testing (fixtures may stay in conftest.py):\n" + "\n".join(found))
+
+
+#: Name patterns of test modules about the command line (``galinear COMMAND``).
+COMMAND_LINE_NAMES = re.compile(r"test_(cli|commands?)(_.*)?\.py")
+
+
+def misplaced_command_line_tests(paths) -> list[str]:
+    """The paths (relative to the tests folder, ``/``-separated) of modules named like tests of
+    the command line (test_cli.py, test_cli_*.py, test_command*.py) not under ``commands/``."""
+    return [path for path in paths
+            if COMMAND_LINE_NAMES.fullmatch(Path(path).name) and Path(path).parts[0] != "commands"]
+
+
+@pytest.mark.parametrize("paths,expected", [
+    (["test_cli_tour.py", "commands/test_cli_tour.py"], ["test_cli_tour.py"]),
+    (["test_command_checks.py", "train/test_commands.py", "test_cli.py"],
+     ["test_command_checks.py", "train/test_commands.py", "test_cli.py"]),
+    (["commands/test_every_command.py", "test_reliability.py", "nn/test_client.py", "test_clifford.py"], []),
+])
+def test_the_layout_checker_finds_planted_command_line_tests(paths, expected):
+    assert misplaced_command_line_tests(paths) == expected
+
+
+def test_command_line_tests_live_in_tests_commands():
+    paths = [path.relative_to(TESTS).as_posix() for path in sorted(TESTS.rglob("test_*.py"))]
+    assert any(path.startswith("commands/") for path in paths), f"no tests/commands/ under {TESTS}"
+    found = misplaced_command_line_tests(paths)
+    assert not found, "tests of the command line belong in tests/commands/; move them there:\n" + "\n".join(found)

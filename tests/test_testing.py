@@ -109,3 +109,16 @@ def test_assert_close_measures_rows_against_their_scale():
     assert_close(want.astype(np.float32) * (1 + 4e-6), want)  # float32 actual: rtol 1e-5
     with pytest.raises(AssertionError, match="shapes differ"):
         assert_close(want[:1], want)
+
+
+def test_payload_is_live(tmp_path):
+    """Control for the loader tests: galinear.testing.payloads' pickle does run code when a plain
+    unpickler reads it (so a loader that unpickled it would be caught)."""
+    import pickle
+
+    from galinear.testing.payloads import write_payload
+
+    write_payload(tmp_path / "evil.pkl", tmp_path / "marker", kind="pickle")
+    with open(tmp_path / "evil.pkl", "rb") as handle:
+        pickle.load(handle)
+    assert (tmp_path / "marker").exists()

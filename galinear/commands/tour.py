@@ -4,7 +4,7 @@ Every check compares two independent computations, which round differently, so e
 stated in units in the last place (ULPs): ``ulps * eps * scale``, with eps the float64 machine
 epsilon and ``scale`` the size the rounding errors are proportional to (for a sum of products,
 the number of terms times the largest product; for a unit rotor, 1). The budgets are about ten
-times the largest error measured over n = 2..8 and seeds 0..19 (``tests/test_cli_tour.py`` runs
+times the largest error measured over n = 2..8 and seeds 0..19 (``tests/commands/test_cli_tour.py`` runs
 the tour on every n); a check whose reference is not exact to rounding (clifford's Taylor series,
 a power iteration stopped at a residual) says so and gets the budget of its own accuracy.
 """

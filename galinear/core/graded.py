@@ -19,7 +19,7 @@ The sandwich :math:`R\, x\, \tilde R` gets a fused kernel: :math:`t = R x` and :
 are computed in registers, and only the output blades whose polynomial in the coefficients of
 R and x is not identically zero (found by expanding it with integer coefficients) are written.
 
-The ``*_packed`` functions take and return *packed* arrays, the coefficients of the pattern's
+:func:`product_packed` takes and returns *packed* arrays, the coefficients of the pattern's
 blades only (:func:`blades_of`); :class:`~galinear.core.multivector.MultiVector` keeps tracked
 results packed, so memory traffic follows the grades as the multiply-adds do.
 """
@@ -48,7 +48,6 @@ __all__ = [
     "pack",
     "unpack",
     "product_packed",
-    "sandwich_packed",
     "STRAIGHT_LINE_MAX_TERMS",
 ]
 
@@ -390,15 +389,3 @@ def _packed_sandwich_kernel(metric: tuple[int, ...], pr: int, px: int):
     loads_a = sorted({i for m in used_m for _, i, _ in first[m]} | {l for t in second.values() for _, _, l in t})
     loads_b = sorted({j for m in used_m for _, _, j in first[m]})
     return _load(_module_source(loads_a, loads_b, lines, at_a=_columns(n, pr), at_b=_columns(n, px)))
-
-
-def sandwich_packed(alg, R: np.ndarray, pr: int, x: np.ndarray, px: int):
-    r""":math:`R\, x\, \tilde R` of packed arrays; ``(packed values, pattern)`` or None (as
-    :func:`product_packed`)."""
-    if alg.n > products.TABLE_MAX_N:
-        return None
-    kernel = _packed_sandwich_kernel(alg.metric, pr, px)
-    if kernel is None:
-        return None
-    pattern = sandwich_pattern(alg.n, alg.metric, pr, px)
-    return _run_packed(kernel, R, x, len(blades_of(alg.n, pattern))), pattern

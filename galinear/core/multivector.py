@@ -180,16 +180,6 @@ class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, Subsp
         _init(out, algebra, values, infer_pattern(algebra, values) if pattern is None else pattern)
         return out
 
-    @staticmethod
-    def _wrap_packed(algebra: Algebra, packed: np.ndarray, pattern: int) -> "MultiVector":
-        """A tracked multivector held as the packed columns of its pattern (graded.blades_of)."""
-        out = _new(MultiVector)
-        if pattern == graded.ALL(algebra.n):  # every blade: the packed columns are the values
-            _init(out, algebra, packed, pattern, packed)
-        else:
-            _init(out, algebra, None, pattern, packed)
-        return out
-
     @classmethod
     def from_clifford(cls, mv, algebra: Algebra | None = None) -> "MultiVector":
         """From a ``clifford.MultiVector`` or MVArray; the algebra is read from its layout if

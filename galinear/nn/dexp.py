@@ -57,7 +57,6 @@ from galinear.nn.functional.rotors import compose_rotors
 __all__ = [
     "RotorMap",
     "phi_ad",
-    "psi_ad",
     "bivector_parts",
     "rotor_exp",
     "exact_rotor_sandwich",
@@ -70,12 +69,15 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Functions of ad_B through the eigen-decomposition of the skew matrix.
 
-def _ad_function(bivector: torch.Tensor, value: torch.Tensor, sign: float, spec: Spectrum | None = None) -> torch.Tensor:
-    r"""f(ad_B) applied to the bivectors ``value`` for f = phi (sign=+1) or psi (sign=-1).
+def phi_ad(bivector: torch.Tensor, value: torch.Tensor, spec: Spectrum | None = None) -> torch.Tensor:
+    r""":math:`\varphi(\mathrm{ad}_B)(H)`, :math:`\varphi(z) = (1 - e^{-z})/z`, batched over leading axes.
 
-    phi(z) = (1 - e^{-z}) / z, psi(z) = phi(-z) = (e^z - 1) / z. Computed in float64 (complex128)
-    whatever the input dtype, then cast back. ``spec``: the :class:`Spectrum` of ``bivector`` when
-    it is already known (then no eigen-decomposition runs here).
+    Maps the right-trivialised gradient :math:`\langle G \tilde R\rangle_2` of a loss in
+    :math:`R = \exp(B)` to its gradient in B. Not differentiable (it is a backward-pass formula).
+    Computed in float64 (complex128) whatever the input dtype, then cast back; :math:`\psi(z) =
+    (e^z - 1)/z = \varphi(-z)` is ``phi_ad(-B, H)``. ``spec``: B's
+    :class:`~galinear.nn.functional.Spectrum`, if already computed (then no eigen-decomposition
+    runs here).
     """
     m = bivector.shape[-1]
     if value.shape[-1] != m:
@@ -87,7 +89,7 @@ def _ad_function(bivector: torch.Tensor, value: torch.Tensor, sign: float, spec:
         spec = spectrum(bivector)
     mu, U = spec
     X = bivector_to_skew(value.detach().to(torch.float64)).to(torch.complex128)
-    y = sign * 2.0 * (mu.unsqueeze(-2) - mu.unsqueeze(-1))    # z_ab = 2 (lambda_a - lambda_b) = i y_ab
+    y = 2.0 * (mu.unsqueeze(-2) - mu.unsqueeze(-1))           # z_ab = 2 (lambda_a - lambda_b) = i y_ab
     sinc = torch.sinc(y / torch.pi)                           # sin(y) / y, 1 at y = 0
     half = y / 2
     one_minus_cos_over_y = torch.sin(half) * torch.sinc(half / torch.pi)  # (1 - cos y) / y
@@ -95,22 +97,6 @@ def _ad_function(bivector: torch.Tensor, value: torch.Tensor, sign: float, spec:
     Uh = U.mH
     result = (U @ (factor * (Uh @ X @ U)) @ Uh).real
     return skew_to_bivector(result).to(dtype)
-
-
-def phi_ad(bivector: torch.Tensor, value: torch.Tensor, spec: Spectrum | None = None) -> torch.Tensor:
-    r""":math:`\varphi(\mathrm{ad}_B)(H)`, :math:`\varphi(z) = (1 - e^{-z})/z`, batched over leading axes.
-
-    Maps the right-trivialised gradient :math:`\langle G \tilde R\rangle_2` of a loss in
-    :math:`R = \exp(B)` to its gradient in B. Not differentiable (it is a backward-pass formula).
-    ``spec``: B's :class:`~galinear.nn.functional.Spectrum`, if already computed.
-    """
-    return _ad_function(bivector, value, 1.0, spec)
-
-
-def psi_ad(bivector: torch.Tensor, value: torch.Tensor, spec: Spectrum | None = None) -> torch.Tensor:
-    r""":math:`\psi(\mathrm{ad}_B)(H)`, :math:`\psi(z) = (e^{z} - 1)/z`: maps the left-trivialised
-    gradient :math:`\langle \tilde R\, \partial L/\partial R\rangle_2` to :math:`\partial L/\partial B`."""
-    return _ad_function(bivector, value, -1.0, spec)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ r"""Inference forms of the rotor layers, for export (ONNX, ``torch.export``, ``t
 A trained :class:`~galinear.nn.RotorLinear` computes its map from its bivectors at run time
 (an eigen-decomposition, then the rotor sandwiches). That is what training needs, and what
 exporters cannot follow: the default ONNX exporter has no function for a complex
-``linalg.eigh``, and the legacy one refuses tensors that require grad as constants.
+``linalg.eigh``, and the TorchScript-based one refuses tensors that require grad as constants.
 :func:`freeze` replaces every rotor layer of a model by its inference form, whose map is read
 from buffers:
 

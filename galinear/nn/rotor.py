@@ -49,8 +49,8 @@ WARM_START_BUFFERS = ("left_warm_start", "right_warm_start")
 def _match_warm_starts(module, state_dict, prefix, *args):
     """load_state_dict hook: warm starts are the power method's start vectors, not weights (any
     unit vectors give the same converged factors). A layer without them (the exact decomposition)
-    drops those of a state saved by a power layer or by an older galinear, which kept them for
-    every layer; a power layer given a state without them keeps its own."""
+    drops those of a state that has them (one saved by a power layer, say); a power layer given a
+    state without them keeps its own."""
     for name in WARM_START_BUFFERS:
         key, own = prefix + name, module._buffers.get(name)
         if own is None:
@@ -81,7 +81,7 @@ class RotorLinear(DecodeMethods, nn.Module):
     ``decomposition="power"`` its warm-start vectors are buffers (``left_warm_start``/
     ``right_warm_start``, saved in the state_dict) refreshed at every training-mode forward; the
     exact decomposition reads none, and its layer holds none (those attributes are None; a state
-    that has them, saved by a power layer or by an older galinear, loads with them dropped). The
+    that has them, such as one saved by a power layer, loads with them dropped). The
     backend ("auto", "dense", "factored" or any registered one) is not part of the state.
 
     Parameters

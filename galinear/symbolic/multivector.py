@@ -361,9 +361,6 @@ class MultiVector(MultiVectorInverse, MultiVectorPrinting, MultiVectorSubspaces)
             out |= c.free_symbols
         return out
 
-    def to_list(self) -> list:
-        return list(self.coefficients)
-
     def __eq__(self, other):
         """Structural equality of the expanded coefficients (use :meth:`is_zero` for proofs)."""
         try:

@@ -10,7 +10,8 @@ chains of products.
 Float64 references (the geometric product, the reverse, rotor maps) live in
 :mod:`galinear.testing.references` and are re-exported here; tiny language models for the
 compression tests in :mod:`galinear.testing.models` and :mod:`galinear.testing.compression` (torch
-and transformers, not imported here).
+and transformers, not imported here); pickles that run code and truncated files for the loader tests in
+:mod:`galinear.testing.payloads`.
 """
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """Tiny randomly initialised causal language models, character tokenizers, texts and a
-token-by-token ln PPL for tests of :mod:`galinear.lm` and what uses it: no download anywhere.
-torch and transformers load on the first call that builds a model."""
+token-by-token ln PPL for tests of :mod:`galinear.lm` and what uses it, and Gaussian-blob
+classification data for tests of the MLP trainer: no download anywhere. torch and transformers
+load on the first call that needs them."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "random_text", "reference_log_perplexity", "tiny_causal_lm",
-           "tiny_llama"]
+__all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "gaussian_blobs", "random_text",
+           "reference_log_perplexity", "tiny_causal_lm", "tiny_llama"]
 
 
 class CharTokenizer:
@@ -53,6 +54,21 @@ def random_text(chars: int = 2400, seed: int = 0) -> str:
     while sum(len(w) + 1 for w in out) < chars:
         out.append(words[int(rng.integers(0, len(words)))])
     return " ".join(out)[:chars]
+
+
+def gaussian_blobs(rng, n_train: int = 256, n_test: int = 128, features: int = 16, classes: int = 3):
+    """(x_train, y_train, x_test, y_test) torch tensors: float32 standard normal rows whose
+    coordinate ``label`` is raised by 3, so class c has mean 3 e_c (learnable well above chance).
+    ``rng``: a numpy Generator; the train rows are drawn first."""
+    import torch
+
+    def draw(n):
+        labels = rng.integers(0, classes, size=n)
+        x = rng.standard_normal((n, features)).astype(np.float32)
+        x[np.arange(n), labels] += 3.0
+        return torch.from_numpy(x), torch.from_numpy(labels)
+
+    return (*draw(n_train), *draw(n_test))
 
 
 def reference_log_perplexity(model, windows) -> float:

@@ -15,6 +15,7 @@ from galinear.compress import load, methods, saving  # noqa: E402
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
+from galinear.testing.payloads import CodePayload  # noqa: E402
 
 
 def _keep(root, source_arg: str, cwd=None):
@@ -97,23 +98,13 @@ def test_a_hub_name_offline_names_the_ways_to_give_the_model(tmp_path, monkeypat
         load(folder)
 
 
-class _Payload:
-    """Unpickling this object would create the marker file."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
 def _point_at_pickles(folder, tmp_path):
     """Rewrite the folder's source to a model folder holding only a pickled pytorch_model.bin."""
     evil = tmp_path / "evil"
     evil.mkdir()
     shutil.copy(tmp_path / "models" / "A" / "tiny" / "config.json", evil / "config.json")
     marker = tmp_path / "ran"
-    torch.save({"payload": _Payload(str(marker))}, evil / "pytorch_model.bin")
+    torch.save({"payload": CodePayload(marker)}, evil / "pytorch_model.bin")
     config = _recorded(folder)
     config["model"].update(source=str(evil), source_path=str(evil), source_from_folder=None)
     with open(os.path.join(folder, saving.CONFIG), "w") as f:

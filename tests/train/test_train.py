@@ -6,19 +6,10 @@ import pytest
 import torch
 
 from galinear.cli import build_parser
+from galinear.testing.models import gaussian_blobs
 from galinear.train.loop import TrainConfig, load_history, train_classifier
 from galinear.train.models import MLPConfig, build_mlp, count_parameters
 from galinear.train.report import collect_runs, markdown_table, summarise, write_report
-
-
-def _synthetic(rng, n_train=256, n_test=128, features=16, classes=3):
-    """Gaussian blobs: class c has mean 3 e_c; learnable well above chance."""
-    def draw(n):
-        labels = rng.integers(0, classes, size=n)
-        x = rng.standard_normal((n, features)).astype(np.float32)
-        x[np.arange(n), labels] += 3.0
-        return torch.from_numpy(x), torch.from_numpy(labels)
-    return (*draw(n_train), *draw(n_test))
 
 
 def _tiny(kind="dense", **kw):
@@ -26,7 +17,7 @@ def _tiny(kind="dense", **kw):
 
 
 def test_training_reduces_loss(rng, tmp_path):
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     history = train_classifier(_tiny(), TrainConfig(epochs=6, batch_size=32, lr=1e-2, warmup_steps=0),
                                data, tmp_path / "run", progress=False, log=lambda *_: None)
     losses = [e["train_loss"] for e in history["epochs"]]
@@ -38,7 +29,7 @@ def test_training_reduces_loss(rng, tmp_path):
 
 
 def test_resume_matches_uninterrupted_run(rng, tmp_path):
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     train = TrainConfig(epochs=3, batch_size=32, lr=1e-2, warmup_steps=2, seed=5)
     full = train_classifier(_tiny(), train, data, tmp_path / "full", progress=False, log=lambda *_: None)
     # same run, killed right after epoch 2 was saved, then resumed in a fresh call
@@ -60,7 +51,7 @@ def test_resume_matches_uninterrupted_run(rng, tmp_path):
 
 
 def test_resume_refuses_other_configuration(rng, tmp_path):
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), data, tmp_path / "run",
                      progress=False, log=lambda *_: None)
     with pytest.raises(ValueError, match="another configuration"):
@@ -72,7 +63,7 @@ def test_resume_refuses_other_configuration(rng, tmp_path):
 def test_resume_accepts_config_written_before_a_field_existed(rng, tmp_path):
     import json
 
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     run = dict(data=data, run_dir=tmp_path / "run", progress=False, log=lambda *_: None)
     train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64), **run)
     path = tmp_path / "run" / "config.json"
@@ -88,7 +79,7 @@ def test_resume_accepts_config_written_before_a_field_existed(rng, tmp_path):
 def test_missing_rotor_init_std_means_the_older_layer_default(rng, tmp_path):
     # before MLPConfig had rotor_init_std, rotor layers kept RotorLinear's initialisation (None);
     # a saved configuration without the field is that run, not one of today's default 1.0
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     run = dict(data=data, run_dir=tmp_path / "run", progress=False, log=lambda *_: None)
     train_classifier(_tiny(rotor_init_std=None), TrainConfig(epochs=1, batch_size=64), **run)
     path = tmp_path / "run" / "config.json"
@@ -120,7 +111,7 @@ def test_bad_configuration_and_input():
 
 
 def test_report_table_and_plot(rng, tmp_path):
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     for seed in (0, 1):
         train_classifier(_tiny(), TrainConfig(epochs=2, batch_size=64, seed=seed), data,
                          tmp_path / f"dense-seed{seed}", progress=False, log=lambda *_: None)
@@ -216,7 +207,7 @@ def test_dropout_only_in_training_mode(rng):
 
 @pytest.mark.parametrize("kind", ["rotor", "lowrank"])
 def test_structured_models_learn(rng, kind):
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     config = _tiny(kind, rank=2, backend="dense", rotor_init_std=0.5 if kind == "rotor" else None)
     history = train_classifier(config, TrainConfig(epochs=6, batch_size=32, lr=1e-2, warmup_steps=0),
                                data, None, progress=False, log=lambda *_: None)
@@ -351,7 +342,7 @@ def test_options_without_effect_and_meaningless_sizes_are_refused(tmp_path, caps
 def test_a_damaged_optimiser_state_is_named_before_an_epoch_trains(rng, tmp_path):
     from galinear import _io
 
-    data = _synthetic(rng)
+    data = gaussian_blobs(rng)
     train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64, seed=0), data, tmp_path, progress=False, log=print)
     state = _io.load_state(tmp_path / "checkpoint.pt")
     next(iter(state["optimizer"]["state"].values()))["exp_avg"] = torch.zeros(2, 2)
