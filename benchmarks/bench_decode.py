@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     from galinear import _numba
     from galinear.compress import methods
     from galinear.lm.models import attention, decoder_layers, load_model
-    from galinear.compress.store import load_compressed
+    from galinear.compress.saving import load_compressed
 
     torch.set_num_threads(args.threads)
     _numba.set_threads(args.threads)

@@ -15,10 +15,12 @@ Two formats, neither of which can carry code:
   are stored as raw safetensors data and everything else as JSON in the file header. Loading
   parses JSON and raw numbers only.
 
-Files written by galinear 0.x before this format (``torch.save`` pickles) are read only through
-PyTorch's restricted loader ``torch.load(weights_only=True)`` (tensors and plain containers, no
-arbitrary objects) and only with torch >= 2.6, whose restricted loader has no known escape; any
-other pickle is refused with :class:`LegacyFormatError`, never unpickled.
+Caches (:func:`load_cache`) are read as state files only: a pickle there is removed unread.
+:func:`load_state` reads a ``torch.save`` pickle (a training checkpoint in the 0.x format, a
+compressed-model file of format v1) only through PyTorch's restricted loader
+``torch.load(weights_only=True)`` (tensors and plain containers, no arbitrary objects) and only
+with torch >= 2.6, whose restricted loader has no known escape; any other pickle is refused with
+:class:`LegacyFormatError`, never unpickled.
 """
 from __future__ import annotations
 
@@ -322,8 +324,11 @@ def _kind(path) -> str:
     return "safetensors"  # anything else is reported as damaged by the safetensors reader
 
 
-def load_state(path, fix: str = ""):
-    """Read a file written by :func:`save_state` (or a plain-tensor pickle of an older galinear).
+def load_state(path, fix: str = "", *, pickles: bool = True):
+    """Read a file written by :func:`save_state` (or, with ``pickles``, a plain-tensor pickle).
+
+    With ``pickles=False`` a pickle is refused as :class:`CorruptFileError` without being read
+    by any loader, the restricted one included.
 
     Raises
     ------
@@ -336,6 +341,8 @@ def load_state(path, fix: str = ""):
         pickle under torch < 2.6): it is refused, never unpickled.
     """
     kind = _kind(path)
+    if kind != "safetensors" and not pickles:
+        raise CorruptFileError(path, "a pickle, not a safetensors state file; it is not read", fix)
     if kind != "safetensors":
         return _load_legacy(path, fix)
     SafetensorError, safe_open = _safetensors().SafetensorError, _safetensors().safe_open
@@ -358,14 +365,14 @@ def load_state(path, fix: str = ""):
 def load_cache(path):
     """What the state file ``path`` holds (:func:`load_state`), or None when there is none to use.
 
-    A cache that cannot be read (truncated, damaged, or an older galinear's pickle that holds
-    more than tensors) is removed with a message on stderr and None is returned, so the caller
-    computes its content again.
+    A cache that cannot be read (truncated, damaged, or not a safetensors file: a pickle is
+    never read, not even by the restricted loader) is removed with a message on stderr and None
+    is returned, so the caller computes its content again.
     """
     if not os.path.exists(path):
         return None
     try:
-        return load_state(path)
+        return load_state(path, pickles=False)
     except UnreadableFileError as error:
         print(f"galinear: {error}; removing it and recomputing this unit", file=sys.stderr, flush=True)
         try:

@@ -34,9 +34,9 @@ FORMAT = 1
 #: StudyConfig fields that change no result: where files go and how the work is run.
 NOT_RESULTS = ("out_dir", "cache_dir", "save_dir", "threads", "progress", "verbose", "save_models", "shard_windows",
                "overwrite")
-#: Files a study writes into its output folder (besides ``models/*.pt``), removed by ``overwrite``.
+#: Files a study writes into its output folder (besides its model folders under ``models/``), removed by ``overwrite``.
 OUTPUTS = ("results.json", "results-rank*.json", "summary.json", "results.md", "logppl_vs_params.png",
-           "learning_curves.json", "learning_curves.png")
+           "learning_curves.json", "learning_curves.png", os.path.join("models", "index.json"))
 #: Largest study.json read (a record is a few kB).
 _MAX_RECORD_BYTES = 1 << 20
 
@@ -89,9 +89,9 @@ def _folders(config) -> list:
 
 
 def _results(folder: str) -> list:
-    """The result files of a study in ``folder`` (results.json with entries, the ranks' files, models/*.pt)."""
-    found = sorted(glob.glob(os.path.join(folder, "results-rank*.json")) + glob.glob(os.path.join(folder, "models",
-                                                                                                   "*.pt")))
+    """The result files of a study in ``folder`` (results.json with entries, the ranks' files, the
+    compressed-model folders under models/)."""
+    found = sorted(glob.glob(os.path.join(folder, "results-rank*.json")) + _models(os.path.join(folder, "models")))
     path = os.path.join(folder, "results.json")
     if os.path.isfile(path):
         try:
