@@ -357,7 +357,7 @@ def _check_config(config: dict, path: str) -> None:
         if not isinstance(entry.get("bias"), bool) or not isinstance(entry.get("class"), str):
             raise bad(f"layer {layer} {proj}: bias must be true or false and class a name")
         tensors = entry.get("tensors")
-        if not isinstance(tensors, dict) or not tensors:
+        if not isinstance(tensors, dict):  # empty for a module without tensors (the zero baseline)
             raise bad(f"layer {layer} {proj}: tensors must describe the module's tensors")
         for key, info in tensors.items():
             ok = (isinstance(info, dict) and isinstance(info.get("shape"), list)

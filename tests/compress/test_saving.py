@@ -410,3 +410,15 @@ def test_export_dense_bakes_rotor_linear(tmp_path):
     again = AutoModelForCausalLM.from_pretrained(tmp_path / "plain").eval()
     with torch.no_grad():
         torch.testing.assert_close(again(input_ids=ids).logits, after, atol=0, rtol=0)
+
+
+def test_a_folder_of_the_zero_baseline_loads(tmp_path):
+    """Every method a study keeps loads back, the zero baseline (a module without tensors) included."""
+    from galinear.compress import MethodSpec, build_module, load, save
+
+    model = tiny_llama()
+    folder = save(str(tmp_path / "zero"), model, {(1, "q_proj"): build_module(MethodSpec("zero"), 32, 32)},
+                  MethodSpec("zero"), name="tiny")
+    loaded = load(folder, tiny_llama())
+    out = models.projection(loaded, 1, "q_proj")(torch.randn(3, 32))
+    assert type(models.projection(loaded, 1, "q_proj")).__name__ == "ZeroProjection" and not out.any()
