@@ -105,12 +105,16 @@ def cache_root(config) -> str:
     return config.cache_dir or os.path.join(config.out_dir, "cache")
 
 
+#: The folder under ``out_dir`` that holds the kept compressed models (without ``--save``).
+MODELS = "models"
+
+
 def models_root(config) -> str | None:
     """Where ``config``'s study keeps its compressed-model folders: ``--save DIR``, else
     ``<out>/models`` (``save_models``), else None (none kept)."""
     if config.save_dir:
         return config.save_dir
-    return os.path.join(config.out_dir, "models") if config.save_models else None
+    return os.path.join(config.out_dir, MODELS) if config.save_models else None
 
 
 class Store:
