@@ -110,7 +110,8 @@ def _require_safetensors():
 MAX_JSON_BYTES = 16 << 20
 #: Room for the safetensors header beside the tensors' own bytes.
 _HEADER_ROOM = (1 << 20)
-_FIX = "write the folder again with `galinear compress ... --save DIR` (the study's cached fits make this quick)"
+_FIX = ("rerun the `galinear compress` study that wrote it, which writes the folder again (its cached fits make "
+        "this quick)")
 _TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16"}
 
 
@@ -441,7 +442,8 @@ def _read_tensors(path: str, expected_bytes: int) -> dict:
     try:
         return load_bytes(raw)
     except Exception as error:  # safetensors reports damage as its own error types
-        raise _io.CorruptFileError(path, f"not a readable safetensors file ({error})", _FIX) from None
+        raise _io.CorruptFileError(path, f"damaged or truncated: not a readable safetensors file ({error})",
+                                   _FIX) from None
 
 
 def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
