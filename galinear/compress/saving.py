@@ -1,7 +1,8 @@
 """A compressed model you can keep: a folder with the replacements, and the functions that rebuild it.
 
-``galinear compress ... --save DIR`` writes one folder per compressed model (method, seed, layer
-set) under DIR, and ``DIR/index.json`` listing them. A folder holds
+``galinear compress`` writes one folder per compressed model (method, seed, layer set) under
+``OUT/models`` (with ``--save DIR``: under DIR), and ``index.json`` beside them listing them. A
+folder holds
 
 - ``galinear_compressed.json``: the format, the identity of the model it was made from (source,
   GGUF file, family, widths, layer count, vocabulary size, weight dtype and the SHA-256 of its
@@ -201,9 +202,11 @@ def write_index(root: str, names: list) -> None:
 
 def read_config(folder: str) -> dict:
     """The JSON of a compressed-model folder, checked field by field; a folder holding several
-    (``--save`` root) with one entry resolves to it, with several raises naming them."""
+    (the ``models`` or ``--save`` folder of a study) with one entry resolves to it, with several
+    raises naming them."""
     if not os.path.isdir(folder):
-        raise ValueError(f"{folder} is not a folder; pass a folder written by `galinear compress ... --save DIR`")
+        raise ValueError(f"{folder} is not a folder; pass a folder written by `galinear compress` (under OUT/models "
+                         "or --save DIR)")
     path = os.path.join(folder, CONFIG)
     if not os.path.lexists(path):
         index = os.path.join(folder, INDEX)
@@ -222,7 +225,7 @@ def read_config(folder: str) -> dict:
             raise ValueError(f"{folder} holds {len(names)} compressed models; load one of them: "
                              + ", ".join(os.path.join(folder, n) for n in names))
         raise ValueError(f"{folder} is not a compressed model written by galinear (no {CONFIG}); "
-                         "pass a folder written by `galinear compress ... --save DIR`")
+                         "pass a folder written by `galinear compress` (under OUT/models or --save DIR)")
     config = _io.load_json(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)
     found = config.get("format") if isinstance(config, dict) else None
     if found != FORMAT:
@@ -632,7 +635,7 @@ def guard_save_pretrained(model) -> None:
             where = ", ".join(f"layer {layer} {proj} ({name})" for layer, proj, name in replaced[:4])
             raise ValueError(f"this model holds galinear replacements ({where}{', ...' if len(replaced) > 4 else ''}); "
                              "Hugging Face's from_pretrained would rebuild them as random nn.Linear layers. Keep the "
-                             "folder written by `galinear compress --save` and reload it with galinear.compress.load, "
+                             "folder written by `galinear compress` and reload it with galinear.compress.load, "
                              "or, for linear replacements (LR, BH, RotorLinear), call galinear.compress.export_dense(model) "
                              "first")
         return original(*args, **kwargs)
