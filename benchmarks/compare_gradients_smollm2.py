@@ -52,7 +52,7 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
                           max_valid=valid_windows, bos=win.bos_token(loaded.tokenizer))
     train_ids, test_ids = w.batch(w.train), w.batch(w.heldout[:mse_windows])
     t0 = time.perf_counter()
-    path = cache and os.path.join(cache, f"smollm2-L{layer}-t{train_windows}-e{eval_windows}-m{mse_windows}.pt")
+    path = cache and os.path.join(cache, f"smollm2-L{layer}-t{train_windows}-e{eval_windows}-m{mse_windows}.safetensors")
     held = fit.load(path) if path else None
     if held is None or not torch.equal(held["train_ids"], torch.as_tensor(train_ids)):
         with torch.no_grad():

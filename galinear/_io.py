@@ -15,10 +15,12 @@ Two formats, neither of which can carry code:
   are stored as raw safetensors data and everything else as JSON in the file header. Loading
   parses JSON and raw numbers only.
 
-A ``torch.save`` pickle (zip or raw) given to :func:`load_state` is read only through PyTorch's
-restricted loader ``torch.load(weights_only=True)`` (tensors and plain containers, no arbitrary
-objects) and only with torch >= 2.6, whose restricted loader has no known escape; any other
-pickle is refused with :class:`PickleRefusedError`, never unpickled.
+Caches (:func:`load_cache`) are read as state files only: a pickle there is removed unread.
+:func:`load_state` reads a ``torch.save`` pickle (a training checkpoint in the 0.x format, a
+compressed-model file of format v1) only through PyTorch's restricted loader
+``torch.load(weights_only=True)`` (tensors and plain containers, no arbitrary objects) and only
+with torch >= 2.6, whose restricted loader has no known escape; any other pickle is refused with
+:class:`PickleRefusedError`, never unpickled.
 """
 from __future__ import annotations
 
@@ -323,9 +325,12 @@ def _kind(path) -> str:
     return "safetensors"  # anything else is reported as damaged by the safetensors reader
 
 
-def load_state(path, fix: str = ""):
-    """Read a file written by :func:`save_state`, or a ``torch.save`` pickle of tensors and plain
-    containers (through the restricted loader, torch >= 2.6).
+def load_state(path, fix: str = "", *, pickles: bool = True):
+    """Read a file written by :func:`save_state` (or, with ``pickles``, a ``torch.save`` pickle of
+    tensors and plain containers, through the restricted loader, torch >= 2.6).
+
+    With ``pickles=False`` a pickle is refused as :class:`CorruptFileError` without being read
+    by any loader, the restricted one included.
 
     Raises
     ------
@@ -338,6 +343,8 @@ def load_state(path, fix: str = ""):
         torch < 2.6): it is refused, never unpickled.
     """
     kind = _kind(path)
+    if kind != "safetensors" and not pickles:
+        raise CorruptFileError(path, "a pickle, not a safetensors state file; it is not read", fix)
     if kind != "safetensors":
         return _load_pickle(path, fix)
     SafetensorError, safe_open = _safetensors().SafetensorError, _safetensors().safe_open
@@ -360,14 +367,14 @@ def load_state(path, fix: str = ""):
 def load_cache(path):
     """What the state file ``path`` holds (:func:`load_state`), or None when there is none to use.
 
-    A cache that cannot be read (truncated, damaged, or a pickle that holds more than
-    tensors) is removed with a message on stderr and None is returned, so the caller
-    computes its content again.
+    A cache that cannot be read (truncated, damaged, or not a safetensors file: a pickle is
+    never read, not even by the restricted loader) is removed with a message on stderr and None
+    is returned, so the caller computes its content again.
     """
     if not os.path.exists(path):
         return None
     try:
-        return load_state(path)
+        return load_state(path, pickles=False)
     except UnreadableFileError as error:
         print(f"galinear: {error}; removing it and recomputing this unit", file=sys.stderr, flush=True)
         try:

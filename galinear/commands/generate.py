@@ -4,14 +4,14 @@ import os
 from galinear.commands._report import fail
 
 HELP = ("Print a greedy continuation of a prompt from the original model and from a compressed model kept with "
-        "`galinear compress --save DIR`, side by side")
+        "`galinear compress` (under OUT/models, or --save DIR), side by side")
 DEFAULT_PROMPT = "The history of the printing press begins"
-_FIX = "check that the folder is the one `galinear compress ... --save DIR` wrote, and write it again if it was changed"
+_FIX = "check that the folder is the one `galinear compress` wrote, and write it again if it was changed"
 
 
 def add_arguments(parser):
-    parser.add_argument("folder", help="a compressed-model folder written by `galinear compress ... --save DIR` "
-                                       "(or DIR itself when it holds one model)")
+    parser.add_argument("folder", help="a compressed-model folder written by `galinear compress` (OUT/models/NAME "
+                                       "or --save DIR/NAME; or the folder holding it when it holds one model)")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
     parser.add_argument("--tokens", type=int, default=40, help="new tokens to generate (default 40)")
     parser.add_argument("--model", default=None,

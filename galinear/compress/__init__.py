@@ -4,8 +4,9 @@ The paper's protocol (Pence, Yamada, Singh, "Composing Linear Layers from Irredu
 NeurIPS 2025, arXiv 2507.11688), with the leaks of its reference code fixed. Main entry points:
 
 - :class:`StudyConfig`, :class:`Study`: capture, fit, evaluate and report, resumable;
-- :func:`save_compressed` / :func:`load_compressed`: a compressed model's replacement modules;
-- :func:`load` (with :func:`save`, ``--save DIR``): a kept compressed model, safetensors + JSON;
+- :func:`load` (with :func:`save`): a kept compressed model, a folder of safetensors + JSON, the
+  one format a study writes (``<out>/models/`` or ``--save DIR``); :func:`load_compressed` installs
+  one into a model already loaded and returns the replacement modules;
   :func:`export_dense` bakes linear replacements into ``nn.Linear``; :func:`register` lets
   ``transformers.AutoModelForCausalLM.from_pretrained(folder)`` load a kept folder.
 
@@ -13,10 +14,10 @@ Loading the model, its token windows and ln PPL are :mod:`galinear.lm`'s.
 """
 from galinear.compress.auto import register
 from galinear.compress.methods import METHODS, MethodSpec, build_module, count_parameters
-from galinear.compress.saving import export_dense, load, save
-from galinear.compress.study import PAPER_SETS_NOTE, Study, StudyConfig, load_compressed, save_compressed
+from galinear.compress.saving import export_dense, load, load_compressed, save
+from galinear.compress.study import PAPER_SETS_NOTE, Study, StudyConfig
 
 __all__ = [
     "METHODS", "MethodSpec", "build_module", "count_parameters", "Study", "StudyConfig", "load_compressed",
-    "save_compressed", "PAPER_SETS_NOTE", "load", "save", "export_dense", "register",
+    "PAPER_SETS_NOTE", "load", "save", "export_dense", "register",
 ]

@@ -1,7 +1,7 @@
 """Loading a kept compressed-model folder the way Hugging Face users load models.
 
 After :func:`register`, ``transformers.AutoModelForCausalLM.from_pretrained(folder)`` loads a folder
-written by :func:`galinear.compress.save` (``galinear compress ... --save DIR``) exactly as
+written by :func:`galinear.compress.save` (every model a ``galinear compress`` run keeps) exactly as
 :func:`galinear.compress.load` does: the folder checked on its own, the original model loaded from
 its recorded source (safetensors or GGUF only) and checked against the folder's whole-model SHA-256,
 then the replacements installed. Without :func:`register`, ``from_pretrained`` refuses the folder:

@@ -188,7 +188,7 @@ class CaptureMethods:
     # ------------------------------------------------------------------ second moments
     def moments(self, layer: int, replacements: dict, key: str, where: str = "attn_in"):
         """Second moments (train, test) of the ``where`` rows at ``layer`` (default: the q/k/v
-        input), streamed; cached as .npz.
+        input), streamed; cached as state files (:meth:`galinear.compress.store.Store.moments_paths`).
 
         With no replacement the input is the original network's (one accumulator of x x^T);
         otherwise each chunk of windows runs through the original and the partly compressed

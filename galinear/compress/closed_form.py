@@ -133,39 +133,40 @@ class SecondMoments:
 
     # -------------------------------------------------------------- storage (no pickle)
     def save(self, path: str) -> None:
-        """Write the sums to ``path`` (.npz) through a temporary file and ``os.replace``."""
+        """Write the sums to ``path``, a safetensors state file (:func:`galinear._io.save_state`), atomically."""
         from galinear import _io
 
-        def write(tmp):
-            with open(tmp, "wb") as handle:
-                np.savez(handle, n=np.int64(self.n), same=np.int8(-1 if self.same is None else int(self.same)),
-                         sx=self.sx, sxx=self.sxx, so=self.so, sxo=self.sxo, soo=self.soo)
-
-        _io.atomic_write(path, write)
+        _io.save_state(path, {"n": int(self.n), "same": None if self.same is None else bool(self.same),
+                              "sx": self.sx, "sxx": self.sxx, "so": self.so, "sxo": self.sxo, "soo": self.soo})
 
     @classmethod
     def load(cls, path: str) -> "SecondMoments | None":
         """The sums written by :meth:`save`, or None when ``path`` does not exist.
 
-        A damaged file (truncated, not an npz of these sums) is removed with a message on stderr
-        and None is returned, so the caller accumulates the sums again.
+        A damaged file (truncated, not a state file of these sums) is removed with a message on
+        stderr and None is returned, so the caller accumulates the sums again.
         """
         import sys
-        import zipfile
 
-        if not os.path.exists(path):
+        from galinear import _io
+
+        state = _io.load_cache(path)
+        if state is None:
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
-                out = cls(data["sx"].shape[0], data["so"].shape[0])
-                out.n = int(data["n"])
-                same = int(data["same"])
-                out.same = None if same < 0 else bool(same)
-                for name in ("sx", "sxx", "so", "sxo", "soo"):
-                    setattr(out, name, np.array(data[name]))
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError) as error:
-            print(f"galinear: {path}: damaged or truncated ({type(error).__name__}: {error}); removing it and "
-                  "recomputing this unit", file=sys.stderr, flush=True)
+            out = cls(state["sx"].shape[0], state["so"].shape[0])
+            out.n, out.same = int(state["n"]), state["same"]
+            for name in ("sx", "sxx", "so", "sxo", "soo"):
+                value = state[name]
+                if not isinstance(value, np.ndarray) or value.dtype != np.float64:
+                    raise TypeError(f"{name} is not a float64 array")
+                setattr(out, name, np.array(value))
+            if out.same not in (None, True, False) or out.sxx.shape != (out.d_in, out.d_in) \
+                    or out.sxo.shape != (out.d_in, out.d_orig) or out.soo.shape != (out.d_orig, out.d_orig):
+                raise ValueError("the sums' shapes do not agree")
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            print(f"galinear: {path}: damaged ({error}); removing it and recomputing this unit", file=sys.stderr,
+                  flush=True)
             try:
                 os.remove(path)
             except FileNotFoundError:

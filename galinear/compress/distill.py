@@ -21,7 +21,6 @@ was never interrupted. A finished stage is stored with its result and is not run
 from __future__ import annotations
 
 import copy
-import os
 
 from galinear.compress import activations, adam
 from galinear.compress.adam import Plateau
@@ -158,8 +157,7 @@ def run_in_study(study, spec, seed: int, layer_set, replacements: dict):
     from galinear.compress.store import set_name
 
     config = study.config
-    path = os.path.join(study.store.work, "distill",
-                        f"{spec.tag()}-s{seed}-L{set_name(layer_set)}-{settings_tag(config)}.pt")
+    path = study.store.distill_path(spec, seed, layer_set, settings_tag(config))
     label = f"distill {spec.name} s{seed} L{set_name(layer_set)}" if study._bars else None
     modules, stats = distill(study.model, replacements, study._train_ids(), study._valid_ids(),
                              lr=config.distill_lr, max_steps=config.distill_max_steps,

@@ -10,9 +10,9 @@ total number of steps, so the rate falls from lr to 0 exactly once over the whol
     lr_t = lr * (1 + cos(pi * t / T)) / 2,   t = 0..T-1.
 
 Every fit of a study draws its initialisation and its batch order from :func:`fit_seed`, and is
-one unit (:func:`fit_unit`): fitted, saved atomically, read back by a rerun. Checkpoints and
-caches are safetensors files with a JSON header (:mod:`galinear._io`): loading one never
-unpickles anything.
+one unit: fitted, saved atomically, read back by a rerun (its files are named and read by
+:class:`galinear.compress.store.Store`). Checkpoints and caches are safetensors files with a JSON
+header (:mod:`galinear._io`): loading one never unpickles anything.
 """
 from __future__ import annotations
 
@@ -50,16 +50,16 @@ def atomic_save(obj, path: str) -> None:
 def load(path: str, *, recompute: bool = True):
     """Load a file written by :func:`atomic_save`, or None when it does not exist.
 
-    A cache that cannot be read (truncated, damaged, or an older galinear's pickle that holds
-    more than tensors) is removed with a message on stderr and None is returned, so the caller
-    recomputes that unit. With ``recompute=False`` such a file raises
-    :class:`galinear._io.UnreadableFileError` instead (for files that cannot be recomputed).
+    A cache that cannot be read (truncated, damaged, or not a safetensors file: a pickle is never
+    read) is removed with a message on stderr and None is returned, so the caller recomputes that
+    unit. With ``recompute=False`` such a file raises :class:`galinear._io.UnreadableFileError`
+    instead (for files that cannot be recomputed).
     """
     if recompute:
         return _io.load_cache(path)
     if not os.path.exists(path):
         return None
-    return _io.load_state(path, fix="delete it and rerun the command that wrote it")
+    return _io.load_state(path, fix="delete it and rerun the command that wrote it", pickles=False)
 
 
 def cached(path: str, make):
@@ -70,26 +70,6 @@ def cached(path: str, make):
         value = make()
         atomic_save(value, path)
     return value
-
-
-def fit_unit(paths: dict, modules: dict, fit) -> dict:
-    """Fit one unit of a study, or read it back; returns its records.
-
-    ``modules`` (``{name: module}``, built and seeded by the caller) take the states saved in
-    ``paths`` (one file a module, under the same names) when every file is there and readable.
-    Otherwise ``fit(modules)`` fits them all and returns one record a module (a dict with the
-    module's ``state`` and its ``stats``), each saved atomically before anything else uses it, so
-    a run killed anywhere leaves whole records and a rerun resumes at the first unit without them.
-    """
-    records = {name: load(path) for name, path in paths.items()}
-    if any(record is None for record in records.values()):
-        records = fit(modules)
-        for name, path in paths.items():
-            atomic_save(records[name], path)
-    else:
-        for name, module in modules.items():
-            module.load_state_dict(records[name]["state"])
-    return records
 
 
 def unit_record(module, stats: dict, layer: int, projection: str, spec=None, seed=None) -> dict:
@@ -172,4 +152,4 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
 
 
 __all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "adam_regression", "atomic_save", "batch_loss", "cached",
-           "fit_projection", "fit_seed", "fit_unit", "load", "summary", "unit_record"]
+           "fit_projection", "fit_seed", "load", "summary", "unit_record"]

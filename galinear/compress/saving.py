@@ -1,7 +1,8 @@
 """A compressed model you can keep: a folder with the replacements, and the functions that rebuild it.
 
-``galinear compress ... --save DIR`` writes one folder per compressed model (method, seed, layer
-set) under DIR, and ``DIR/index.json`` listing them. A folder holds
+``galinear compress`` writes one folder per compressed model (method, seed, layer set) under
+``OUT/models`` (with ``--save DIR``: under DIR), and ``index.json`` beside them listing them. A
+folder holds
 
 - ``galinear_compressed.json``: the format, the identity of the model it was made from (source,
   GGUF file, family, widths, layer count, vocabulary size, weight dtype and the SHA-256 of its
@@ -32,8 +33,15 @@ trusts nothing in the folder: both files must be regular files of a plausible si
 before they are read), every tensor is checked against its role (dtype, shape, finite values,
 permutations that are permutations) and its SHA-256 before the original model is looked for, and
 every field against the model before any replacement is installed. The recorded source is read
-only from safetensors or GGUF files (:func:`load_source`). Folders of the previous format (no checksums) are refused with the
-way to rewrite them.
+only from safetensors or GGUF files (:func:`load_source`).
+
+This folder (format v3) is the one format galinear writes: a study keeps every compressed model
+as one (:class:`galinear.compress.store.Store`). The earlier formats are read through one
+converter, :func:`as_current`, into the same in-memory form (the folder's checked JSON and its
+tensors by key), then checked and installed as a folder is: a single file of format v1 (a
+safetensors state file, or a ``torch.save`` file read only by ``torch.load(weights_only=True)``
+with torch >= 2.6) that records the SHA-256 of its tensors; a file without those checksums, and a
+folder of format v2 (none either), are refused with the way to write them again.
 
 For the linear replacements (LR and BH, Adam-fitted or closed-form LR*/BH*, the single linear
 rotor gadget ``RotorLinear`` of method ``rotorlin-m``, and the zero baseline),
@@ -54,7 +62,10 @@ from galinear.compress.tensor_checks import checked_module as _checked_module
 from galinear.lm import models
 
 FORMAT = "galinear-compressed-v3"
-OLD_FORMATS = ("galinear-compressed-v2",)  # read no more: no checksums
+#: The single-file format read through :func:`as_current`.
+FILE_FORMAT = "galinear-compressed-v1"
+#: Folder formats that recorded no checksums: refused by :func:`as_current`.
+OLD_FORMATS = ("galinear-compressed-v2",)
 CONFIG = "galinear_compressed.json"
 TENSORS = "replacements.safetensors"
 INDEX = "index.json"
@@ -100,7 +111,8 @@ def _require_safetensors():
 MAX_JSON_BYTES = 16 << 20
 #: Room for the safetensors header beside the tensors' own bytes.
 _HEADER_ROOM = (1 << 20)
-_FIX = "write the folder again with `galinear compress ... --save DIR` (the study's cached fits make this quick)"
+_FIX = ("rerun the `galinear compress` study that wrote it, which writes the folder again (its cached fits make "
+        "this quick)")
 _TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16"}
 
 
@@ -190,9 +202,11 @@ def write_index(root: str, names: list) -> None:
 
 def read_config(folder: str) -> dict:
     """The JSON of a compressed-model folder, checked field by field; a folder holding several
-    (``--save`` root) with one entry resolves to it, with several raises naming them."""
+    (the ``models`` or ``--save`` folder of a study) with one entry resolves to it, with several
+    raises naming them."""
     if not os.path.isdir(folder):
-        raise ValueError(f"{folder} is not a folder; pass a folder written by `galinear compress ... --save DIR`")
+        raise ValueError(f"{folder} is not a folder; pass a folder written by `galinear compress` (under OUT/models "
+                         "or --save DIR)")
     path = os.path.join(folder, CONFIG)
     if not os.path.lexists(path):
         index = os.path.join(folder, INDEX)
@@ -211,17 +225,91 @@ def read_config(folder: str) -> dict:
             raise ValueError(f"{folder} holds {len(names)} compressed models; load one of them: "
                              + ", ".join(os.path.join(folder, n) for n in names))
         raise ValueError(f"{folder} is not a compressed model written by galinear (no {CONFIG}); "
-                         "pass a folder written by `galinear compress ... --save DIR`")
+                         "pass a folder written by `galinear compress` (under OUT/models or --save DIR)")
     config = _io.load_json(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)
     found = config.get("format") if isinstance(config, dict) else None
-    if found in OLD_FORMATS:
-        raise ValueError(f"{path} was written by an older galinear ({found}), which recorded no checksum of its "
-                         "tensors nor of the whole original model, so this galinear cannot check it; " + _FIX)
     if found != FORMAT:
-        raise ValueError(f"{path} has format {found!r}, this galinear reads {FORMAT!r}; {_FIX}")
+        return as_current(config, path)[0]
     _check_config(config, path)
     config["_folder"] = folder
     return config
+
+
+_FILE_FIX = "delete it and rerun the command that wrote it (a study writes compressed-model folders now)"
+
+
+def read(path: str) -> tuple:
+    """(config, tensors) of the compressed model at ``path``: a folder (:func:`read_config`;
+    tensors None: they are read from the folder) or a file of format v1 (:func:`as_current`)."""
+    if os.path.isdir(path):
+        return read_config(path), None
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{path}: no such compressed model file or folder")
+    if not os.path.isfile(path):  # a FIFO would wait for a writer, a device never end
+        raise _io.UnreadableFileError(path, "is not a regular file", "pass a folder written by `galinear compress`")
+    return as_current(_io.load_state(path, fix=_FILE_FIX), path)
+
+
+def as_current(data, path: str) -> tuple:
+    """The in-memory form of the current format, (config, tensors), of a compressed model written
+    in an earlier one: the payload of a file of format v1 or the JSON of a folder of format v2.
+
+    ``config`` has the fields of a checked folder config (:func:`read_config`; a v1 file records
+    no source, so the model must be passed, and no module class: the method's own is built) and
+    ``tensors`` maps ``<layer>.<projection>.<name>`` to each module's tensors, as a folder's
+    safetensors file does. Every field is checked; the tensors are checked against their recorded
+    SHA-256 by :func:`checked_replacements`. Formats without checksums are refused, naming the fix.
+    """
+    found = data.get("format") if isinstance(data, dict) else None
+    if found in OLD_FORMATS:
+        raise ValueError(f"{path} was written by an older galinear ({found}), which recorded no checksum of its "
+                         "tensors nor of the whole original model, so this galinear cannot check it; " + _FIX)
+    if found != FILE_FORMAT or os.path.basename(path) == CONFIG:
+        if os.path.basename(path) == CONFIG:
+            raise ValueError(f"{path} has format {found!r}, this galinear reads {FORMAT!r}; {_FIX}")
+        raise ValueError(f"{path} is not a compressed model written by galinear")
+
+    def bad(what):
+        return _io.CorruptFileError(path, what + "; the file is damaged or was edited", _FILE_FIX)
+
+    identity = data.get("identity")
+    if identity is not None and not isinstance(identity, dict):
+        raise bad("\"identity\" must be an object")
+    saved = dict(identity or {})
+    saved.setdefault("name", data.get("model"))
+    if identity is not None and not isinstance(saved.get("weights_sha256"), str):
+        saved["weights_sha256"] = None  # no whole-model checksum: check_identity refuses unless told not to check
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        value = saved.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise bad(f"identity {key} must be a positive integer, got {value!r}")
+    saved["source"] = saved["source_path"] = saved["source_from_folder"] = None
+    entries, checksums = data.get("modules"), data.get("checksums")
+    if not isinstance(entries, dict) or not entries:
+        raise bad("\"modules\" must be a non-empty mapping (a file without replacements is not a compressed model)")
+    if not isinstance(checksums, dict):
+        raise _io.CorruptFileError(path, "records no checksums of its tensors, so it cannot be checked", _FILE_FIX)
+    modules, tensors = [], {}
+    for key, entry in entries.items():
+        layer, _, proj = str(key).partition(".")
+        if not layer.isdigit() or proj not in models.ALL_PROJECTIONS:
+            raise bad(f"module key {key!r} is not <layer >= 0>.<{'|'.join(models.ALL_PROJECTIONS)}>")
+        sizes = (entry.get("in"), entry.get("out")) if isinstance(entry, dict) else (None, None)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes) \
+                or not isinstance(entry.get("state"), dict) or not isinstance(checksums.get(key), dict) \
+                or not all(isinstance(name, str) for name in entry["state"]):
+            raise bad(f"module {key}: needs in/out widths, a state and its checksums")
+        state = entry["state"]
+        plain = proj == "o_proj" and "weight" in state and set(state) <= {"weight", "bias"}  # the o_proj refit
+        modules.append({"layer": int(layer), "projection": proj, "class": "Linear" if plain else None,
+                        "bias": any(k == "bias" or k.endswith(".bias") for k in state),
+                        "settings": {"in_features": sizes[0], "out_features": sizes[1]}, "tensors": checksums[key]})
+        tensors.update({f"{layer}.{proj}.{name}": value for name, value in state.items()})
+    method = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    config = {"format": FORMAT, "model": saved, "method": method, "layers": sorted({m["layer"] for m in modules}),
+              "modules": modules, "_folder": path, "_check_weights": identity is not None,
+              "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
+    return config, tensors
 
 
 def _check_config(config: dict, path: str) -> None:
@@ -273,7 +361,7 @@ def _check_config(config: dict, path: str) -> None:
         if not isinstance(entry.get("bias"), bool) or not isinstance(entry.get("class"), str):
             raise bad(f"layer {layer} {proj}: bias must be true or false and class a name")
         tensors = entry.get("tensors")
-        if not isinstance(tensors, dict) or not tensors:
+        if not isinstance(tensors, dict):  # empty for a module without tensors (the zero baseline)
             raise bad(f"layer {layer} {proj}: tensors must describe the module's tensors")
         for key, info in tensors.items():
             ok = (isinstance(info, dict) and isinstance(info.get("shape"), list)
@@ -316,7 +404,7 @@ def check_identity(config: dict, model, check_weights: bool = True) -> None:
             raise ValueError(f"{folder}: layer {layer} {proj} is {want[0]} -> {want[1]} there, "
                              f"{shape[0]} -> {shape[1]} in this model; it was made for {label}: load it into that "
                              "model")
-    if not check_weights:
+    if not check_weights or not config.get("_check_weights", True):
         return
     if not saved.get("weights_sha256"):
         raise ValueError(f"{folder} records no checksum of its original model's weights (written by an older "
@@ -357,11 +445,13 @@ def _read_tensors(path: str, expected_bytes: int) -> dict:
     try:
         return load_bytes(raw)
     except Exception as error:  # safetensors reports damage as its own error types
-        raise _io.CorruptFileError(path, f"not a readable safetensors file ({error})", _FIX) from None
+        raise _io.CorruptFileError(path, f"damaged or truncated: not a readable safetensors file ({error})",
+                                   _FIX) from None
 
 
 def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
-    """A fresh module of the class and widths an entry records (not loaded yet)."""
+    """A fresh module of the class and widths an entry records (not loaded yet; class None: the
+    method's own class)."""
     import torch
 
     s = entry["settings"]
@@ -369,7 +459,7 @@ def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
         module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
     else:
         module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
-    if check_class and type(module).__name__ != entry["class"]:
+    if check_class and entry["class"] is not None and type(module).__name__ != entry["class"]:
         raise ValueError(f"{where} is a {entry['class']}, but method {spec.name} builds a {type(module).__name__}; "
                          f"the folder is damaged or from another galinear: {_FIX}")
     return module
@@ -445,10 +535,11 @@ def load_source(config: dict):
     return models.load_model(found, gguf)
 
 
-def checked_replacements(config: dict) -> dict:
-    """{(layer, projection): module} for a folder read by :func:`read_config`: every module built
-    as recorded, every tensor checked against its role and its recorded SHA-256, nothing installed
-    (the folder's own checks, which need no model)."""
+def checked_replacements(config: dict, tensors: dict | None = None) -> dict:
+    """{(layer, projection): module} for a folder read by :func:`read_config` (or the ``config``
+    and ``tensors`` of :func:`read`): every module built as recorded, every tensor checked against
+    its role and its recorded SHA-256, nothing installed (the folder's own checks, which need no
+    model). ``tensors`` None: they are read from the folder's safetensors file."""
     folder = config["_folder"]
     spec = method_spec(config["method"], folder)
     built = {}
@@ -457,11 +548,13 @@ def checked_replacements(config: dict) -> dict:
         built[(entry["layer"], entry["projection"])] = (build_replacement(spec, entry, where), entry, where)
     expected = sum(v.numel() * v.element_size() for module, _, _ in built.values()
                    for v in module.state_dict().values())
-    tensors = _read_tensors(os.path.join(folder, TENSORS), expected)
+    where = folder if tensors is not None else os.path.join(folder, TENSORS)
+    if tensors is None:
+        tensors = _read_tensors(where, expected)
     known = {f"{layer}.{proj}.{name}" for (layer, proj), (module, _, _) in built.items() for name in module.state_dict()}
     unknown = sorted(set(tensors) - known)
     if unknown:
-        raise ValueError(f"{os.path.join(folder, TENSORS)} holds tensors no recorded module has: "
+        raise ValueError(f"{where} holds tensors no recorded module has: "
                          f"{unknown[:4]}{' ...' if len(unknown) > 4 else ''}; {_FIX}")
     for (layer, proj), (module, entry, where) in built.items():
         prefix = f"{layer}.{proj}."
@@ -471,7 +564,8 @@ def checked_replacements(config: dict) -> dict:
 
 
 def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer: bool = False):
-    """Rebuild a compressed model from a folder written by :func:`save` (or ``--save``).
+    """Rebuild a compressed model from a folder written by :func:`save` (or by a study), or from a
+    file of format v1 (read through :func:`as_current`).
 
     The folder is checked first, on its own: its JSON field by field, every module built as
     recorded and every tensor checked against its role and its recorded SHA-256. Then, without
@@ -481,11 +575,23 @@ def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer:
     whole-model SHA-256) before the replacements are installed in place. Returns the model (and
     its tokenizer with ``with_tokenizer``, which needs ``model=None``).
     """
-    _require_safetensors()
     if model is not None and with_tokenizer:
         raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
-    config = read_config(folder)
-    replacements = checked_replacements(config)
+    model, tokenizer, _ = _install(folder, model, check_weights)
+    return (model, tokenizer) if with_tokenizer else model
+
+
+def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
+    """Install the compressed model at ``path`` (a folder, or a file of format v1) into ``model``
+    in place, checked as :func:`load` checks it; returns ``{(layer, projection): module}``."""
+    return _install(path, model, check_weights)[2]
+
+
+def _install(path: str, model, check_weights: bool) -> tuple:
+    """(model, tokenizer or None, replacements): :func:`load`'s work."""
+    _require_safetensors()
+    config, tensors = read(path)
+    replacements = checked_replacements(config, tensors)
     tokenizer = None
     if model is None:
         loaded = load_source(config)
@@ -495,7 +601,7 @@ def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer:
         models.set_projection(model, layer, proj, module)
     model.eval()
     guard_save_pretrained(model)
-    return (model, tokenizer) if with_tokenizer else model
+    return model, tokenizer, replacements
 
 
 def _replaced(model) -> list:
@@ -529,7 +635,7 @@ def guard_save_pretrained(model) -> None:
             where = ", ".join(f"layer {layer} {proj} ({name})" for layer, proj, name in replaced[:4])
             raise ValueError(f"this model holds galinear replacements ({where}{', ...' if len(replaced) > 4 else ''}); "
                              "Hugging Face's from_pretrained would rebuild them as random nn.Linear layers. Keep the "
-                             "folder written by `galinear compress --save` and reload it with galinear.compress.load, "
+                             "folder written by `galinear compress` and reload it with galinear.compress.load, "
                              "or, for linear replacements (LR, BH, RotorLinear), call galinear.compress.export_dense(model) "
                              "first")
         return original(*args, **kwargs)
@@ -586,6 +692,6 @@ def export_dense(model, layers=None):
     return model
 
 
-__all__ = ["save", "load", "export_dense", "identity", "read_config", "check_identity", "write_index", "load_source",
-           "source_places", "source_location", "checked_replacements",
+__all__ = ["save", "load", "load_compressed", "read", "as_current", "export_dense", "identity", "read_config",
+           "check_identity", "write_index", "load_source", "source_places", "source_location", "checked_replacements",
            "guard_save_pretrained"]

@@ -4,8 +4,6 @@ WikiText-2 test split (tokenised once, its ids cached beside the study's cache; 
 """
 from __future__ import annotations
 
-import os
-
 from galinear.lm import perplexity, wikitext
 
 __all__ = ["ScoringMethods"]
@@ -24,9 +22,8 @@ class ScoringMethods:
                 self.log(f"the WikiText-2 test split is not installed ({wikitext.data_path()}): ln PPL on the texts only")
                 return
             source = "file"
-        ids = wikitext.token_ids(self.loaded.tokenizer, wikitext.load_text(source),
-                                 os.path.join(self.config.cache_dir or os.path.join(self.config.out_dir, "cache"),
-                                              wikitext.NAME), log=self.log)
+        ids = wikitext.token_ids(self.loaded.tokenizer, wikitext.load_text(source), self.store.wikitext_folder(),
+                                 log=self.log)
         self.wikitext_ids, self.wikitext_source = ids, source
         self.wikitext_window = wikitext.window_length(self.model, self.config.wikitext_window, self._bos)
         self.wikitext_info = wikitext.describe(ids, self.wikitext_window, self._bos, self.config.wikitext_windows,

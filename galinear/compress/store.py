@@ -1,12 +1,23 @@
-"""Where a compression study keeps its work: cache keys, unit checkpoints, captures and results.
+"""Where a compression study keeps its work: every path, cache and checkpoint, and its results.
 
-Everything lives under the output folder: ``cache/<fingerprint>/`` holds the captures, second
-moments and one checkpoint per (method, seed, replaced prefix, layer, projection);
-``results.json`` the evaluations. Every file is written atomically (:func:`galinear._io`), so a
-killed run leaves finished files or none. Under ``torchrun`` rank r of a study spread over
-several processes records its evaluations in ``results-rank<r>.json`` (no two ranks write one
-file); every reader merges ``results.json`` with all ``results-rank*.json`` of the same
-fingerprint.
+The :class:`Store` names every file a study reads or writes. Under the output folder:
+``cache/<fingerprint>/`` (or ``--cache DIR/<fingerprint>/``) holds the captures, second
+moments, residual inputs, one checkpoint per (method, seed, replaced prefix, layer,
+projection) and the distillation checkpoints; ``results.json`` the evaluations;
+``models/<tag>-s<seed>-L<layers>/`` (or, with ``--save DIR``, ``DIR/<tag>-s<seed>-L<layers>/``)
+one compressed-model folder per kept model (:mod:`galinear.compress.saving`), listed in the
+``index.json`` beside them.
+
+One cache format: every cached tensor lives in a safetensors file ending ``.safetensors``
+(:func:`galinear._io.save_state`: the tensors as safetensors data, the structure around them,
+numbers and names as JSON in the file's header); a capture kept in shards is a folder of
+``.safetensors`` shards with a JSON index (``capture.json``). Files of other cache formats
+(``.pt``-named state files, ``.npz`` moments) are never read: they are cache misses, named once in
+the log when the study starts. Every file is written atomically (:func:`galinear._io`), so a
+killed run leaves finished files or none; a damaged one is removed and recomputed. Under
+``torchrun`` rank r of a study spread over several processes records its evaluations in
+``results-rank<r>.json`` (no two ranks write one file); every reader merges ``results.json``
+with all ``results-rank*.json`` of the same fingerprint.
 """
 from __future__ import annotations
 
@@ -18,7 +29,6 @@ import numpy as np
 
 from galinear import _io
 from galinear.compress import fit
-from galinear.compress.fit import atomic_save
 from galinear.lm import models
 
 
@@ -84,14 +94,51 @@ def fingerprint(model, tokenizer, windows: dict, config) -> CacheKey:
     return key
 
 
-class Store:
-    """File names of one study (``config``: a StudyConfig; ``key``: its fingerprint)."""
+#: The ending of every cache and checkpoint file.
+CACHE_SUFFIX = ".safetensors"
+#: Endings of the cache files of other formats, which a study never reads.
+OTHER_CACHE_SUFFIXES = (".pt", ".npz")
 
-    def __init__(self, config, key: str):
+
+def cache_root(config) -> str:
+    """The folder holding the cache folders of ``config``'s studies (``--cache``, else ``<out>/cache``)."""
+    return config.cache_dir or os.path.join(config.out_dir, "cache")
+
+
+#: The folder under ``out_dir`` that holds the kept compressed models (without ``--save``).
+MODELS = "models"
+
+
+def models_root(config) -> str | None:
+    """Where ``config``'s study keeps its compressed-model folders: ``--save DIR``, else
+    ``<out>/models`` (``save_models``), else None (none kept)."""
+    if config.save_dir:
+        return config.save_dir
+    return os.path.join(config.out_dir, MODELS) if config.save_models else None
+
+
+class Store:
+    """Every path of one study (``config``: a StudyConfig; ``key``: its fingerprint), and its
+    unit checkpoints, each read once (:meth:`unit_records`)."""
+
+    def __init__(self, config, key: str, log=None):
         self.config = config
         self.key = key
-        self.work = os.path.join(config.cache_dir or os.path.join(config.out_dir, "cache"), key)
+        self.work = os.path.join(cache_root(config), key)
         self.results_path = os.path.join(config.out_dir, "results.json")
+        self.models_root = models_root(config)
+        self._unit = (None, {})  # the unit last read: (its name, {path: record})
+        if log is not None:
+            self._name_other_formats(log)
+
+    def _name_other_formats(self, log) -> None:
+        """One log line when the cache folder holds files of other cache formats (not read)."""
+        if not os.path.isdir(self.work):
+            return
+        found = sum(1 for _, _, files in os.walk(self.work) for f in files if f.endswith(OTHER_CACHE_SUFFIXES))
+        if found:
+            log(f"{self.work} holds {found} cache file(s) of another format ({', '.join(OTHER_CACHE_SUFFIXES)}); "
+                f"they are not read (what they held is computed again into {CACHE_SUFFIX} files) and may be deleted")
 
     # ------------------------------------------------------------------ keys
     def _refit(self) -> str:
@@ -130,33 +177,106 @@ class Store:
         share a cache (``--cache``) share those fits."""
         refit = self._refit() if prefix or proj == "o_proj" else ""
         pre = "P" + (set_name(prefix) if prefix else "none") + refit + self._targets()
-        return os.path.join(self.work, "fits", spec.tag(), f"s{seed}", pre, f"L{layer}_{proj}.pt")
+        return os.path.join(self.work, "fits", spec.tag(), f"s{seed}", pre, f"L{layer}_{proj}{CACHE_SUFFIX}")
+
+    def unit_projections(self) -> tuple:
+        """The projections one layer's units fit: the targets, and o_proj with ``--refit-o-proj``."""
+        return tuple(getattr(self.config, "targets", models.PROJECTIONS)) + (
+            ("o_proj",) if self.config.refit_o_proj else ())
+
+    def unit_records(self, spec, seed, prefix, layer, projections=None) -> dict | None:
+        """``{projection: record}`` of the saved checkpoints of ``projections`` (default: all of
+        the layer's, :meth:`unit_projections`) at ``layer`` after ``prefix``, or None when one is
+        missing or unreadable (an unreadable one is removed, :func:`galinear.compress.fit.load`).
+
+        Each file is read once: the records of the layer last asked for are kept, so the checks
+        before a fit (is it done? are its inputs needed?) and the fit that loads it share one read.
+        """
+        projections = self.unit_projections() if projections is None else projections
+        name = (spec.tag(), seed, tuple(prefix), layer)
+        if self._unit[0] != name:
+            self._unit = (name, {})
+        held = self._unit[1]
+        out = {}
+        for proj in projections:
+            path = self.unit_path(spec, seed, prefix, layer, proj)
+            if path not in held:
+                record = fit.load(path)
+                if record is None:
+                    return None
+                held[path] = record
+            out[proj] = held[path]
+        return out
+
+    def save_unit(self, spec, seed, prefix, layer, records: dict) -> None:
+        """Write the checkpoint of every ``{projection: record}`` of a unit, atomically, one file each."""
+        name = (spec.tag(), seed, tuple(prefix), layer)
+        if self._unit[0] != name:
+            self._unit = (name, {})
+        for proj, record in records.items():
+            path = self.unit_path(spec, seed, prefix, layer, proj)
+            fit.atomic_save(record, path)
+            self._unit[1][path] = record
 
     def unit_done(self, spec, seed, prefix, layer) -> bool:
-        """Whether every checkpoint of (method, seed, prefix, layer) is on disk."""
-        projections = tuple(getattr(self.config, "targets", models.PROJECTIONS)) + (
-            ("o_proj",) if self.config.refit_o_proj else ())
-        return all(os.path.exists(self.unit_path(spec, seed, prefix, layer, p)) for p in projections)
+        """Whether every checkpoint of (method, seed, prefix, layer) is on disk and readable."""
+        return self.unit_records(spec, seed, prefix, layer) is not None
 
     def capture_path(self, key: str) -> str:
-        return os.path.join(self.work, "captures", f"{key}.pt")
+        return os.path.join(self.work, "captures", f"{key}{CACHE_SUFFIX}")
 
     def capture_folder(self, key: str) -> str:
-        """The folder of the capture ``key`` kept in shards (``--shard-windows``): its file name, ``-shards``."""
-        return self.capture_path(key)[:-len(".pt")] + "-shards"
+        """The folder of the capture ``key`` kept in shards (``--shard-windows``)."""
+        return os.path.join(self.work, "captures", f"{key}-shards")
 
     def valid_path(self, key: str) -> str:
-        return os.path.join(self.work, "captures", f"{key}-valid{self.config.valid_windows}.pt")
+        return os.path.join(self.work, "captures", f"{key}-valid{self.config.valid_windows}{CACHE_SUFFIX}")
 
     def residual_path(self, dataset: str, layer: int) -> str:
-        return os.path.join(self.work, "captures", f"residual-{dataset}-L{layer}.pt")
+        return os.path.join(self.work, "captures", f"residual-{dataset}-L{layer}{CACHE_SUFFIX}")
 
     def split_residual_path(self, layer: int) -> str:
         """Residual inputs of ``layer`` (original model) for the training and test windows."""
-        return os.path.join(self.work, "captures", f"residual-split-L{layer}.pt")
+        return os.path.join(self.work, "captures", f"residual-split-L{layer}{CACHE_SUFFIX}")
 
     def moments_paths(self, key: str) -> list:
-        return [os.path.join(self.work, "moments", f"{key}-{part}.npz") for part in ("train", "test")]
+        """The second moments (:class:`galinear.compress.closed_form.SecondMoments`) of ``key``'s training and test rows."""
+        return [os.path.join(self.work, "moments", f"{key}-{part}{CACHE_SUFFIX}") for part in ("train", "test")]
+
+    def distill_path(self, spec, seed, layer_set, settings: str) -> str:
+        """The checkpoint of the distillation stage of one compressed model (``settings``:
+        :func:`galinear.compress.distill.settings_tag`)."""
+        return os.path.join(self.work, "distill", f"{spec.tag()}-s{seed}-L{set_name(layer_set)}-{settings}{CACHE_SUFFIX}")
+
+    def wikitext_folder(self) -> str:
+        """Where the WikiText-2 token ids are cached (beside the cache folders, shared by every study there)."""
+        from galinear.lm import wikitext
+
+        return os.path.join(cache_root(self.config), wikitext.NAME)
+
+    # ------------------------------------------------------------------ kept models
+    def model_folder(self, tag: str, seed: int, layer_set) -> str | None:
+        """The compressed-model folder of one kept model (None when the study keeps none)."""
+        if self.models_root is None:
+            return None
+        return os.path.join(self.models_root, f"{tag}-s{seed}-L{set_name(layer_set)}")
+
+    def model_kept(self, tag: str, seed: int, layer_set) -> bool:
+        """Whether that folder is written (or the study keeps no models)."""
+        from galinear.compress import saving
+
+        folder = self.model_folder(tag, seed, layer_set)
+        return folder is None or os.path.exists(os.path.join(folder, saving.CONFIG))
+
+    def write_index(self) -> None:
+        """``index.json`` beside the kept folders, listing every one of them."""
+        from galinear.compress import saving
+
+        if self.models_root is None or not os.path.isdir(self.models_root):
+            return
+        saved = [f for f in os.listdir(self.models_root)
+                 if os.path.exists(os.path.join(self.models_root, f, saving.CONFIG))]
+        saving.write_index(self.models_root, saved)
 
     # ------------------------------------------------------------------ results
     def rank_results_path(self, rank: int) -> str:
@@ -215,33 +335,7 @@ class Store:
         _io.save_json(path, results, sort_keys=True)
 
 
-# ---------------------------------------------------------------------- compressed models
-def save_compressed(path: str, replacements: dict, spec, model_name: str, model=None) -> None:
-    """Save the replacement modules of a compressed model (state dicts + how to rebuild them).
-
-    With ``model`` (the model they were made for) the file also records its identity
-    (:func:`galinear.compress.saving.identity`: family, widths, depth, vocabulary, whole-model
-    SHA-256), which :func:`load_compressed` checks; every file records each module's widths and
-    the shape, dtype and SHA-256 of each of its tensors.
-    """
-    from galinear.compress import saving
-
-    payload = {"format": "galinear-compressed-v1", "model": model_name, "spec": spec.to_dict(),
-               "modules": {f"{layer}.{proj}": {"state": m.state_dict(), "in": _in_out(m)[0], "out": _in_out(m)[1]}
-                           for (layer, proj), m in replacements.items()},
-               "checksums": {f"{layer}.{proj}": saving.describe_tensors(m.state_dict())
-                             for (layer, proj), m in replacements.items()}}
-    if model is not None:
-        payload["identity"] = saving.identity(model, name=model_name, reuse=True)
-    atomic_save(payload, path)
-
-
-def _in_out(module):
-    if hasattr(module, "in_features") and hasattr(module, "out_features"):
-        return int(module.in_features), int(module.out_features)
-    raise ValueError(f"{type(module).__name__} does not expose in_features/out_features")
-
-
+# ---------------------------------------------------------------------- replacements
 def freeze(module):
     """Eval mode, no gradients; returns the module."""
     module.eval()
@@ -254,88 +348,3 @@ def install(module, key, stats, replacements, info) -> None:
     """Freeze a fitted replacement (eval mode, no gradients) and record it and its stats under key."""
     replacements[key] = freeze(module)
     info[key] = stats
-
-
-_RERUN = "rerun the study that wrote it (its fits are cached, so this takes only the evaluation)"
-
-
-def _as_folder_config(path: str, payload: dict) -> dict:
-    """The parts of a v1 file that :func:`galinear.compress.saving.check_identity` reads, each checked."""
-    def bad(what):
-        return _io.CorruptFileError(path, what + "; the file is damaged or was edited", _RERUN)
-
-    identity = payload.get("identity")
-    if identity is not None and not isinstance(identity, dict):
-        raise bad("\"identity\" must be an object")
-    saved = dict(identity or {})
-    saved.setdefault("name", payload.get("model"))
-    if identity is not None and not isinstance(saved.get("weights_sha256"), str):
-        saved["weights_sha256"] = None  # an older galinear's embedding fingerprint: see check_identity
-    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
-        value = saved.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise bad(f"identity {key} must be a positive integer, got {value!r}")
-    entries = payload.get("modules")
-    checksums = payload.get("checksums")
-    if not isinstance(entries, dict) or not entries:
-        raise bad("\"modules\" must be a non-empty mapping (a file without replacements is not a compressed model)")
-    if not isinstance(checksums, dict):
-        raise _io.CorruptFileError(path, "written by an older galinear, which recorded no checksums of its tensors, "
-                                   "so it cannot be checked", _RERUN)
-    modules = []
-    for key, entry in entries.items():
-        layer, _, proj = str(key).partition(".")
-        if not layer.isdigit() or proj not in models.ALL_PROJECTIONS:
-            raise bad(f"module key {key!r} is not <layer >= 0>.<{'|'.join(models.ALL_PROJECTIONS)}>")
-        sizes = (entry.get("in"), entry.get("out")) if isinstance(entry, dict) else (None, None)
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes) \
-                or not isinstance(entry.get("state"), dict) or not isinstance(checksums.get(key), dict):
-            raise bad(f"module {key}: needs in/out widths, a state and its checksums")
-        modules.append({"layer": int(layer), "projection": proj, "key": key,
-                        "settings": {"in_features": sizes[0], "out_features": sizes[1]}})
-    return {"_folder": path, "model": saved, "modules": modules,
-            "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
-
-
-def _refit_class(proj: str, state: dict):
-    """"Linear" for an o_proj whose state is a plain matrix (the o_proj refit), else None (the method's class)."""
-    return "Linear" if proj == "o_proj" and "weight" in state and set(state) <= {"weight", "bias"} else None
-
-
-def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
-    """Put the modules saved by :func:`save_compressed` into ``model`` (in place); returns them.
-
-    ``model`` is checked first, as :func:`galinear.compress.load` checks it: every replaced
-    projection must have the saved widths, and when the file records the model's identity the
-    family, hidden width, depth, vocabulary and (``check_weights``) the whole-model SHA-256 must
-    match, and every tensor is checked against its role and its recorded SHA-256
-    (:func:`galinear.compress.saving.checked_module`); a mismatch raises ValueError naming it and
-    nothing is installed. Afterwards
-    ``model.save_pretrained`` refuses while the replacements are installed
-    (:func:`galinear.compress.saving.guard_save_pretrained`).
-    """
-    from galinear.compress import saving
-
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"{path}: no such compressed model file")
-    if not os.path.isfile(path):  # a FIFO would wait for a writer, a device never end
-        raise _io.UnreadableFileError(path, "is not a regular file", "pass the .pt file a study wrote under "
-                                      "<out>/models")
-    payload = fit.load(path, recompute=False)
-    if not isinstance(payload, dict) or payload.get("format") != "galinear-compressed-v1":
-        raise ValueError(f"{path} is not a compressed model written by galinear")
-    config = _as_folder_config(path, payload)
-    saving.check_identity(config, model, check_weights and payload.get("identity") is not None)
-    spec = saving.method_spec(payload.get("spec") if isinstance(payload.get("spec"), dict) else {}, path)
-    built = {}
-    for item in config["modules"]:
-        key, layer, proj = item["key"], item["layer"], item["projection"]
-        entry, where = payload["modules"][key], f"{path}: layer {layer} {proj}"
-        has_bias = any(k == "bias" or k.endswith(".bias") for k in entry["state"])
-        module = saving.build_replacement(spec, {**item, "bias": has_bias, "class": _refit_class(proj, entry["state"])}, where, check_class=False)
-        saving.checked_module(where, module, entry["state"], payload["checksums"][key])
-        built[(layer, proj)] = freeze(module)
-    for (layer, proj), module in built.items():  # installed only once every module was built
-        models.set_projection(model, layer, proj, module)
-    saving.guard_save_pretrained(model)
-    return built

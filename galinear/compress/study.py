@@ -24,7 +24,6 @@ Protocol (paper-notes section 6, with its leaks fixed):
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -39,7 +38,7 @@ from galinear.lm import models
 from galinear.lm import windows as win
 from galinear.compress.config import StudyConfig, check, check_loaded
 from galinear.compress.report import PAPER_SETS_NOTE
-from galinear.compress.store import Store, fingerprint, install, load_compressed, save_compressed, set_name
+from galinear.compress.store import Store, fingerprint, install, set_name
 
 
 class Study(CaptureMethods, ScoringMethods):
@@ -105,7 +104,7 @@ class Study(CaptureMethods, ScoringMethods):
                 config.group, max_train=config.train_windows, max_heldout=config.eval_windows,
                 max_valid=config.valid_windows if config.draws_valid else None, bos=bos)
         self.log("texts tokenised and split")
-        self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config))
+        self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config), self.log)
         if self.ranks.rank == 0:  # --out and --save hold this study only (galinear.compress.study_folders)
             study_folders.claim(asked, self.store.key, self.log)
         self.ranks.barrier()
@@ -194,7 +193,12 @@ class Study(CaptureMethods, ScoringMethods):
     def fit_units(self, spec, seed: int, layer_set, i: int, projections, fit_all, replacements: dict,
                   info: dict) -> None:
         """Fit (or read back) the replacements of ``projections`` at ``layer_set[i]`` as one unit
-        (:func:`galinear.compress.fit.fit_unit`, one checkpoint a projection) and install them.
+        (one checkpoint a projection, :meth:`galinear.compress.store.Store.unit_records`) and install them.
+
+        When every checkpoint is readable the modules take their saved states; otherwise
+        ``fit_all`` fits them all and each record is saved atomically before anything uses it,
+        so a run killed anywhere leaves whole records and a rerun resumes at the first unit
+        without them.
 
         Targets are initialised under the seed :func:`galinear.compress.fit.fit_seed` gives
         them (:func:`galinear.compress.targets.slot`), the o_proj refit as the original o_proj. ``fit_all(modules)`` fits
@@ -214,14 +218,15 @@ class Study(CaptureMethods, ScoringMethods):
             return {p: fit.unit_record(m, stats[p], layer, p, *((None, None) if self._refit_unit(p) else (spec, seed)))
                     for p, m in fitting.items()}
 
-        paths = {p: self.store.unit_path(spec, seed, prefix, layer, p) for p in projections}
-        saved = fit.fit_unit(paths, modules, records)
+        saved = self.store.unit_records(spec, seed, prefix, layer, projections)
+        if saved is None:
+            saved = records(modules)
+            self.store.save_unit(spec, seed, prefix, layer, saved)
+        else:
+            for proj, module in modules.items():
+                module.load_state_dict(saved[proj]["state"])
         for proj, module in modules.items():
             install(module, (layer, proj), saved[proj]["stats"], replacements, info)
-
-    def _missing(self, spec, seed: int, prefix, layer: int, projections=models.PROJECTIONS) -> bool:
-        """Whether a unit of ``projections`` at ``layer`` has no readable checkpoint (an unreadable one is removed)."""
-        return any([fit.load(self.store.unit_path(spec, seed, prefix, layer, p)) is None for p in projections])
 
     def _fit_projections(self, spec, seed, layer_set, i, replacements, info, projections=models.PROJECTIONS) -> None:
         """Fit each replacement of ``projections`` (which read one input) at ``layer_set[i]`` on its own by
@@ -231,7 +236,7 @@ class Study(CaptureMethods, ScoringMethods):
         key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
         x_orig, x_orig_test = self.original_capture(layer, where)
         x_in, x_in_test = x_orig, x_orig_test
-        if not key.startswith("original-") and self._missing(spec, seed, prefix, layer, projections):
+        if not key.startswith("original-") and self.store.unit_records(spec, seed, prefix, layer, projections) is None:
             x_in, x_in_test = self._capture_pair(layer, where, replacements, key)
 
         def fit_one(proj, j, module):
@@ -262,7 +267,7 @@ class Study(CaptureMethods, ScoringMethods):
         moments of all training rows: the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
         layer, prefix = layer_set[i], tuple(layer_set[:i])
         where = targeting.INPUTS[projections[0]]
-        if self._missing(spec, seed, prefix, layer, projections):
+        if self.store.unit_records(spec, seed, prefix, layer, projections) is None:
             key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
             train_m, test_m = self.moments(layer, replacements, key, where)
 
@@ -345,18 +350,11 @@ class Study(CaptureMethods, ScoringMethods):
         return spec, {t: {d: f"{t}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets} for t in tags}
 
     def pending(self, name: str, seed: int, layer_set) -> bool:
-        """Whether a row of this run is not evaluated yet, or (``--save``) one of its models not kept."""
+        """Whether a row of this run is not evaluated yet, or one of its models not kept."""
         _, rows = self._rows(name, seed, layer_set)
         if not all(self._evaluated(k) for keys in rows.values() for k in keys.values()):
             return True
-        if self.config.save_dir:
-            return not all(os.path.exists(os.path.join(self._kept_folder(t, seed, layer_set), saving.CONFIG))
-                           for t in rows)
-        return False
-
-    def _kept_folder(self, tag: str, seed: int, layer_set) -> str:
-        """The ``--save`` folder of one compressed model."""
-        return os.path.join(self.config.save_dir, f"{tag}-s{seed}-L{set_name(layer_set)}")
+        return not all(self.store.model_kept(t, seed, layer_set) for t in rows)
 
     def run_one(self, name: str, seed: int, layer_set) -> None:
         if not self.pending(name, seed, layer_set):
@@ -429,15 +427,14 @@ class Study(CaptureMethods, ScoringMethods):
                 "model_share": kept / self._model_params}
 
     def _keep_and_evaluate(self, spec, seed, layer_set, replacements: dict, tag: str, keys: dict, entry: dict) -> None:
-        """Save one compressed model (``models/``, and ``--save``) and record its ln PPL on every measure."""
-        if self.config.save_models:
-            save_compressed(os.path.join(self.config.out_dir, "models", f"{tag}-s{seed}-L{set_name(layer_set)}.pt"),
-                            replacements, spec, self.loaded.name, model=self.model)
-        if self.config.save_dir:
-            saving.save(self._kept_folder(tag, seed, layer_set), self.model, replacements, spec,
-                        source=self._model_source[0], gguf_file=self._model_source[1], name=self.loaded.name)
+        """Keep one compressed model (its folder, :meth:`galinear.compress.store.Store.model_folder`)
+        and record its ln PPL on every measure."""
+        folder = self.store.model_folder(tag, seed, layer_set)
+        if folder is not None:
+            saving.save(folder, self.model, replacements, spec, source=self._model_source[0],
+                        gguf_file=self._model_source[1], name=self.loaded.name)
             if self.ranks.size == 1:  # under torchrun rank 0 writes the index at the end
-                self.write_index()
+                self.store.write_index()
         with activations.swapped(self.model, replacements):
             for d in self.eval_datasets:
                 if self._evaluated(keys[d]):
@@ -495,11 +492,5 @@ class Study(CaptureMethods, ScoringMethods):
         return reporting.write(self.results["entries"], self.config, model=self.loaded.name, windows=windows,
                                datasets=self.eval_datasets, wikitext=self.wikitext_info, plot=plot)
 
-    def write_index(self) -> None:
-        """``--save DIR``: DIR/index.json listing every kept model folder."""
-        saved = [f for f in os.listdir(self.config.save_dir)
-                 if os.path.exists(os.path.join(self.config.save_dir, f, saving.CONFIG))]
-        saving.write_index(self.config.save_dir, saved)
 
-
-__all__ = ["StudyConfig", "Study", "save_compressed", "load_compressed", "PAPER_SETS_NOTE"]
+__all__ = ["StudyConfig", "Study", "PAPER_SETS_NOTE"]

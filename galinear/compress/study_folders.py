@@ -28,15 +28,17 @@ import os
 import shutil
 
 from galinear import _io
+from galinear.compress.saving import CONFIG, INDEX
+from galinear.compress.store import MODELS
 
 RECORD = "study.json"
 FORMAT = 1
 #: StudyConfig fields that change no result: where files go and how the work is run.
 NOT_RESULTS = ("out_dir", "cache_dir", "save_dir", "threads", "progress", "verbose", "save_models", "shard_windows",
                "overwrite")
-#: Files a study writes into its output folder (besides ``models/*.pt``), removed by ``overwrite``.
+#: Files a study writes into its output folder (besides its model folders under ``models/``), removed by ``overwrite``.
 OUTPUTS = ("results.json", "results-rank*.json", "summary.json", "results.md", "logppl_vs_params.png",
-           "learning_curves.json", "learning_curves.png")
+           "learning_curves.json", "learning_curves.png", os.path.join(MODELS, INDEX))
 #: Largest study.json read (a record is a few kB).
 _MAX_RECORD_BYTES = 1 << 20
 
@@ -89,9 +91,9 @@ def _folders(config) -> list:
 
 
 def _results(folder: str) -> list:
-    """The result files of a study in ``folder`` (results.json with entries, the ranks' files, models/*.pt)."""
-    found = sorted(glob.glob(os.path.join(folder, "results-rank*.json")) + glob.glob(os.path.join(folder, "models",
-                                                                                                   "*.pt")))
+    """The result files of a study in ``folder`` (results.json with entries, the ranks' files, the
+    compressed-model folders under models/)."""
+    found = sorted(glob.glob(os.path.join(folder, "results-rank*.json")) + _models(os.path.join(folder, MODELS)))
     path = os.path.join(folder, "results.json")
     if os.path.isfile(path):
         try:
@@ -105,8 +107,6 @@ def _results(folder: str) -> list:
 
 def _models(folder: str) -> list:
     """The kept-model folders under ``folder`` (those holding galinear_compressed.json)."""
-    from galinear.compress.saving import CONFIG
-
     return sorted(p for p in glob.glob(os.path.join(folder, "*")) if os.path.isfile(os.path.join(p, CONFIG)))
 
 
@@ -172,8 +172,6 @@ def claim(config, cache_key: str, log) -> None:
 
 def _clear(folder: str, held) -> list:
     """Remove what a study wrote into ``folder``: its results and reports, or its model folders."""
-    from galinear.compress.saving import INDEX
-
     removed = held(folder)
     if held is _results:
         removed = sorted(set(removed) | {p for pattern in OUTPUTS for p in glob.glob(os.path.join(folder, pattern))})

@@ -95,8 +95,7 @@ def run(study, report: bool = True) -> dict:
         study.store.save_results(study.results)
         if report:
             study.write_report()
-        if study.config.save_dir:
-            study.write_index()
+        study.store.write_index()
     return study.results
 
 

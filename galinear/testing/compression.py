@@ -8,7 +8,7 @@ import os
 from galinear.compress import StudyConfig, methods, saving
 from galinear.lm import models
 
-__all__ = ["kept_folder", "tiny_config"]
+__all__ = ["kept_folder", "tiny_config", "write_v1_file"]
 
 
 def tiny_config(out_dir, **overrides):
@@ -38,3 +38,33 @@ def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_p
             dense = models.projection(model, layer, proj)
             replacements[(layer, proj)] = methods.build_module(spec, dense.in_features, dense.out_features).eval()
     return saving.save(os.fspath(folder), model, replacements, spec, source=source, **save_options)
+
+
+def write_v1_file(path, replacements: dict, spec, model_name: str, model=None, *, pickled: bool = False) -> str:
+    """A compressed-model file of format v1, the single-file layout :func:`galinear.compress.load`
+    reads through :func:`galinear.compress.saving.as_current`: one state file holding the format,
+    the model's name, the method (``spec.to_dict()``), every module's state and widths under
+    ``"<layer>.<projection>"``, the shape, dtype and SHA-256 of each of its tensors and, with
+    ``model``, that model's identity (:func:`galinear.compress.saving.identity`). ``pickled``
+    writes it with ``torch.save`` instead of as a safetensors state file. Returns the path."""
+    import torch
+
+    from galinear import _io
+
+    def widths(module):
+        return int(module.in_features), int(module.out_features)
+
+    payload = {"format": saving.FILE_FORMAT, "model": model_name, "spec": spec.to_dict(),
+               "modules": {f"{layer}.{proj}": {"state": m.state_dict(), "in": widths(m)[0], "out": widths(m)[1]}
+                           for (layer, proj), m in replacements.items()},
+               "checksums": {f"{layer}.{proj}": saving.describe_tensors(m.state_dict())
+                             for (layer, proj), m in replacements.items()}}
+    if model is not None:
+        payload["identity"] = saving.identity(model, name=model_name)
+    path = os.fspath(path)
+    if pickled:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        torch.save(payload, path)
+    else:
+        _io.save_state(path, payload)
+    return path

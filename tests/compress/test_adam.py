@@ -89,30 +89,32 @@ def test_fixed_steps_follow_the_cosine_schedule_and_a_bad_loss_is_named():
         adam.train(list(module.parameters()), loss, lr=0.1, steps=4, modules={"m": module}, optimizer="sgd")
 
 
-def test_a_unit_is_fitted_once_and_read_back(tmp_path, capsys):
-    paths = {"a": str(tmp_path / "a.pt"), "b": str(tmp_path / "b.pt")}
-    calls = []
+def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
+    """The Store reads each checkpoint of a unit once (the checks before a fit and the fit share
+    the read); a damaged one is a miss, removed, and the unit is fitted again."""
+    from galinear.compress import MethodSpec
+    from galinear.compress.store import Store
+    from galinear.testing.compression import tiny_config
 
-    def modules():
-        torch.manual_seed(0)
-        return {"a": torch.nn.Linear(2, 2), "b": torch.nn.Linear(2, 1)}
-
-    def fit_all(mods):
-        calls.append(1)
-        for m in mods.values():
-            with torch.no_grad():
-                m.weight.fill_(len(calls))
-        return {k: {"state": m.state_dict(), "stats": {"calls": len(calls)}} for k, m in mods.items()}
-
-    first = fit.fit_unit(paths, modules(), fit_all)
-    again = modules()
-    second = fit.fit_unit(paths, again, fit_all)
-    assert len(calls) == 1 and second["b"]["stats"] == {"calls": 1}
-    assert torch.equal(again["a"].weight, torch.ones(2, 2)) and first["a"]["stats"] == {"calls": 1}
-    with open(paths["b"], "wb") as f:  # a damaged file: the whole unit is fitted again
+    store = Store(tiny_config(tmp_path, targets=("q_proj", "k_proj")), "0123456789abcdef")
+    spec = MethodSpec("lr1")
+    assert store.unit_records(spec, 0, (), 1) is None and not store.unit_done(spec, 0, (), 1)
+    records = {p: {"state": torch.nn.Linear(2, 2).state_dict(), "stats": {"calls": 1}} for p in ("q_proj", "k_proj")}
+    store.save_unit(spec, 0, (), 1, records)
+    paths = [store.unit_path(spec, 0, (), 1, p) for p in ("q_proj", "k_proj")]
+    assert all(p.endswith(".safetensors") and os.path.exists(p) for p in paths)
+    reads = []
+    real = fit.load
+    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    fresh = Store(store.config, store.key)
+    assert fresh.unit_done(spec, 0, (), 1)
+    back = fresh.unit_records(spec, 0, (), 1, ("q_proj",))
+    assert fresh.unit_records(spec, 0, (), 1) is not None
+    assert sorted(reads) == sorted(paths)  # two checks and a read: each file once
+    assert torch.equal(back["q_proj"]["state"]["weight"], records["q_proj"]["state"]["weight"])
+    with open(paths[1], "wb") as f:  # a damaged file: a miss, removed
         f.write(b"not a state file")
-    third = fit.fit_unit(paths, modules(), fit_all)
-    assert len(calls) == 2 and third["a"]["stats"] == {"calls": 2} and os.path.exists(paths["b"])
+    assert Store(store.config, store.key).unit_records(spec, 0, (), 1) is None and not os.path.exists(paths[1])
     assert "recomputing" in capsys.readouterr().err
-    assert fit.cached(str(tmp_path / "c.pt"), lambda: {"x": torch.ones(1)})["x"].item() == 1.0
-    assert fit.cached(str(tmp_path / "c.pt"), lambda: pytest.fail("computed again"))["x"].item() == 1.0
+    assert fit.cached(str(tmp_path / "c.safetensors"), lambda: {"x": torch.ones(1)})["x"].item() == 1.0
+    assert fit.cached(str(tmp_path / "c.safetensors"), lambda: pytest.fail("computed again"))["x"].item() == 1.0

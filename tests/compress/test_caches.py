@@ -35,7 +35,7 @@ def _log_ppl(results):
 
 def _cache_files(study, folder):
     root = Path(study.work) / folder
-    return sorted(p for p in root.rglob("*.pt"))
+    return sorted(p for p in root.rglob("*.safetensors"))
 
 
 def test_compress_cache_payloads_are_recomputed_not_run(tmp_path, tiny, capsys):
@@ -128,10 +128,10 @@ def test_truncated_compressed_model_names_file(tmp_path, tiny):
     study.run(report=False)
     from galinear.testing.models import tiny_llama
 
-    saved = next((tmp_path / "run" / "models").iterdir())
+    saved = next((tmp_path / "run" / "models").glob("*/replacements.safetensors"))
     truncate_file(saved)
     with pytest.raises(ValueError, match=re.escape(saved.name) + ": damaged or truncated.*rerun"):
-        load_compressed(tiny_llama(), str(saved))
+        load_compressed(tiny_llama(), str(saved.parent))
 
 
 _INTERRUPTED_STUDY = """
@@ -173,7 +173,7 @@ def test_interrupted_compress_leaves_nothing_half_written(tmp_path, tiny, signal
         while time.monotonic() < deadline and process.poll() is None:  # wait until units are being written
             # 18 fits of about 0.2 s each (at 40 epochs the whole study took 0.5 s, so the signal
             # could arrive after the last fit): two written, most of the work remains
-            if len(list((out / "cache").rglob("fits/**/*.pt"))) >= 2:
+            if len(list((out / "cache").rglob("fits/**/*.safetensors"))) >= 2:
                 break
             time.sleep(0.05)
         assert process.poll() is None, process.communicate()
@@ -194,7 +194,7 @@ def test_interrupted_compress_leaves_nothing_half_written(tmp_path, tiny, signal
     if signal_number == signal.SIGINT:
         assert b"KeyboardInterrupt" in err
         assert [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")] == []
-    for path in out.rglob("*.pt"):
+    for path in (out / "cache").rglob("*.safetensors"):
         _io.load_state(path)  # raises if half written
     for path in out.rglob("*.json"):
         _io.load_json(path)

@@ -141,10 +141,27 @@ def test_moments_round_trip(tmp_path):
     x, xo, w, b, y = _data(cross=True)
     acc = closed_form.SecondMoments(12)
     acc.update(torch.as_tensor(x), torch.as_tensor(xo))
-    acc.save(str(tmp_path / "m.npz"))
-    back = closed_form.SecondMoments.load(str(tmp_path / "m.npz"))
-    assert back.n == acc.n and back.same is False and np.array_equal(back.sxo, acc.sxo)
-    assert closed_form.SecondMoments.load(str(tmp_path / "missing.npz")) is None
+    acc.save(str(tmp_path / "m.safetensors"))
+    back = closed_form.SecondMoments.load(str(tmp_path / "m.safetensors"))
+    assert back.n == acc.n and back.same is False
+    for name in ("sx", "sxx", "so", "sxo", "soo"):
+        assert np.array_equal(getattr(back, name), getattr(acc, name)) and getattr(back, name).dtype == np.float64
+    assert closed_form.SecondMoments.load(str(tmp_path / "missing.safetensors")) is None
+
+
+def test_moments_of_another_shape_or_kind_are_a_miss(tmp_path, capsys):
+    """A state file that is not a set of sums (wrong names, shapes or dtypes) is removed, not used."""
+    from galinear import _io
+
+    path = str(tmp_path / "m.safetensors")
+    good = closed_form.SecondMoments(3).update(np.ones((2, 3)))
+    for broken in ({"n": 2}, {"n": 2, "same": True, "sx": np.zeros(3), "sxx": np.zeros((2, 2)), "so": np.zeros(3),
+                              "sxo": np.zeros((3, 3)), "soo": np.zeros((3, 3))},
+                   {"n": 2, "same": True, "sx": np.zeros(3, dtype=np.float32), "sxx": good.sxx, "so": good.so,
+                    "sxo": good.sxo, "soo": good.soo}):
+        _io.save_state(path, broken)
+        assert closed_form.SecondMoments.load(path) is None and not (tmp_path / "m.safetensors").exists()
+    assert capsys.readouterr().err.count("recomputing this unit") == 3
 
 
 def test_study_with_closed_form_baselines(tmp_path, tiny):
@@ -215,7 +232,7 @@ def test_streamed_moments_of_a_partly_compressed_network(tmp_path, tiny):
     expected = closed_form.SecondMoments(32).update(x_in, x_orig)
     import os
 
-    streamed = closed_form.SecondMoments.load(os.path.join(study.work, "moments", "lr1-cf-s0-P0-attn_in-L2-train.npz"))
+    streamed = closed_form.SecondMoments.load(os.path.join(study.work, "moments", "lr1-cf-s0-P0-attn_in-L2-train.safetensors"))
     assert streamed.n == expected.n == len(study._train_ids()) * 32 and streamed.same is False
     for name in ("sx", "sxx", "so", "sxo", "soo"):
         assert np.allclose(getattr(streamed, name), getattr(expected, name), rtol=1e-9, atol=1e-9), name

@@ -1,6 +1,8 @@
 """The final joint distillation stage: its loss is the KL of two full forwards, it lowers the validation
 KL, it resumes bit for bit after an interruption, and a study reports it as its own row."""
+import glob
 import json
+import os
 
 import numpy as np
 import pytest
@@ -118,7 +120,10 @@ def test_study_reports_the_distilled_model(tmp_path, tiny):
     assert kd["params_per_layer"] == plain["params_per_layer"] and kd["log_ppl"] != plain["log_ppl"]
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert len([r for r in summary["rows"] if r["method"] == "lr1"]) == 2
-    assert (tmp_path / "run" / "models" / f"lr1-e1-lr0.05-{distill.settings_tag(config)}-s0-L0+1+2.pt").exists()
+    kept = tmp_path / "run" / "models" / f"lr1-e1-lr0.05-{distill.settings_tag(config)}-s0-L0+1+2"
+    assert (kept / "galinear_compressed.json").is_file() and (kept / "replacements.safetensors").is_file()
+    checkpoints = glob.glob(os.path.join(tmp_path, "run", "cache", "*", "distill", "*"))
+    assert len(checkpoints) == 1 and checkpoints[0].endswith(f"-{distill.settings_tag(config)}.safetensors")
 
 
 def test_a_finished_run_asked_again_with_save_keeps_its_models_and_a_lost_distilled_row_is_rerun(tmp_path, tiny):

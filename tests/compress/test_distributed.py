@@ -105,7 +105,7 @@ def test_a_killed_rank_is_redone_by_the_rerun(reference, tmp_path):
         _run(2, tmp_path / "run", tmp_path / "log1", die_after_fits=1)
     fits = os.path.join(tmp_path, "run", "cache")
     kept = {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
-            for d, _, files in os.walk(fits) for f in files if "/fits/" in d + "/" and f.endswith(".pt")}
+            for d, _, files in os.walk(fits) for f in files if "/fits/" in d + "/" and f.endswith(".safetensors")}
     assert kept  # some units finished before the kill
     writes = _run(2, tmp_path / "run", tmp_path / "log2")
     entries, rows = _numbers(tmp_path / "run")

@@ -2,6 +2,7 @@
 loads unless --overwrite replaces it; the same settings resume as before."""
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -46,6 +47,25 @@ def test_a_second_study_in_a_used_folder_is_refused_and_overwrite_replaces_it(tm
     kept = sorted(p.name for p in (tmp_path / "keep").iterdir() if p.is_dir())
     assert kept == ["lr1-cf-s0-L0"]  # one study's models, recorded beside them
     assert json.loads((tmp_path / "keep" / study_folders.RECORD).read_text())["settings"]["train_windows"] == 2
+
+
+def test_model_folders_under_out_are_the_studys_and_overwrite_replaces_them(tmp_path, tiny, monkeypatch):
+    """Without --save a study keeps its models under <out>/models: they count as its results, and
+    --overwrite removes them (the index too) before the new study writes its own."""
+    config = tiny_config(tmp_path / "out", **SETTINGS)
+    Study(config, tiny, texts=TEXTS).run(report=False)
+    models_dir = tmp_path / "out" / "models"
+    assert sorted(os.listdir(models_dir)) == ["index.json", "lr1-cf-s0-L0"]
+    (tmp_path / "out" / "results.json").unlink()  # the kept folder alone still makes the folder this study's
+    _no_loading(monkeypatch)
+    with pytest.raises(ValueError, match=r"--out .*out holds the results of another study .*train_windows"):
+        Study(tiny_config(tmp_path / "out", **{**SETTINGS, "train_windows": 2}), None, texts=TEXTS)
+    monkeypatch.undo()
+    (models_dir / "lr1-cf-s0-L0" / "marker").write_text("the first study's")
+    Study(tiny_config(tmp_path / "out", train_windows=2, overwrite=True, **SETTINGS), tiny, texts=TEXTS).run(
+        report=False)
+    assert sorted(os.listdir(models_dir)) == ["index.json", "lr1-cf-s0-L0"]
+    assert not (models_dir / "lr1-cf-s0-L0" / "marker").exists()  # removed and written again
 
 
 def test_the_same_study_resumes_and_settings_of_no_result_do_not_count(tmp_path, tiny):

@@ -86,12 +86,15 @@ def test_end_to_end_study(tmp_path, tiny):
     # captures are keyed by the network they came from: the pair's layer 2 has one capture per method
     captures = os.listdir(os.path.join(study.work, "captures"))
     for tag in ("dense", "zero", "lr1", "lr4", "bh1", "rotor"):
-        assert sum(c.startswith(tag) and c.endswith("attn_in-L2.pt") for c in captures) == 1, (tag, captures)
-    # a saved compressed model reloads into a fresh copy with the same perplexity
+        assert sum(c.startswith(tag) and c.endswith("attn_in-L2.safetensors") for c in captures) == 1, (tag, captures)
+    # a kept compressed model (a folder, the only model format a run writes) reloads into a fresh
+    # copy with the same perplexity
     saved = tmp_path / "run" / "models"
-    rotor_file = [f for f in os.listdir(saved) if f.startswith("rotor") and f.endswith("L0+2.pt")][0]
+    assert sorted(os.listdir(saved)) == sorted(["index.json"] + json.loads((saved / "index.json").read_text())["models"])
+    assert all((saved / f / "galinear_compressed.json").is_file() for f in os.listdir(saved) if f != "index.json")
+    rotor_folder = [f for f in os.listdir(saved) if f.startswith("rotor") and f.endswith("L0+2")][0]
     fresh = tiny_llama()
-    load_compressed(fresh, str(saved / rotor_file))
+    load_compressed(fresh, str(saved / rotor_folder))
     assert type(models.projection(fresh, 2, "k_proj")).__name__ == "RotorNetwork"
     reloaded = heldout_log_perplexity(fresh, study.windows["a"])["log_ppl"]
     key = [k for k, e in entries.items() if e["method"] == "rotor" and e["layers"] == [0, 2] and e["dataset"] == "a"][0]
@@ -107,7 +110,7 @@ def test_inputs_come_from_the_partly_compressed_network(tmp_path, tiny):
     layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
     with activations.swapped(study.model, layer0):
         expected = activations.capture(study.model, 2, study._train_ids())
-    cached = [f for f in os.listdir(os.path.join(study.work, "captures")) if f.endswith("attn_in-L2.pt") and f.startswith("lr1")]
+    cached = [f for f in os.listdir(os.path.join(study.work, "captures")) if f.endswith("attn_in-L2.safetensors") and f.startswith("lr1")]
     captured = fit.load(os.path.join(study.work, "captures", cached[0]))["train"]
     assert torch.allclose(captured, expected)
     assert not torch.allclose(captured, original_inputs, atol=1e-3)
@@ -170,7 +173,7 @@ def test_o_proj_refit(tmp_path, tiny):
         assert fitted["stats"][(layer, "o_proj")]["steps"] == 3
     entry = [e for e in entries.values() if e["method"] == "lr1"][0]
     assert np.isfinite(entry["log_ppl"])
-    saved = os.listdir(tmp_path / "models")
+    saved = [f for f in os.listdir(tmp_path / "models") if f != "index.json"]
     fresh = tiny_llama()
     installed = load_compressed(fresh, str(tmp_path / "models" / saved[0]))
     assert (2, "o_proj") in installed

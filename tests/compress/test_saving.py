@@ -142,7 +142,7 @@ def test_a_damaged_tensor_file_is_named(saved_study, tmp_path):
     shutil.copytree(source, copy)
     tensors = copy / "replacements.safetensors"
     tensors.write_bytes(tensors.read_bytes()[:20])
-    with pytest.raises(ValueError, match="replacements.safetensors.*--save"):
+    with pytest.raises(ValueError, match="replacements.safetensors: damaged or truncated.*rerun the `galinear compress`"):
         load(str(copy), tiny_llama())
 
 
@@ -244,7 +244,7 @@ def test_encoders_are_refused_with_a_clear_message():
         models.check_model(bert, [0])
 
 
-# ---------------------------------------------------------------------- the single-file format (load_compressed)
+# ---------------------------------------------------------------------- the single-file format v1 (read only)
 def _wide_llama(hidden: int = 48, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -253,18 +253,77 @@ def _wide_llama(hidden: int = 48, seed: int = 0):
                                         num_attention_heads=4, num_key_value_heads=2)).eval()
 
 
-def _rotor_file(path, model, with_identity: bool):
-    """A v1 file with rotor networks for layer 1's q and k of ``model``."""
+def _rotor_file(path, model, with_identity: bool, pickled: bool = False, projections=("q_proj", "k_proj")):
+    """A v1 file with rotor networks for layer 1's ``projections`` of ``model``."""
     from galinear.compress import methods
-    from galinear.compress.store import save_compressed
+    from galinear.testing.compression import write_v1_file
 
     spec = methods.MethodSpec("rotor", hidden=16)
     torch.manual_seed(3)
     replacements = {(1, p): methods.build_module(spec, models.projection(model, 1, p).in_features,
                                                  models.projection(model, 1, p).out_features)
-                    for p in ("q_proj", "k_proj")}
-    save_compressed(str(path), replacements, spec, "wide-llama", model=model if with_identity else None)
+                    for p in projections}
+    write_v1_file(path, replacements, spec, "wide-llama", model=model if with_identity else None, pickled=pickled)
     return replacements
+
+
+@pytest.mark.parametrize("pickled", [False, True], ids=["state-file", "torch-save"])
+def test_a_v1_file_loads_through_the_converter_as_its_folder_does(tmp_path, pickled):
+    """A v1 file (written by the fixture from that format's layout) and the v3 folder of the same
+    replacements install the same modules: the same tensors, bit for bit, and the same logits."""
+    from galinear.compress import MethodSpec, load, load_compressed, save, saving
+
+    source = tiny_llama(seed=0)
+    replacements = _rotor_file(tmp_path / "m.pt", source, with_identity=True, pickled=pickled)
+    plain = torch.nn.Linear(32, 32)  # an o_proj refit: a plain matrix in a v1 file
+    replacements[(1, "o_proj")] = plain
+    from galinear.testing.compression import write_v1_file
+
+    write_v1_file(tmp_path / "m.pt", replacements, MethodSpec("rotor", hidden=16), "wide-llama", model=source,
+                  pickled=pickled)
+    folder = save(str(tmp_path / "folder"), source, replacements, MethodSpec("rotor", hidden=16), name="wide-llama")
+    config, tensors = saving.read(str(tmp_path / "m.pt"))
+    assert config["format"] == saving.FORMAT and set(tensors) == {
+        f"1.{p}.{k}" for p, m in (("q_proj", replacements[(1, "q_proj")]), ("k_proj", replacements[(1, "k_proj")]),
+                                  ("o_proj", plain)) for k in m.state_dict()}
+    from_file, from_folder = tiny_llama(seed=0), tiny_llama(seed=0)
+    installed = load_compressed(from_file, str(tmp_path / "m.pt"))
+    load(folder, from_folder)
+    assert type(installed[(1, "o_proj")]) is torch.nn.Linear and type(installed[(1, "q_proj")]).__name__ == "RotorNetwork"
+    for key in replacements:
+        a, b = models.projection(from_file, *key).state_dict(), models.projection(from_folder, *key).state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k].to(a[k].dtype)) for k in a), key
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        reference = source(input_ids=ids).logits
+        assert torch.equal(from_file(input_ids=ids).logits, from_folder(input_ids=ids).logits)
+        assert not torch.allclose(from_file(input_ids=ids).logits, reference)  # the replacements are in use
+    with pytest.raises(ValueError, match="other weights"):  # the v1 identity is checked as a folder's is
+        load(str(tmp_path / "m.pt"), tiny_llama(seed=5))
+
+
+def test_the_converter_refuses_what_it_cannot_check(tmp_path):
+    """A v1 file without checksums, a tensor changed after it was written, a v2 folder: refused by name."""
+    from galinear import _io
+    from galinear.compress import load_compressed, saving
+
+    _rotor_file(tmp_path / "m.pt", tiny_llama(), with_identity=True)
+    payload = _io.load_state(tmp_path / "m.pt")
+    changed = dict(payload, modules={k: dict(v, state={n: t + 1 if t.is_floating_point() else t
+                                                       for n, t in v["state"].items()})
+                                     for k, v in payload["modules"].items()})
+    _io.save_state(tmp_path / "changed.pt", changed)
+    with pytest.raises(ValueError, match="does not match its recorded SHA-256"):
+        load_compressed(tiny_llama(), str(tmp_path / "changed.pt"))
+    _io.save_state(tmp_path / "bare.pt", {k: v for k, v in payload.items() if k != "checksums"})
+    with pytest.raises(ValueError, match="bare.pt: records no checksums"):
+        load_compressed(tiny_llama(), str(tmp_path / "bare.pt"))
+    with pytest.raises(ValueError, match="written by an older galinear .*no checksum"):
+        saving.as_current({"format": "galinear-compressed-v2"}, str(tmp_path / "old" / saving.CONFIG))
+    with pytest.raises(ValueError, match="not a compressed model written by galinear"):
+        saving.as_current({"format": "something"}, str(tmp_path / "m.pt"))
+    with pytest.raises(FileNotFoundError, match="no such compressed model"):
+        load_compressed(tiny_llama(), str(tmp_path / "missing.pt"))
 
 
 @pytest.mark.parametrize("with_identity", [False, True])
@@ -351,3 +410,15 @@ def test_export_dense_bakes_rotor_linear(tmp_path):
     again = AutoModelForCausalLM.from_pretrained(tmp_path / "plain").eval()
     with torch.no_grad():
         torch.testing.assert_close(again(input_ids=ids).logits, after, atol=0, rtol=0)
+
+
+def test_a_folder_of_the_zero_baseline_loads(tmp_path):
+    """Every method a study keeps loads back, the zero baseline (a module without tensors) included."""
+    from galinear.compress import MethodSpec, build_module, load, save
+
+    model = tiny_llama()
+    folder = save(str(tmp_path / "zero"), model, {(1, "q_proj"): build_module(MethodSpec("zero"), 32, 32)},
+                  MethodSpec("zero"), name="tiny")
+    loaded = load(folder, tiny_llama())
+    out = models.projection(loaded, 1, "q_proj")(torch.randn(3, 32))
+    assert type(models.projection(loaded, 1, "q_proj")).__name__ == "ZeroProjection" and not out.any()

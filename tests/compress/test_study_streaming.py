@@ -88,8 +88,8 @@ def test_fixed_step_study_from_shards_is_exact_and_never_reads_the_training_spli
         index = json.load(open(os.path.join(folder, "capture.json")))
         assert index["rows"] == [32] * (len(index["rows"]))  # one window a shard
     captures = os.listdir(os.path.join(study.work, "captures"))
-    assert not [c for c in captures if c.endswith(".pt") and "_in-L" in c]  # no training capture in one file
-    assert sorted(c.replace("-shards", ".pt") for c in captures if c.endswith("-shards")) == sorted(
+    assert not [c for c in captures if c.endswith(".safetensors") and "_in-L" in c]  # none in one file
+    assert sorted(c.replace("-shards", ".safetensors") for c in captures if c.endswith("-shards")) == sorted(
         c for c in os.listdir(glob.glob(os.path.join(memory_dir, "cache", "*", "captures"))[0]) if "_in-L" in c)
 
 
@@ -113,7 +113,7 @@ def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypa
     good = CaptureShards(folder).to_tensor()
     # one shard deleted, the fits and the results gone: the rerun captures again and gives the same numbers
     os.remove(os.path.join(folder, "shard-00003.safetensors"))
-    fits = glob.glob(os.path.join(study.work, "fits", "*", "s0", "Pnone", "L0_*.pt"))
+    fits = glob.glob(os.path.join(study.work, "fits", "*", "s0", "Pnone", "L0_*.safetensors"))
     assert len(fits) == 3  # q, k, v of layer 0
     for path in fits:
         os.remove(path)
