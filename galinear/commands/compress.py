@@ -417,6 +417,7 @@ def run(args):
 
     from galinear.compress import Study, distributed
     from galinear.compress.report import texts_note
+    from galinear.compress.store import models_root
 
     problem = unused_option_problem(args)
     if problem:
@@ -453,9 +454,10 @@ def run(args):
     note = texts_note(config.datasets)
     if note:
         print(note)
-    if config.save_dir:
-        print(f"compressed models saved under {config.save_dir}/ (index.json lists them); load one with "
-              f"galinear.compress.load('{config.save_dir}/<name>')")
-    print(f"results in {config.out_dir}/ (results.md, summary.json, results.json, logppl_vs_params.png, "
-          f"models/); {time.perf_counter() - t0:.0f} s")
+    kept = models_root(config)
+    if kept:
+        print(f"compressed models kept under {kept}/ (index.json lists them); load one with "
+              f"galinear.compress.load('{kept}/<name>') or `galinear generate {kept}/<name>`")
+    print(f"results in {config.out_dir}/ (results.md, summary.json, results.json, logppl_vs_params.png); "
+          f"{time.perf_counter() - t0:.0f} s")
     return 0
