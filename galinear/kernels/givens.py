@@ -29,7 +29,7 @@ from galinear._numba import jit, prange
 __all__ = ["BLOCK", "givens_forward", "givens_backward"]
 
 #: Tokens per block (the width of the vectorised inner loop; one parallel job per block and pair).
-BLOCK = 32
+BLOCK = 64
 
 
 @jit(parallel=True, fastmath={"contract"})
@@ -44,7 +44,7 @@ def givens_forward(x, cos, sin, first, second):
         t0 = blk * BLOCK
         t1 = min(T, t0 + BLOCK)
         n = t1 - t0
-        z = np.empty((c, BLOCK), dtype=x.dtype)
+        z = np.zeros((c, BLOCK), dtype=x.dtype)  # a short last block is padded with zeros
         for t in range(n):
             for k in range(c):
                 z[k, t] = x[t0 + t, p, k]
@@ -52,7 +52,7 @@ def givens_forward(x, cos, sin, first, second):
             co, si = cos[p, layer], sin[p, layer]
             for i in range(h):
                 a, b = first[p, layer, i], second[p, layer, i]
-                for t in range(n):
+                for t in range(BLOCK):
                     za, zb = z[a, t], z[b, t]
                     z[a, t] = co * za - si * zb
                     z[b, t] = si * za + co * zb
@@ -75,26 +75,30 @@ def givens_backward(y, grad, cos, sin, first, second):
         t0 = blk * BLOCK
         t1 = min(T, t0 + BLOCK)
         n = t1 - t0
-        z = np.empty((c, BLOCK), dtype=y.dtype)
-        g = np.empty((c, BLOCK), dtype=y.dtype)
+        z = np.zeros((c, BLOCK), dtype=y.dtype)  # padded rows stay zero and add nothing
+        g = np.zeros((c, BLOCK), dtype=y.dtype)
+        acc = np.empty(BLOCK, dtype=y.dtype)  # one layer's c/2 terms per token; layers and blocks summed in float64
         for t in range(n):
             for k in range(c):
                 z[k, t] = y[t0 + t, p, k]
                 g[k, t] = grad[t0 + t, p, k]
         for layer in range(G - 1, -1, -1):
             co, si = cos[p, layer], sin[p, layer]
-            acc = 0.0
+            acc[:] = 0.0
             for i in range(h):
                 a, b = first[p, layer, i], second[p, layer, i]
-                for t in range(n):
+                for t in range(BLOCK):
                     za, zb = z[a, t], z[b, t]
                     ga, gb = g[a, t], g[b, t]
-                    acc += gb * za - ga * zb
+                    acc[t] += gb * za - ga * zb
                     z[a, t] = co * za + si * zb
                     z[b, t] = co * zb - si * za
                     g[a, t] = co * ga + si * gb
                     g[b, t] = co * gb - si * ga
-            partial[blk, p, layer] = acc
+            total = 0.0
+            for t in range(BLOCK):
+                total += acc[t]
+            partial[blk, p, layer] = total
         for t in range(n):
             for k in range(c):
                 grad_x[t0 + t, p, k] = g[k, t]
