@@ -11,35 +11,36 @@ Pair p has G layers; layer l rotates by the angle :math:`\theta_{p,l}` each coor
 Rows x (T, P, c) are processed in blocks of ``BLOCK`` tokens, one pair at a time: the block is
 copied transposed into a (c, BLOCK) buffer that stays in the L1/L2 cache, every layer runs over
 it with the inner loop over tokens (contiguous, vectorised), and the result is copied back.
+The kernels run on one thread: splitting the (block, pair) jobs over two threads was measured
+slower (1.2-4x) on a two-core machine shared with other work.
 
 The backward pass keeps nothing from the forward pass but its output y: walking the layers in
 reverse it recovers :math:`z_{l-1} = R_l^\top z_l` (each layer is orthogonal, so this is exact up
 to rounding), adds :math:`\partial L / \partial\theta_l = \langle g_l, S_l z_l\rangle` (with
 :math:`S_l` the layer's skew generator, :math:`S z` = -z_b at a and z_a at b, since
 :math:`dR/d\theta = S R`) and maps the gradient :math:`g_{l-1} = R_l^\top g_l`. Angle gradients
-are summed per block in float64 and the blocks added in a fixed order, so the result does not
-depend on the thread count.
+are summed per token within a layer, then per block in float64, the blocks added in a fixed order.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from galinear._numba import jit, prange
+from galinear._numba import jit
 
 __all__ = ["BLOCK", "givens_forward", "givens_backward"]
 
-#: Tokens per block (the width of the vectorised inner loop; one parallel job per block and pair).
+#: Tokens per block (the width of the vectorised inner loop).
 BLOCK = 64
 
 
-@jit(parallel=True, fastmath={"contract"})
+@jit(fastmath={"contract"})
 def givens_forward(x, cos, sin, first, second):
     """out (T, P, c): the G layers of pair p applied to each x[t, p, :]."""
     T, P, c = x.shape
     G, h = first.shape[1], first.shape[2]
     out = np.empty_like(x)
     blocks = (T + BLOCK - 1) // BLOCK
-    for job in prange(blocks * P):
+    for job in range(blocks * P):
         blk, p = job // P, job % P
         t0 = blk * BLOCK
         t1 = min(T, t0 + BLOCK)
@@ -62,7 +63,7 @@ def givens_forward(x, cos, sin, first, second):
     return out
 
 
-@jit(parallel=True, fastmath={"contract"})
+@jit(fastmath={"contract"})
 def givens_backward(y, grad, cos, sin, first, second):
     """(grad_x (T, P, c), grad_angles (P, G) float64) from the forward output y and its gradient."""
     T, P, c = y.shape
@@ -70,7 +71,7 @@ def givens_backward(y, grad, cos, sin, first, second):
     grad_x = np.empty_like(y)
     blocks = (T + BLOCK - 1) // BLOCK
     partial = np.zeros((blocks, P, G), dtype=np.float64)
-    for job in prange(blocks * P):
+    for job in range(blocks * P):
         blk, p = job // P, job % P
         t0 = blk * BLOCK
         t1 = min(T, t0 + BLOCK)

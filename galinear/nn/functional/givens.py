@@ -17,7 +17,6 @@ from __future__ import annotations
 import torch
 
 from galinear.nn.functional.branches import _array
-from galinear.nn.functional.threads import intra_op_threads
 
 __all__ = ["givens_rotate", "matching_partners"]
 
@@ -45,16 +44,11 @@ def matching_partners(matchings: torch.Tensor, dtype) -> tuple[torch.Tensor, tor
     return partner, sign
 
 
-def _torch_layers(z, cos, sin, partner, sign, inverse: bool):
-    """Apply every layer (or, ``inverse``, every transposed layer in reverse) to z (N, P, c)."""
-    G = cos.shape[1]
-    order = range(G - 1, -1, -1) if inverse else range(G)
-    for layer in order:
-        s = sin[:, layer, None] * sign[:, layer]
-        if inverse:
-            s = -s
+def _torch_layers(z, cos, sin, partner, sign):
+    """Apply every layer to z (N, P, c), keeping no intermediate (the caller runs without autograd)."""
+    for layer in range(cos.shape[1]):
         moved = z.gather(-1, partner[:, layer].expand(z.shape[0], -1, -1))
-        z = torch.addcmul(cos[:, layer, None] * z, s, moved)
+        z = torch.addcmul(cos[:, layer, None] * z, sin[:, layer, None] * sign[:, layer], moved)
     return z
 
 
@@ -67,12 +61,11 @@ class _GivensRotate(torch.autograd.Function):
             from galinear.kernels import givens as kernels
 
             first, second = matchings[..., 0::2], matchings[..., 1::2]
-            with intra_op_threads(torch.get_num_threads()):
-                out = torch.from_numpy(kernels.givens_forward(
-                    _array(rows), _array(cos), _array(sin), _array(first), _array(second)))
+            out = torch.from_numpy(kernels.givens_forward(
+                _array(rows), _array(cos), _array(sin), _array(first), _array(second)))
         else:
             partner, sign = matching_partners(matchings, rows.dtype)
-            out = _torch_layers(rows, cos, sin, partner, sign, inverse=False)
+            out = _torch_layers(rows, cos, sin, partner, sign)
         ctx.save_for_backward(out, angles, matchings)
         return out
 
@@ -85,9 +78,8 @@ class _GivensRotate(torch.autograd.Function):
             from galinear.kernels import givens as kernels
 
             first, second = matchings[..., 0::2], matchings[..., 1::2]
-            with intra_op_threads(torch.get_num_threads()):
-                grad_rows, grad_angles = kernels.givens_backward(
-                    _array(out), _array(grad), _array(cos), _array(sin), _array(first), _array(second))
+            grad_rows, grad_angles = kernels.givens_backward(
+                _array(out), _array(grad), _array(cos), _array(sin), _array(first), _array(second))
             return torch.from_numpy(grad_rows), torch.from_numpy(grad_angles).to(angles.dtype), None
         partner, sign = matching_partners(matchings, out.dtype)
         z, g = out, grad
