@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from galinear.nn.functional._common import numba_kernels_usable
 from galinear.nn.functional.branches import _array
 
 __all__ = ["givens_rotate", "matching_partners"]
@@ -23,15 +24,7 @@ __all__ = ["givens_rotate", "matching_partners"]
 
 def _kernel_usable(x) -> bool:
     """The numba kernels serve float32/float64 CPU tensors when numba compiles."""
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
-        return False
-    try:
-        from numba import config
-
-        from galinear.kernels import givens  # noqa: F401
-    except Exception:  # numba missing or broken: the torch recurrences
-        return False
-    return not config.DISABLE_JIT
+    return numba_kernels_usable(x, "givens")
 
 
 def matching_partners(matchings: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
