@@ -496,3 +496,12 @@ def test_givens_rotate_bad_shapes():
     matchings, _ = givens_case(P=2, G=3, c=8)
     with pytest.raises(ValueError, match="disagree"):
         givens_rotate(torch.zeros(4, 3, 8), torch.zeros(2, 3), matchings)
+
+
+def test_givens_rotate_under_a_transform_equals_the_function():
+    matchings, generator = givens_case(P=2, G=6, c=8, seed=3)
+    angles = torch.randn(2, 6, generator=generator, dtype=torch.float64)
+    rows = torch.randn(5, 2, 8, generator=generator, dtype=torch.float64)
+    jacobian = torch.func.jacrev(lambda a: givens_rotate(rows, a, matchings))(angles)  # the torch path
+    reference = torch.autograd.functional.jacobian(lambda a: givens_rotate(rows, a, matchings), angles)
+    assert float((jacobian - reference).abs().max()) <= 1e-12

@@ -10,13 +10,15 @@ exact up to rounding because every layer is orthogonal, and uses
 Memory: the input's size for the output, nothing per layer.
 
 On the CPU in float32/float64 the numba kernels of :mod:`galinear.kernels.givens` run (blocks of
-tokens transposed in the cache); elsewhere the same recurrences as torch gathers.
+tokens transposed in the cache); elsewhere the same recurrences as torch gathers. While a call is
+traced, exported or transformed (torch.compile, torch.export, torch.func) the layers run as plain
+torch operations that autograd records layer by layer.
 """
 from __future__ import annotations
 
 import torch
 
-from galinear.nn.functional._common import numba_kernels_usable
+from galinear.nn.functional._common import _capturing, numba_kernels_usable
 from galinear.nn.functional.branches import _array
 
 __all__ = ["givens_rotate", "matching_partners"]
@@ -38,7 +40,7 @@ def matching_partners(matchings: torch.Tensor, dtype) -> tuple[torch.Tensor, tor
 
 
 def _torch_layers(z, cos, sin, partner, sign):
-    """Apply every layer to z (N, P, c), keeping no intermediate (the caller runs without autograd)."""
+    """Apply every layer to z (N, P, c) by gathers (differentiable where the caller records autograd)."""
     for layer in range(cos.shape[1]):
         moved = z.gather(-1, partner[:, layer].expand(z.shape[0], -1, -1))
         z = torch.addcmul(cos[:, layer, None] * z, sin[:, layer, None] * sign[:, layer], moved)
@@ -96,4 +98,10 @@ def givens_rotate(rows: torch.Tensor, angles: torch.Tensor, matchings: torch.Ten
                          f"and matchings (P, G, c) {tuple(matchings.shape)} disagree; pass matching shapes")
     lead = rows.shape[:-2]
     flat = rows.reshape(-1, *rows.shape[-2:])
-    return _GivensRotate.apply(flat, angles, matchings).reshape(*lead, *rows.shape[-2:])
+    if _capturing():  # traced, exported or transformed: plain torch operations, autograd through every layer
+        partner, sign = matching_partners(matchings, rows.dtype)
+        cos, sin = torch.cos(angles).to(rows.dtype), torch.sin(angles).to(rows.dtype)
+        out = _torch_layers(flat, cos, sin, partner, sign)
+    else:
+        out = _GivensRotate.apply(flat, angles, matchings)
+    return out.reshape(*lead, *rows.shape[-2:])
