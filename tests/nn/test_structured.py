@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import scipy.linalg
 import torch
-from galinear.testing import assert_gradient_matches_fd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,7 @@ from galinear.nn import (GivensLinear, GivensNetwork, KroneckerSumLinear, MixedB
 from galinear.nn.functional import givens as givens_functional
 from galinear.nn.functional.givens import givens_rotate
 from galinear.nn.structured import kronecker_rearrange, monarch_projection, nearest_kronecker_sum
+from galinear.testing import assert_gradient_matches_fd
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
 DTYPES = [torch.float32, torch.float64]
