@@ -31,6 +31,7 @@ from galinear._util import count_parameters
 from galinear.nn.checks import (
     _check_allocation, _check_float_dtype, _check_input, _check_positive, _finite_or_raise, _is_power_of_two,
 )
+from galinear.nn.functional.givens import givens_rotate
 from galinear.nn.network import RotorNetwork
 from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
@@ -46,6 +47,7 @@ class GivensLinear(nn.Module):
     """
 
     backend = "givens"  # read by RotorNetwork.backend; the control has one implementation
+    GEMM_SPEEDUP = 4.0  # see uses_rows; measured at c = 64 and 256, float32, one thread
 
     def __init__(self, in_features, out_features, bias=False, double_rotor=True, chunk_size=None, alpha=True,
                  device=None, dtype=None):
@@ -100,31 +102,22 @@ class GivensLinear(nn.Module):
         _finite_or_raise([("angles", self.angles), ("alpha", self.alpha), ("bias", self.bias)],
                          getattr(self, "_qualified_name", None) or type(self).__name__)
 
-    def _partners(self):
-        """(partner, sign), each (P, G, c): layer l maps z to cos z + sin sign * z[partner]."""
-        m = self.matchings
-        first, second = m[..., 0::2], m[..., 1::2]
-        partner = torch.empty_like(m).scatter_(-1, first, second).scatter_(-1, second, first)
-        ones = torch.ones(first.shape, dtype=self.angles.dtype, device=m.device)
-        sign = torch.empty(m.shape, dtype=self.angles.dtype, device=m.device)
-        sign.scatter_(-1, first, -ones).scatter_(-1, second, ones)
-        return partner, sign
-
     def rotate(self, chunks: torch.Tensor) -> torch.Tensor:
         """Apply every pair's Givens layers to ``chunks`` (..., P, c), pair p to chunks[..., p, :].
 
-        Layer l: z[a] <- cos z[a] - sin z[b], z[b] <- sin z[a] + cos z[b] for each matched (a, b),
-        i.e. z <- cos z + sin (sign * z[partner]) with sign -1 at a and +1 at b.
+        Layer l: z[a] <- cos z[a] - sin z[b], z[b] <- sin z[a] + cos z[b] for each matched (a, b)
+        (:func:`~galinear.nn.functional.givens.givens_rotate`: no intermediate layer is kept for
+        the backward pass, which recovers them from the output).
         """
-        lead = chunks.shape[:-2]
-        z = chunks.reshape(-1, self.pairs, self.chunk_size)
-        partner, sign = self._partners()
-        cos = torch.cos(self.angles)[..., None]
-        sin = torch.sin(self.angles)[..., None] * sign
-        for layer in range(self.rotations):
-            moved = z.gather(-1, partner[:, layer].expand(z.shape[0], -1, -1))
-            z = torch.addcmul(cos[:, layer] * z, sin[:, layer], moved)
-        return z.reshape(*lead, self.pairs, self.chunk_size)
+        return givens_rotate(chunks, self.angles, self.matchings)
+
+    def uses_rows(self, tokens: int) -> bool:
+        """Whether ``tokens`` rows run layer by layer (2 G c multiply-adds per token and pair) rather
+        than through the assembled matrix (c^2 per token and pair at GEMM speed, plus building the
+        c x c matrices: the layers applied to c rows). ``GEMM_SPEEDUP`` is the measured ratio of
+        the matrix product's multiply-add rate to the layers'."""
+        c, G = self.chunk_size, self.rotations
+        return tokens * (2 * G * c - c * c / self.GEMM_SPEEDUP) < 2 * G * c * c
 
     def pair_matrices(self) -> torch.Tensor:
         """(P, c, c) orthogonal matrices of the chunk maps (before alpha)."""
@@ -154,7 +147,7 @@ class GivensLinear(nn.Module):
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
         batch = flat.shape[0]
-        if batch >= self.chunk_size:  # building the c x c matrices costs less than rotating the rows
+        if not self.uses_rows(batch):
             out = nn.functional.linear(flat, self.assembled_weight(), self.bias)
             return out.reshape(*lead, self.out_features)
         J, I, c = self.output_chunks, self.input_chunks, self.chunk_size
@@ -214,6 +207,10 @@ class GivensNetwork(RotorNetwork):
         self.activation.reset_parameters()
         with torch.no_grad():
             self.branch_weights.fill_(1.0)
+
+    def _output(self, h):
+        """The output gadget on h (T, hidden): its own call (the rotor parity-block path does not apply)."""
+        return self.output_gadget(h)
 
     def _decode_forward(self, x):
         return None  # no compiled decoder: inference runs on the assembled matrices

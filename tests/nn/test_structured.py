@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 
 from galinear.nn import (GivensLinear, GivensNetwork, KroneckerSumLinear, MixedBlockHadamardLinear, MonarchLinear,
                          RotorLinear, RotorNetwork)
+from galinear.nn.functional import givens as givens_functional
+from galinear.nn.functional.givens import givens_rotate
 from galinear.nn.structured import kronecker_rearrange, monarch_projection, nearest_kronecker_sum
+from galinear.testing import assert_gradient_matches_fd
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
 DTYPES = [torch.float32, torch.float64]
@@ -247,8 +250,9 @@ def test_givens_gadget_is_orthogonal_per_pair_and_counts_like_the_rotor(dtype, s
         eye = torch.eye(gadget.chunk_size, dtype=torch.float64)
         assert float((m.transpose(1, 2) @ m - eye).abs().max()) <= TOL[dtype]
         assert float((torch.linalg.det(m) - 1).abs().max()) <= 10 * TOL[dtype]  # rotations, not reflections
-    assert_forward_is_dense(gadget, dtype, rows=1)                 # the layer-by-layer path
-    assert_forward_is_dense(gadget, dtype, rows=gadget.chunk_size)  # the matrix path
+    assert gadget.uses_rows(1) and not gadget.uses_rows(10 ** 6)
+    assert_forward_is_dense(gadget, dtype, rows=1)       # the layer-by-layer path
+    assert_forward_is_dense(gadget, dtype, rows=10 ** 4)  # the matrix path
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -333,3 +337,171 @@ def test_givens_bad_chunk_size():
         with torch.no_grad():
             gadget.angles[0, 0] = float("nan")
         gadget(torch.zeros(1, 4))
+
+
+# ------------------------------------------------------------------ Givens layers applied to rows
+
+GIVENS_BACKENDS = ["kernel", "torch"]
+
+
+@pytest.fixture
+def givens_backend(request, monkeypatch):
+    """Run givens_rotate on the numba kernels or on the torch recurrences."""
+    if request.param == "torch":
+        monkeypatch.setattr(givens_functional, "_kernel_usable", lambda x: False)
+    else:
+        assert givens_functional._kernel_usable(torch.zeros(1))
+    return request.param
+
+
+def givens_reference(rows, angles, matchings):
+    """Dense float64 product of the plane rotations of every layer, built from the definition."""
+    P, G, c = matchings.shape
+    out = np.empty(rows.shape)
+    for p in range(P):
+        m = np.eye(c)
+        for layer in range(G):
+            t, pairs = float(angles[p, layer]), matchings[p, layer].tolist()
+            r = np.eye(c)
+            for a, b in zip(pairs[0::2], pairs[1::2]):
+                r[np.ix_([a, b], [a, b])] = [[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]
+            m = r @ m
+        out[..., p, :] = rows[..., p, :].astype(np.float64) @ m.T
+    return out
+
+
+def givens_case(P=3, G=6, c=8, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    matchings = torch.stack([torch.randperm(c, generator=generator) for _ in range(P * G)]).reshape(P, G, c)
+    return matchings, generator
+
+
+ANGLE_CASES = {
+    "random": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
+    "zero": lambda g, shape: torch.zeros(shape, dtype=torch.float64),
+    "equal": lambda g, shape: torch.full(shape, 0.7, dtype=torch.float64),
+    "tiny": lambda g, shape: 1e-8 * torch.randn(shape, generator=g, dtype=torch.float64),
+    "large": lambda g, shape: 100.0 + torch.randn(shape, generator=g, dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("givens_backend", GIVENS_BACKENDS, indirect=True)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tokens", [1, 70])
+def test_givens_rotate_is_the_product_of_plane_rotations(givens_backend, dtype, tokens):
+    matchings, generator = givens_case(P=3, G=6, c=8, seed=tokens)
+    angles = torch.randn(3, 6, generator=generator, dtype=dtype)
+    rows = torch.randn(tokens, 3, 8, generator=generator, dtype=dtype)
+    out = givens_rotate(rows, angles, matchings)
+    assert out.dtype == dtype and out.shape == rows.shape
+    ref = givens_reference(rows.numpy(), angles.numpy(), matchings.numpy())
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5}[dtype]
+    assert np.abs(out.double().numpy() - ref).max() <= tol * max(1.0, np.abs(ref).max())
+
+
+@pytest.mark.parametrize("givens_backend", GIVENS_BACKENDS, indirect=True)
+@pytest.mark.parametrize("case", sorted(ANGLE_CASES))
+def test_givens_rotate_gradient_matches_central_differences(givens_backend, case):
+    matchings, generator = givens_case(P=2, G=6, c=8, seed=1)
+    angles = ANGLE_CASES[case](generator, (2, 6))
+    rows = torch.randn(67, 2, 8, generator=generator, dtype=torch.float64)  # a padded last block
+    weight = torch.randn(67, 2, 8, generator=generator, dtype=torch.float64)
+    assert_gradient_matches_fd(lambda a: (givens_rotate(rows, a, matchings) * weight).sum(), angles, rtol=1e-8)
+    small = rows[:3].clone()
+    assert_gradient_matches_fd(lambda x: (givens_rotate(x, angles, matchings) * weight[:3]).sum(), small, rtol=1e-8)
+
+
+@pytest.mark.parametrize("givens_backend", GIVENS_BACKENDS, indirect=True)
+def test_givens_rotate_backward_from_the_output_equals_autograd_through_every_layer(givens_backend):
+    """The backward pass recovers the layers' inputs from the output (R^T z); against autograd
+    through the stored layers the difference is rounding only, at 56 layers of 256 coordinates."""
+    matchings, generator = givens_case(P=2, G=56, c=256, seed=2)
+    angles = (100.0 * torch.randn(2, 56, generator=generator, dtype=torch.float64)).requires_grad_(True)
+    rows = torch.randn(130, 2, 256, generator=generator, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(130, 2, 256, generator=generator, dtype=torch.float64)
+    (givens_rotate(rows, angles, matchings) * weight).sum().backward()
+    partner, sign = givens_functional.matching_partners(matchings, torch.float64)
+    a, x = angles.detach().clone().requires_grad_(True), rows.detach().clone().requires_grad_(True)
+    z = x
+    for layer in range(56):
+        moved = z.gather(-1, partner[:, layer].expand(z.shape[0], -1, -1))
+        z = torch.cos(a[:, layer, None]) * z + torch.sin(a[:, layer, None]) * sign[:, layer] * moved
+    (z * weight).sum().backward()
+    assert float((rows.grad - x.grad).abs().max()) <= 1e-12 * float(x.grad.abs().max())
+    assert float((angles.grad - a.grad).abs().max()) <= 1e-12 * float(a.grad.abs().max())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, chunk", [((16, 16), 8), ((12, 20), 4), ((64, 64), 64)])
+def test_givens_gadget_rows_and_matrix_paths_agree(dtype, shape, chunk):
+    torch.manual_seed(10)
+    gadget = GivensLinear(*shape, chunk_size=chunk, bias=True, dtype=dtype)
+    with torch.no_grad():
+        gadget.bias.normal_()
+    x = torch.randn(3, 45, shape[0], dtype=dtype)
+    results = []
+    for rows in (True, False):
+        gadget.uses_rows = lambda tokens, rows=rows: rows
+        gadget.zero_grad(set_to_none=True)
+        y = gadget(x)
+        (y * torch.linspace(-1, 1, y.numel(), dtype=dtype).view(y.shape)).sum().backward()
+        results.append([y.detach()] + [p.grad for p in gadget.parameters()])
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5}[dtype]
+    for a, b in zip(*results):
+        assert float((a - b).abs().max()) <= tol * max(1.0, float(b.abs().max()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_givens_network_rows_and_matrix_paths_agree(dtype):
+    torch.manual_seed(11)
+    net = GivensNetwork(24, 12, hidden=16, chunk_size=8, dtype=dtype)
+    x = torch.randn(40, 24, dtype=dtype)
+    results = []
+    for rows in (True, False):
+        for gadget in net.modules():
+            if isinstance(gadget, GivensLinear):
+                gadget.uses_rows = lambda tokens, rows=rows: rows
+        net.zero_grad(set_to_none=True)
+        y = net(x)
+        y.pow(2).sum().backward()
+        results.append([y.detach()] + [p.grad for p in net.parameters()])
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5}[dtype]
+    for a, b in zip(*results):
+        assert float((a - b).abs().max()) <= tol * max(1.0, float(b.abs().max()))
+
+
+def test_givens_network_gradient_matches_central_differences():
+    torch.manual_seed(12)
+    net = GivensNetwork(8, 8, hidden=8, chunk_size=4, dtype=torch.float64)
+    x = torch.randn(5, 8, dtype=torch.float64)
+    gadget = net.hidden_gadgets[0][0]
+    gadget.uses_rows = lambda tokens: True
+
+    def loss(angles):
+        saved = gadget.angles
+        del gadget.angles
+        gadget.angles = angles
+        try:
+            return net(x).pow(2).sum()
+        finally:
+            del gadget.angles
+            gadget.angles = saved
+
+    for point in (gadget.angles.detach().clone(), torch.zeros_like(gadget.angles),
+                  torch.full_like(gadget.angles, 0.7)):
+        assert_gradient_matches_fd(loss, point, rtol=1e-7)
+
+
+def test_givens_rotate_bad_shapes():
+    matchings, _ = givens_case(P=2, G=3, c=8)
+    with pytest.raises(ValueError, match="disagree"):
+        givens_rotate(torch.zeros(4, 3, 8), torch.zeros(2, 3), matchings)
+
+
+def test_givens_rotate_under_a_transform_equals_the_function():
+    matchings, generator = givens_case(P=2, G=6, c=8, seed=3)
+    angles = torch.randn(2, 6, generator=generator, dtype=torch.float64)
+    rows = torch.randn(5, 2, 8, generator=generator, dtype=torch.float64)
+    jacobian = torch.func.jacrev(lambda a: givens_rotate(rows, a, matchings))(angles)  # the torch path
+    reference = torch.autograd.functional.jacobian(lambda a: givens_rotate(rows, a, matchings), angles)
+    assert float((jacobian - reference).abs().max()) <= 1e-12

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from galinear.nn.functional._common import numba_kernels_usable
 from galinear.nn.functional.threads import intra_op_threads
 
 __all__ = ["branch_sum"]
@@ -63,16 +64,8 @@ def _weighted(parts, weights):
 
 def _kernel_usable(y) -> bool:
     """The numba kernels of :mod:`galinear.kernels.branches` serve float32/float64 CPU tensors
-    when numba compiles (under NUMBA_DISABLE_JIT their loops would be plain Python)."""
-    if y.device.type != "cpu" or y.dtype not in (torch.float32, torch.float64):
-        return False
-    try:
-        from numba import config
-
-        from galinear.kernels import branches  # noqa: F401
-    except Exception:  # numba missing or broken: the torch operations
-        return False
-    return not config.DISABLE_JIT
+    when numba compiles."""
+    return numba_kernels_usable(y, "branches")
 
 
 def _slots(y, scale, dest, permutation, H):
