@@ -42,9 +42,9 @@ import torch
 from torch import nn
 
 from galinear import _io
-from galinear._util import cosine_schedule
 from galinear.train.lm import build_lm, is_rotor_module, projection_parameters
 from galinear.train.lm_config import LMConfig, LMDataConfig, LMTrainConfig
+from galinear.train.optim import cosine_adamw, optimiser_step
 from galinear.train.run_folder import RunFormat, restore_state, without_identity
 
 __all__ = ["prepare_windows", "parameter_groups", "batch_starts", "heldout_ln_ppl", "train_lm", "LM_RUNS",
@@ -337,9 +337,8 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
     torch.manual_seed(train_config.seed)
     model = build_lm(model_config).to(device=device, dtype=_dtype(train_config))
     groups, group_names = parameter_groups(model, train_config)
-    optimizer = torch.optim.AdamW(groups, lr=train_config.lr, betas=(train_config.beta1, train_config.beta2))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: cosine_schedule(step, train_config.steps, train_config.warmup_steps))
+    optimizer, scheduler = cosine_adamw(groups, train_config.lr, train_config.steps, train_config.warmup_steps,
+                                        betas=(train_config.beta1, train_config.beta2))
     history = {
         "config": config, "parameters": sum(p.numel() for p in model.parameters()),
         "projection_parameters": projection_parameters(model_config), "matching": matching,
@@ -380,11 +379,7 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         tokens = steps_done * train_config.batch_size * model_config.context
         history["tokens_per_second"] = tokens / history["train_seconds"] if history["train_seconds"] else None
         if checkpoint is not None and rank == 0:
-            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-                     "history": history, "config": config}
-            _io.save_state(checkpoint, state)
-            _io.save_json(checkpoint.parent / "history.json", history)
+            LM_RUNS.save(checkpoint.parent, model, optimizer, scheduler, history, config)
 
     share = train_config.batch_size // world
     steps = train_config.steps
@@ -406,12 +401,7 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         with _autocast(train_config, device):
             logits = net(ids[:, :-1])
         loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if train_config.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
-        optimizer.step()
-        scheduler.step()
+        optimiser_step(loss, optimizer, scheduler, model.parameters(), train_config.grad_clip)
         value = loss.detach().double()
         if world > 1:
             torch.distributed.all_reduce(value)

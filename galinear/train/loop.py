@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from galinear import _io
-from galinear._util import cosine_schedule
 from galinear.train.config import MLPConfig, TrainConfig
 from galinear.train.models import build_mlp, check_training_memory, count_parameters
+from galinear.train.optim import cosine_adamw, optimiser_step
 from galinear.train.run_folder import RunFormat, restore_state, without_identity
 
 __all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "MLP_RUNS", "data_sha256",
@@ -178,12 +178,9 @@ def train_classifier(
     config = {"model": model_config.to_dict(), "train": asdict(train_config)}
     if data_identity:
         config["data"] = dict(data_identity)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay)
     steps_per_epoch = math.ceil(x_train.shape[0] / train_config.batch_size)
-    total_steps = steps_per_epoch * train_config.epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: cosine_schedule(step, total_steps, train_config.warmup_steps)
-    )
+    optimizer, scheduler = cosine_adamw(model.parameters(), train_config.lr, steps_per_epoch * train_config.epochs,
+                                        train_config.warmup_steps, weight_decay=train_config.weight_decay)
     history = {"config": config, "parameters": parameters, "epochs": []}
 
     checkpoint_path = None
@@ -217,10 +214,7 @@ def train_classifier(
             index = order[step * train_config.batch_size:(step + 1) * train_config.batch_size]
             logits = model(x_train[index])
             loss = nn.functional.cross_entropy(logits, y_train[index])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
+            optimiser_step(loss, optimizer, scheduler)
             if not math.isfinite(loss.item()):
                 _check_finite(model, epoch, step)
                 raise FloatingPointError(
@@ -245,15 +239,7 @@ def train_classifier(
         }
         history["epochs"].append(record)
         if checkpoint_path is not None:
-            _io.save_state(checkpoint_path, {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "history": history,
-                "config": config,
-            })
-            atomic_write_json(run_dir / "history.json", history)
+            MLP_RUNS.save(run_dir, model, optimizer, scheduler, history, config)
         log(
             f"{description} epoch {epoch + 1}/{train_config.epochs}: train loss {record['train_loss']:.4f}, "
             f"test loss {test_loss:.4f}, test accuracy {100 * test_accuracy:.2f}%, {record['seconds']:.1f} s"

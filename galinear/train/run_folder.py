@@ -15,6 +15,7 @@ is checked):
   another configuration or other data, even when ``config.json`` was deleted);
 - :meth:`RunFormat.load_history`: ``history.json``, rewritten from the checkpoint when it is
   missing or damaged;
+- :meth:`RunFormat.save`: the checkpoint and ``history.json`` after a finished step or epoch;
 - :func:`restore_state`: a checkpoint's states loaded into the model, optimiser and scheduler.
 
 A damaged file is reported with its path and the fix (:class:`galinear._io.CorruptFileError`,
@@ -175,6 +176,17 @@ class RunFormat:
 
     def rebuild_fix(self, run_dir) -> str:
         return f"{self.rebuild.format(run_dir=run_dir)} and train this run again"
+
+    def save(self, run_dir, model, optimizer, scheduler, history: dict, config: dict) -> None:
+        """Write ``checkpoint.pt`` (the model, optimiser, scheduler and torch RNG states with
+        ``history`` and ``config``), then ``history.json``, each atomically."""
+        import torch
+
+        run_dir = Path(run_dir)
+        _io.save_state(run_dir / "checkpoint.pt", {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(), "history": history, "config": config})
+        _io.save_json(run_dir / "history.json", history)
 
     def is_config(self, config) -> bool:
         return (isinstance(config, dict) and all(isinstance(config.get(part), dict) for part in self.config_parts)
