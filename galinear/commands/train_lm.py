@@ -111,10 +111,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--report-only", action="store_true", help="only rewrite the table and curves from saved runs")
 
 
-def run_name(kind: str, seed: int, tag: str = "") -> str:
-    return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
-
-
 def _configs(args, vocab_size):
     from dataclasses import replace
 
@@ -271,11 +267,9 @@ def run(args) -> int:
         if args.compile:
             _check_compile_backend(args.compile_backend)
     rank, world = _init_distributed()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
-                         "folder you can write to") from None
+    from galinear.train.run_folder import make_results_folder
+
+    make_results_folder(root)
     from galinear.train.lm_report import collect_lm_runs, lm_markdown_table, write_lm_report
 
     collect_lm_runs(root)  # a damaged run folder beside these runs is named now, not after training
@@ -303,6 +297,7 @@ def _train(args, root, rank: int, world: int) -> None:
     from galinear.train.lm import load_tokenizer, tokenizer_sha256
     from galinear.train.lm_loop import (check_lm_run_folder, load_text_for, prepare_windows, run_config, text_sha256,
                                         train_lm)
+    from galinear.train.run_folder import run_folder_name
 
     tokenizer = load_tokenizer(args.tokenizer)
     vocab = len(tokenizer) if args.tokenizer != "byte" else tokenizer.vocab_size
@@ -311,8 +306,8 @@ def _train(args, root, rank: int, world: int) -> None:
     identity = {"text_sha256": text_sha256(text), "tokenizer_sha256": tokenizer_sha256(tokenizer)}
     for kind, config in models.items():  # before the text is tokenised or a model built
         for seed in args.seeds:
-            check_lm_run_folder(root / run_name(kind, seed, args.tag), run_config(config, train_config(seed), data,
-                                                                                identity))
+            check_lm_run_folder(root / run_folder_name(kind, seed, args.tag),
+                                run_config(config, train_config(seed), data, identity))
     windows, _ = prepare_windows(data, args.context, tokenizer, text=text)
     if rank == 0:
         print(f"{data.text}: {len(windows.tokens):,} {data.tokenizer} tokens, {len(windows.train):,} training and "
@@ -321,7 +316,7 @@ def _train(args, root, rank: int, world: int) -> None:
     log = print if rank == 0 else (lambda *_: None)
     for kind, config in models.items():
         for seed in args.seeds:
-            name = run_name(kind, seed, args.tag)
+            name = run_folder_name(kind, seed, args.tag)
             history = train_lm(config, train_config(seed), windows, root / name,
                                data=run_config(config, train_config(seed), data, identity)["data"],
                                matching=matchings[kind], device=args.device, progress=args.progress and rank == 0,

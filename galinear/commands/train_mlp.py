@@ -63,10 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true", help="only rewrite the table and plot from saved runs")
 
 
-def run_name(kind: str, seed: int, tag: str = "") -> str:
-    return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
-
-
 ON_INTERRUPT = "every finished epoch is kept in its run's checkpoint (no file is left half written)"
 
 #: Options --report-only reads (the results folder, the data set's name, the report's title).
@@ -117,6 +113,7 @@ def run(args) -> int:
     from galinear.train.loop import TrainConfig, check_run_folder, data_sha256, train_classifier
     from galinear.train.models import MLPConfig, check_training_memory
     from galinear.train.report import collect_runs, markdown_table, write_report
+    from galinear.train.run_folder import make_results_folder, run_folder_name
 
     def model_config(kind, in_features=784, num_classes=class_count(args.data)):
         return config_from_args(MLPConfig, args, kind=kind, in_features=in_features, num_classes=num_classes,
@@ -134,15 +131,11 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.out) / args.data
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
-                         "folder you can write to") from None
+    make_results_folder(root)
     if not args.report_only:  # every run folder's files, before the data load and any training
         for kind in args.model:
             for seed in args.seeds:
-                check_run_folder(root / run_name(kind, seed, args.tag),
+                check_run_folder(root / run_folder_name(kind, seed, args.tag),
                                  {"model": model_config(kind).to_dict(), "train": asdict(train_config(seed))})
     collect_runs(root, log=print)  # a damaged run folder beside these runs is named now, not after training
     title = f"{args.data}: MLP {args.hidden} x {args.depth}"
@@ -155,7 +148,7 @@ def run(args) -> int:
               f"torch threads {torch.get_num_threads()}; runs in {root}")
         for kind in args.model:
             for seed in args.seeds:
-                name = run_name(kind, seed, args.tag)
+                name = run_folder_name(kind, seed, args.tag)
                 history = train_classifier(model_config(kind, data[0].shape[1]), train_config(seed), data,
                                            root / name, progress=args.progress, description=name,
                                            data_identity=identity)

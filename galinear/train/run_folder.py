@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import statistics
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,10 +35,35 @@ from pathlib import Path
 from galinear import _io
 
 __all__ = ["RunFormat", "restore_state", "check_run_files", "check_same_data", "without_identity",
-           "differences", "IDENTITY_FIELDS"]
+           "differences", "IDENTITY_FIELDS", "run_folder_name", "make_results_folder", "mean_std"]
 
 #: Fingerprints of what a run learns from (its data, its tokenizer), kept in the configuration's "data" part.
 IDENTITY_FIELDS = ("text_sha256", "data_sha256", "tokenizer_sha256")
+
+
+_SEED_SUFFIX = re.compile(r"-seed(\d+)$")
+
+
+def run_folder_name(kind: str, seed: int, tag: str = "") -> str:
+    """The folder name of one run: ``rotor-seed0``, ``rotor-wide-seed0`` with ``tag`` "wide"."""
+    return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
+
+
+def make_results_folder(root) -> Path:
+    """Create the results folder ``root`` (and its parents); ValueError naming the fix when it cannot be."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
+                         "folder you can write to") from None
+    return root
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for one value) of ``values``: a report row over seeds."""
+    values = list(values)
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def _and_list(names) -> str:
@@ -239,6 +266,23 @@ class RunFormat:
         if not isinstance(state["optimizer"], dict) or not isinstance(state["optimizer"].get("state"), dict):
             raise _io.CorruptFileError(checkpoint, "holds no optimiser state", fix)
         return state
+
+    def collect(self, root, finished, log=None) -> dict[str, dict[int, dict]]:
+        """{group: {seed: history}} of every run folder under ``root`` (named ``<group>-seed<k>``)
+        whose history passes ``finished(history)``; runs are grouped by their name without the
+        ``-seed<k>`` suffix. Histories are read by :meth:`load_history` (``log`` is told of a
+        rewritten one); a damaged run folder raises CorruptFileError naming it."""
+        groups: dict[str, dict[int, dict]] = {}
+        root = Path(root)
+        for run_dir in sorted(root.iterdir()) if root.is_dir() else []:
+            match = _SEED_SUFFIX.search(run_dir.name)
+            if match is None or not run_dir.is_dir():
+                continue
+            history = self.load_history(run_dir, log)
+            if history is None or not finished(history):
+                continue
+            groups.setdefault(run_dir.name[: match.start()], {})[int(match.group(1))] = history
+        return groups
 
     def load_history(self, run_dir, log=None) -> dict | None:
         """The history of a run folder, or None when it has none yet.

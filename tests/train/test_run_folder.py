@@ -98,3 +98,28 @@ def test_a_foreign_checkpoint_lists_what_it_lacks(tmp_path):
 def test_differences_name_every_changed_field():
     assert differences({"model": {"a": 1}, "x": 1}, {"model": {"a": 2}, "x": 2}) == "model.a 1 -> 2, x 1 -> 2"
     assert differences({"model": {}}, {"model": {}}) == "other fields"
+
+
+def test_runs_are_collected_by_group_and_seed(tmp_path):
+    from galinear.train.run_folder import run_folder_name
+
+    for name, steps in ((run_folder_name("rotor", 0), [1.0]), (run_folder_name("rotor", 1), [2.0]),
+                        (run_folder_name("dense", 0, "wide"), []), ("notes", [3.0])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "history.json").write_text(json.dumps({"steps": steps}))
+    groups = EXAMPLE.collect(tmp_path, lambda history: bool(history["steps"]))
+    assert groups == {"rotor": {0: {"steps": [1.0]}, 1: {"steps": [2.0]}}}
+    assert set(EXAMPLE.collect(tmp_path, lambda history: True)) == {"rotor", "dense-wide"}
+
+
+def test_mean_std_and_the_results_folder(tmp_path):
+    import statistics
+
+    from galinear.train.run_folder import make_results_folder, mean_std
+
+    assert mean_std([1.0, 2.0, 4.0]) == pytest.approx((7 / 3, statistics.stdev([1.0, 2.0, 4.0])))
+    assert mean_std(iter([3.0])) == (3.0, 0.0)
+    assert make_results_folder(tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="cannot create the results folder .*choose another --out"):
+        make_results_folder(tmp_path / "file" / "x")
