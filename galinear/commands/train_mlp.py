@@ -1,57 +1,11 @@
 """`galinear train-mlp`: train rotor, dense and low-rank MLPs on Fashion-MNIST or MNIST."""
 import argparse
-import math
+
+from galinear.commands._config_options import (
+    Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, positive_int, probability, run_tag,
+)
 
 HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
-
-
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def _number(text, low=None, low_open=False, high=None, what="a number"):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if not math.isfinite(value) or (low is not None and (value <= low if low_open else value < low)) \
-            or (high is not None and value >= high):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
-    return value
-
-
-def _positive_float(text):
-    return _number(text, 0.0, low_open=True, what="a finite number > 0")
-
-
-def _nonnegative_float(text):
-    return _number(text, 0.0, what="a finite number >= 0")
-
-
-def _probability(text):
-    return _number(text, 0.0, high=1.0, what="a probability in [0, 1)")
-
-
-def _nonnegative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return value
-
-
-def _tag(text):
-    bad = sorted({c for c in text if not (c.isalnum() or c in "._-")})
-    if bad or text in (".", ".."):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} cannot be a tag: it becomes part of a run folder's name, so use only letters, digits, "
-            f"'.', '_' and '-'" + (f" (not {' '.join(repr(c) for c in bad)})" if bad else ""))
-    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,65 +13,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # configuration of docs/results.md), written once there
     from galinear.train.config import ACTIVATIONS, HEADS, MODEL_KINDS, ROTOR_GRADIENTS, MLPConfig, TrainConfig
 
-    model, train = MLPConfig(), TrainConfig()
-    chunk_n = model.chunk_size.bit_length() - 1
+    chunk_n = MLPConfig().chunk_size.bit_length() - 1
     parser.add_argument("--data", choices=("fashion-mnist", "mnist"), default="fashion-mnist")
     parser.add_argument("--data-dir", default=None,
                         help="folder of the idx files (default: $GALINEAR_FASHION_MNIST / $GALINEAR_MNIST, "
                              "then /usr/share/datasets/fashion-mnist)")
     parser.add_argument("--model", nargs="+", choices=MODEL_KINDS, default=["rotor", "dense"],
                         help="one or more model kinds, trained one after another (default: rotor dense)")
-    parser.add_argument("--seeds", nargs="+", type=_nonnegative_int, default=[0, 1, 2])
-    parser.add_argument("--hidden", type=_positive_int, default=model.hidden, help="hidden width (default %(default)s)")
-    parser.add_argument("--depth", type=_positive_int, default=model.depth, help="hidden layers (default %(default)s)")
-    parser.add_argument("--activation", choices=ACTIVATIONS, default=model.activation,
-                        help="(default %(default)s)")
-    parser.add_argument("--no-layer-norm", dest="layer_norm", action="store_false", default=model.layer_norm,
-                        help="drop the parameter-free LayerNorm after each hidden map")
-    parser.add_argument("--no-bias", dest="bias", action="store_false", default=model.bias,
-                        help="no biases in the hidden maps")
-    parser.add_argument("--head", choices=HEADS, default=model.head,
-                        help="last map hidden -> 10 (default %(default)s)")
-    parser.add_argument("--rank", type=_positive_int, default=model.rank,
-                        help="rank of the low-rank maps (default %(default)s)")
-    parser.add_argument("--chunk-size", type=_positive_int, default=model.chunk_size,
-                        help=f"rotor chunk size, a power of two (default %(default)s: Cl({chunk_n}), "
+    parser.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0, 1, 2])
+    add_config_options(parser, MLPConfig, [
+        Option("hidden", "hidden width (default %(default)s)"),
+        Option("depth", "hidden layers (default %(default)s)"),
+        Option("activation", "(default %(default)s)", choices=ACTIVATIONS),
+        Option("layer_norm", "drop the parameter-free LayerNorm after each hidden map", flag="--no-layer-norm"),
+        Option("bias", "no biases in the hidden maps", flag="--no-bias"),
+        Option("head", "last map hidden -> 10 (default %(default)s)", choices=HEADS),
+        Option("rank", "rank of the low-rank maps (default %(default)s)"),
+        Option("chunk_size", f"rotor chunk size, a power of two (default %(default)s: Cl({chunk_n}), "
                              f"{chunk_n * (chunk_n - 1) // 2} bivector coefficients per rotor, one rotor pair per "
                              "pair of blocks); capped, per layer, at the largest power of two <= both widths, so a "
-                             "large value gives one chunk per layer")
-    parser.add_argument("--backend", default=model.backend,
-                        help="rotor sandwich backend (default %(default)s; dense: for n <= 10 and batches of "
-                             "hundreds, building the chunk matrices once per step costs less CPU than the factored "
-                             "kernels; see docs/results.md)")
-    parser.add_argument("--rotor-init-std", type=_nonnegative_float, default=model.rotor_init_std,
-                        help="std of the normal initialisation of rotor bivector coefficients (default "
-                             "%(default)s; a large value starts from rotations far from the identity)")
-    parser.add_argument("--dropout", type=_probability, default=model.dropout,
-                        help="probability of dropping a hidden unit after each activation in training "
-                             "(default %(default)s)")
-    parser.add_argument("--rotor-gradient", choices=ROTOR_GRADIENTS, default=model.rotor_gradient,
-                        help="gradient of the rotor layers: the exact derivative of exp(B) (exact) or "
-                             "the paper's one-step approximation (power-step); default %(default)s")
-    parser.add_argument("--epochs", type=_positive_int, default=train.epochs, help="(default %(default)s)")
-    parser.add_argument("--batch-size", type=_positive_int, default=train.batch_size, help="(default %(default)s)")
-    parser.add_argument("--lr", type=_positive_float, default=train.lr,
-                        help="peak Adam learning rate, the same for every model (default %(default)s)")
-    parser.add_argument("--weight-decay", type=_nonnegative_float, default=train.weight_decay,
-                        help="AdamW weight decay (default %(default)s)")
-    parser.add_argument("--warmup-steps", type=_nonnegative_int, default=train.warmup_steps,
-                        help="linear warm-up steps before the cosine decay (default %(default)s)")
+                             "large value gives one chunk per layer"),
+        Option("backend", "rotor sandwich backend (default %(default)s; dense: for n <= 10 and batches of "
+                          "hundreds, building the chunk matrices once per step costs less CPU than the factored "
+                          "kernels; see docs/results.md)"),
+        Option("rotor_init_std", "std of the normal initialisation of rotor bivector coefficients (default "
+                                 "%(default)s; a large value starts from rotations far from the identity)",
+               type=nonnegative_float),
+        Option("dropout", "probability of dropping a hidden unit after each activation in training "
+                          "(default %(default)s)", type=probability),
+        Option("rotor_gradient", "gradient of the rotor layers: the exact derivative of exp(B) (exact) or "
+                                 "the paper's one-step approximation (power-step); default %(default)s",
+               choices=ROTOR_GRADIENTS),
+    ])
+    add_config_options(parser, TrainConfig, [
+        Option("epochs", "(default %(default)s)"),
+        Option("batch_size", "(default %(default)s)"),
+        Option("lr", "peak Adam learning rate, the same for every model (default %(default)s)"),
+        Option("weight_decay", "AdamW weight decay (default %(default)s)", type=nonnegative_float),
+        Option("warmup_steps", "linear warm-up steps before the cosine decay (default %(default)s)",
+               type=nonnegative_int),
+    ])
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
-    parser.add_argument("--tag", type=_tag, default="",
+    parser.add_argument("--tag", type=run_tag, default="",
                         help="suffix of the run names, to keep variants apart (letters, digits, '.', '_', '-')")
-    parser.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: all cores)")
-    parser.add_argument("--limit-train", type=_positive_int, default=None, help="use only the first N training images")
-    parser.add_argument("--limit-test", type=_positive_int, default=None, help="use only the first N test images")
+    parser.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--limit-train", type=positive_int, default=None, help="use only the first N training images")
+    parser.add_argument("--limit-test", type=positive_int, default=None, help="use only the first N test images")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the table and plot from saved runs")
-
-
-def run_name(kind: str, seed: int, tag: str = "") -> str:
-    return f"{kind}{'-' + tag if tag else ''}-seed{seed}"
 
 
 ON_INTERRUPT = "every finished epoch is kept in its run's checkpoint (no file is left half written)"
@@ -170,20 +113,14 @@ def run(args) -> int:
     from galinear.train.loop import TrainConfig, check_run_folder, data_sha256, train_classifier
     from galinear.train.models import MLPConfig, check_training_memory
     from galinear.train.report import collect_runs, markdown_table, write_report
+    from galinear.train.run_folder import make_results_folder, run_folder_name
 
     def model_config(kind, in_features=784, num_classes=class_count(args.data)):
-        return MLPConfig(
-            kind=kind, in_features=in_features, num_classes=num_classes,
-            hidden=args.hidden, depth=args.depth, layer_norm=args.layer_norm,
-            activation=args.activation, bias=args.bias, head=args.head, rank=args.rank,
-            chunk_size=args.chunk_size, backend=args.backend,
-            rotor_init_std=args.rotor_init_std if kind == "rotor" else None,
-            dropout=args.dropout, rotor_gradient=args.rotor_gradient,
-        )
+        return config_from_args(MLPConfig, args, kind=kind, in_features=in_features, num_classes=num_classes,
+                                rotor_init_std=args.rotor_init_std if kind == "rotor" else None)
 
     def train_config(seed):
-        return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                           weight_decay=args.weight_decay, warmup_steps=args.warmup_steps, seed=seed)
+        return config_from_args(TrainConfig, args, seed=seed)
 
     if not args.report_only:  # every check that needs no data, before the data load
         for kind in args.model:
@@ -194,15 +131,11 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.out) / args.data
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"cannot create the results folder {root} ({error.strerror or error}); choose another --out "
-                         "folder you can write to") from None
+    make_results_folder(root)
     if not args.report_only:  # every run folder's files, before the data load and any training
         for kind in args.model:
             for seed in args.seeds:
-                check_run_folder(root / run_name(kind, seed, args.tag),
+                check_run_folder(root / run_folder_name(kind, seed, args.tag),
                                  {"model": model_config(kind).to_dict(), "train": asdict(train_config(seed))})
     collect_runs(root, log=print)  # a damaged run folder beside these runs is named now, not after training
     title = f"{args.data}: MLP {args.hidden} x {args.depth}"
@@ -215,7 +148,7 @@ def run(args) -> int:
               f"torch threads {torch.get_num_threads()}; runs in {root}")
         for kind in args.model:
             for seed in args.seeds:
-                name = run_name(kind, seed, args.tag)
+                name = run_folder_name(kind, seed, args.tag)
                 history = train_classifier(model_config(kind, data[0].shape[1]), train_config(seed), data,
                                            root / name, progress=args.progress, description=name,
                                            data_identity=identity)

@@ -42,12 +42,12 @@ import torch
 from torch import nn
 
 from galinear import _io
-from galinear._util import cosine_schedule
 from galinear.train.lm import build_lm, is_rotor_module, projection_parameters
 from galinear.train.lm_config import LMConfig, LMDataConfig, LMTrainConfig
-from galinear.train.loop import check_run_files, check_same_data, restore_state, without_identity
+from galinear.train.optim import cosine_adamw, optimiser_step
+from galinear.train.run_folder import RunFormat, restore_state, without_identity
 
-__all__ = ["prepare_windows", "parameter_groups", "batch_starts", "heldout_ln_ppl", "train_lm",
+__all__ = ["prepare_windows", "parameter_groups", "batch_starts", "heldout_ln_ppl", "train_lm", "LM_RUNS",
            "check_lm_run_folder", "check_lm_history", "load_lm_history", "peak_memory", "reset_peak_memory",
            "text_sha256", "check_device"]
 
@@ -194,23 +194,17 @@ def heldout_ln_ppl(model: nn.Module, windows, batch_size: int = 16, config: LMTr
 
 # ---------------------------------------------------------------------------------- run folders
 _NOT_COMPARED = {"model": ("backend",), "train": ("checkpoint_every", "max_seconds", "compile_backend")}
-_CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "torch_rng", "history", "config")
 
 
 def _comparable(config: dict) -> dict:
     """The configuration as a rerun compares it: without the settings that change speed or the
     run's cadence, not its result (the sandwich backend, checkpoint cadence, time budget), and
-    without the data fingerprints (compared by :func:`~galinear.train.loop.check_same_data`)."""
+    without the data fingerprints (compared by :func:`~galinear.train.run_folder.check_same_data`)."""
     out = without_identity(json.loads(json.dumps(config)))
     for part, names in _NOT_COMPARED.items():
         for name in names:
             out.get(part, {}).pop(name, None)
     return out
-
-
-def _is_run_config(config) -> bool:
-    """``config`` has the structure of a train-lm run configuration: model, train and data settings."""
-    return isinstance(config, dict) and all(isinstance(config.get(part), dict) for part in ("model", "train", "data"))
 
 
 def _number(value, low=None) -> bool:
@@ -223,11 +217,12 @@ def _integer(value, low=0, high=None) -> bool:
     return ok and (high is None or value <= high)
 
 
-def check_lm_history(history, path, fix: str, steps: int | None = None) -> dict:
+def check_lm_history(history, path, fix: str, run: dict | None = None) -> dict:
     """``history`` if it has the structure train-lm writes, else CorruptFileError naming ``path`` and ``fix``.
 
     Checked: the configuration (model, train and data settings with the fields the report reads),
-    the step (an integer in [0, steps]; ``steps`` defaults to the configuration's), one finite loss
+    the step (an integer in [0, steps], the steps of the run configuration ``run``, else of the
+    history's own configuration), one finite loss
     per step, every evaluation (a step in [0, step], a finite ln PPL, training seconds), the
     parameter counts, seconds and speed."""
     def bad(reason):
@@ -236,7 +231,7 @@ def check_lm_history(history, path, fix: str, steps: int | None = None) -> dict:
     if not isinstance(history, dict):
         raise bad("a JSON object expected")
     config = history.get("config")
-    if not _is_run_config(config):
+    if not LM_RUNS.is_config(config):
         raise bad("no model, train and data settings under config")
     model, train = config["model"], config["train"]
     if not (isinstance(model.get("projection"), str)
@@ -244,7 +239,7 @@ def check_lm_history(history, path, fix: str, steps: int | None = None) -> dict:
             and _integer(train.get("steps"), 1) and isinstance(train.get("precision"), str)
             and _number(train.get("lr"), 0)):
         raise bad("config lacks the projection, width, layers, context, steps, precision or lr")
-    steps = train["steps"] if steps is None else steps
+    steps = train["steps"] if run is None else run["train"]["steps"]
     step = history.get("step")
     if not _integer(step, 0, steps):
         raise bad(f"step {step!r} is not an integer in [0, {steps}]")
@@ -267,97 +262,13 @@ def check_lm_history(history, path, fix: str, steps: int | None = None) -> dict:
     return history
 
 
-def _differences(saved: dict, current: dict) -> str:
-    out = []
-    for part in sorted(set(saved) | set(current)):
-        old, new = saved.get(part), current.get(part)
-        if isinstance(old, dict) and isinstance(new, dict):
-            out += [f"{part}.{k} {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
-                    if old.get(k) != new.get(k)]
-        elif old != new:
-            out.append(f"{part} {old!r} -> {new!r}")
-    return ", ".join(out) or "other fields"
-
-
-def _checkpoint_fix(path: Path) -> str:
-    return f"delete {path} to train this run again from step 0, or restore the file from a backup"
-
-
-def check_lm_run_folder(run_dir, config: dict) -> dict | None:
-    """Create ``run_dir`` if needed and return its checkpoint's state (None when there is none).
-
-    Every check runs here, before the model is built or a step trained: the folder can be written;
-    ``config.json``, ``history.json`` and ``checkpoint.pt`` are regular files where they exist;
-    the configuration they hold is ``config`` and the data fingerprints match (a run never resumes
-    on another text or tokenizer); the checkpoint's history is whole and its step within [0,
-    steps]. Raises ValueError (CorruptFileError for a damaged file) naming the file and the fix.
-    """
-    run_dir = Path(run_dir)
-    other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
-    config_path, checkpoint = run_dir / "config.json", run_dir / "checkpoint.pt"
-    check_run_files(run_dir, _checkpoint_fix(checkpoint), "train-lm")
-    current = _comparable(config)
-    if config_path.is_file():
-        config_fix = f"delete {config_path} (the checkpoint keeps the configuration)"
-        saved = _io.load_json(config_path, fix=config_fix)
-        if not _is_run_config(saved):
-            raise _io.CorruptFileError(config_path, "not a train-lm configuration (model, train and data settings "
-                                       "expected)", config_fix)
-        check_same_data(run_dir, saved, config, config_path)
-        if _comparable(saved) != current:
-            raise ValueError(f"{run_dir} holds a run with another configuration "
-                             f"({_differences(_comparable(saved), current)}); {other}")
-    if not checkpoint.is_file():
-        return None
-    state = _io.load_state(checkpoint, fix=_checkpoint_fix(checkpoint))
-    if not isinstance(state, dict) or any(key not in state for key in _CHECKPOINT_KEYS):
-        raise _io.CorruptFileError(checkpoint, "not a train-lm checkpoint", _checkpoint_fix(checkpoint))
-    if not _is_run_config(state["config"]):
-        raise _io.CorruptFileError(checkpoint, "holds no run configuration", _checkpoint_fix(checkpoint))
-    check_same_data(run_dir, state["config"], config, checkpoint)
-    if _comparable(state["config"]) != current:
-        raise ValueError(f"{checkpoint} was saved by a run with another configuration "
-                         f"({_differences(_comparable(state['config']), current)}); {other}")
-    check_lm_history(state["history"], checkpoint, _checkpoint_fix(checkpoint), steps=config["train"]["steps"])
-    if not isinstance(state["optimizer"], dict) or not isinstance(state["optimizer"].get("state"), dict):
-        raise _io.CorruptFileError(checkpoint, "holds no optimiser state", _checkpoint_fix(checkpoint))
-    return state
-
-
-def _rebuild_fix(run_dir: Path) -> str:
-    return f"delete the run folder {run_dir} (or move it out of the results folder) and train this run again"
-
-
-def load_lm_history(run_dir) -> dict | None:
-    """``history.json`` of a run folder (rewritten from the checkpoint when missing or damaged), or None.
-
-    The history is checked (:func:`check_lm_history`); a damaged one without a checkpoint to
-    rewrite it from raises CorruptFileError naming the file and the fix."""
-    run_dir = Path(run_dir)
-    path, checkpoint = run_dir / "history.json", run_dir / "checkpoint.pt"
-    fix = _rebuild_fix(run_dir)
-    problem = None
-    if path.is_file():
-        try:
-            return check_lm_history(_io.load_json(path, fix=fix), path, fix)
-        except _io.UnreadableFileError as error:
-            problem = error
-        except OSError as error:
-            problem = _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", fix)
-    elif os.path.lexists(path):
-        problem = _io.UnreadableFileError(path, "is not a regular file (a folder or a special file)", f"remove it; {fix}")
-    if not checkpoint.is_file():
-        if problem is not None:
-            raise problem
-        return None
-    state = _io.load_state(checkpoint, fix=_checkpoint_fix(checkpoint))
-    if not isinstance(state, dict) or "history" not in state:
-        raise _io.CorruptFileError(checkpoint, "not a train-lm checkpoint", _checkpoint_fix(checkpoint))
-    history = check_lm_history(state["history"], checkpoint, _checkpoint_fix(checkpoint))
-    if problem is not None and os.path.lexists(path) and not path.is_file():
-        raise problem  # a folder in the place of history.json is not removed
-    _io.save_json(path, history)
-    return history
+#: The run folders of ``galinear train-lm``.
+LM_RUNS = RunFormat(command="train-lm", config_parts=("model", "train", "data"),
+                    checkpoint_keys=("model", "optimizer", "scheduler", "torch_rng", "history", "config"),
+                    comparable=_comparable, check_history=check_lm_history, restart="train this run again from step 0",
+                    rebuild="delete the run folder {run_dir} (or move it out of the results folder)")
+check_lm_run_folder = LM_RUNS.check_folder
+load_lm_history = LM_RUNS.load_history
 
 
 # ------------------------------------------------------------------------------------- training
@@ -426,9 +337,8 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
     torch.manual_seed(train_config.seed)
     model = build_lm(model_config).to(device=device, dtype=_dtype(train_config))
     groups, group_names = parameter_groups(model, train_config)
-    optimizer = torch.optim.AdamW(groups, lr=train_config.lr, betas=(train_config.beta1, train_config.beta2))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: cosine_schedule(step, train_config.steps, train_config.warmup_steps))
+    optimizer, scheduler = cosine_adamw(groups, train_config.lr, train_config.steps, train_config.warmup_steps,
+                                        betas=(train_config.beta1, train_config.beta2))
     history = {
         "config": config, "parameters": sum(p.numel() for p in model.parameters()),
         "projection_parameters": projection_parameters(model_config), "matching": matching,
@@ -444,7 +354,7 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         if rank == 0 and not (run_dir / "config.json").is_file():
             _io.save_json(run_dir / "config.json", config)
         if state is not None:
-            restore_state(state, model, optimizer, scheduler, checkpoint, _checkpoint_fix(checkpoint))
+            restore_state(state, model, optimizer, scheduler, checkpoint, LM_RUNS.checkpoint_fix(checkpoint))
             history = state["history"]
             history["world_size"], history["device"] = world, str(device)
             log(f"{description}: resuming after step {history['step']}")
@@ -469,11 +379,7 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         tokens = steps_done * train_config.batch_size * model_config.context
         history["tokens_per_second"] = tokens / history["train_seconds"] if history["train_seconds"] else None
         if checkpoint is not None and rank == 0:
-            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-                     "history": history, "config": config}
-            _io.save_state(checkpoint, state)
-            _io.save_json(checkpoint.parent / "history.json", history)
+            LM_RUNS.save(checkpoint.parent, model, optimizer, scheduler, history, config)
 
     share = train_config.batch_size // world
     steps = train_config.steps
@@ -495,12 +401,7 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         with _autocast(train_config, device):
             logits = net(ids[:, :-1])
         loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if train_config.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
-        optimizer.step()
-        scheduler.step()
+        optimiser_step(loss, optimizer, scheduler, model.parameters(), train_config.grad_clip)
         value = loss.detach().double()
         if world > 1:
             torch.distributed.all_reduce(value)

@@ -6,36 +6,18 @@ mean and sample standard deviation over its seeds.
 """
 from __future__ import annotations
 
-import re
 import statistics
 from pathlib import Path
 
 from galinear import _io
-from galinear.train.lm_loop import load_lm_history
+from galinear.train.lm_loop import LM_RUNS
+from galinear.train.run_folder import mean_std
 
 __all__ = ["collect_lm_runs", "summarise_lm", "lm_markdown_table", "plot_lm_curves", "write_lm_report"]
 
-_SEED_SUFFIX = re.compile(r"-seed(\d+)$")
-
-
 def collect_lm_runs(root) -> dict[str, dict[int, dict]]:
     """{group: {seed: history}} of every run folder under ``root`` with at least one evaluation."""
-    groups: dict[str, dict[int, dict]] = {}
-    root = Path(root)
-    for run_dir in sorted(root.iterdir()) if root.is_dir() else []:
-        match = _SEED_SUFFIX.search(run_dir.name)
-        if match is None or not run_dir.is_dir():
-            continue
-        history = load_lm_history(run_dir)
-        if history is None or not history.get("evals"):
-            continue
-        groups.setdefault(run_dir.name[: match.start()], {})[int(match.group(1))] = history
-    return groups
-
-
-def _mean_std(values):
-    values = list(values)
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+    return LM_RUNS.collect(root, lambda history: bool(history.get("evals")))
 
 
 def summarise_lm(groups: dict[str, dict[int, dict]]) -> list[dict]:
@@ -45,7 +27,7 @@ def summarise_lm(groups: dict[str, dict[int, dict]]) -> list[dict]:
         histories = list(runs.values())
         first = histories[0]
         model, train = first["config"]["model"], first["config"]["train"]
-        final_mean, final_std = _mean_std(h["evals"][-1]["heldout_ln_ppl"] for h in histories)
+        final_mean, final_std = mean_std(h["evals"][-1]["heldout_ln_ppl"] for h in histories)
         speeds = [h["tokens_per_second"] for h in histories if h.get("tokens_per_second")]
         rows.append({
             "name": name, "projection": model["projection"], "width": model["width"], "layers": model["layers"],

@@ -18,9 +18,7 @@ Shuffling uses a generator seeded by (seed, epoch), so a resumed run sees the sa
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -30,12 +28,13 @@ import torch
 from torch import nn
 
 from galinear import _io
-from galinear._util import cosine_schedule
 from galinear.train.config import MLPConfig, TrainConfig
 from galinear.train.models import build_mlp, check_training_memory, count_parameters
+from galinear.train.optim import cosine_adamw, optimiser_step
+from galinear.train.run_folder import RunFormat, restore_state, without_identity
 
-__all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "check_run_files", "check_same_data",
-           "data_sha256", "atomic_write_json", "evaluate"]
+__all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "MLP_RUNS", "data_sha256",
+           "atomic_write_json", "evaluate"]
 
 
 def data_sha256(tensors) -> str:
@@ -55,49 +54,9 @@ def atomic_write_json(path, payload) -> None:
     _io.save_json(path, payload)
 
 
-_CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "torch_rng", "history")
-
-
-def restore_state(state: dict, model, optimizer, scheduler, path, fix: str) -> None:
-    """Load a checkpoint's model, optimiser, scheduler and torch RNG states; a checkpoint of
-    another model is a CorruptFileError naming ``path`` and ``fix``."""
-    try:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
-        raise _io.CorruptFileError(path, f"does not fit this run's model ({' '.join(str(error).split())})",
-                                   fix) from None
-    # load_state_dict takes optimiser moments of any shape; a wrong one would fail at the first step
-    for group in optimizer.param_groups:
-        for parameter in group["params"]:
-            for name, value in optimizer.state.get(parameter, {}).items():
-                if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != parameter.shape:
-                    raise _io.CorruptFileError(path, f"holds an optimiser {name} of shape {tuple(value.shape)} for a "
-                                               f"parameter of shape {tuple(parameter.shape)}", fix)
-
-
-def _checkpoint_fix(path: Path) -> str:
-    return (f"delete {path} to retrain this run from its first epoch (its config.json may stay), "
-            "or restore the file from a backup")
-
-
-def _load_checkpoint(path: Path) -> dict:
-    """The state saved after the last finished epoch; a damaged or foreign file raises ValueError."""
-    state = _io.load_state(path, fix=_checkpoint_fix(path))
-    if not isinstance(state, dict) or any(key not in state for key in _CHECKPOINT_KEYS):
-        raise _io.CorruptFileError(path, "not a train-mlp checkpoint (model, optimizer, scheduler, torch_rng "
-                                   "and history expected)", _checkpoint_fix(path))
-    return state
-
-
-def _rebuild_fix(run_dir: Path) -> str:
-    return f"delete the run folder {run_dir} and train this run again"
-
-
-def _check_history(history, path) -> dict:
-    """``history`` if it has the structure train-mlp writes, else CorruptFileError naming ``path``."""
+def _check_history(history, path, fix: str, run: dict | None = None) -> dict:
+    """``history`` if it has the structure train-mlp writes and, with a run configuration ``run``, no more
+    epochs than that run; else CorruptFileError naming ``path`` and ``fix``."""
     def fields(record, names, kinds):
         return isinstance(record, dict) and all(isinstance(record.get(n), kinds) and not isinstance(record.get(n), bool)
                                                 for n in names)
@@ -112,165 +71,11 @@ def _check_history(history, path) -> dict:
                     for e in history["epochs"]))
     if not good:
         raise _io.CorruptFileError(path, "not a train-mlp history (config, parameters and per-epoch records "
-                                   "expected)", _rebuild_fix(Path(path).parent))
-    return history
-
-
-def load_history(run_dir, log=None) -> dict | None:
-    """The history of a run folder, or None when it has none yet.
-
-    ``history.json`` is read when it is whole; when it is missing, damaged or unreadable and the
-    folder holds a checkpoint, the history saved inside the checkpoint is used and
-    ``history.json`` is rewritten from it (``log`` is told). Without a checkpoint a damaged
-    ``history.json`` raises :class:`~galinear._io.CorruptFileError` naming the file and the fix.
-    """
-    run_dir = Path(run_dir)
-    path, checkpoint = run_dir / "history.json", run_dir / "checkpoint.pt"
-    problem = None
-    if path.is_file():
-        try:
-            return _check_history(_io.load_json(path, fix=_rebuild_fix(run_dir)), path)
-        except _io.UnreadableFileError as error:
-            problem = error
-        except OSError as error:
-            problem = _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", _rebuild_fix(run_dir))
-    elif os.path.lexists(path):
-        problem = _io.UnreadableFileError(path, "is not a regular file (a folder or a special file)",
-                                          f"remove it; the next train-mlp run rewrites it from {checkpoint}")
-    if not os.path.lexists(checkpoint):
-        if problem is not None:
-            raise problem
-        return None
-    history = _check_history(_load_checkpoint(checkpoint)["history"], checkpoint)
-    if problem is not None and not path.is_file():
-        raise problem  # a folder in the place of history.json is not removed
-    atomic_write_json(path, history)
-    if log is not None:
-        log(f"{path}: {'missing' if problem is None else problem.reason}; rewritten from {checkpoint}")
-    return history
-
-
-def _differences(saved: dict, current: dict) -> str:
-    """``train.lr 0.007 -> 0.5, ...``: the fields in which two comparable configurations differ."""
-    out = []
-    for part in ("model", "train"):
-        old, new = saved.get(part, {}), current.get(part, {})
-        for name in sorted(set(old) | set(new)):
-            if old.get(name) != new.get(name):
-                out.append(f"{part}.{name} {old.get(name)!r} -> {new.get(name)!r}")
-    return ", ".join(out) or "other fields"
-
-
-def _check_regular(path: Path, fix: str) -> None:
-    if os.path.lexists(path) and not path.is_file():
-        kind = "a folder" if path.is_dir() else "not a regular file"
-        raise _io.UnreadableFileError(path, f"is {kind}", fix)
-    if path.is_file():
-        try:
-            with open(path, "rb") as handle:
-                handle.read(1)
-        except OSError as error:
-            raise _io.UnreadableFileError(path, f"cannot be read ({error.strerror})", fix) from None
-
-
-def check_run_files(run_dir, checkpoint_fix: str, command: str) -> None:
-    """The run folder exists (or is created) and can be written; ``config.json``, ``history.json``
-    and ``checkpoint.pt`` are regular readable files where they exist (not folders). Raises
-    UnreadableFileError naming the path and the fix."""
-    import tempfile
-
-    run_dir = Path(run_dir)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise _io.UnreadableFileError(run_dir, "is a file, not a run folder", "choose another --out or remove the file") from None
-    except OSError as error:
-        raise _io.UnreadableFileError(run_dir, f"cannot be created ({error.strerror})",
-                                      "choose another --out folder you can write to") from None
-    try:
-        tempfile.TemporaryFile(dir=run_dir).close()
-    except OSError as error:
-        raise _io.UnreadableFileError(run_dir, f"cannot be written ({error.strerror})",
-                                      "choose another --out folder you can write to, or fix its permissions") from None
-    checkpoint = run_dir / "checkpoint.pt"
-    _check_regular(run_dir / "config.json", f"remove it (the checkpoint keeps the configuration), or choose another "
-                                            f"--out (or --tag)")
-    _check_regular(run_dir / "history.json", f"remove it; the next {command} run rewrites it from {checkpoint}")
-    _check_regular(checkpoint, checkpoint_fix)
-
-
-#: Fingerprints of what a run learns from (its data, its tokenizer), kept in the configuration's "data" part.
-IDENTITY_FIELDS = ("text_sha256", "data_sha256", "tokenizer_sha256")
-
-
-def check_same_data(run_dir, saved: dict, current: dict, where) -> None:
-    """Refuse to resume a run on other data: a fingerprint recorded in ``saved["data"]`` must equal
-    the one of ``current["data"]`` (a fingerprint absent from either side is not compared: runs
-    saved before fingerprints were recorded)."""
-    old, new = saved.get("data") or {}, current.get("data") or {}
-    if not isinstance(old, dict):
-        return
-    for name in IDENTITY_FIELDS:
-        if old.get(name) and new.get(name) and old[name] != new[name]:
-            what = {"text_sha256": "text", "data_sha256": "data", "tokenizer_sha256": "tokenizer"}[name]
-            raise ValueError(f"{where} was trained on another {what} (SHA-256 {str(old[name])[:16]}... recorded, "
-                             f"{new[name][:16]}... now): a resumed run would mix the two; give the {what} it was "
-                             f"trained on, or choose another --out (or --tag), or delete the run folder {run_dir} to "
-                             "start again")
-
-
-def without_identity(config: dict) -> dict:
-    """``config`` without the data fingerprints (compared by :func:`check_same_data`)."""
-    data = config.get("data")
-    if not isinstance(data, dict):
-        return config
-    return {**config, "data": {k: v for k, v in data.items() if k not in IDENTITY_FIELDS}}
-
-
-def check_run_folder(run_dir, config: dict) -> dict | None:
-    """Every check of a run folder that can fail, before any training: raises ValueError naming
-    the file and the fix; returns the checkpoint's state (None when there is none yet).
-
-    The folder must be (or become) a writable folder; ``config.json``, ``history.json`` and
-    ``checkpoint.pt`` regular readable files where they exist; the configuration saved in
-    ``config.json`` and inside the checkpoint must be ``config`` (a run never resumes a
-    checkpoint of another configuration, even when ``config.json`` was deleted).
-    """
-    run_dir = Path(run_dir)
-    other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
-    config_path, checkpoint = run_dir / "config.json", run_dir / "checkpoint.pt"
-    check_run_files(run_dir, _checkpoint_fix(checkpoint), "train-mlp")
-    current = _comparable(json.loads(json.dumps(config)))
-    if config_path.is_file():
-        saved = _io.load_json(config_path, fix=f"delete {config_path} (the checkpoint keeps the configuration)")
-        if not _is_mlp_config(saved):
-            raise _io.CorruptFileError(config_path, "not a train-mlp configuration (model and train settings "
-                                       "expected)", f"delete {config_path} (the checkpoint keeps the configuration)")
-        check_same_data(run_dir, saved, config, config_path)
-        if _comparable(saved) != current:
-            raise ValueError(f"{run_dir} holds a run with another configuration "
-                             f"({_differences(_comparable(saved), current)}); {other}")
-    if not checkpoint.is_file():
-        return None
-    state = _load_checkpoint(checkpoint)
-    saved = state.get("config") or (state["history"].get("config") if isinstance(state["history"], dict) else None)
-    if not _is_mlp_config(saved):
-        raise _io.CorruptFileError(checkpoint, "holds no run configuration", _checkpoint_fix(checkpoint))
-    check_same_data(run_dir, saved, config, checkpoint)
-    if _comparable(saved) != current:
-        raise ValueError(f"{checkpoint} was saved by a run with another configuration "
-                         f"({_differences(_comparable(saved), current)}); {other}")
-    history = _check_history(state["history"], checkpoint)
-    epochs = config["train"]["epochs"] if isinstance(config.get("train"), dict) else None
+                                   "expected)", fix)
+    epochs = run["train"]["epochs"] if isinstance(run, dict) and isinstance(run.get("train"), dict) else None
     if isinstance(epochs, int) and len(history["epochs"]) > epochs:
-        raise _io.CorruptFileError(checkpoint, f"records {len(history['epochs'])} finished epochs of a run of {epochs}",
-                                   _checkpoint_fix(checkpoint))
-    return state
-
-
-def _is_mlp_config(config) -> bool:
-    return (isinstance(config, dict) and isinstance(config.get("model"), dict) and isinstance(config.get("train"), dict)
-            and isinstance(config.get("data", {}), dict))
+        raise _io.CorruptFileError(path, f"records {len(history['epochs'])} finished epochs of a run of {epochs}", fix)
+    return history
 
 
 # MLPConfig fields added after runs were first saved, with the value the code before them used
@@ -290,6 +95,15 @@ def _comparable(config: dict) -> dict:
     out = without_identity({**config, "model": model, "train": train})
     out.pop("data", None)  # the data set's name is the run folder's parent; its fingerprint is compared on its own
     return out
+
+
+#: The run folders of ``galinear train-mlp``.
+MLP_RUNS = RunFormat(command="train-mlp", config_parts=("model", "train"),
+                     checkpoint_keys=("model", "optimizer", "scheduler", "torch_rng", "history"),
+                     comparable=_comparable, check_history=_check_history,
+                     restart="retrain this run from its first epoch (its config.json may stay)")
+check_run_folder = MLP_RUNS.check_folder
+load_history = MLP_RUNS.load_history
 
 
 @torch.no_grad()
@@ -364,12 +178,9 @@ def train_classifier(
     config = {"model": model_config.to_dict(), "train": asdict(train_config)}
     if data_identity:
         config["data"] = dict(data_identity)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay)
     steps_per_epoch = math.ceil(x_train.shape[0] / train_config.batch_size)
-    total_steps = steps_per_epoch * train_config.epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: cosine_schedule(step, total_steps, train_config.warmup_steps)
-    )
+    optimizer, scheduler = cosine_adamw(model.parameters(), train_config.lr, steps_per_epoch * train_config.epochs,
+                                        train_config.warmup_steps, weight_decay=train_config.weight_decay)
     history = {"config": config, "parameters": parameters, "epochs": []}
 
     checkpoint_path = None
@@ -380,7 +191,7 @@ def train_classifier(
         if not (run_dir / "config.json").is_file():
             atomic_write_json(run_dir / "config.json", config)
         if state is not None:
-            restore_state(state, model, optimizer, scheduler, checkpoint_path, _checkpoint_fix(checkpoint_path))
+            restore_state(state, model, optimizer, scheduler, checkpoint_path, MLP_RUNS.checkpoint_fix(checkpoint_path))
             history = state["history"]
             atomic_write_json(run_dir / "history.json", history)  # whole again, if it was damaged or deleted
             log(f"{description}: resuming after epoch {len(history['epochs'])}")
@@ -403,10 +214,7 @@ def train_classifier(
             index = order[step * train_config.batch_size:(step + 1) * train_config.batch_size]
             logits = model(x_train[index])
             loss = nn.functional.cross_entropy(logits, y_train[index])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
+            optimiser_step(loss, optimizer, scheduler)
             if not math.isfinite(loss.item()):
                 _check_finite(model, epoch, step)
                 raise FloatingPointError(
@@ -431,15 +239,7 @@ def train_classifier(
         }
         history["epochs"].append(record)
         if checkpoint_path is not None:
-            _io.save_state(checkpoint_path, {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "history": history,
-                "config": config,
-            })
-            atomic_write_json(run_dir / "history.json", history)
+            MLP_RUNS.save(run_dir, model, optimizer, scheduler, history, config)
         log(
             f"{description} epoch {epoch + 1}/{train_config.epochs}: train loss {record['train_loss']:.4f}, "
             f"test loss {test_loss:.4f}, test accuracy {100 * test_accuracy:.2f}%, {record['seconds']:.1f} s"

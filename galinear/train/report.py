@@ -5,35 +5,19 @@ are pooled: the table gives mean and sample standard deviation over seeds.
 """
 from __future__ import annotations
 
-import re
 import statistics
 from pathlib import Path
 
 from galinear import _io
-from galinear.train.loop import atomic_write_json, load_history
+from galinear.train.loop import MLP_RUNS, atomic_write_json
+from galinear.train.run_folder import mean_std
 
 __all__ = ["collect_runs", "summarise", "markdown_table", "plot_accuracy", "write_report"]
 
-_SEED_SUFFIX = re.compile(r"-seed(\d+)$")
-
-
 def collect_runs(root, log=None) -> dict[str, dict[int, dict]]:
-    """{group name: {seed: history}} for every run folder under ``root`` with a history (a
+    """{group name: {seed: history}} for every run folder under ``root`` with a finished epoch (a
     missing or damaged ``history.json`` is rewritten from the run's checkpoint, ``log`` is told)."""
-    groups: dict[str, dict[int, dict]] = {}
-    for run_dir in sorted(Path(root).iterdir()) if Path(root).is_dir() else []:
-        match = _SEED_SUFFIX.search(run_dir.name)
-        history = load_history(run_dir, log) if run_dir.is_dir() else None
-        if match is None or history is None or not history["epochs"]:
-            continue
-        groups.setdefault(run_dir.name[: match.start()], {})[int(match.group(1))] = history
-    return groups
-
-
-def _mean_std(values):
-    mean = statistics.fmean(values)
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return mean, std
+    return MLP_RUNS.collect(root, lambda history: bool(history["epochs"]), log)
 
 
 def summarise(groups: dict[str, dict[int, dict]]) -> list[dict]:
@@ -44,7 +28,7 @@ def summarise(groups: dict[str, dict[int, dict]]) -> list[dict]:
         final = [h["epochs"][-1]["test_accuracy"] for h in histories]
         best = [max(e["test_accuracy"] for e in h["epochs"]) for h in histories]
         seconds = [e["seconds"] for h in histories for e in h["epochs"]]
-        final_mean, final_std = _mean_std(final)
+        final_mean, final_std = mean_std(final)
         model = histories[0]["config"]["model"]
         rows.append({
             "name": name,
