@@ -12,10 +12,10 @@ NeurIPS 2025, arXiv 2507.11688), with the leaks of its reference code fixed. Mai
 
 Loading the model, its token windows and ln PPL are :mod:`galinear.lm`'s.
 """
-from galinear.compress.auto import register
-from galinear.compress.methods import METHODS, MethodSpec, build_module, count_parameters
-from galinear.compress.saving import export_dense, load, load_compressed, save
-from galinear.compress.study import PAPER_SETS_NOTE, Study, StudyConfig
+from galinear.compress.storage.auto import register
+from galinear.compress.methods.catalogue import METHODS, MethodSpec, build_module, count_parameters
+from galinear.compress.storage.saving import export_dense, load, load_compressed, save
+from galinear.compress.study.run import PAPER_SETS_NOTE, Study, StudyConfig
 
 __all__ = [
     "METHODS", "MethodSpec", "build_module", "count_parameters", "Study", "StudyConfig", "load_compressed",
