@@ -28,7 +28,7 @@ PROMPT = "The history of the printing press begins in the fifteenth century, whe
 def replace_projections(model, layers, spec, seed=0):
     import torch
 
-    from galinear.compress import methods
+    from galinear.compress.methods import catalogue as methods
     from galinear.lm.models import attention, decoder_layers
 
     blocks = decoder_layers(model)
@@ -79,9 +79,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
 
-    from galinear.compress import methods
+    from galinear.compress.methods import catalogue as methods
     from galinear.lm.models import attention, decoder_layers, load_model
-    from galinear.compress.saving import load_compressed
+    from galinear.compress.storage.saving import load_compressed
 
     set_threads(args.threads)
     loaded = load_model()

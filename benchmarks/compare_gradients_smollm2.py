@@ -3,7 +3,7 @@
 The setting of ``galinear demo``: SmolLM2-135M-Instruct, layer 15, Wikipedia, its 16 training
 windows (8,192 rows of 512 tokens + BOS) and its first 2 held-out windows for the test MSE. Each
 of q, k and v gets a ``RotorNetwork(576, d_out, hidden=512)`` fitted by Adam (lr 0.05, batches of
-256 rows, cosine schedule, :func:`galinear.compress.fit.fit_projection`) with the same seed, the
+256 rows, cosine schedule, :func:`galinear.compress.fitting.fit.fit_projection`) with the same seed, the
 same initialisation and the same batch order; only the rotor gradient differs:
 
 - ``paper``: ``decomposition="power", gradient="power-step"`` (the paper's one-step gradient);
@@ -37,7 +37,7 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
     the captures are kept under ``cache`` (safetensors) for the next run."""
     import torch
 
-    from galinear.compress import activations, fit
+    from galinear.compress.fitting import activations, fit
     from galinear.lm import models
     from galinear.lm import windows as win
     from galinear.data.text import load_text
@@ -70,7 +70,7 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
 
 
 def relative_test_mse(module, x_test, orig) -> float:
-    from galinear.compress import evaluate
+    from galinear.compress.fitting import evaluate
 
     target = x_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
     return evaluate.mse(module, x_test, target) / float(target.double().pow(2).mean())
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from galinear.compress import fit
+    from galinear.compress.fitting import fit
     from galinear.lm import models
     from galinear.nn import RotorNetwork
 

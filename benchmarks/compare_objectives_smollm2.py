@@ -5,9 +5,9 @@ windows, 8 held-out windows; see ``compare_gradients_smollm2.demo_setting``). Fo
 three replacements start from the same initialisation (the study's seeds) and take the same number
 of Adam steps, cosine schedule from the method's learning rate:
 
-- ``qkv``: each projection on its own, batches of 256 rows (:func:`galinear.compress.fit.fit_projection`);
+- ``qkv``: each projection on its own, batches of 256 rows (:func:`galinear.compress.fitting.fit.fit_projection`);
   ``round(epochs * 32)`` steps each;
-- ``attention`` / ``logits``: q, k and v jointly (:func:`galinear.compress.objective.fit_layer`),
+- ``attention`` / ``logits``: q, k and v jointly (:func:`galinear.compress.fitting.objective.fit_layer`),
   one window (512 tokens + BOS) per step, the same number of steps.
 
 Prints ln PPL on the 8 held-out windows, the relative test MSE of q, k, v (2 held-out windows)
@@ -33,7 +33,9 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
     """Replacements {proj: module} of ``name`` fitted with ``objective_name``, and the fit time."""
     import torch
 
-    from galinear.compress import fit, methods, objective
+    from galinear.compress.fitting import fit
+    from galinear.compress.methods import catalogue as methods
+    from galinear.compress.fitting import objective
     from galinear.lm import models
 
     model, layer = setting["loaded"].model, setting["layer"]
@@ -75,7 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="append the results to this JSON-lines file")
     args = parser.parse_args(argv)
 
-    from galinear.compress import activations
+    from galinear.compress.fitting import activations
     from galinear.lm import models
     from galinear.lm.perplexity import heldout_log_perplexity
 

@@ -521,7 +521,7 @@ def test_compress_checks_paths_and_ranges_before_the_model_loads(tmp_path, no_lo
 
 
 def test_bh_blocks_of_a_model_told_only_once_loaded_is_checked_before_any_fit():
-    from galinear.compress.config import StudyConfig, check_loaded
+    from galinear.compress.study.config import StudyConfig, check_loaded
     from galinear.testing.models import tiny_llama
 
     model = tiny_llama(layers=2)  # q: 32 -> 32, k and v: 32 -> 16

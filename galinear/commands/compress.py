@@ -12,12 +12,12 @@ HELP = ("Compress the attention q/k/v projections of a causal LM (or any of q,k,
 
 
 class PresetNames:
-    """The names of :data:`galinear.compress.config.PRESETS` as the choices of --preset: read (with
+    """The names of :data:`galinear.compress.study.config.PRESETS` as the choices of --preset: read (with
     the torch stack that module imports) when an argument is checked or a help text shows them,
     never while the parser is built, so ``galinear --help`` stays fast."""
 
     def _names(self):
-        from galinear.compress.config import PRESETS
+        from galinear.compress.study.config import PRESETS
 
         return sorted(PRESETS)
 
@@ -35,8 +35,8 @@ BASELINE_FITS = ("adam", "closed-form", "both")
 
 
 class StudyDefault:
-    """The default of an option that is a :class:`~galinear.compress.config.StudyConfig` field of the
-    same name: the field of the default preset (``galinear.compress.config.DEFAULT_PRESET``), read
+    """The default of an option that is a :class:`~galinear.compress.study.config.StudyConfig` field of the
+    same name: the field of the default preset (``galinear.compress.study.config.DEFAULT_PRESET``), read
     (with the torch stack that module imports) when a help text shows it, never while the parser is
     built, so ``galinear --help`` stays fast."""
 
@@ -44,7 +44,7 @@ class StudyDefault:
         self.field = field
 
     def value(self):
-        from galinear.compress.config import DEFAULT_PRESET, preset
+        from galinear.compress.study.config import DEFAULT_PRESET, preset
 
         return getattr(preset(DEFAULT_PRESET), self.field)
 
@@ -63,7 +63,7 @@ STUDY_FIELDS = ("model", "window", "stride", "split_seed", "hidden", "o_epochs",
 def expand_methods(names, baseline_fit: str) -> tuple:
     """Apply --baseline-fit to the method list: lr1/lr4/bh1 become their Adam fit, their closed-form
     fit (lr1-cf, ...) or both; other methods (and explicit -cf names) are kept as given."""
-    from galinear.compress.methods import CLOSED_FORM
+    from galinear.compress.methods.catalogue import CLOSED_FORM
 
     if baseline_fit not in BASELINE_FITS:
         raise ValueError(f"--baseline-fit must be one of {', '.join(BASELINE_FITS)}, got {baseline_fit!r}")
@@ -101,15 +101,15 @@ def _ints(text, what):
 
 def parse_layer_sets(text):
     """'4;15;15,16' -> ((4,), (15,), (15, 16)): sets separated by ';', layers inside by ','; ranges
-    ('0-29') and 'all' (every layer) as in :func:`galinear.compress.sequential.parse_layer_sets`."""
-    from galinear.compress.sequential import parse_layer_sets as parse
+    ('0-29') and 'all' (every layer) as in :func:`galinear.compress.study.sequential.parse_layer_sets`."""
+    from galinear.compress.study.sequential import parse_layer_sets as parse
 
     return parse(text)
 
 
 def add_arguments(parser):
     parser.add_argument("--preset", choices=PresetNames(), default=None,
-                        help="the settings every option not given takes (galinear.compress.config.PRESETS): "
+                        help="the settings every option not given takes (galinear.compress.study.config.PRESETS): "
                              "standard (the default: the paper's one-layer protocol, scored on WikiText-2 too), "
                              "paper (the same on the held-out texts only), demo (what `galinear demo` runs: "
                              "consecutive layers, the attention objective and the joint distillation), full, "
@@ -235,10 +235,10 @@ def add_arguments(parser):
 
 
 def _targets(text: str) -> tuple:
-    """--targets LIST: the module names (galinear.compress.targets.parse_targets), or argparse's one-line error."""
+    """--targets LIST: the module names (galinear.compress.methods.targets.parse_targets), or argparse's one-line error."""
     import argparse
 
-    from galinear.compress.targets import parse_targets
+    from galinear.compress.methods.targets import parse_targets
 
     try:
         return parse_targets(text)
@@ -254,7 +254,7 @@ def _given(args, name: str) -> bool:
 
 def _base(args):
     """The StudyConfig of --preset (the default preset without it)."""
-    from galinear.compress.config import DEFAULT_PRESET, preset
+    from galinear.compress.study.config import DEFAULT_PRESET, preset
 
     return preset(args.preset or DEFAULT_PRESET)
 
@@ -262,7 +262,7 @@ def _base(args):
 def _methods(args, base) -> tuple:
     """--methods with --baseline-fit applied; without --methods the preset's methods, refitted as
     --baseline-fit says when it is given (the preset's closed-form pairs folded back first)."""
-    from galinear.compress.methods import CLOSED_FORM
+    from galinear.compress.methods.catalogue import CLOSED_FORM
 
     if _given(args, "methods"):
         return expand_methods(tuple(x.strip() for x in args.methods.split(",") if x.strip()),
@@ -334,8 +334,8 @@ def unused_option_problem(args):
     """The first option given that has no effect in the combination given, or None: the message
     names it and the option it depends on (an option that changes nothing is a mistake to report,
     not to ignore)."""
-    from galinear.compress.config import DEFAULT_PRESET
-    from galinear.compress.methods import CLOSED_FORM, KNOBS, base_name
+    from galinear.compress.study.config import DEFAULT_PRESET
+    from galinear.compress.methods.catalogue import CLOSED_FORM, KNOBS, base_name
 
     chosen = given_options(args)
     base = _base(args)
@@ -415,9 +415,10 @@ def run(args):
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import time
 
-    from galinear.compress import Study, distributed
-    from galinear.compress.report import texts_note
-    from galinear.compress.store import models_root
+    from galinear.compress import Study
+    from galinear.compress.study import distributed
+    from galinear.compress.report.summary import texts_note
+    from galinear.compress.storage.store import models_root
 
     problem = unused_option_problem(args)
     if problem:
@@ -426,7 +427,7 @@ def run(args):
     try:
         config = config_from_args(args)
         t0 = time.perf_counter()
-        study = Study(config)  # every check of the settings (galinear.compress.config.check) comes first
+        study = Study(config)  # every check of the settings (galinear.compress.study.config.check) comes first
     except (ValueError, TypeError) as exc:
         return fail("compress", str(exc))
     if ranks.rank != 0:  # every rank does its share; rank 0 reports

@@ -27,7 +27,7 @@ def add_arguments(parser):
 
 def describe(config) -> str:
     """The lines printed before the run: what the demo preset compresses, fits and scores."""
-    from galinear.compress.sequential import compact
+    from galinear.compress.study.sequential import compact
 
     layers = "; ".join(compact(s) for s in config.layer_sets)
     return (f"galinear demo: SmolLM2-135M-Instruct (Llama family, hidden 576, 30 layers), dequantised from the "
@@ -67,7 +67,7 @@ def run(args):
     if code != 0:
         return code
     if which == "demo":
-        from galinear.compress.plot import write_distillation_figure
+        from galinear.compress.report.plot import write_distillation_figure
 
         path = write_distillation_figure(parsed.out, "wikitext2")
         print(f"plot: {path}" if path else "no plot: matplotlib is not installed (pip install galinear[plot])")

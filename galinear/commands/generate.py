@@ -57,7 +57,7 @@ def compare(model, tokenizer, folder: str, prompt: str, tokens: int = 40) -> dic
     Returns ``{"prompt_ids", "original", "compressed"}`` (new token ids) and ``first_difference``
     (index of the first differing new token, None if none).
     """
-    from galinear.compress import saving
+    from galinear.compress.storage import saving
 
     if tokens < 1:
         raise ValueError(f"--tokens must be >= 1, got {tokens}")
@@ -88,7 +88,7 @@ def side_by_side(left: str, right: str, width: int = 100, titles=("original", "c
 def run(args):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from galinear.compress import saving
+    from galinear.compress.storage import saving
     from galinear.lm import models
 
     try:

@@ -486,7 +486,7 @@ def starting_at(model, layer: int):
     """Run only decoder layers ``layer..`` : call ``model(inputs_embeds=residual_at_layer)`` inside.
 
     The decoder stack is temporarily sliced; position ids and the causal mask are rebuilt from
-    the input as usual. :func:`galinear.compress.activations.skip_is_exact` checks once per model
+    the input as usual. :func:`galinear.compress.fitting.activations.skip_is_exact` checks once per model
     that its family supports it.
     """
     base = getattr(model, "model", None)

@@ -11,7 +11,7 @@ Scoring (standard strided perplexity): inside a run of consecutive held-out wind
 window scores all its ``window - 1`` labels and every later window only its last ``stride``
 labels, so every held-out token after the first of a run is scored exactly once.
 
-Validation windows (for the stopping rule of :mod:`galinear.compress.converge`) are drawn from
+Validation windows (for the stopping rule of :mod:`galinear.compress.fitting.converge`) are drawn from
 the training-side windows (no position shared with a held-out window) that were not kept for
 fitting; drawing them does not change the training or held-out windows.
 

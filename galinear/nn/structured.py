@@ -270,7 +270,7 @@ class MixedBlockHadamardLinear(nn.Module):
 
     Because Q is orthogonal, :math:`\|y - Q D x\| = \|Q^\top y - D x\|`: the least-squares fit
     of D is the block fit to the transformed targets Q^T y
-    (:func:`galinear.compress.closed_form.fit_module`).
+    (:func:`galinear.compress.fitting.closed_form.fit_module`).
     """
 
     def __init__(self, in_features, out_features, blocks, bias=False, device=None, dtype=None):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 
-from galinear.compress import StudyConfig, methods, saving
+from galinear.compress import StudyConfig
+from galinear.compress.methods import catalogue as methods
+from galinear.compress.storage import saving
 from galinear.lm import models
 
 __all__ = ["kept_folder", "tiny_config", "write_v1_file"]
@@ -24,7 +26,7 @@ def tiny_config(out_dir, **overrides):
 
 def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_proj"), layers=(0,), seed: int = 0,
                 **save_options) -> str:
-    """A kept compressed-model folder (:func:`galinear.compress.saving.save`) for the model saved at
+    """A kept compressed-model folder (:func:`galinear.compress.storage.saving.save`) for the model saved at
     ``source``: every projection of ``layers`` replaced by a fresh module of method ``spec`` (a
     :class:`galinear.compress.MethodSpec`; torch seeded with ``seed``), the source recorded as
     given; ``save_options`` go to ``save``. Returns the folder."""
@@ -42,10 +44,10 @@ def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_p
 
 def write_v1_file(path, replacements: dict, spec, model_name: str, model=None, *, pickled: bool = False) -> str:
     """A compressed-model file of format v1, the single-file layout :func:`galinear.compress.load`
-    reads through :func:`galinear.compress.saving.as_current`: one state file holding the format,
+    reads through :func:`galinear.compress.storage.saving.as_current`: one state file holding the format,
     the model's name, the method (``spec.to_dict()``), every module's state and widths under
     ``"<layer>.<projection>"``, the shape, dtype and SHA-256 of each of its tensors and, with
-    ``model``, that model's identity (:func:`galinear.compress.saving.identity`). ``pickled``
+    ``model``, that model's identity (:func:`galinear.compress.storage.saving.identity`). ``pickled``
     writes it with ``torch.save`` instead of as a safetensors state file. Returns the path."""
     import torch
 

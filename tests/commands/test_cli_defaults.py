@@ -43,7 +43,7 @@ def _compress_args(*argv):
 
 
 def test_compress_defaults_come_from_the_default_preset():
-    from galinear.compress.config import DEFAULT_PRESET, preset
+    from galinear.compress.study.config import DEFAULT_PRESET, preset
 
     compress, args = _compress_args()
     config = compress.config_from_args(args)

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from galinear.compress import adam, fit  # noqa: E402
+from galinear.compress.fitting import adam, fit
 
 
 def test_fit_seed_is_the_documented_rule_and_keeps_units_apart():
@@ -93,7 +93,7 @@ def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
     """The Store reads each checkpoint of a unit once (the checks before a fit and the fit share
     the read); a damaged one is a miss, removed, and the unit is fitted again."""
     from galinear.compress import MethodSpec
-    from galinear.compress.store import Store
+    from galinear.compress.storage.store import Store
     from galinear.testing.compression import tiny_config
 
     store = Store(tiny_config(tmp_path, targets=("q_proj", "k_proj")), "0123456789abcdef")

@@ -9,7 +9,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from galinear.compress import auto, load, methods, register, saving  # noqa: E402
+from galinear.compress import load, register
+from galinear.compress.storage import auto
+from galinear.compress.methods import catalogue as methods
+from galinear.compress.storage import saving
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402

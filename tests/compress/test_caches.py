@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from galinear import _io
-from galinear.compress import Study, fit, load_compressed
+from galinear.compress import Study, load_compressed
+from galinear.compress.fitting import fit
 from galinear.testing.payloads import CodePayload, truncate_file, write_payload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_fit_load_removes_unreadable_cache(tmp_path, capsys):
 
 
 def test_closed_form_moments_cache_damaged_or_with_objects_is_recomputed(tmp_path, capsys):
-    from galinear.compress.closed_form import SecondMoments
+    from galinear.compress.fitting.closed_form import SecondMoments
 
     moments = SecondMoments(4)
     moments.update(np.arange(12.0).reshape(3, 4))
@@ -234,8 +235,8 @@ def test_two_checkpoints_with_the_same_name_and_embedding_never_share_results(tm
 
 
 def test_the_cache_key_is_the_content_not_the_name():
-    from galinear.compress import store
-    from galinear.compress.config import StudyConfig
+    from galinear.compress.storage import store
+    from galinear.compress.study.config import StudyConfig
     from galinear.testing.models import CharTokenizer, tiny_llama
 
     model = tiny_llama()

@@ -5,7 +5,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, closed_form, evaluate  # noqa: E402
+from galinear.compress import Study
+from galinear.compress.fitting import closed_form, evaluate
 from galinear.nn import BlockHadamardLinear, LowRankLinear  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS  # noqa: E402
@@ -219,7 +220,7 @@ def test_study_with_a_moment_fitted_rotor_linear(tmp_path, tiny):
 
 def test_streamed_moments_of_a_partly_compressed_network(tmp_path, tiny):
     """The pair's layer 2: moments streamed window chunk by chunk equal those of the whole capture."""
-    from galinear.compress import activations
+    from galinear.compress.fitting import activations
 
     study = Study(tiny_config(tmp_path, methods=("lr1-cf",), layer_sets=((0, 2),), datasets=("a", "b")), tiny,
                   texts=TEXTS)

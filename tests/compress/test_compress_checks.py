@@ -79,7 +79,7 @@ def test_until_converged_and_fixed_steps_exclude_each_other(capsys):
 
 @pytest.mark.parametrize("layers", ["0-100000000000000000000", "0-1000000000", "5;0-99999"])
 def test_a_layer_range_beyond_any_model_is_refused_before_it_is_built(capsys, no_loading, monkeypatch, layers):
-    from galinear.compress import sequential
+    from galinear.compress.study import sequential
 
     built = []
     monkeypatch.setattr(sequential, "range", lambda *a: built.append(a) or range(*a), raising=False)

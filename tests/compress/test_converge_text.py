@@ -8,7 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, converge  # noqa: E402
+from galinear.compress import Study
+from galinear.compress.fitting import converge
 from galinear.data.text import load_text_file  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.lm.windows import bos_token, split_windows  # noqa: E402

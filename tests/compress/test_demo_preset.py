@@ -11,8 +11,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.commands import compress, demo  # noqa: E402
-from galinear.compress import config as study_config  # noqa: E402
-from galinear.compress.config import PRESETS, StudyConfig, check, preset  # noqa: E402
+from galinear.compress.study import config as study_config  # noqa: E402
+from galinear.compress.study.config import PRESETS, StudyConfig, check, preset  # noqa: E402
 
 # SmolLM2-135M: q 576 -> 576, k and v 576 -> 192 (3 of 9 heads of 64)
 SMOLLM2_QKV = ((576, 576), (576, 192), (576, 192))
@@ -25,7 +25,7 @@ def _parsed(*argv):
 
 
 def _params_per_layer(c: StudyConfig, method: str) -> int:
-    from galinear.compress.methods import build_module, count_parameters
+    from galinear.compress.methods.catalogue import build_module, count_parameters
 
     spec = c.method_spec(method)
     return sum(count_parameters(build_module(spec, d_in, d_out)) for d_in, d_out in SMOLLM2_QKV)
@@ -97,7 +97,7 @@ def test_the_demo_says_what_it_runs_and_how_to_reach_the_paper_protocol():
 def test_the_distillation_figure_of_a_tiny_run(tmp_path, tiny):
     pytest.importorskip("matplotlib")
     from galinear.compress import Study
-    from galinear.compress.plot import distillation_pairs, write_distillation_figure
+    from galinear.compress.report.plot import distillation_pairs, write_distillation_figure
     from galinear.testing.models import random_text
 
     config = StudyConfig(datasets=("a",), layer_sets=((0, 1),), methods=("kron", "lr-cf"), rank=1, terms=1,

@@ -10,7 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, distill, methods  # noqa: E402
+from galinear.compress import Study
+from galinear.compress.fitting import distill
+from galinear.compress.methods import catalogue as methods
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
@@ -36,7 +38,7 @@ def _setup(seed=0):
 
 def _kl_by_hand(model, replacements, ids):
     """Mean over tokens of sum_v p(v) (ln p(v) - ln q(v)), two full forwards in float64."""
-    from galinear.compress import activations
+    from galinear.compress.fitting import activations
 
     with torch.no_grad():
         p = torch.log_softmax(model(input_ids=torch.as_tensor(ids)).logits.double(), -1)

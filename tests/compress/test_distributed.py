@@ -10,7 +10,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch.multiprocessing.spawn import ProcessException  # noqa: E402
 
-from galinear.compress import distributed  # noqa: E402
+from galinear.compress.study import distributed  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
@@ -23,7 +23,8 @@ SETTINGS = dict(methods=("lr1", "lr1-cf", "rotor"), hidden=16, seeds=(0, 1), mul
 
 def _worker(rank, size, rendezvous, out_dir, log_dir, die_after_fits):
     """One rank: run the study, logging every file it moves into place (os.replace)."""
-    from galinear.compress import Study, fit
+    from galinear.compress import Study
+    from galinear.compress.fitting import fit
     from galinear.lm.models import LoadedModel
 
     torch.set_num_threads(1)  # the same arithmetic in every process

@@ -10,7 +10,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install galinear[eval]")
 
-from galinear.compress import auto, load, methods, register  # noqa: E402
+from galinear.compress import load, register
+from galinear.compress.storage import auto
+from galinear.compress.methods import catalogue as methods
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402

@@ -1,4 +1,4 @@
-"""The joint objectives of galinear.compress.objective against independent computations."""
+"""The joint objectives of galinear.compress.fitting.objective against independent computations."""
 import io
 import math
 
@@ -10,8 +10,10 @@ from galinear.testing.models import tiny_llama
 
 torch = pytest.importorskip("torch")
 
-from galinear.compress import activations, fit, methods, objective  # noqa: E402
-from galinear.compress.converge import Plateau  # noqa: E402
+from galinear.compress.fitting import activations, fit
+from galinear.compress.methods import catalogue as methods
+from galinear.compress.fitting import objective
+from galinear.compress.fitting.converge import Plateau  # noqa: E402
 
 LAYER = 1
 

@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, study_folders  # noqa: E402
+from galinear.compress import Study
+from galinear.compress.study import folders as study_folders
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS  # noqa: E402

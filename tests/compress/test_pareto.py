@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from galinear.compress import pareto
+from galinear.compress.report import pareto
 
 DENSE = 552960
 

@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, activations, fit, load_compressed  # noqa: E402
+from galinear.compress import Study, load_compressed
+from galinear.compress.fitting import activations, fit
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.lm.windows import split_windows  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("torch")
 
 from galinear.commands import compress  # noqa: E402
-from galinear.compress import config as study_config  # noqa: E402
+from galinear.compress.study import config as study_config  # noqa: E402
 from galinear.lm import models  # noqa: E402
 
 SMOLLM2_LAYERS = 30

@@ -1,7 +1,7 @@
 """The report: it names the built-in texts that a study used, not all three; its plot keeps the legend clear of the panels."""
 import pytest
 
-from galinear.compress.report import texts_note
+from galinear.compress.report.summary import texts_note
 
 
 def test_note_names_only_the_texts_used():
@@ -18,7 +18,7 @@ def test_note_names_only_the_texts_used():
 def test_plot_legend_sits_below_the_panels(tmp_path, monkeypatch):
     """With many methods and layer sets the legend goes below the panels, inside the figure."""
     plt = pytest.importorskip("matplotlib.pyplot")
-    from galinear.compress import report
+    from galinear.compress.report import summary as report
 
     rows = [{"layers": [], "method": "original", "params_per_layer": None,
              "log_ppl": {"a": {"mean": 2.0, "std": 0.0, "n": 1}}}]

@@ -11,7 +11,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from galinear.compress import load, methods, saving  # noqa: E402
+from galinear.compress import load
+from galinear.compress.methods import catalogue as methods
+from galinear.compress.storage import saving
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402

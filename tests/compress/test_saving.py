@@ -81,7 +81,7 @@ def _rewrite(folder, change):
     """Apply ``change`` to every stored tensor and record the new dtypes and checksums, as save would."""
     from safetensors.torch import load_file, save_file
 
-    from galinear.compress.saving import describe_tensors
+    from galinear.compress.storage.saving import describe_tensors
 
     path = folder / "replacements.safetensors"
     tensors = {k: change(k, v) for k, v in load_file(str(path)).items()}
@@ -186,7 +186,9 @@ def test_save_pretrained_of_a_loaded_compressed_model_refuses(saved_study, tmp_p
 
 def test_load_from_the_recorded_source(tmp_path):
     """A model saved as a local folder is reloaded from it when no model is passed."""
-    from galinear.compress import closed_form, methods, saving
+    from galinear.compress.fitting import closed_form
+    from galinear.compress.methods import catalogue as methods
+    from galinear.compress.storage import saving
     from galinear.nn import LowRankLinear
 
     source = tmp_path / "model"
@@ -255,7 +257,7 @@ def _wide_llama(hidden: int = 48, seed: int = 0):
 
 def _rotor_file(path, model, with_identity: bool, pickled: bool = False, projections=("q_proj", "k_proj")):
     """A v1 file with rotor networks for layer 1's ``projections`` of ``model``."""
-    from galinear.compress import methods
+    from galinear.compress.methods import catalogue as methods
     from galinear.testing.compression import write_v1_file
 
     spec = methods.MethodSpec("rotor", hidden=16)
@@ -271,7 +273,8 @@ def _rotor_file(path, model, with_identity: bool, pickled: bool = False, project
 def test_a_v1_file_loads_through_the_converter_as_its_folder_does(tmp_path, pickled):
     """A v1 file (written by the fixture from that format's layout) and the v3 folder of the same
     replacements install the same modules: the same tensors, bit for bit, and the same logits."""
-    from galinear.compress import MethodSpec, load, load_compressed, save, saving
+    from galinear.compress import MethodSpec, load, load_compressed, save
+    from galinear.compress.storage import saving
 
     source = tiny_llama(seed=0)
     replacements = _rotor_file(tmp_path / "m.pt", source, with_identity=True, pickled=pickled)
@@ -305,7 +308,8 @@ def test_a_v1_file_loads_through_the_converter_as_its_folder_does(tmp_path, pick
 def test_the_converter_refuses_what_it_cannot_check(tmp_path):
     """A v1 file without checksums, a tensor changed after it was written, a v2 folder: refused by name."""
     from galinear import _io
-    from galinear.compress import load_compressed, saving
+    from galinear.compress import load_compressed
+    from galinear.compress.storage import saving
 
     _rotor_file(tmp_path / "m.pt", tiny_llama(), with_identity=True)
     payload = _io.load_state(tmp_path / "m.pt")
@@ -377,7 +381,8 @@ def test_export_dense_bakes_rotor_linear(tmp_path):
     same logits, and a plain save_pretrained / from_pretrained keeps them."""
     from transformers import AutoModelForCausalLM
 
-    from galinear.compress import methods, saving
+    from galinear.compress.methods import catalogue as methods
+    from galinear.compress.storage import saving
     from galinear.nn import RotorLinear
 
     spec = methods.MethodSpec("rotorlin-m")

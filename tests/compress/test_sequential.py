@@ -9,9 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, fit, saving, sequential  # noqa: E402
+from galinear.compress import Study
+from galinear.compress.fitting import fit
+from galinear.compress.storage import saving
+from galinear.compress.study import sequential
 from galinear.lm.models import LoadedModel  # noqa: E402
-from galinear.compress.store import set_name  # noqa: E402
+from galinear.compress.storage.store import set_name  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 
@@ -115,7 +118,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
 def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
     """The capture behind layer 2 of a sequential run is the attention input of the model whose layers
     0 and 1 carry this method's fitted replacements (recomputed here independently)."""
-    from galinear.compress import activations
+    from galinear.compress.fitting import activations
 
     loaded = LoadedModel(tiny_llama(layers=3, seed=4), CharTokenizer(), "tiny-llama-3")
     config = tiny_config(tmp_path / "run", datasets=("a",), layer_sets=(("all",),), methods=("lr1",), epochs=1.0)
@@ -137,7 +140,7 @@ def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
 def test_logits_objective_runs_from_layer_0(tmp_path):
     """`--layers all --objective logits`: the first layer's objective starts from the embeddings, which
     reproduce the full forward's logits; a sequential run over every layer completes."""
-    from galinear.compress import activations, objective
+    from galinear.compress.fitting import activations, objective
 
     loaded = LoadedModel(tiny_llama(layers=2, seed=6), CharTokenizer(), "tiny-llama-2")
     ids = np.asarray(CharTokenizer()(TEXTS["b"])["input_ids"][:64], dtype=np.int64).reshape(2, 32)

@@ -14,7 +14,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from galinear.compress import Study, fit, load, load_compressed, saving  # noqa: E402
+from galinear.compress import Study, load, load_compressed
+from galinear.compress.fitting import fit
+from galinear.compress.storage import saving
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
@@ -71,7 +73,8 @@ def test_what_a_run_keeps_loads_through_every_route(run, capsys):
     """galinear.compress.load (source recorded), load_compressed, generate and the auto class read a
     kept folder of a run and give the ln PPL the run recorded."""
     from galinear.commands import generate
-    from galinear.compress import auto, register
+    from galinear.compress import register
+    from galinear.compress.storage import auto
 
     study, results, root = run
     name = "lr1-cf-s0-L0+1"
@@ -102,7 +105,7 @@ def test_what_a_run_keeps_loads_through_every_route(run, capsys):
 
 def test_the_pareto_tool_reads_a_run(run):
     """Its points are the run's rows: the original model and the four compressed ones, their ln PPL as recorded."""
-    from galinear.compress import pareto
+    from galinear.compress.report import pareto
 
     study, results, root = run
     points = pareto.collect([str(root / "out")], dataset="a", layers_total=2)

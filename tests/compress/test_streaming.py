@@ -11,9 +11,10 @@ pytest.importorskip("safetensors")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from galinear.compress import activations, converge, fit, methods  # noqa: E402
+from galinear.compress.fitting import activations, converge, fit
+from galinear.compress.methods import catalogue as methods
 from galinear.lm import models  # noqa: E402
-from galinear.compress.activations import CaptureShards  # noqa: E402
+from galinear.compress.fitting.activations import CaptureShards  # noqa: E402
 from galinear.testing.models import tiny_llama  # noqa: E402
 
 

@@ -12,7 +12,9 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from galinear.compress import budgets, closed_form, evaluate, methods  # noqa: E402
+from galinear.compress.methods import budgets
+from galinear.compress.fitting import closed_form, evaluate
+from galinear.compress.methods import catalogue as methods
 from galinear.nn import KroneckerSumLinear, MixedBlockHadamardLinear, MonarchLinear  # noqa: E402
 
 
@@ -252,8 +254,8 @@ def test_study_with_the_structured_baselines(tmp_path, tiny):
 
 
 def test_the_study_fit_loop_trains_the_orthogonal_control():
-    """methods.build_module('givens') through the study's Adam loop (galinear.compress.fit)."""
-    from galinear.compress import fit
+    """methods.build_module('givens') through the study's Adam loop (galinear.compress.fitting.fit)."""
+    from galinear.compress.fitting import fit
 
     torch.manual_seed(0)
     module = methods.build_module(methods.MethodSpec(name="givens", hidden=16), 32, 16)

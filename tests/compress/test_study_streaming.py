@@ -13,10 +13,11 @@ pytest.importorskip("safetensors")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from galinear.compress import Study, activations  # noqa: E402
+from galinear.compress import Study
+from galinear.compress.fitting import activations
 from galinear.lm import models  # noqa: E402
-from galinear.compress.activations import CaptureShards  # noqa: E402
-from galinear.compress.config import StudyConfig, check  # noqa: E402
+from galinear.compress.fitting.activations import CaptureShards  # noqa: E402
+from galinear.compress.study.config import StudyConfig, check  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_llama  # noqa: E402
 

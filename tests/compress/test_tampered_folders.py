@@ -40,7 +40,7 @@ def _copy(folder, root, name):
 
 
 def _edit_config(folder, change):
-    from galinear.compress.saving import CONFIG
+    from galinear.compress.storage.saving import CONFIG
 
     path = Path(folder) / CONFIG
     config = json.loads(path.read_text())
@@ -52,7 +52,7 @@ def _edit_tensors(folder, change, rehash=False):
     """Change the tensors of a folder; ``rehash`` also records their new checksums (a careful forger)."""
     from safetensors.torch import load_file, save_file
 
-    from galinear.compress import saving
+    from galinear.compress.storage import saving
 
     path = Path(folder) / saving.TENSORS
     tensors = load_file(str(path))
@@ -140,7 +140,7 @@ def test_saved_permutations_out_of_range_are_refused_not_a_crash(tmp_path):
 
 def _retype(folder, key, new_dtype):
     """Change one tensor's dtype in the safetensors header, bytes untouched (F32 -> I32 in the issue)."""
-    from galinear.compress.saving import TENSORS
+    from galinear.compress.storage.saving import TENSORS
 
     path = Path(folder) / TENSORS
     raw = path.read_bytes()
@@ -254,7 +254,7 @@ def test_folders_that_would_hang_or_fill_memory_are_refused_before_opening(kept_
 def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkeypatch, capsys):
     """26 of 91 tampered folders ended `galinear generate` in a traceback; now each is one line, exit 2."""
     from galinear.cli import main
-    from galinear.compress import saving
+    from galinear.compress.storage import saving
     from galinear.lm.models import LoadedModel
     from galinear.testing.models import DecodingCharTokenizer, tiny_llama
 

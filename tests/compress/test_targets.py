@@ -9,10 +9,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from galinear.compress import Study, budgets, load, load_compressed, methods, targets  # noqa: E402
+from galinear.compress import Study, load, load_compressed
+from galinear.compress.methods import budgets, catalogue as methods, targets
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
-from galinear.compress.method_names import METHODS, base_name  # noqa: E402
+from galinear.compress.methods.names import METHODS, base_name  # noqa: E402
 from galinear.lm.models import ALL_PROJECTIONS, LoadedModel  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, CharTokenizer, tiny_causal_lm  # noqa: E402
@@ -128,7 +129,7 @@ def test_budget_counts_the_replaced_modules(tmp_path):
 def test_every_method_builds_and_fits_rectangular_maps(shape):
     """gate/up (d -> 4d-ish), down (the reverse), k/v under grouped-query attention: every method
     builds a module of that shape, and the closed-form ones fit it from second moments."""
-    from galinear.compress import closed_form
+    from galinear.compress.fitting import closed_form
 
     d_in, d_out = shape
     x, w = torch.randn(200, d_in), torch.randn(d_out, d_in)

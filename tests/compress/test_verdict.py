@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from galinear.compress.verdict import claim_markdown, claim_rows
+from galinear.compress.report.verdict import claim_markdown, claim_rows
 
 
 def _row(layers, method, values, params=100):

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study  # noqa: E402
-from galinear.compress.config import check  # noqa: E402
+from galinear.compress.study.config import check  # noqa: E402
 from galinear.lm import wikitext  # noqa: E402
 from galinear.lm.models import LoadedModel  # noqa: E402
 from galinear.lm.perplexity import stream_log_perplexity  # noqa: E402
@@ -78,7 +78,7 @@ def test_study_says_it_scored_a_subset_and_never_reuses_another_subset(tmp_path,
     assert f"a subset: 3 of the {len(every)} windows" in table and "not the standard measure" in table
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["wikitext"]["windows"] == 3 and summary["wikitext"]["of"] == len(every)
-    # the same folder with the whole split is another study: refused (galinear.compress.study_folders) ...
+    # the same folder with the whole split is another study: refused (galinear.compress.study.folders) ...
     config.wikitext_windows = None
     with pytest.raises(ValueError, match="holds the results of another study .*wikitext_windows 3 there, null here"):
         Study(config, tiny, texts=TEXTS)

@@ -38,7 +38,7 @@ def _rotor_network():
 def _compressed_llama():
     """A tiny random Llama whose layer 0 q/k/v are the paper's rotor networks (method ``rotor``),
     wrapped to map token ids to logits."""
-    from galinear.compress import methods
+    from galinear.compress.methods import catalogue as methods
     from galinear.lm import models
     from galinear.testing.models import tiny_llama
 

@@ -1,0 +1,274 @@
+"""The Adam loop behind every gradient fit of :mod:`galinear.compress`, and its stopping rule.
+
+Five fits run through :func:`train`: one projection by mini-batches for a fixed number of steps
+(:func:`galinear.compress.fitting.fit.fit_projection`) or until the held-out error stops improving
+(:func:`galinear.compress.fitting.converge.fit_until_converged`), a layer's q, k and v jointly
+(:func:`galinear.compress.fitting.objective.fit_layer`), a linear rotor on the exact all-row loss
+(:func:`galinear.compress.fitting.closed_form.fit_on_moments`) and every replacement of a model at once
+by distillation (:func:`galinear.compress.fitting.distill.distill`). What differs between them is an
+argument of :func:`train`: the loss, the optimiser and its rate schedule, the stopping rule's
+validation, the modules' training mode, a checkpoint at every check.
+
+Step t = 1, 2, ...: the modules in training mode (unless ``train_mode=False``), ``loss(t)`` (a
+differentiable scalar; a closure that draws its own rows, e.g. from :class:`Batches`), a
+FloatingPointError when it is not finite, then zero_grad, backward, the optimiser's step and,
+with ``cosine``, the schedule's step: lr_t = lr (1 + cos(pi t / T)) / 2 for the step t = 0..T-1
+counted from 0, T = ``steps``.
+
+With ``validate`` (the stopping rule): the modules in eval mode, ``validate()`` at step 0 and
+after every ``eval_every``-th step and the last one, each value given to a :class:`Plateau`; the
+parameters of the best check are kept and restored at the end, the run stops at the plateau's
+end or after ``steps`` steps. Without it: ``steps`` steps.
+
+A run can be resumed: ``on_check(run)`` is called after every check that the run goes on from,
+:meth:`Run.state` is what a resumed run needs besides the modules' parameters and the loss's
+own state (its batch order), and ``train(..., resume=state)`` continues from it with the same
+floats as a run that was never stopped.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+from galinear import _util
+from galinear._progress import progress_steps
+
+OPTIMIZERS = ("adam", "adamw")
+
+
+class Plateau:
+    """The stopping rule's bookkeeping: the best value so far, evaluations without improvement,
+    learning-rate decays left.
+
+    ``update(value, step)`` returns "better" (below (1 - min_delta) * best), "slight" (below the
+    best, but not by min_delta: kept as the best, still counted as no improvement) or "worse".
+    After ``patience`` evaluations in a row without improvement, :meth:`decay_now` is True once
+    (if decays are left; the count restarts) or :attr:`stopped` becomes True.
+    """
+
+    FIELDS = ("best", "best_step", "since", "decays_left", "stopped")  # what a resumed rule needs
+
+    def __init__(self, patience: int = 4, min_delta: float = 1e-3, decay: float = 0.3, decays: int = 1):
+        self.patience, self.min_delta, self.decay, self.decays_left = patience, min_delta, decay, decays
+        self.best, self.best_step, self.since = math.inf, 0, 0
+        self.stopped, self._decay = False, False
+
+    def update(self, value: float, step: int, optimizer=None) -> str:
+        """Record the evaluation ``value`` at ``step``; a decay is applied to ``optimizer``'s rates."""
+        verdict = self._update(value, step)
+        if self._decay and optimizer is not None:
+            for group in optimizer.param_groups:
+                group["lr"] *= self.decay
+        return verdict
+
+    def _update(self, value: float, step: int) -> str:
+        self._decay = False
+        if value < self.best * (1.0 - self.min_delta) or self.best == math.inf:
+            self.best, self.best_step, self.since = value, step, 0
+            return "better"
+        verdict = "worse"
+        if value < self.best:
+            self.best, self.best_step, verdict = value, step, "slight"
+        self.since += 1
+        if self.since >= self.patience:
+            if self.decays_left > 0:
+                self.decays_left -= 1
+                self.since, self._decay = 0, True
+            else:
+                self.stopped = True
+        return verdict
+
+    def decay_now(self) -> bool:
+        """True right after the update that asked for a learning-rate decay."""
+        return self._decay
+
+    def state(self) -> dict:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def restore(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+
+class Batches:
+    """Mini-batches of ``size`` indices out of ``n``: a permutation drawn from a generator seeded
+    with ``seed``, taken in order, and a fresh one each time it runs out (the last batch of a pass
+    may be shorter)."""
+
+    def __init__(self, n: int, size: int, seed: int):
+        import torch
+
+        self.n, self.size = int(n), int(size)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.order, self.pos = torch.empty(0, dtype=torch.long), 0
+
+    def next(self):
+        """The indices of the next batch (a LongTensor)."""
+        import torch
+
+        if self.pos >= len(self.order):
+            self.order, self.pos = torch.randperm(self.n, generator=self.generator), 0
+        idx = self.order[self.pos:self.pos + self.size]
+        self.pos += self.size
+        return idx
+
+    def state(self) -> dict:
+        return {"generator": self.generator.get_state(), "order": self.order, "pos": self.pos}
+
+    def restore(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+        self.order, self.pos = state["order"], state["pos"]
+
+
+class Run:
+    """One run of :func:`train`: its optimiser, stopping rule and progress, then its result.
+
+    ``step`` (steps taken), ``recent`` (the last 10 batch losses), ``curve`` ([step, validation
+    value] of every check), ``best`` (the modules' states at the best check), ``lr_used`` (the rate
+    of the last step taken), ``seconds`` (spent in steps and checks, over every resumed part).
+    """
+
+    def __init__(self, optimizer, plateau: Plateau | None):
+        self.optimizer, self.plateau = optimizer, plateau
+        self.step, self.recent, self.curve, self.best = 0, [], [], None
+        self.lr_used = optimizer.param_groups[0]["lr"]
+        self.seconds, self._t0 = 0.0, time.perf_counter()
+
+    @property
+    def final_loss(self) -> float:
+        """Mean of the last 10 batch losses (nan before any step)."""
+        return sum(self.recent) / len(self.recent) if self.recent else float("nan")
+
+    @property
+    def lr(self) -> float:
+        """The optimiser's rate now (after the schedule and any decay)."""
+        return self.optimizer.param_groups[0]["lr"]
+
+    @property
+    def stopped(self) -> str:
+        """"plateau" when the stopping rule ended the run, else "max_steps"."""
+        return "plateau" if self.plateau is not None and self.plateau.stopped else "max_steps"
+
+    def elapsed(self) -> float:
+        return self.seconds + time.perf_counter() - self._t0
+
+    def state(self) -> dict:
+        """What :func:`train` needs to resume this run (with the modules' parameters and the loss's state)."""
+        return {"best": self.best, "optimizer": self.optimizer.state_dict(), "recent": self.recent,
+                "curve": self.curve, "step": self.step, "seconds": self.elapsed(),
+                "plateau": self.plateau.state() if self.plateau is not None else None}
+
+    def _resume(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.recent, self.curve, self.step = list(state["recent"]), list(state["curve"]), state["step"]
+        self.seconds, self.best = state["seconds"], state["best"]
+        if self.plateau is not None:
+            self.plateau.restore(state["plateau"])
+
+
+def make_optimizer(name: str, params, lr: float, weight_decay: float | None = None):
+    """torch.optim.Adam or AdamW over ``params`` (``weight_decay`` None: torch's default)."""
+    import torch
+
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be 'adam' or 'adamw', got {name!r}")
+    decay = {} if weight_decay is None else {"weight_decay": weight_decay}
+    return (torch.optim.Adam if name == "adam" else torch.optim.AdamW)(params, lr=lr, **decay)
+
+
+def train(params, loss, *, lr: float, steps: int, modules: dict, train_mode: bool = True, optimizer: str = "adam",
+          weight_decay: float | None = None, cosine: bool = False, validate=None, eval_every: int = 25,
+          plateau: Plateau | None = None, resume: dict | None = None, on_check=None,
+          nonfinite: str = "non-finite loss at step {step}; lower the learning rate", name: str = "loss",
+          progress: str | None = None) -> Run:
+    """Fit ``params`` by Adam on ``loss``; returns the :class:`Run` (see the module's text for the loop).
+
+    Parameters
+    ----------
+    params : list of tensors
+        What the optimiser moves (the trainable parameters of ``modules``).
+    loss : callable
+        ``loss(step)`` -> a differentiable scalar for step ``step`` (1-based).
+    steps : int
+        The step budget (fixed steps, or the most a run until converged takes).
+    modules : dict
+        ``{name: module}``: switched to training mode for steps (``train_mode``), to eval mode for
+        checks and at the end; with ``validate``, their states at the best check are restored.
+    optimizer, weight_decay : see :func:`make_optimizer`.
+    cosine : bool
+        The cosine schedule from ``lr`` to 0 over ``steps``; otherwise a constant rate.
+    validate : callable, optional
+        ``validate()`` -> the stopping rule's value (a float, in eval mode), every ``eval_every``
+        steps, with ``plateau`` (default :class:`Plateau()`) deciding decays and the stop.
+    resume : dict, optional
+        A :meth:`Run.state`; the run goes on from it (no check at step 0).
+    on_check : callable, optional
+        ``on_check(run)`` after every check that the run goes on from (to save a checkpoint).
+    nonfinite : str
+        The message of the FloatingPointError for a non-finite loss (``{step}`` is filled in).
+    name, progress : str
+        What the loss is called in the progress notes, and the :class:`galinear._progress.Progress`
+        label (None: silent).
+    """
+    import torch
+
+    opt = make_optimizer(optimizer, params, lr, weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: _util.cosine_schedule(t, steps)) if cosine else None
+    if validate is not None and plateau is None:
+        plateau = Plateau()
+    run = Run(opt, plateau if validate is not None else None)
+
+    def mode(training: bool) -> None:
+        for m in modules.values():
+            m.train(training)
+
+    def check(step: int) -> None:
+        mode(False)
+        value = validate()
+        run.curve.append([step, value])
+        if run.plateau.update(value, step, opt) != "worse":
+            run.best = {k: copy.deepcopy(m.state_dict()) for k, m in modules.items()}
+
+    if resume is not None:
+        run._resume(resume)
+    elif validate is not None:
+        check(0)
+    run._t0 = time.perf_counter()
+    bar = progress_steps(steps, progress)
+    while run.step < steps and not (run.plateau is not None and run.plateau.stopped):
+        step = run.step + 1
+        if train_mode:
+            mode(True)
+        value = loss(step)
+        if not torch.isfinite(value.detach()):
+            raise FloatingPointError(nonfinite.format(step=step))
+        opt.zero_grad(set_to_none=True)
+        value.backward()
+        run.lr_used = opt.param_groups[0]["lr"]
+        opt.step()
+        if sched is not None:
+            sched.step()
+        run.recent = (run.recent + [value.item()])[-10:]
+        run.step = step
+        note = f"{name} {run.recent[-1]:.4g}"
+        if validate is not None and (step % eval_every == 0 or step == steps):
+            check(step)
+            note += f", validation {run.curve[-1][1]:.4g}"
+            if on_check is not None and step < steps and not run.plateau.stopped:
+                on_check(run)
+        bar.step(step, note)
+    run.seconds = run.elapsed()
+    run._t0 = time.perf_counter()
+    summary = f"{run.step} steps, final {name} {run.final_loss:.4g}"
+    if run.plateau is not None:
+        summary += f", best validation {run.plateau.best:.4g} at step {run.plateau.best_step}"
+    bar.close(summary)
+    if run.best is not None:
+        for k, m in modules.items():
+            m.load_state_dict(run.best[k])
+    mode(False)
+    return run
+
+
+__all__ = ["Batches", "OPTIMIZERS", "Plateau", "Run", "make_optimizer", "train"]

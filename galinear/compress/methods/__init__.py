@@ -1,0 +1,3 @@
+"""The compression methods: their catalogue and names, parameter budgets and the projections they
+target.
+"""

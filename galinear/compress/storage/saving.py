@@ -1,0 +1,697 @@
+"""A compressed model you can keep: a folder with the replacements, and the functions that rebuild it.
+
+``galinear compress`` writes one folder per compressed model (method, seed, layer set) under
+``OUT/models`` (with ``--save DIR``: under DIR), and ``index.json`` beside them listing them. A
+folder holds
+
+- ``galinear_compressed.json``: the format, the identity of the model it was made from (source,
+  GGUF file, family, widths, layer count, vocabulary size, weight dtype and the SHA-256 of its
+  whole content: every weight and its configuration,
+  :func:`galinear.lm.models.content_hash`), the method and its settings, and for every
+  replaced module its layer, projection, class, widths, bias and the shape, dtype and SHA-256
+  of each of its tensors;
+- ``replacements.safetensors``: every parameter AND buffer of the replacement modules (the rotor
+  networks' fixed permutations included), keys ``<layer>.<projection>.<name>``. Integer buffers
+  are stored in the narrowest of int16 and int32 that holds their values (a permutation of 512
+  takes 1 kB instead of 4 kB) and widened back to the module's int64 on load;
+- ``config.json``: only the model type ``galinear_compressed``, which transformers does not know:
+  plain ``transformers.AutoModelForCausalLM.from_pretrained`` on the folder refuses it instead of
+  building the model with random weights in place of the replacements; after
+  :func:`galinear.compress.register` it loads the folder as :func:`load` does
+  (:mod:`galinear.compress.storage.auto`);
+- ``README.md``: how to load it.
+
+The source is recorded as given and, for a local one, as its resolved absolute path
+(``source_path``) and that path relative to the folder (``source_from_folder``), beside the
+whole-model SHA-256 that identifies it. The one-liner is::
+
+    model = galinear.compress.load("DIR/rotor-...")          # loads the original model, then installs the replacements
+    model = galinear.compress.load("DIR/rotor-...", model)   # into a model you already loaded (checked first)
+
+Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``. :func:`load`
+trusts nothing in the folder: both files must be regular files of a plausible size (checked
+before they are read), every tensor is checked against its role (dtype, shape, finite values,
+permutations that are permutations) and its SHA-256 before the original model is looked for, and
+every field against the model before any replacement is installed. The recorded source is read
+only from safetensors or GGUF files (:func:`load_source`).
+
+This folder (format v3) is the one format galinear writes: a study keeps every compressed model
+as one (:class:`galinear.compress.storage.store.Store`). The earlier formats are read through one
+converter, :func:`as_current`, into the same in-memory form (the folder's checked JSON and its
+tensors by key), then checked and installed as a folder is: a single file of format v1 (a
+safetensors state file, or a ``torch.save`` file read only by ``torch.load(weights_only=True)``
+with torch >= 2.6) that records the SHA-256 of its tensors; a file without those checksums, and a
+folder of format v2 (none either), are refused with the way to write them again.
+
+For the linear replacements (LR and BH, Adam-fitted or closed-form LR*/BH*, the single linear
+rotor gadget ``RotorLinear`` of method ``rotorlin-m``, and the zero baseline),
+:func:`export_dense` bakes every replacement into an ``nn.Linear`` holding its (out, in) matrix,
+so the model is a plain Hugging Face model again (``save_pretrained`` / ``from_pretrained`` work
+as usual, at the original size). The paper's rotor network (``RotorNetwork``, method ``rotor``)
+is nonlinear (LayerNorm and PReLU between rotor gadgets) and has no matrix: :func:`export_dense`
+refuses it.
+"""
+from __future__ import annotations
+
+import os
+
+from galinear import _io
+from galinear.compress.methods import catalogue as methods
+from galinear.compress.storage.tensor_checks import describe_tensors, narrowest, tensor_sha256  # noqa: F401
+from galinear.compress.storage.tensor_checks import checked_module as _checked_module
+from galinear.lm import models
+
+FORMAT = "galinear-compressed-v3"
+#: The single-file format read through :func:`as_current`.
+FILE_FORMAT = "galinear-compressed-v1"
+#: Folder formats that recorded no checksums: refused by :func:`as_current`.
+OLD_FORMATS = ("galinear-compressed-v2",)
+CONFIG = "galinear_compressed.json"
+TENSORS = "replacements.safetensors"
+INDEX = "index.json"
+#: The folder's config.json: a model type that only galinear.compress.register() maps (module doc).
+AUTO_CONFIG = "config.json"
+MODEL_TYPE = "galinear_compressed"
+ARCHITECTURE = "GalinearCompressedForCausalLM"
+HOW_TO_LOAD = ("load it with galinear.compress.load(folder), or call galinear.compress.register() once and then "
+               "transformers.AutoModelForCausalLM.from_pretrained(folder)")
+
+
+def auto_config() -> dict:
+    """The ``config.json`` of a kept folder: only the model type that :func:`galinear.compress.register` maps."""
+    return {"model_type": MODEL_TYPE, "architectures": [ARCHITECTURE],
+            "galinear_note": f"a compressed model written by galinear: {HOW_TO_LOAD}"}
+
+_README = """# A compressed model written by galinear
+
+Replacements of attention projections of `{name}` ({method}; layers {layers}).
+
+    import galinear.compress
+    model = galinear.compress.load("{folder}")          # loads {name}, installs the replacements
+    model = galinear.compress.load("{folder}", model)   # or into a model already loaded (checked)
+
+Plain `transformers.AutoModelForCausalLM.from_pretrained` refuses this folder on purpose (it would
+build random q/k/v projections); after `galinear.compress.register()` it loads it as
+`galinear.compress.load` does. For the linear replacements (LR, BH, LR*, BH*, RotorLinear),
+`galinear.compress.export_dense(model)` turns the loaded model into a plain one
+(`model.save_pretrained(...)` then works); the paper's rotor network is nonlinear and cannot be
+baked.
+"""
+
+
+def _require_safetensors():
+    try:
+        import safetensors.torch  # noqa: F401
+    except ImportError:
+        raise ValueError("saving and loading compressed models needs the safetensors package; install it with "
+                         "`pip install safetensors` (or `pip install galinear[models]`)") from None
+
+
+#: Largest galinear_compressed.json / index.json read (a folder's JSON is a few kB per module).
+MAX_JSON_BYTES = 16 << 20
+#: Room for the safetensors header beside the tensors' own bytes.
+_HEADER_ROOM = (1 << 20)
+_FIX = ("rerun the `galinear compress` study that wrote it, which writes the folder again (its cached fits make "
+        "this quick)")
+_TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16"}
+
+
+def identity(model, source: str | None = None, gguf_file: str | None = None, name: str | None = None, *,
+             reuse: bool = False) -> dict:
+    """What identifies a model for a compressed folder: family, widths, depth, vocabulary, the
+    dtype of its weights and the SHA-256 of its whole content (every weight and its configuration,
+    :func:`galinear.lm.models.content_hash`; ``reuse`` as there)."""
+    config = getattr(model, "config", None)
+    replaced = _replaced(model)
+    if replaced:
+        raise ValueError("this model already holds galinear replacements (" + ", ".join(
+            f"layer {layer} {proj}" for layer, proj, _ in replaced[:4]) + "); its original weights cannot be "
+            "hashed: pass the original model")
+    return {
+        "source": source, "gguf_file": gguf_file, "name": name,
+        "model_type": getattr(config, "model_type", None),
+        "architectures": list(getattr(config, "architectures", None) or [type(model).__name__]),
+        "hidden_size": getattr(config, "hidden_size", None),
+        "num_hidden_layers": len(models.decoder_layers(model)),
+        "vocab_size": getattr(config, "vocab_size", None),
+        "dtype": models.weight_dtypes(model),
+        "weights_sha256": models.content_hash(model, reuse=reuse),
+    }
+
+
+def source_location(source: str | None, folder: str) -> dict:
+    """Where a local source lies, recorded beside its SHA-256: ``source_path``, its resolved
+    absolute path, and ``source_from_folder``, the same path relative to the folder being written
+    (so a tree moved as a whole still finds it). Both None for a named source (the embedded
+    default or a hub name)."""
+    if not source or source == models.DEFAULT_MODEL or not os.path.exists(source):
+        return {"source_path": None, "source_from_folder": None}
+    path = os.path.realpath(source)
+    try:
+        relative = os.path.relpath(path, os.path.realpath(folder))
+    except ValueError:  # another drive
+        relative = None
+    return {"source_path": path, "source_from_folder": relative}
+
+
+def _settings(module) -> dict:
+    keys = ("in_features", "out_features", "rank", "blocks", "depth", "hidden", "hidden_layers", "breadth")
+    return {k: int(getattr(module, k)) for k in keys if isinstance(getattr(module, k, None), int)}
+
+
+def save(folder: str, model, replacements: dict, spec, *, source: str | None = None,
+         gguf_file: str | None = None, name: str | None = None, extra: dict | None = None) -> str:
+    """Write the compressed-model folder for ``replacements`` ({(layer, projection): module}).
+
+    ``model`` is the original model the replacements were made for (without them installed: its
+    whole content is hashed); ``source``/``gguf_file`` say how :func:`load` reloads it when no
+    model is given. Every tensor is recorded with its shape, dtype and SHA-256.
+    """
+    _require_safetensors()
+    from safetensors.torch import save_file
+
+    if not replacements:
+        raise ValueError("no replacement to save: a compressed-model folder holds at least one module")
+    tensors, entries = {}, []
+    for (layer, proj), module in sorted(replacements.items()):
+        state = {k: narrowest(v.detach().cpu().contiguous().clone()) for k, v in module.state_dict().items()}
+        for key, value in state.items():
+            tensors[f"{layer}.{proj}.{key}"] = value
+        entries.append({"layer": int(layer), "projection": proj, "class": type(module).__name__,
+                        "module": type(module).__module__, "bias": getattr(module, "bias", None) is not None,
+                        "settings": _settings(module), "tensors": describe_tensors(state)})
+    layers = sorted({layer for layer, _ in replacements})
+    config = {"format": FORMAT, "model": {**identity(model, source, gguf_file, name, reuse=True),
+                                          **source_location(source, folder)},
+              "method": spec.to_dict(), "method_tag": spec.tag(), "layers": layers, "modules": entries,
+              **(extra or {})}
+    with _io.atomic_folder(folder) as tmp:
+        save_file(tensors, os.path.join(tmp, TENSORS), metadata={"format": FORMAT})
+        _io.save_json(os.path.join(tmp, CONFIG), config)
+        _io.save_json(os.path.join(tmp, AUTO_CONFIG), auto_config())
+        _io.atomic_write_text(os.path.join(tmp, "README.md"), _README.format(
+            name=name or source, method=methods.display_name(spec.name), layers=",".join(map(str, layers)),
+            folder=os.path.abspath(folder)))
+    return folder
+
+
+def write_index(root: str, names: list) -> None:
+    """``root/index.json``: the compressed-model folders under ``root``."""
+    _io.save_json(os.path.join(root, INDEX), {"format": FORMAT, "models": sorted(set(names))})
+
+
+def read_config(folder: str) -> dict:
+    """The JSON of a compressed-model folder, checked field by field; a folder holding several
+    (the ``models`` or ``--save`` folder of a study) with one entry resolves to it, with several
+    raises naming them."""
+    if not os.path.isdir(folder):
+        raise ValueError(f"{folder} is not a folder; pass a folder written by `galinear compress` (under OUT/models "
+                         "or --save DIR)")
+    path = os.path.join(folder, CONFIG)
+    if not os.path.lexists(path):
+        index = os.path.join(folder, INDEX)
+        if os.path.lexists(index):
+            data = _io.load_json(index, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+            names = data.get("models") if isinstance(data, dict) else None
+            if not isinstance(names, list) or not all(
+                    isinstance(n, str) and n and n not in (".", "..") and os.sep not in n and "/" not in n
+                    for n in names):
+                raise _io.CorruptFileError(index, "\"models\" must list the names of the folders beside it", _FIX)
+            if len(names) == 1:
+                inner = os.path.join(folder, names[0])
+                if not os.path.lexists(os.path.join(inner, CONFIG)):
+                    raise ValueError(f"{index} names {names[0]}, which holds no {CONFIG}; {_FIX}")
+                return read_config(inner)
+            raise ValueError(f"{folder} holds {len(names)} compressed models; load one of them: "
+                             + ", ".join(os.path.join(folder, n) for n in names))
+        raise ValueError(f"{folder} is not a compressed model written by galinear (no {CONFIG}); "
+                         "pass a folder written by `galinear compress` (under OUT/models or --save DIR)")
+    config = _io.load_json(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+    found = config.get("format") if isinstance(config, dict) else None
+    if found != FORMAT:
+        return as_current(config, path)[0]
+    _check_config(config, path)
+    config["_folder"] = folder
+    return config
+
+
+_FILE_FIX = "delete it and rerun the command that wrote it (a study writes compressed-model folders now)"
+
+
+def read(path: str) -> tuple:
+    """(config, tensors) of the compressed model at ``path``: a folder (:func:`read_config`;
+    tensors None: they are read from the folder) or a file of format v1 (:func:`as_current`)."""
+    if os.path.isdir(path):
+        return read_config(path), None
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{path}: no such compressed model file or folder")
+    if not os.path.isfile(path):  # a FIFO would wait for a writer, a device never end
+        raise _io.UnreadableFileError(path, "is not a regular file", "pass a folder written by `galinear compress`")
+    return as_current(_io.load_state(path, fix=_FILE_FIX), path)
+
+
+def as_current(data, path: str) -> tuple:
+    """The in-memory form of the current format, (config, tensors), of a compressed model written
+    in an earlier one: the payload of a file of format v1 or the JSON of a folder of format v2.
+
+    ``config`` has the fields of a checked folder config (:func:`read_config`; a v1 file records
+    no source, so the model must be passed, and no module class: the method's own is built) and
+    ``tensors`` maps ``<layer>.<projection>.<name>`` to each module's tensors, as a folder's
+    safetensors file does. Every field is checked; the tensors are checked against their recorded
+    SHA-256 by :func:`checked_replacements`. Formats without checksums are refused, naming the fix.
+    """
+    found = data.get("format") if isinstance(data, dict) else None
+    if found in OLD_FORMATS:
+        raise ValueError(f"{path} was written by an older galinear ({found}), which recorded no checksum of its "
+                         "tensors nor of the whole original model, so this galinear cannot check it; " + _FIX)
+    if found != FILE_FORMAT or os.path.basename(path) == CONFIG:
+        if os.path.basename(path) == CONFIG:
+            raise ValueError(f"{path} has format {found!r}, this galinear reads {FORMAT!r}; {_FIX}")
+        raise ValueError(f"{path} is not a compressed model written by galinear")
+
+    def bad(what):
+        return _io.CorruptFileError(path, what + "; the file is damaged or was edited", _FILE_FIX)
+
+    identity = data.get("identity")
+    if identity is not None and not isinstance(identity, dict):
+        raise bad("\"identity\" must be an object")
+    saved = dict(identity or {})
+    saved.setdefault("name", data.get("model"))
+    if identity is not None and not isinstance(saved.get("weights_sha256"), str):
+        saved["weights_sha256"] = None  # no whole-model checksum: check_identity refuses unless told not to check
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        value = saved.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise bad(f"identity {key} must be a positive integer, got {value!r}")
+    saved["source"] = saved["source_path"] = saved["source_from_folder"] = None
+    entries, checksums = data.get("modules"), data.get("checksums")
+    if not isinstance(entries, dict) or not entries:
+        raise bad("\"modules\" must be a non-empty mapping (a file without replacements is not a compressed model)")
+    if not isinstance(checksums, dict):
+        raise _io.CorruptFileError(path, "records no checksums of its tensors, so it cannot be checked", _FILE_FIX)
+    modules, tensors = [], {}
+    for key, entry in entries.items():
+        layer, _, proj = str(key).partition(".")
+        if not layer.isdigit() or proj not in models.ALL_PROJECTIONS:
+            raise bad(f"module key {key!r} is not <layer >= 0>.<{'|'.join(models.ALL_PROJECTIONS)}>")
+        sizes = (entry.get("in"), entry.get("out")) if isinstance(entry, dict) else (None, None)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes) \
+                or not isinstance(entry.get("state"), dict) or not isinstance(checksums.get(key), dict) \
+                or not all(isinstance(name, str) for name in entry["state"]):
+            raise bad(f"module {key}: needs in/out widths, a state and its checksums")
+        state = entry["state"]
+        plain = proj == "o_proj" and "weight" in state and set(state) <= {"weight", "bias"}  # the o_proj refit
+        modules.append({"layer": int(layer), "projection": proj, "class": "Linear" if plain else None,
+                        "bias": any(k == "bias" or k.endswith(".bias") for k in state),
+                        "settings": {"in_features": sizes[0], "out_features": sizes[1]}, "tensors": checksums[key]})
+        tensors.update({f"{layer}.{proj}.{name}": value for name, value in state.items()})
+    method = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    config = {"format": FORMAT, "model": saved, "method": method, "layers": sorted({m["layer"] for m in modules}),
+              "modules": modules, "_folder": path, "_check_weights": identity is not None,
+              "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
+    return config, tensors
+
+
+def _check_config(config: dict, path: str) -> None:
+    """Every field :func:`load` reads has its type and a sensible value (before any is used)."""
+    def bad(what):
+        return _io.CorruptFileError(path, what + "; the folder is damaged or was edited", _FIX)
+
+    def integer(value, low=0):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+    saved = config.get("model")
+    if not isinstance(saved, dict):
+        raise bad("\"model\" must be an object")
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        if saved.get(key) is not None and not integer(saved[key], 1):
+            raise bad(f"model {key} must be a positive integer, got {saved[key]!r}")
+    for key in ("source", "gguf_file", "name", "model_type", "dtype", "source_path", "source_from_folder"):
+        if saved.get(key) is not None and not isinstance(saved[key], str):
+            raise bad(f"model {key} must be a string, got {saved[key]!r}")
+    if saved.get("source_path") is not None and not os.path.isabs(saved["source_path"]):
+        raise bad(f"model source_path must be an absolute path, got {saved['source_path']!r}")
+    gguf = saved.get("gguf_file")
+    if gguf is not None and not gguf.endswith(".gguf"):
+        raise bad(f"model gguf_file must name a .gguf file, got {gguf!r}")
+    digest = saved.get("weights_sha256")
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        raise bad(f"model weights_sha256 must be 64 hex digits, got {digest!r}")
+    if not isinstance(config.get("method"), dict):
+        raise bad("\"method\" must be an object")
+    entries = config.get("modules")
+    if not isinstance(entries, list) or not entries:
+        raise bad("\"modules\" must be a non-empty list (a folder without replacements is not a compressed model)")
+    seen = set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise bad(f"module {i} must be an object")
+        layer, proj = entry.get("layer"), entry.get("projection")
+        if not integer(layer):
+            raise bad(f"module {i}: layer must be an integer >= 0, got {layer!r}")
+        if proj not in models.ALL_PROJECTIONS:
+            raise bad(f"module {i}: projection must be one of {', '.join(models.ALL_PROJECTIONS)}, got {proj!r}")
+        if (layer, proj) in seen:
+            raise bad(f"layer {layer} {proj} is listed twice")
+        seen.add((layer, proj))
+        settings = entry.get("settings")
+        if not isinstance(settings, dict) or not all(integer(settings.get(k), 1) for k in ("in_features",
+                                                                                           "out_features")):
+            raise bad(f"layer {layer} {proj}: settings must hold positive integers in_features and out_features")
+        if not isinstance(entry.get("bias"), bool) or not isinstance(entry.get("class"), str):
+            raise bad(f"layer {layer} {proj}: bias must be true or false and class a name")
+        tensors = entry.get("tensors")
+        if not isinstance(tensors, dict):  # empty for a module without tensors (the zero baseline)
+            raise bad(f"layer {layer} {proj}: tensors must describe the module's tensors")
+        for key, info in tensors.items():
+            ok = (isinstance(info, dict) and isinstance(info.get("shape"), list)
+                  and all(integer(d) for d in info["shape"]) and isinstance(info.get("sha256"), str)
+                  and len(info["sha256"]) == 64)
+            if not ok:
+                raise bad(f"layer {layer} {proj} tensor {key!r}: needs a shape, a dtype and a sha256")
+            if info.get("dtype") not in _TENSOR_DTYPES:
+                raise bad(f"layer {layer} {proj} tensor {key!r} has dtype {info.get('dtype')!r}; replacements hold "
+                          + ", ".join(sorted(_TENSOR_DTYPES)))
+    layers = config.get("layers")
+    if layers is not None and (not isinstance(layers, list) or sorted(set(layers)) != sorted({layer for layer, _
+                                                                                             in seen})):
+        raise bad(f"\"layers\" {layers!r} differs from the layers of the modules")
+
+
+def check_identity(config: dict, model, check_weights: bool = True) -> None:
+    """Raise ValueError naming the difference when ``model`` is not the model the folder was made for."""
+    saved = config["model"]
+    config_ = getattr(model, "config", None)
+    label = saved.get("name") or saved.get("source") or "the original model"
+    folder = config["_folder"]
+    count = len(models.decoder_layers(model))
+    here = {"model_type": getattr(config_, "model_type", None), "hidden_size": getattr(config_, "hidden_size", None),
+            "num_hidden_layers": count, "vocab_size": getattr(config_, "vocab_size", None)}
+    for key in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size"):
+        if saved.get(key) is not None and here.get(key) is not None and saved[key] != here[key]:
+            raise ValueError(f"{folder} was made for {label} ({key} = {saved[key]!r}), but this model has "
+                             f"{key} = {here[key]!r}; " + config.get("_fix", "load it into the model it was made "
+                             "from, or call galinear.compress.load(folder) without a model to load that one"))
+    for entry in config["modules"]:
+        layer, proj = entry["layer"], entry["projection"]
+        if not 0 <= layer < count:
+            raise ValueError(f"{folder} replaces layer {layer}, this model has layers 0..{count - 1}; the folder "
+                             f"was made for another model or edited: {_FIX}")
+        current = models.projection(model, layer, proj)
+        shape = (getattr(current, "in_features", None), getattr(current, "out_features", None))
+        want = (entry["settings"].get("in_features"), entry["settings"].get("out_features"))
+        if shape != want:
+            raise ValueError(f"{folder}: layer {layer} {proj} is {want[0]} -> {want[1]} there, "
+                             f"{shape[0]} -> {shape[1]} in this model; it was made for {label}: load it into that "
+                             "model")
+    if not check_weights or not config.get("_check_weights", True):
+        return
+    if not saved.get("weights_sha256"):
+        raise ValueError(f"{folder} records no checksum of its original model's weights (written by an older "
+                         "galinear); rewrite it with the study that made it, or pass check_weights=False if you "
+                         "know this is its model")
+    replaced = _replaced(model)
+    if replaced:
+        raise ValueError(f"this model already holds galinear replacements (layer {replaced[0][0]} {replaced[0][1]}"
+                         f"{', ...' if len(replaced) > 1 else ''}); load {folder} into a freshly loaded original model")
+    digest = models.content_hash(model)
+    if digest == saved["weights_sha256"]:
+        return
+    dtype, then = models.weight_dtypes(model), saved.get("dtype")
+    if then and dtype != then:
+        raise ValueError(f"{folder} was made from {label} with {then} weights; this model's weights are {dtype}, and "
+                         f"their values differ from the {then} ones (the checksum covers the values, and rounding "
+                         f"changes them): load the model as {then} (galinear.compress.load_model(..., dtype="
+                         f"\"{then}\")), or pass check_weights=False to install the replacements into this one")
+    raise ValueError(f"{folder} was made for {label}, and this model has the same shapes but other weights or "
+                     f"configuration (whole-model SHA-256 {digest[:12]}... here, {saved['weights_sha256'][:12]}... "
+                     "recorded); load it into the model it was made from (or pass check_weights=False if you know "
+                     "better)")
+
+
+def checked_module(where: str, module, state: dict, declared: dict | None = None):
+    """:func:`galinear.compress.storage.tensor_checks.checked_module`, its messages ending with how to
+    write a kept folder again."""
+    return _checked_module(where, module, state, declared, fix=_FIX)
+
+
+def _read_tensors(path: str, expected_bytes: int) -> dict:
+    """The tensors of a safetensors file that must be a regular file of about ``expected_bytes``."""
+    from safetensors.torch import load as load_bytes
+
+    if not os.path.lexists(path):
+        raise _io.CorruptFileError(path, "missing", _FIX)
+    raw = _io.read_regular_file(path, expected_bytes + _HEADER_ROOM, _FIX)
+    try:
+        return load_bytes(raw)
+    except Exception as error:  # safetensors reports damage as its own error types
+        raise _io.CorruptFileError(path, f"damaged or truncated: not a readable safetensors file ({error})",
+                                   _FIX) from None
+
+
+def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
+    """A fresh module of the class and widths an entry records (not loaded yet; class None: the
+    method's own class)."""
+    import torch
+
+    s = entry["settings"]
+    if entry["class"] == "Linear":
+        module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
+    else:
+        module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
+    if check_class and entry["class"] is not None and type(module).__name__ != entry["class"]:
+        raise ValueError(f"{where} is a {entry['class']}, but method {spec.name} builds a {type(module).__name__}; "
+                         f"the folder is damaged or from another galinear: {_FIX}")
+    return module
+
+
+def method_spec(data, where: str):
+    """The MethodSpec recorded in a folder or file, or ValueError naming ``where``."""
+    try:
+        return methods.MethodSpec(**data)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: the recorded method is not one this galinear builds ({error}); {_FIX}") from None
+
+
+def source_places(config: dict) -> list:
+    """Where :func:`load_source` looks for a folder's original model, in order: the recorded
+    absolute path; the recorded path relative to the folder's own location; the recorded source
+    as written (absolute, or relative to the folder, then to the working directory). Empty for
+    the embedded default model."""
+    saved = config["model"]
+    source = saved.get("source")
+    if source == models.DEFAULT_MODEL:
+        return []
+    here = os.path.realpath(config["_folder"])
+    places = [saved.get("source_path")]
+    if saved.get("source_from_folder"):
+        places.append(os.path.normpath(os.path.join(here, saved["source_from_folder"])))
+    if source:
+        places += [source] if os.path.isabs(source) else [os.path.normpath(os.path.join(here, source)),
+                                                          os.path.abspath(source)]
+    return list(dict.fromkeys(p for p in places if p))
+
+
+def _missing_source(config: dict, places: list, why: str) -> ValueError:
+    folder, source = config["_folder"], config["model"].get("source")
+    looked = f" (looked at {', '.join(places)})" if places else ""
+    return ValueError(f"{folder}: its original model {source!r} cannot be found{looked}{why}; give the original "
+                      f"model: `galinear generate {folder} --model PATH`, or load it (galinear.compress.load_model("
+                      "PATH)) and pass it: galinear.compress.load(folder, model)")
+
+
+def load_source(config: dict):
+    """The original model of a checked folder (:func:`read_config`), as a
+    :class:`~galinear.lm.models.LoadedModel`, found as :func:`source_places` says.
+
+    Weights are read only from safetensors files or a GGUF file: a folder holding only pickled
+    weights is refused by name (:func:`galinear.lm.models.check_safe_weights`), and
+    ``from_pretrained`` is told to use safetensors. A source found nowhere raises ValueError naming
+    the places looked at and the two ways to give the model. The caller checks the loaded model
+    against the folder (:func:`check_identity`)."""
+    saved, folder = config["model"], config["_folder"]
+    source, gguf = saved.get("source"), saved.get("gguf_file")
+    if not source:
+        raise ValueError(f"{folder} does not say where its original model comes from; pass the model: "
+                         "galinear.compress.load(folder, model) (or `galinear generate FOLDER --model PATH`)")
+    if source == models.DEFAULT_MODEL:
+        return models.load_model(source, gguf)
+    places = source_places(config)
+    found = next((p for p in places if os.path.exists(p)), None)
+    if found is None:
+        if saved.get("source_path") or os.environ.get("HF_HUB_OFFLINE") == "1":
+            why = "" if saved.get("source_path") else ", and HF_HUB_OFFLINE=1 forbids reading it as a hub name"
+            raise _missing_source(config, places, why)
+        return models.load_model(source, gguf)  # a hub name: safetensors only (models.load_model)
+    if os.path.isdir(found):
+        if gguf is not None:
+            if not os.path.isfile(os.path.join(found, gguf)):
+                raise _missing_source(config, [os.path.join(found, gguf)], f": {found} holds no GGUF file {gguf}")
+        else:
+            models.check_safe_weights(found)
+    elif not found.endswith(".gguf"):
+        raise ValueError(f"{folder}: its original model {found} is a file but not a GGUF model; pass the model "
+                         "folder: galinear.compress.load(folder, model) or `galinear generate FOLDER --model PATH`")
+    return models.load_model(found, gguf)
+
+
+def checked_replacements(config: dict, tensors: dict | None = None) -> dict:
+    """{(layer, projection): module} for a folder read by :func:`read_config` (or the ``config``
+    and ``tensors`` of :func:`read`): every module built as recorded, every tensor checked against
+    its role and its recorded SHA-256, nothing installed (the folder's own checks, which need no
+    model). ``tensors`` None: they are read from the folder's safetensors file."""
+    folder = config["_folder"]
+    spec = method_spec(config["method"], folder)
+    built = {}
+    for entry in config["modules"]:
+        where = f"{folder}: layer {entry['layer']} {entry['projection']}"
+        built[(entry["layer"], entry["projection"])] = (build_replacement(spec, entry, where), entry, where)
+    expected = sum(v.numel() * v.element_size() for module, _, _ in built.values()
+                   for v in module.state_dict().values())
+    where = folder if tensors is not None else os.path.join(folder, TENSORS)
+    if tensors is None:
+        tensors = _read_tensors(where, expected)
+    known = {f"{layer}.{proj}.{name}" for (layer, proj), (module, _, _) in built.items() for name in module.state_dict()}
+    unknown = sorted(set(tensors) - known)
+    if unknown:
+        raise ValueError(f"{where} holds tensors no recorded module has: "
+                         f"{unknown[:4]}{' ...' if len(unknown) > 4 else ''}; {_FIX}")
+    for (layer, proj), (module, entry, where) in built.items():
+        prefix = f"{layer}.{proj}."
+        state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+        checked_module(where, module, state, entry["tensors"])
+    return {key: module for key, (module, _, _) in built.items()}
+
+
+def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer: bool = False):
+    """Rebuild a compressed model from a folder written by :func:`save` (or by a study), or from a
+    file of format v1 (read through :func:`as_current`).
+
+    The folder is checked first, on its own: its JSON field by field, every module built as
+    recorded and every tensor checked against its role and its recorded SHA-256. Then, without
+    ``model``, the original model is loaded from its recorded source (:func:`load_source`:
+    the recorded absolute path, then the path relative to the folder; safetensors or GGUF only);
+    with one, that model is used. Either is checked against the folder (family, widths, shapes,
+    whole-model SHA-256) before the replacements are installed in place. Returns the model (and
+    its tokenizer with ``with_tokenizer``, which needs ``model=None``).
+    """
+    if model is not None and with_tokenizer:
+        raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
+    model, tokenizer, _ = _install(folder, model, check_weights)
+    return (model, tokenizer) if with_tokenizer else model
+
+
+def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
+    """Install the compressed model at ``path`` (a folder, or a file of format v1) into ``model``
+    in place, checked as :func:`load` checks it; returns ``{(layer, projection): module}``."""
+    return _install(path, model, check_weights)[2]
+
+
+def _install(path: str, model, check_weights: bool) -> tuple:
+    """(model, tokenizer or None, replacements): :func:`load`'s work."""
+    _require_safetensors()
+    config, tensors = read(path)
+    replacements = checked_replacements(config, tensors)
+    tokenizer = None
+    if model is None:
+        loaded = load_source(config)
+        model, tokenizer = loaded.model, loaded.tokenizer
+    check_identity(config, model, check_weights)
+    for (layer, proj), module in replacements.items():  # installed only once every check passed
+        models.set_projection(model, layer, proj, module)
+    model.eval()
+    guard_save_pretrained(model)
+    return model, tokenizer, replacements
+
+
+def _replaced(model) -> list:
+    """(layer, projection, class name) of every attention projection that is not an nn.Linear."""
+    import torch
+
+    out = []
+    for layer, block in enumerate(models.decoder_layers(model)):
+        for proj in models.ALL_PROJECTIONS:
+            module = getattr(models.holder(block, proj, None), proj, None)
+            if module is not None and not isinstance(module, torch.nn.Linear):
+                out.append((layer, proj, type(module).__name__))
+    return out
+
+
+def guard_save_pretrained(model) -> None:
+    """Make ``model.save_pretrained`` refuse while galinear replacements are installed.
+
+    Hugging Face's ``save_pretrained`` writes the replacements' tensors under keys its
+    ``from_pretrained`` does not know, which then builds random q/k/v projections without an
+    error. The guard raises instead, naming the two ways that work; :func:`export_dense` lifts it
+    once every replacement is an ``nn.Linear``.
+    """
+    if not hasattr(model, "save_pretrained") or "save_pretrained" in vars(model):
+        return
+    original = model.save_pretrained
+
+    def save_pretrained(*args, **kwargs):
+        replaced = _replaced(model)
+        if replaced:
+            where = ", ".join(f"layer {layer} {proj} ({name})" for layer, proj, name in replaced[:4])
+            raise ValueError(f"this model holds galinear replacements ({where}{', ...' if len(replaced) > 4 else ''}); "
+                             "Hugging Face's from_pretrained would rebuild them as random nn.Linear layers. Keep the "
+                             "folder written by `galinear compress` and reload it with galinear.compress.load, "
+                             "or, for linear replacements (LR, BH, RotorLinear), call galinear.compress.export_dense(model) "
+                             "first")
+        return original(*args, **kwargs)
+
+    model.save_pretrained = save_pretrained
+
+
+def export_dense(model, layers=None):
+    """Replace every linear replacement in the attention projections by an ``nn.Linear`` with the
+    same (out, in) matrix and bias, in place; returns the model.
+
+    Linear replacements: ``LowRankLinear`` (LR1, LR4, LR1*, LR4*), ``BlockHadamardLinear`` (BH1,
+    BH1*), ``RotorLinear`` (``rotorlin-m``: one rotor gadget, a linear map whose matrix is
+    ``dense_weight()``) and the zero baseline. Afterwards the model holds only standard modules
+    (``save_pretrained`` / ``from_pretrained`` round-trip it), at the original size. The paper's
+    ``RotorNetwork`` cannot be baked (it is nonlinear): ValueError.
+    """
+    import torch
+
+    from galinear.compress.fitting import closed_form
+
+    blocks = models.decoder_layers(model)
+    for layer in (range(len(blocks)) if layers is None else layers):
+        for proj in models.ALL_PROJECTIONS:
+            module = getattr(models.holder(blocks[layer], proj, None), proj, None)
+            if module is None or type(module) is torch.nn.Linear:
+                continue
+            name = type(module).__name__
+            if name in ("RotorNetwork", "GivensNetwork"):
+                raise ValueError(f"layer {layer} {proj} is a RotorNetwork: the paper's rotor network is nonlinear "
+                                 "(LayerNorm and PReLU between rotor gadgets) and has no dense matrix; keep it as "
+                                 "a module (galinear.compress.load) or compress with a linear method")
+            bias = getattr(module, "bias", None)
+            if name == "ZeroProjection":
+                matrix = torch.zeros(module.out_features, module.in_features)
+            else:
+                try:
+                    matrix = torch.as_tensor(closed_form.module_matrix(module))
+                except TypeError:
+                    raise ValueError(f"layer {layer} {proj} is a {name}, which export_dense cannot bake") from None
+            ref = next((p for p in module.parameters()), None)
+            dtype = ref.dtype if ref is not None else torch.float32
+            dense = torch.nn.Linear(module.in_features, module.out_features, bias=bias is not None, dtype=dtype)
+            with torch.no_grad():
+                dense.weight.copy_(matrix.to(dtype))
+                if bias is not None:
+                    dense.bias.copy_(bias.detach())
+            dense.eval()
+            for p in dense.parameters():
+                p.requires_grad_(False)
+            models.set_projection(model, layer, proj, dense)
+    if "save_pretrained" in vars(model) and not _replaced(model):
+        del model.save_pretrained  # only nn.Linear left: Hugging Face saving is exact again
+    return model
+
+
+__all__ = ["save", "load", "load_compressed", "read", "as_current", "export_dense", "identity", "read_config",
+           "check_identity", "write_index", "load_source", "source_places", "source_location", "checked_replacements",
+           "guard_save_pretrained"]

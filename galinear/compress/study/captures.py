@@ -1,0 +1,246 @@
+"""Captures of a :class:`~galinear.compress.study.run.Study` (a base class of it): the token rows of
+the training, held-out and validation windows, the attention inputs captured at a layer in the
+original or partly compressed network, their second moments and the residual inputs of the
+held-out windows; each cached on disk through the study's store.
+
+With ``shard_windows`` (``--shard-windows N``) a training / test capture is written in
+safetensors shards of N windows (:func:`galinear.compress.fitting.activations.capture_to_shards`) and
+its training rows are returned as a :class:`~galinear.compress.fitting.activations.CaptureShards` read
+batch by batch, so neither the capture nor the fits hold more than one shard and one batch of
+the training split; the test rows (``mse_windows`` per text) are returned as a tensor. The fits
+are the same, bit for bit. The joint objectives (:mod:`galinear.compress.fitting.objective`) take
+whole windows of every training row at once, so inside :meth:`CaptureMethods.whole_captures`
+the training rows are read back whole.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import time
+
+import numpy as np
+
+from galinear import _io
+from galinear.compress.fitting import activations, closed_form, fit
+from galinear.lm import models
+
+__all__ = ["CaptureMethods"]
+
+
+class CaptureMethods:
+    """Captures, second moments and residual inputs of a Study (uses its model, windows, store)."""
+
+    # ------------------------------------------------------------------ data
+    def _train_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.train) for w in self.windows.values()])
+
+    def _test_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.heldout[:self.config.mse_windows]) for w in self.windows.values()])
+
+    def _valid_ids(self) -> np.ndarray:
+        return np.concatenate([w.batch(w.valid) for w in self.windows.values()])
+
+    def valid_capture(self, layer: int, replacements: dict, key: str | None, where: str = "attn_in"):
+        """(inputs, original inputs) of ``where`` at ``layer`` on the validation windows (stopping rule); cached."""
+        key = f"original-{where}-L{layer}" if key is None else key
+        if key in self._valid_captures:
+            return self._valid_captures[key]
+        ids = self._valid_ids()
+        if len(ids) == 0:
+            raise ValueError("no validation window is left beside the training windows; give a longer text "
+                             "or fewer --train-windows, or run without --until-converged")
+        def make() -> dict:
+            x_orig = activations.capture(self.model, layer, ids, where=where)
+            if replacements:
+                with activations.swapped(self.model, replacements):
+                    return {"input": activations.capture(self.model, layer, ids, where=where), "original": x_orig}
+            return {"input": x_orig, "original": x_orig}
+
+        cached = fit.cached(self.store.valid_path(key), make)
+        self._valid_captures[key] = (cached["input"], cached["original"])
+        return self._valid_captures[key]
+
+    @contextlib.contextmanager
+    def whole_captures(self):
+        """Inside the block :meth:`original_capture` and :meth:`_capture_pair` return the training
+        rows as one tensor even when they are kept in shards (for fits that need every row at once)."""
+        before, self._whole = getattr(self, "_whole", False), True
+        try:
+            yield self
+        finally:
+            self._whole = before
+
+    def _as_needed(self, pair: tuple) -> tuple:
+        train, test = pair
+        if getattr(self, "_whole", False) and isinstance(train, activations.CaptureShards):
+            return train.to_tensor(), test
+        return pair
+
+    def _capture_pair(self, layer: int, where: str, replacements: dict, key: str):
+        """(train, test) captures at ``layer`` in the network with ``replacements``; cached on disk."""
+        return self._as_needed(self._pair(layer, where, replacements, key))
+
+    def _pair(self, layer: int, where: str, replacements: dict, key: str):
+        if self.config.shard_windows is not None:
+            return self._sharded_pair(layer, where, replacements, key)
+        def make() -> dict:
+            ids = np.concatenate([self._train_ids(), self._test_ids()])
+            label = f"capture {key}" if self._bars else None
+            residuals = self._split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
+            with activations.swapped(self.model, replacements):
+                rows = activations.capture(self.model, layer, ids, where=where, progress=label, residuals=residuals)
+            n_train = self._train_ids().size  # windows x ids per window (the BOS included)
+            self.log(f"captured {key}: {(n_train, rows.shape[1])} training rows")
+            return {"train": rows[:n_train].contiguous(), "test": rows[n_train:].contiguous()}
+
+        cached = fit.cached(self.store.capture_path(key), make)
+        return cached["train"], cached["test"]
+
+    def _starts_mid_stack(self, layer: int, replacements: dict) -> bool:
+        """Whether a capture at ``layer`` may start from the original residual stream there: the
+        model supports it and nothing below ``layer`` is replaced (o_proj captures behind a
+        single replaced layer, one per method and seed)."""
+        return (bool(replacements) and layer > 0 and self.skip_lower_layers
+                and min(at for at, _ in replacements) >= layer)
+
+    def _split_residuals(self, layer: int):
+        """Residual-stream inputs of ``layer`` in the original model for the training and test
+        windows (those of :meth:`_pair`), computed once per layer and cached on disk."""
+        def make() -> dict:
+            residuals = activations.residual_inputs(self.model, layer, np.concatenate([self._train_ids(), self._test_ids()]))
+            self.log(f"residual inputs of layer {layer} for the training and test windows: {tuple(residuals.shape)}")
+            return {"residuals": residuals}
+
+        return fit.cached(self.store.split_residual_path(layer), make)["residuals"]
+
+    def _sharded_pair(self, layer: int, where: str, replacements: dict, key: str):
+        """:meth:`_capture_pair` kept in shards: (CaptureShards of the training rows, test tensor)."""
+        folder = self.store.capture_folder(key)
+        n_train = self._train_ids().size  # windows x ids per window (the BOS included)
+        n_rows = n_train + self._test_ids().size
+        shards = self._complete_capture(folder, n_rows)
+        if shards is None:
+            ids = np.concatenate([self._train_ids(), self._test_ids()])
+            label = f"capture {key}" if self._bars else None
+            _remove_unfinished(folder)
+            t0 = time.perf_counter()
+            with activations.swapped(self.model, replacements):
+                shards = activations.capture_to_shards(self.model, layer, ids, folder, where=where, progress=label,
+                                                       shard_windows=self.config.shard_windows)
+            self.log(f"captured {key}: ({n_train}, {shards.width}) training rows in shards of "
+                     f"{self.config.shard_windows} windows, {time.perf_counter() - t0:.1f} s")
+        return shards.view(0, n_train), shards.view(n_train, n_rows).to_tensor()
+
+    def _complete_capture(self, folder: str, rows: int):
+        """The capture in ``folder`` when it is whole (its index, ``rows`` rows, every shard readable);
+        otherwise None, and a damaged folder is removed (a rerun captures it again)."""
+        if not os.path.isdir(folder):
+            return None
+        try:
+            shards = activations.CaptureShards(folder)
+            if len(shards) != rows:
+                raise _io.CorruptFileError(folder, f"{len(shards)} rows, the study's windows have {rows}",
+                                           "it is captured again")
+            index = _io.load_json(os.path.join(folder, activations._SHARDS_INDEX))
+            for start in np.concatenate([[0], np.cumsum(index["rows"])[:-1]]):
+                shards[int(start)]  # opens every shard (its header and one row)
+        except (ValueError, KeyError, TypeError) as error:  # CorruptFileError is a ValueError
+            self.log(f"{error}; capturing it again")
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return shards
+
+    def stage_inputs(self, spec, seed: int, layer_set, i: int, where: str, replacements: dict):
+        """(train, test, original train, original test, cache key) of the ``where`` rows at
+        ``layer_set[i]`` in the network with ``replacements`` installed: the earlier layers of the
+        set and this layer's projections fitted before (:mod:`galinear.compress.methods.targets`)."""
+        layer, prefix = layer_set[i], tuple(layer_set[:i])
+        key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
+        x_orig, x_orig_test = self.original_capture(layer, where)
+        if key.startswith("original-"):
+            return x_orig, x_orig_test, x_orig, x_orig_test, key
+        return (*self._capture_pair(layer, where, replacements, key), x_orig, x_orig_test, key)
+
+    @staticmethod
+    def done_here(layer: int, replacements: dict) -> tuple:
+        """The projections of ``layer`` among ``replacements``, in forward order."""
+        return tuple(p for p in models.ALL_PROJECTIONS if (layer, p) in replacements)
+
+    def test_rows(self, layer: int, where: str, installed: dict):
+        """(test rows, original test rows) of ``where`` at ``layer``, the first in the network with
+        ``installed``: the held-out rows a projection's test MSE is measured on (not cached on disk:
+        ``mse_windows`` windows per text)."""
+        ids = self._test_ids()
+        key = (layer, f"test-{where}")
+        if key not in self._original_captures:
+            self._original_captures[key] = activations.capture(self.model, layer, ids, where=where)
+        with activations.swapped(self.model, installed):
+            return activations.capture(self.model, layer, ids, where=where), self._original_captures[key]
+
+    def original_capture(self, layer: int, where: str = "attn_in"):
+        key = (layer, where)
+        if key not in self._original_captures:
+            self._original_captures[key] = self._pair(layer, where, {}, f"original-{where}-L{layer}")
+        return self._as_needed(self._original_captures[key])
+
+    # ------------------------------------------------------------------ second moments
+    def moments(self, layer: int, replacements: dict, key: str, where: str = "attn_in"):
+        """Second moments (train, test) of the ``where`` rows at ``layer`` (default: the q/k/v
+        input), streamed; cached as state files (:meth:`galinear.compress.storage.store.Store.moments_paths`).
+
+        With no replacement the input is the original network's (one accumulator of x x^T);
+        otherwise each chunk of windows runs through the original and the partly compressed
+        network and the cross moments E[x x_o^T] are accumulated too. At most ``chunk`` windows
+        of activations are in memory at a time (a capture already held in memory is reused).
+        """
+        paths = self.store.moments_paths(key)
+        cached = [closed_form.SecondMoments.load(p) for p in paths]
+        if all(m is not None for m in cached):
+            return tuple(cached)
+        reader = {"attn_in": "q_proj", "o_in": "o_proj", "mlp_in": "gate_proj", "down_in": "down_proj"}[where]
+        width = models.projection(self.model, layer, reader).in_features
+        out = []
+        t0 = time.perf_counter()
+        for ids, path in zip((self._train_ids(), self._test_ids()), paths):
+            acc = closed_form.SecondMoments(width)
+            held = self._original_captures.get((layer, where))
+            held = None if held is None else held[0 if path is paths[0] else 1]
+            chunk, length = 4, ids.shape[1]  # the same chunks whether or not a capture is held (same sums)
+            for start in range(0, len(ids), chunk):
+                part = ids[start:start + chunk]
+                if held is not None:
+                    x_orig = held[start * length:(start + len(part)) * length]
+                else:
+                    x_orig = activations.capture(self.model, layer, part, where=where)
+                if replacements:
+                    with activations.swapped(self.model, replacements):
+                        x_in = activations.capture(self.model, layer, part, where=where)
+                    acc.update(x_in, x_orig)
+                else:
+                    acc.update(x_orig)
+            acc.save(path)
+            out.append(acc)
+        self.log(f"second moments {key}: {out[0].n} training rows, {time.perf_counter() - t0:.1f} s")
+        return tuple(out)
+
+    # ------------------------------------------------------------------ residual inputs
+    def _start(self, dataset: str, layer: int):
+        """(layer, residual inputs of the held-out windows) to skip the untouched lower layers."""
+        if not self.skip_lower_layers or layer == 0:
+            return None
+        key = (dataset, layer)
+        if key not in self._residuals:
+            w = self.windows[dataset]
+            self._residuals[key] = fit.cached(self.store.residual_path(dataset, layer),
+                                              lambda: activations.residual_inputs(self.model, layer, w.batch(w.heldout)))
+        return layer, self._residuals[key]
+
+
+def _remove_unfinished(folder: str) -> None:
+    """Remove the temporary folders a killed capture of ``folder`` left beside it
+    (:func:`galinear._io.atomic_folder`; one writer per capture, so none is still being filled)."""
+    parent, name = os.path.split(os.path.abspath(folder))
+    for stale in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.*.tmp")):
+        shutil.rmtree(stale, ignore_errors=True)
