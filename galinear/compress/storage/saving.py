@@ -308,7 +308,7 @@ def as_current(data, path: str) -> tuple:
     method = data.get("spec") if isinstance(data.get("spec"), dict) else {}
     config = {"format": FORMAT, "model": saved, "method": method, "layers": sorted({m["layer"] for m in modules}),
               "modules": modules, "_folder": path, "_check_weights": identity is not None,
-              "_fix": "load it into the model it was made from (galinear.compress.load_model on its source)"}
+              "_fix": "load it into the model it was made from (galinear.lm.load_model on its source)"}
     return config, tensors
 
 
@@ -421,7 +421,7 @@ def check_identity(config: dict, model, check_weights: bool = True) -> None:
     if then and dtype != then:
         raise ValueError(f"{folder} was made from {label} with {then} weights; this model's weights are {dtype}, and "
                          f"their values differ from the {then} ones (the checksum covers the values, and rounding "
-                         f"changes them): load the model as {then} (galinear.compress.load_model(..., dtype="
+                         f"changes them): load the model as {then} (galinear.lm.load_model(..., dtype="
                          f"\"{then}\")), or pass check_weights=False to install the replacements into this one")
     raise ValueError(f"{folder} was made for {label}, and this model has the same shapes but other weights or "
                      f"configuration (whole-model SHA-256 {digest[:12]}... here, {saved['weights_sha256'][:12]}... "
@@ -496,7 +496,7 @@ def _missing_source(config: dict, places: list, why: str) -> ValueError:
     folder, source = config["_folder"], config["model"].get("source")
     looked = f" (looked at {', '.join(places)})" if places else ""
     return ValueError(f"{folder}: its original model {source!r} cannot be found{looked}{why}; give the original "
-                      f"model: `galinear generate {folder} --model PATH`, or load it (galinear.compress.load_model("
+                      f"model: `galinear generate {folder} --model PATH`, or load it (galinear.lm.load_model("
                       "PATH)) and pass it: galinear.compress.load(folder, model)")
 
 
