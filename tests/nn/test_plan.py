@@ -13,7 +13,6 @@ from galinear import _switch_points as sp
 from galinear.nn import RotorLinear, RotorNetwork
 from galinear.nn import functional as F
 from galinear.nn.functional import plan as dispatch
-from galinear.nn.functional import threads as threads_module
 
 CPU = torch.device("cpu")
 F32 = torch.float32
@@ -123,11 +122,21 @@ def test_network_runs_whole_on_few_tokens_in_inference():
     assert (cuda.backend, cuda.decode) == ("dense", False)
 
 
-def test_captured_calls_keep_to_plain_torch(monkeypatch):
-    monkeypatch.setattr(dispatch, "_capturing", lambda: True)
-    assert plan(11, 1) == dispatch.Plan("dense", False, None, "captured: plain torch operations")
-    assert plan(11, 4096, backend="numba") == dispatch.Plan("numba", False, None, "requested")
-    assert plan(11, 1, network=True).backend == "gadgets"
+def _inside_vmap(ask):
+    """ask() run inside torch.func.vmap (a transform: the call counts as captured)."""
+    seen = []
+    torch.func.vmap(lambda t: seen.append(ask()) or t * 1)(torch.zeros(2, 1))
+    return seen[0]
+
+
+def test_captured_calls_keep_to_plain_torch():
+    assert _inside_vmap(lambda: plan(11, 1)) == dispatch.Plan("dense", False, None, "captured: plain torch operations")
+    assert _inside_vmap(lambda: plan(11, 4096, backend="numba")) == dispatch.Plan("numba", False, None, "requested")
+    assert _inside_vmap(lambda: plan(11, 1, network=True)).backend == "gadgets"
+    captured = _inside_vmap(lambda: dispatch.plan(11, 4, CPU, torch.float64, "training", backend="spinor",
+                                                  sandwich=True))
+    assert (captured.backend, captured.threads) == ("factored", None)
+    assert plan(11, 1) != dispatch.Plan("dense", False, None, "captured: plain torch operations")  # outside
 
 
 def test_bivector_parts_correlation_limit():
@@ -254,9 +263,12 @@ def test_thread_context_is_a_no_op_while_captured(monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        monkeypatch.setattr(threads_module, "_capturing", lambda: True)
-        with dispatch.intra_op_threads(1):
-            assert torch.get_num_threads() == 2
+        def ask():
+            with dispatch.intra_op_threads(1):
+                return torch.get_num_threads()
+
+        assert _inside_vmap(ask) == 2
+        assert ask() == 1  # outside a transform the count applies
     finally:
         torch.set_num_threads(before)
 
@@ -349,3 +361,16 @@ def test_auto_equals_the_backend_it_picks(width, tokens, training):
             ya = auto(x)
             yn = named.decode(x) if picked.decode else named(x)
     assert torch.equal(ya, yn), picked
+
+
+def test_spinor_transform_rule_and_switch(monkeypatch):
+    monkeypatch.delenv(dispatch.SPINOR_TRANSFORM_ENV, raising=False)
+    expected_cpu = "numba" if dispatch.numba_usable() else "torch"
+    assert dispatch.spinor_transform(numba=True, triton=False) == expected_cpu
+    assert dispatch.spinor_transform(numba=False, triton=True) == "triton"
+    assert dispatch.spinor_transform(numba=False, triton=False) == "torch"
+    monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "torch")
+    assert dispatch.spinor_transform(numba=True, triton=True) == "torch"
+    monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "fast")
+    with pytest.raises(ValueError, match="GALINEAR_SPINOR_TRANSFORM must be 'auto' or 'torch'"):
+        dispatch.spinor_transform(numba=True, triton=False)

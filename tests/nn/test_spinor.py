@@ -93,7 +93,7 @@ def test_torch_path_equals_the_numba_path(n, monkeypatch):
     y = _values("spinor", x, factors, False)
     g = torch.randn_like(y)
     gx = _values("spinor", g, _transposed(factors), False)
-    monkeypatch.setattr(spinor, "_use_numba", lambda tensor: False)
+    monkeypatch.setenv("GALINEAR_SPINOR_TRANSFORM", "torch")
     torch.testing.assert_close(_values("spinor", x, factors, False), y, rtol=0, atol=1e-12)
     torch.testing.assert_close(_values("spinor", g, _transposed(factors), False), gx, rtol=0, atol=1e-12)
 

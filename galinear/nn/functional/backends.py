@@ -156,12 +156,6 @@ register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_F
                           differentiable=True)
 
 
-#: Rotor maps as products of small complex (or real) matrices through the matrix representation
-#: of Cl(n): two GEMMs per token block, numba transforms on the CPU, torch ones elsewhere.
-register_sandwich_backend(
-    "spinor", "galinear.nn.functional.spinor:spinor_sandwich", devices=("cpu", "cuda"),
-    dtypes=(torch.float32, torch.float64), priority=15,
-)
 
 
 def _register_numba() -> None:

@@ -31,7 +31,9 @@ A bare :func:`~galinear.nn.functional.rotor_sandwich` call (``sandwich=True``; m
 when autograd runs through it) follows rules 1, 3 and 4 (it has no cached matrix and no decoding
 kernel), and then one more: under autograd a backend that computes values only (registered
 without ``differentiable=True``, e.g. "spinor" and "numba", named or chosen) is replaced by
-``"factored"``, the same map in differentiable torch operations.
+``"factored"``, the same map in differentiable torch operations. A bare call keeps the caller's
+thread count (its plan's ``threads`` is None; ``python benchmarks/bench_contention.py``, row
+"spinor map, caller's threads", times it).
 
 A stage of a :class:`~galinear.nn.RotorNetwork` in training (its gadgets on one input,
 ``network_stage=True``) with ``backend="auto"`` and chunks of n <= ``NETWORK_BLOCKS_MAX_N`` (10)
@@ -64,6 +66,7 @@ Plans are remembered per argument tuple, so that asking costs a few microseconds
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -83,8 +86,8 @@ from galinear.nn.functional._common import _capturing
 from galinear.nn.functional import backends
 from galinear.nn.functional.threads import intra_op_threads
 
-__all__ = ["MODES", "Plan", "auto_backend", "bivector_parts_method", "forget_plans", "intra_op_threads",
-           "numba_usable", "plan"]
+__all__ = ["MODES", "Plan", "SPINOR_TRANSFORM_ENV", "auto_backend", "bivector_parts_method", "forget_plans",
+           "intra_op_threads", "numba_usable", "plan", "spinor_transform"]
 
 #: What a call does: "training" (autograd or a warm-start update) or "inference".
 MODES = ("training", "inference")
@@ -257,17 +260,42 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, n
 
 
 def _decide_sandwich(n: int, device: torch.device, dtype: torch.dtype, mode: str, backend: str) -> Plan:
-    """Rules 3 and 4 for a bare rotor_sandwich call, then "factored" for a values-only backend under autograd."""
+    """Rules 3 and 4 for a bare rotor_sandwich call, then "factored" for a values-only backend under
+    autograd; threads None (a bare call runs with the caller's count)."""
     if backend != "auto":
-        chosen = Plan(backend, False, _threads(backend, device), "requested")
+        chosen = Plan(backend, False, None, "requested")
     else:
         limit = INFERENCE_MATRIX_MAX_N if mode == "inference" else MATRIX_MAX_N
         if n <= limit:
             chosen = Plan("dense", False, None, f"sandwich, {mode}, n <= {limit}: the chunk matrices")
         else:
             name, why = _rotor_backend(device, dtype)
-            chosen = Plan(name, False, _threads(name, device), f"sandwich, {mode}, n > {limit}: {why}")
-    return _differentiable_or_factored(chosen, device, dtype) if mode == "training" else chosen
+            chosen = Plan(name, False, None, f"sandwich, {mode}, n > {limit}: {why}")
+    if mode == "training":
+        chosen = _differentiable_or_factored(chosen, device, dtype)
+    return Plan(chosen.backend, False, None, chosen.rule)
+
+
+#: Environment variable read by :func:`spinor_transform`: "torch" makes the "spinor" backend run
+#: torch index operations for its transforms even where numba or Triton ones can take the tensors
+#: (one path checked against the other); unset or "auto": the rule below.
+SPINOR_TRANSFORM_ENV = "GALINEAR_SPINOR_TRANSFORM"
+
+
+def spinor_transform(*, numba: bool, triton: bool) -> str:
+    """Which transforms (multivectors to and from matrices) the "spinor" backend runs: "numba" when
+    its kernels can take the tensors (``numba``: CPU tensors, galinear's numba kernels import) and
+    :func:`numba_usable`; else "triton" when the Triton transforms can (``triton``: CUDA tensors of
+    a size and dtype they support); else "torch" (index operations). ``GALINEAR_SPINOR_TRANSFORM=torch``
+    picks "torch" always."""
+    setting = os.environ.get(SPINOR_TRANSFORM_ENV, "auto")
+    if setting not in ("auto", "torch"):
+        raise ValueError(f"{SPINOR_TRANSFORM_ENV} must be 'auto' or 'torch', got {setting!r}; unset it for 'auto'")
+    if setting == "torch":
+        return "torch"
+    if numba and numba_usable():
+        return "numba"
+    return "triton" if triton else "torch"
 
 
 def bivector_parts_method(d: int, device, numba: bool) -> str:

@@ -1,6 +1,6 @@
 """Sandwich maps x -> R x S~ from factor pairs: :func:`rotor_sandwich` runs the backend that
 :func:`galinear.nn.functional.plan.plan` chooses from the registry of
-:mod:`galinear.nn.functional.backends`, with the plan's intra-op thread count."""
+:mod:`galinear.nn.functional.backends`, with the caller's intra-op thread count (the plan of a bare call leaves it as it is)."""
 from __future__ import annotations
 
 import math
@@ -13,6 +13,14 @@ from galinear.nn.functional import plan as dispatch
 from galinear.nn.functional._common import _compiling
 
 __all__ = ["resolve_sandwich_backend", "rotor_sandwich"]
+
+#: Rotor maps as products of small complex (or real) matrices through the matrix representation
+#: of Cl(n): two GEMMs per token block, with the transforms of :func:`dispatch.spinor_transform`.
+#: Registered here, above the dispatcher that the spinor module asks.
+backends.register_sandwich_backend(
+    "spinor", "galinear.nn.functional.spinor:spinor_sandwich", devices=("cpu", "cuda"),
+    dtypes=(torch.float32, torch.float64), priority=15,
+)
 
 
 def resolve_sandwich_backend(name: str, device, dtype) -> tuple[str, Callable]:
@@ -53,8 +61,8 @@ def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> 
     left, right : factor pairs (V, W), each (P, k, n), k = floor(n/2); see the module docstring.
     backend : a registered backend name or "auto".
 
-    The backend that runs, and its intra-op thread count, are those of
-    :func:`galinear.nn.functional.plan.plan` with ``sandwich=True``: "auto" means what it means for
+    The backend that runs is the one of :func:`galinear.nn.functional.plan.plan` with
+    ``sandwich=True``: "auto" means what it means for
     :class:`~galinear.nn.RotorLinear` (the chunk matrices, ``"dense"``, for small n, else
     ``"spinor"`` on the CPU and CUDA). When x or a factor requires gradients (and grad mode is on),
     a backend that computes values only (e.g. "numba", "spinor") is replaced by "factored", whose
@@ -77,5 +85,4 @@ def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> 
     tokens = math.prod(x.shape[:-2])
     chosen = dispatch.plan(n, tokens, x.device, x.dtype, mode, backend=backend, sandwich=True)
     _, fn = resolve_sandwich_backend(chosen.backend, x.device, x.dtype)
-    with dispatch.intra_op_threads(chosen.threads):
-        return fn(x, VL, WL, VR, WR)
+    return fn(x, VL, WL, VR, WR)
