@@ -104,7 +104,7 @@ def test_leading_axes_and_errors():
 
 
 def test_torch_compile_with_default_backend():
-    """torch.compile of a RotorLinear on the default backend ("auto" = numba on the CPU)."""
+    """torch.compile of a RotorLinear on the default backend ("auto": the plan's choice)."""
     from galinear.nn import RotorLinear
 
     torch.manual_seed(0)
