@@ -41,6 +41,7 @@ from typing import Callable
 import torch
 
 from galinear.nn.functional._common import _wrapped
+from galinear.nn.functional.backends import _check_factors
 from galinear.nn.functional.decomposition import Spectrum, bivector_to_skew, skew_to_bivector, spectrum
 from galinear.nn.functional.matrices import (
     blocks_bivector_parts,
@@ -109,15 +110,9 @@ def _plain(*tensors) -> bool:
 
 
 def _numba_parts_usable(a: torch.Tensor) -> bool:
-    """The numba kernel serves float32/float64 CPU tensors when numba compiles (under
-    NUMBA_DISABLE_JIT its loops would run as plain Python: the torch path is faster then)."""
-    if a.dtype not in (torch.float32, torch.float64) or not _plain(a):
-        return False
-    try:
-        from numba import config
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return False
-    return not config.DISABLE_JIT
+    """Whether the numba kernel can take these tensors (plain float32/float64); whether it runs is
+    :func:`~galinear.nn.functional.plan.bivector_parts_method`'s choice (it also asks whether numba compiles)."""
+    return a.dtype in (torch.float32, torch.float64) and _plain(a)
 
 
 def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
@@ -367,9 +362,9 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     if 2**n != d:
         raise ValueError(f"the last axis of x must hold 2**n coefficients, got {d}")
     P = x.shape[-2]
-    F._check_factors("left", left, P, n)
+    _check_factors("left", left, P, n)
     if right is not None:
-        F._check_factors("right", right, P, n)
+        _check_factors("right", right, P, n)
     _, fn = F.resolve_sandwich_backend(backend, x.device, x.dtype)
     kind = MapKind("sandwich", fn, intra_op_threads(threads).count,  # a bad count raises here, not in backward
                    caller_threads())

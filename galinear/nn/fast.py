@@ -2,8 +2,9 @@ r"""Fast sandwich backend: the numba rotor-chain kernels behind a torch call (va
 
 The backend ``"numba"`` (CPU, float32 and float64; the rotor-factor convention of docs/nn.md) is
 registered by :mod:`galinear.nn.functional` itself, lazily, as ``"galinear.nn.fast:numba_sandwich"``
-with a priority above ``"factored"`` so that ``backend="auto"`` picks it on the CPU; this module
-is imported on the first backend lookup and imports nothing of :mod:`galinear.nn.functional`.
+with a priority below ``"factored"``: it runs only where named (``backend="numba"``), since
+``"auto"`` picks ``"spinor"`` on the CPU (docs/performance.md); this module is imported on the
+first backend lookup and imports nothing of :mod:`galinear.nn.functional`.
 
 The map applies the simple rotors factor by factor (:math:`O(n^2 2^n)` per token) with one of
 two kernels: ``"tile"`` (:mod:`galinear.kernels.rotor_chain`, tiles of 16-64 tokens vectorised

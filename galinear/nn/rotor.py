@@ -11,6 +11,7 @@ from torch import nn
 
 from galinear._generated import rotor_spec
 from galinear.nn import functional as F
+from galinear.nn.functional._common import _capturing, _Untraced
 from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
 from galinear.nn.checks import (  # noqa: F401  (check_finite: re-exported)
@@ -303,7 +304,7 @@ class RotorLinear(DecodeMethods, nn.Module):
         """(left, right, spectra): the factor pairs and the bivectors' spectra (None where the
         decomposition computed none), cached as :meth:`rotor_factors` says."""
         constant = self.gradient == "exact" or not torch.is_grad_enabled()
-        reuse = not update_warm_start and constant and not F._capturing()
+        reuse = not update_warm_start and constant and not _capturing()
         if reuse:
             state, alive = self._factor_state()
             if self._factor_cache is not None and self._factor_cache[0] == state:
@@ -357,7 +358,7 @@ class RotorLinear(DecodeMethods, nn.Module):
         """The (out_features, in_features) matrix, built from all chunk-pair matrices in one batched
         call (differentiable; cached like the factors when nothing needs a gradient)."""
         cacheable = (not update_warm_start and not torch.is_grad_enabled()
-                     and not F._capturing())
+                     and not _capturing())
         if cacheable:
             state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale)
             if self._weight_cache is not None and self._weight_cache[0] == state:
@@ -377,7 +378,7 @@ class RotorLinear(DecodeMethods, nn.Module):
 
     def _forward(self, x, update_warm_start):
         _check_input(self, x)
-        if self.check_finite and not F._capturing():
+        if self.check_finite and not _capturing():
             checked = self._versions(self.left_bivectors, self.right_bivectors, self.alpha, self.bias)
             if checked != self._checked:
                 self._check_parameters()
@@ -385,7 +386,7 @@ class RotorLinear(DecodeMethods, nn.Module):
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
         if torch.jit.is_tracing():  # the traced graph: one linear map whose matrix is a constant
-            with F._Untraced():
+            with _Untraced():
                 weight = self.assembled_weight(False).detach()
             return nn.functional.linear(flat, weight, self.bias).reshape(*lead, self.out_features)
         batch = flat.shape[0]

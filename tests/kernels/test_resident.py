@@ -69,7 +69,7 @@ def resident_backend():
     """The resident kernel registered as a backend of its own (values only)."""
     F.register_sandwich_backend("numba-resident", functools.partial(numba_sandwich, kernel="resident"))
     yield "numba-resident"
-    F._REGISTRY.pop("numba-resident", None)
+    F.unregister_sandwich_backend("numba-resident")
 
 
 @pytest.mark.parametrize("point", ["random", "zero_angle", "large_angle"])

@@ -50,7 +50,7 @@ def test_a_registered_backend_is_checked_by_one_call():
     try:
         rows = check_rotor_backend("conformance-test", dimensions=[3, 4])
     finally:
-        F._REGISTRY.pop("conformance-test")
+        F.unregister_sandwich_backend("conformance-test")
     assert calls and len(rows) == 2 * (5 + 8)  # 5 cases for n=3, 8 for n=4, two dtypes each
 
 
@@ -63,7 +63,7 @@ def test_a_wrong_backend_fails_the_check():
         with pytest.raises(AssertionError, match="broken-test"):
             check_rotor_backend("broken-test", dimensions=[3], gradients=False)
     finally:
-        F._REGISTRY.pop("broken-test")
+        F.unregister_sandwich_backend("broken-test")
 
 
 def _series_phi(B, H, terms=30):
@@ -206,7 +206,7 @@ def test_exact_sandwich_backward_runs_with_the_threads_it_was_given(monkeypatch)
 
     def spy(x, VL, WL, VR, WR):
         maps.append(torch.get_num_threads())
-        return F._factored_backend(x, VL, WL, VR, WR)
+        return F.resolve_sandwich_backend("factored", x.device, x.dtype)[1](x, VL, WL, VR, WR)
 
     monkeypatch.setattr(dexp, "bivector_parts", recording)
     F.register_sandwich_backend("threads-spy", spy, devices=("cpu",), dtypes=(torch.float64,), priority=-1,
@@ -225,6 +225,6 @@ def test_exact_sandwich_backward_runs_with_the_threads_it_was_given(monkeypatch)
             assert maps == [expected] and parts.pop() == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
-        del F._REGISTRY["threads-spy"]
+        F.unregister_sandwich_backend("threads-spy")
     with pytest.raises(ValueError, match="positive integer"):  # at the call, not later in backward
         dexp.exact_rotor_sandwich(x, B, None, (V, W), threads=0)

@@ -84,12 +84,13 @@ def test_direct_calls_with_gradients_are_refused():
     assert not y.requires_grad
 
 
-def test_auto_picks_numba_on_cpu():
+def test_numba_runs_only_where_named():
     for dtype in (torch.float32, torch.float64):
         name, _ = functional.resolve_sandwich_backend("auto", "cpu", dtype)
-        assert name == "numba"
+        assert name == "spinor"
+        assert functional.resolve_sandwich_backend("numba", "cpu", dtype)[0] == "numba"
     assert "numba" not in functional.available_sandwich_backends("cpu", torch.bfloat16)
-    assert NUMBA_PRIORITY > 10
+    assert NUMBA_PRIORITY < functional.sandwich_backend_entry("factored").priority
 
 
 def test_leading_axes_and_errors():
@@ -103,7 +104,7 @@ def test_leading_axes_and_errors():
 
 
 def test_torch_compile_with_default_backend():
-    """torch.compile of a RotorLinear on the default backend ("auto" = numba on the CPU)."""
+    """torch.compile of a RotorLinear on the default backend ("auto": the plan's choice)."""
     from galinear.nn import RotorLinear
 
     torch.manual_seed(0)

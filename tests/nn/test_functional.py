@@ -223,7 +223,7 @@ def test_gradcheck_exp_simple(rng):
     assert gradcheck(formula, (zero,))
     # near the series/closed-form switch
     edge = torch.zeros(1, 6, dtype=torch.float64)
-    edge[0, 0] = math.sqrt(F._SERIES_LIMIT)
+    edge[0, 0] = math.sqrt(F.rotors.SERIES_LIMIT)
     assert gradcheck(formula, (edge.requires_grad_(),))
 
 
@@ -359,32 +359,63 @@ def test_registry_auto_priority_and_lazy_entries():
 
     def spy(x, VL, WL, VR, WR):
         calls.append(x.shape)
-        return F._factored_backend(x, VL, WL, VR, WR)
+        return F.resolve_sandwich_backend("factored", x.device, x.dtype)[1](x, VL, WL, VR, WR)
 
     try:
-        F.register_sandwich_backend("spy", spy, devices=("cpu",), dtypes=(torch.float64,), priority=1000)
+        # priority decides only where the plan's own rules do not (here: a device spinor lacks)
+        F.register_sandwich_backend("spy", spy, devices=None, dtypes=(torch.float64,), priority=1000)
+        assert F.resolve_sandwich_backend("auto", "meta", torch.float64)[0] == "spy"
+        assert F.resolve_sandwich_backend("auto", "meta", torch.float32)[0] == "factored"  # spy lacks float32
+        assert F.resolve_sandwich_backend("auto", "cpu", torch.float64)[0] == "spinor"
         x = torch.randn(2, 1, 8, dtype=torch.float64)
         V, W = torch.randn(1, 1, 3, dtype=torch.float64), torch.randn(1, 1, 3, dtype=torch.float64)
         F.rotor_sandwich(x, (V, W))
-        assert calls, "auto should pick the highest-priority backend"
-        calls.clear()
-        F.rotor_sandwich(x.float(), (V.float(), W.float()))
-        assert not calls, "auto must skip a backend without the dtype"
+        assert not calls, "auto on the CPU follows the plan, not the registry's priority"
+        F.rotor_sandwich(x, (V, W), backend="spy")
+        assert calls, "a named backend runs"
         with pytest.raises(ValueError, match="does not support"):
             F.rotor_sandwich(x.float(), (V.float(), W.float()), backend="spy")
-        F.register_sandwich_backend("lazy", "galinear.nn.functional:_dense_backend", dtypes=(torch.float64,))
+        F.register_sandwich_backend("lazy", "galinear.nn.fast:numba_sandwich", dtypes=(torch.float64,))
         y = F.rotor_sandwich(x, (V, W), backend="lazy")
         torch.testing.assert_close(y, F.rotor_sandwich(x, (V, W), backend="factored"))
-        F.register_sandwich_backend("broken", "galinear.no_such_module:fn", dtypes=(torch.float64,), priority=2000)
-        assert F.resolve_sandwich_backend("auto", "cpu", torch.float64)[0] == "spy"  # broken entry skipped
+        F.register_sandwich_backend("broken", "galinear.no_such_module:fn", devices=None, dtypes=(torch.float64,),
+                                    priority=2000)
+        assert F.resolve_sandwich_backend("auto", "meta", torch.float64)[0] == "spy"  # broken entry skipped
+        assert F.sandwich_backend_entry("spy").priority == 1000
     finally:
         for name in ("spy", "lazy", "broken"):
-            F._REGISTRY.pop(name, None)
+            F.unregister_sandwich_backend(name)
+    assert "spy" not in F.available_sandwich_backends()
     with pytest.raises(ValueError, match="unknown sandwich backend"):
         F.resolve_sandwich_backend("nope", "cpu", torch.float32)
+    with pytest.raises(ValueError, match="unknown sandwich backend"):
+        F.sandwich_backend_entry("nope")
     with pytest.raises(ValueError, match="auto"):
         F.register_sandwich_backend("auto", spy)
     assert {"dense", "factored"} <= set(F.available_sandwich_backends())
+
+
+def test_auto_means_the_same_for_rotor_sandwich_and_the_layers():
+    """rotor_sandwich's "auto" is the plan's: chunk matrices for small n, spinor above, factored
+    under autograd for a values-only backend; each agrees with the dense map."""
+    from galinear.nn.functional import plan as dispatch
+
+    cpu = torch.device("cpu")
+    for n, mode, expected in ((7, "training", "dense"), (9, "inference", "dense"), (10, "inference", "spinor"),
+                              (8, "training", "factored")):
+        assert dispatch.plan(n, 4, cpu, torch.float64, mode, sandwich=True).backend == expected
+    layer_choice = dispatch.plan(10, 64, cpu, torch.float64, "inference").backend
+    assert dispatch.plan(10, 64, cpu, torch.float64, "inference", sandwich=True).backend == layer_choice
+    assert dispatch.plan(10, 4, cpu, torch.float64, "training", backend="spinor", sandwich=True).backend == "factored"
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 2, 2**10, dtype=torch.float64, generator=generator)
+    V, W = (torch.randn(2, 5, 10, dtype=torch.float64, generator=generator) for _ in range(2))
+    reference = F.rotor_sandwich(x, (V, W), backend="dense")
+    torch.testing.assert_close(F.rotor_sandwich(x, (V, W)), reference, atol=1e-10, rtol=1e-10)
+    xg = x.clone().requires_grad_(True)
+    y = F.rotor_sandwich(xg, (V, W), backend="spinor")  # factored carries the gradient
+    assert y.requires_grad
+    torch.testing.assert_close(y.detach(), reference, atol=1e-10, rtol=1e-10)
 
 
 def test_bad_shapes_are_reported():

@@ -13,7 +13,6 @@ from galinear import _switch_points as sp
 from galinear.nn import RotorLinear, RotorNetwork
 from galinear.nn import functional as F
 from galinear.nn.functional import plan as dispatch
-from galinear.nn.functional import threads as threads_module
 
 CPU = torch.device("cpu")
 F32 = torch.float32
@@ -29,7 +28,7 @@ def fresh_plans():
 
 
 def needs_numba():
-    if not dispatch._numba_usable():
+    if not dispatch.numba_usable():
         pytest.skip("numba does not compile here (NUMBA_DISABLE_JIT or missing)")
 
 
@@ -61,7 +60,7 @@ def test_few_tokens_in_inference_never_run_a_rotor_backend():
     at = plan(n, limit, entries=1)
     assert (at.backend, at.decode) == ("dense", False)
     assert plan(n, limit + 1, entries=1).backend == "spinor"
-    if dispatch._numba_usable():
+    if dispatch.numba_usable():
         big = sp.DECODE_MIN_ENTRIES
         assert plan(n, limit, entries=big).decode and not plan(n, limit + 1, entries=big).decode
 
@@ -115,7 +114,7 @@ def test_other_devices_and_dtypes():
 def test_network_runs_whole_on_few_tokens_in_inference():
     limit = sp.MATRIX_MAX_INFERENCE_BATCH
     whole = plan(11, limit, network=True)
-    assert whole.backend == "dense" and whole.decode == dispatch._numba_usable()
+    assert whole.backend == "dense" and whole.decode == dispatch.numba_usable()
     assert plan(11, limit + 1, network=True).backend == "gadgets"
     assert plan(11, 1, "training", network=True).backend == "gadgets"
     assert dispatch.plan(11, 1, CPU, torch.bfloat16, "inference", network=True).backend == "gadgets"  # autocast
@@ -123,17 +122,27 @@ def test_network_runs_whole_on_few_tokens_in_inference():
     assert (cuda.backend, cuda.decode) == ("dense", False)
 
 
-def test_captured_calls_keep_to_plain_torch(monkeypatch):
-    monkeypatch.setattr(dispatch, "_capturing", lambda: True)
-    assert plan(11, 1) == dispatch.Plan("dense", False, None, "captured: plain torch operations")
-    assert plan(11, 4096, backend="numba") == dispatch.Plan("numba", False, None, "requested")
-    assert plan(11, 1, network=True).backend == "gadgets"
+def _inside_vmap(ask):
+    """ask() run inside torch.func.vmap (a transform: the call counts as captured)."""
+    seen = []
+    torch.func.vmap(lambda t: seen.append(ask()) or t * 1)(torch.zeros(2, 1))
+    return seen[0]
+
+
+def test_captured_calls_keep_to_plain_torch():
+    assert _inside_vmap(lambda: plan(11, 1)) == dispatch.Plan("dense", False, None, "captured: plain torch operations")
+    assert _inside_vmap(lambda: plan(11, 4096, backend="numba")) == dispatch.Plan("numba", False, None, "requested")
+    assert _inside_vmap(lambda: plan(11, 1, network=True)).backend == "gadgets"
+    captured = _inside_vmap(lambda: dispatch.plan(11, 4, CPU, torch.float64, "training", backend="spinor",
+                                                  sandwich=True))
+    assert (captured.backend, captured.threads) == ("factored", None)
+    assert plan(11, 1) != dispatch.Plan("dense", False, None, "captured: plain torch operations")  # outside
 
 
 def test_bivector_parts_correlation_limit():
     limit = sp.CORRELATION_LIMIT
     assert dispatch.bivector_parts_method(limit, CPU, numba=True) == "correlation"
-    assert dispatch.bivector_parts_method(2 * limit, CPU, numba=True) == "numba"
+    assert dispatch.bivector_parts_method(2 * limit, CPU, numba=True) == ("numba" if dispatch.numba_usable() else "gather")
     assert dispatch.bivector_parts_method(2 * limit, CPU, numba=False) == "gather"
     assert dispatch.bivector_parts_method(2 * limit, "cuda", numba=True) == "gather"
 
@@ -152,12 +161,12 @@ def spy_backend():
 
     def spy(x, VL, WL, VR, WR):
         calls.append((x.shape, torch.get_num_threads()))
-        return F._factored_backend(x, VL, WL, VR, WR)
+        return F.resolve_sandwich_backend("factored", x.device, x.dtype)[1](x, VL, WL, VR, WR)
 
     F.register_sandwich_backend("plan-spy", spy, devices=("cpu",), dtypes=(torch.float32, torch.float64),
                                 priority=-1, differentiable=True)
     yield calls
-    del F._REGISTRY["plan-spy"]
+    F.unregister_sandwich_backend("plan-spy")
 
 
 def _recording(monkeypatch, answer=None):
@@ -203,7 +212,7 @@ def test_the_layers_choose_nothing_themselves():
     module set thread counts, and every switch point is one constant of galinear/_switch_points.py."""
     names = ["MATRIX_MAX_N", "INFERENCE_MATRIX_MAX_N", "MATRIX_MAX_INFERENCE_BATCH", "DECODE_MIN_N",
              "DECODE_MIN_ENTRIES", "CORRELATION_LIMIT", "SERIAL_BACKENDS", "choose_backend", "rule_backend",
-             "autotable", "backend_table", "batch_bucket", "_backend_for", "_decodes", "_numba_usable",
+             "autotable", "backend_table", "batch_bucket", "_backend_for", "_decodes", "numba_usable",
              "set_num_threads", "set_threads"]
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     plan_file = Path(dispatch.__file__).resolve()
@@ -254,9 +263,12 @@ def test_thread_context_is_a_no_op_while_captured(monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        monkeypatch.setattr(threads_module, "_capturing", lambda: True)
-        with dispatch.intra_op_threads(1):
-            assert torch.get_num_threads() == 2
+        def ask():
+            with dispatch.intra_op_threads(1):
+                return torch.get_num_threads()
+
+        assert _inside_vmap(ask) == 2
+        assert ask() == 1  # outside a transform the count applies
     finally:
         torch.set_num_threads(before)
 
@@ -270,7 +282,7 @@ def test_a_layer_runs_a_serial_backend_with_one_thread_and_restores(monkeypatch,
         with torch.no_grad():
             layer(torch.randn(40, 64))
             assert spy_backend[-1][1] == 1 and torch.get_num_threads() == 2
-            monkeypatch.setattr(F._REGISTRY["plan-spy"], "fn", lambda *a: (_ for _ in ()).throw(KeyError("spy")))
+            monkeypatch.setattr(F.sandwich_backend_entry("plan-spy"), "fn", lambda *a: (_ for _ in ()).throw(KeyError("spy")))
             with pytest.raises(KeyError, match="spy"):
                 layer(torch.randn(40, 64))
             assert torch.get_num_threads() == 2
@@ -349,3 +361,16 @@ def test_auto_equals_the_backend_it_picks(width, tokens, training):
             ya = auto(x)
             yn = named.decode(x) if picked.decode else named(x)
     assert torch.equal(ya, yn), picked
+
+
+def test_spinor_transform_rule_and_switch(monkeypatch):
+    monkeypatch.delenv(dispatch.SPINOR_TRANSFORM_ENV, raising=False)
+    expected_cpu = "numba" if dispatch.numba_usable() else "torch"
+    assert dispatch.spinor_transform(numba=True, triton=False) == expected_cpu
+    assert dispatch.spinor_transform(numba=False, triton=True) == "triton"
+    assert dispatch.spinor_transform(numba=False, triton=False) == "torch"
+    monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "torch")
+    assert dispatch.spinor_transform(numba=True, triton=True) == "torch"
+    monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "fast")
+    with pytest.raises(ValueError, match="GALINEAR_SPINOR_TRANSFORM must be 'auto' or 'torch'"):
+        dispatch.spinor_transform(numba=True, triton=False)

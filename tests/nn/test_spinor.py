@@ -93,7 +93,7 @@ def test_torch_path_equals_the_numba_path(n, monkeypatch):
     y = _values("spinor", x, factors, False)
     g = torch.randn_like(y)
     gx = _values("spinor", g, _transposed(factors), False)
-    monkeypatch.setattr(spinor, "_use_numba", lambda tensor: False)
+    monkeypatch.setenv("GALINEAR_SPINOR_TRANSFORM", "torch")
     torch.testing.assert_close(_values("spinor", x, factors, False), y, rtol=0, atol=1e-12)
     torch.testing.assert_close(_values("spinor", g, _transposed(factors), False), gx, rtol=0, atol=1e-12)
 
@@ -132,7 +132,7 @@ def test_thread_count_does_not_change_the_forward():
 
 
 def test_registered_for_cpu_and_cuda_and_usable_by_layers():
-    entry = F._REGISTRY["spinor"]
+    entry = F.sandwich_backend_entry("spinor")
     assert entry.devices == ("cpu", "cuda")
     layer = RotorLinear(64, 64, backend="spinor")
     reference = RotorLinear(64, 64, backend="dense")
@@ -239,7 +239,7 @@ def test_rotor_network_decoding_paths_match_the_training_path(out_features, monk
         changed = net(x)
         net.output_gadget.alpha = torch.nn.Parameter(net.output_gadget.alpha * 2)  # replaced: rebuilt
         replaced = net(x)
-        monkeypatch.setattr(plan, "_numba_usable", lambda: False)
+        monkeypatch.setattr(plan, "numba_usable", lambda: False)
         plan.forget_plans()
         try:
             torch.testing.assert_close(net(x), replaced, rtol=0, atol=1e-12)   # the stacked matrices (torch)

@@ -21,7 +21,7 @@ def _numba_started():
     if _numba.numba.config.DISABLE_JIT:
         pytest.skip("NUMBA_DISABLE_JIT=1: no threading layer")
     RotorLinear(512, 512, chunk_size=512, backend="spinor").eval()(torch.randn(4, 512))
-    if not threads._concurrent_numba_ok():
+    if not threads.concurrent_numba_ok():
         pytest.skip(f"numba's threading layer {_numba.numba.threading_layer()!r} is not thread-safe: one worker")
 
 

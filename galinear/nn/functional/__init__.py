@@ -22,22 +22,25 @@ simple rotors directly with signed permutations).
 
 Layout, by stage: :mod:`~galinear.nn.functional.decomposition` (bivector -> factors),
 :mod:`~galinear.nn.functional.rotors` (factors -> simple rotors, products with vectors, sandwich
-matrices), :mod:`~galinear.nn.functional.backends` (the registry and :func:`rotor_sandwich`),
+matrices), :mod:`~galinear.nn.functional.backends` (the registry), :mod:`~galinear.nn.functional.sandwich`
+(:func:`rotor_sandwich`),
 :mod:`~galinear.nn.functional.plan` (the one dispatcher of the rotor layers: which backend, whether
 to decode, how many threads; ``plan.plan``, ``plan.Plan``, ``plan.intra_op_threads``) and
 :mod:`~galinear.nn.functional.transforms` (:func:`fwht`). Everything public is importable from
 here (the dispatcher from its module), and callers reach the functions through this module's
-attributes.
+attributes. Which backend ``backend="auto"`` runs is decided by the dispatcher alone, the same for
+:func:`rotor_sandwich` and the rotor layers.
 """
 from __future__ import annotations
 
 from galinear.nn.functional.backends import (
-    SandwichBackend,  # noqa: F401 - reachable as functional.SandwichBackend
+    SandwichBackend,
     available_sandwich_backends,
     register_sandwich_backend,
-    resolve_sandwich_backend,
-    rotor_sandwich,
+    sandwich_backend_entry,
+    unregister_sandwich_backend,
 )
+from galinear.nn.functional.sandwich import resolve_sandwich_backend, rotor_sandwich
 from galinear.nn.functional.decomposition import (
     FactorPairs,
     Spectrum,
@@ -60,27 +63,9 @@ from galinear.nn.functional.rotors import (
 )
 from galinear.nn.functional.transforms import fwht
 
-# Private names other galinear modules and the tests reach as ``functional._name``; the registry
-# and the table cache are the same objects as in the stage modules.
-from galinear.nn.functional._common import _HALF_TYPES, _TABLE_CACHE, _capturing, _compiling, _Untraced, _wrapped  # noqa: F401
-from galinear.nn.functional.backends import (  # noqa: F401
-    _FLOAT_TYPES,
-    _PLUGIN_STATE,
-    _REGISTRY,
-    OPTIONAL_BACKENDS,
-    _check_factors,
-    _dense_backend,
-    _factored_backend,
-    _load_plugins,
-    _register_numba,
-)
-from galinear.nn.functional.decomposition import (  # noqa: F401
-    _dimension_from_bivectors,
-    _exact_factors,
-    _pair_index,
-    _power_factors,
-)
-from galinear.nn.functional.rotors import _SERIES_LIMIT, _full_tables, _vector_tables  # noqa: F401
+# The trace guards of the rotor layers, reached as ``functional._capturing`` and
+# ``functional._Untraced`` by galinear.nn.network; not part of the public interface.
+from galinear.nn.functional._common import _capturing, _Untraced  # noqa: F401
 
 __all__ = [
     "FactorPairs",
@@ -100,6 +85,9 @@ __all__ = [
     "sandwich_matrix",
     "rotor_sandwich",
     "register_sandwich_backend",
+    "unregister_sandwich_backend",
+    "sandwich_backend_entry",
+    "SandwichBackend",
     "available_sandwich_backends",
     "resolve_sandwich_backend",
     "fwht",

@@ -5,13 +5,19 @@ signed permutations, ``"spinor"`` multiplies the matrices of x and of the rotors
 representation of Cl(n) (:mod:`galinear.nn.functional.spinor`); other backends (e.g. ``"numba"``) are registered by name, lazily as
 ``"module:function"`` strings imported on first use.
 
+This module holds the registry and runs backends; it chooses none. Which backend ``"auto"`` means,
+and the replacement by ``"factored"`` under autograd, are the rules of
+:func:`galinear.nn.functional.plan.plan`, the same for
+:func:`~galinear.nn.functional.sandwich.rotor_sandwich` (which runs the maps, in
+:mod:`galinear.nn.functional.sandwich`) and the rotor layers.
+
 A backend is a forward map ``fn(x, VL, WL, VR, WR) -> y``; the transposed map is the same call
 with the factors of the reversed rotors (:func:`galinear.nn.dexp.transposed_factors`), which is
 all the exact gradient of :mod:`galinear.nn.dexp` needs. Only backends registered with
 ``differentiable=True`` ("dense" and "factored": differentiable torch operations) carry autograd
-through the map; where :func:`rotor_sandwich` needs that (x or a factor requires gradients and
-grad mode is on) and the chosen backend computes values only, it runs ``"factored"`` instead:
-the same map, equal to rounding.
+through the map; where :func:`~galinear.nn.functional.sandwich.rotor_sandwich` needs that (x or a factor requires gradients and
+grad mode is on) and the chosen backend computes values only, the plan runs ``"factored"``
+instead: the same map, equal to rounding.
 """
 from __future__ import annotations
 
@@ -22,7 +28,6 @@ from typing import Callable
 
 import torch
 
-from galinear.nn.functional._common import _compiling
 from galinear.nn.functional.rotors import (
     _apply_left_rotors,
     _apply_right_reversed_rotors,
@@ -58,7 +63,7 @@ class SandwichBackend:
     """One registry entry: ``fn(x, VL, WL, VR, WR) -> y`` or a lazy "module:function" string.
 
     ``differentiable``: whether autograd through ``fn`` gives the gradients of the map (else
-    :func:`rotor_sandwich` runs ``"factored"`` where gradients through the map are needed).
+    :func:`~galinear.nn.functional.sandwich.rotor_sandwich` runs ``"factored"`` where gradients through the map are needed).
     """
 
     name: str
@@ -82,13 +87,22 @@ class SandwichBackend:
 
 _FLOAT_TYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 _REGISTRY: dict[str, SandwichBackend] = {}
-#: Priority of "numba" in the registry ("factored" has 10, "dense" 0).
-NUMBA_PRIORITY = 20
+#: Priority of "numba" in the registry ("spinor" has 15, "factored" 10, "dense" 0): below
+#: "factored", so that the registry's best is never "numba"; it runs where it is named
+#: (``backend="numba"``), see docs/performance.md.
+NUMBA_PRIORITY = 5
 #: Lazy entries whose module is optional (numba may be missing or broken). Each is imported once,
 #: on the first backend lookup; one that cannot be imported is dropped from the registry and its
 #: module's state kept in ``_PLUGIN_STATE``, so a broken optional backend never breaks the others.
 OPTIONAL_BACKENDS = ("numba",)
 _PLUGIN_STATE: dict[str, str] = {}
+#: Called after every change of the registry (the plan cache drops its remembered plans).
+_ON_CHANGE: list[Callable[[], None]] = []
+
+
+def _changed() -> None:
+    for hook in _ON_CHANGE:
+        hook()
 
 
 def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float32, torch.float64), priority=0,
@@ -104,9 +118,10 @@ def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float
         factors.
     devices : device types it supports (e.g. ("cpu", "cuda")), or None for every device.
     dtypes : dtypes it supports.
-    priority : "auto" picks the supporting backend with the highest priority.
+    priority : where the plan's own rules do not apply (see :func:`galinear.nn.functional.plan.plan`),
+        "auto" means the supporting backend with the highest priority.
     differentiable : True if autograd through ``fn`` gives the map's gradients; otherwise
-        :func:`rotor_sandwich` runs "factored" where gradients through the map are needed.
+        :func:`~galinear.nn.functional.sandwich.rotor_sandwich` runs "factored" where gradients through the map are needed.
     """
     if not isinstance(name, str) or not name or name == "auto":
         raise ValueError(f"a backend name must be a non-empty string other than 'auto', got {name!r}")
@@ -115,6 +130,24 @@ def register_sandwich_backend(name, fn, *, devices=("cpu",), dtypes=(torch.float
     _REGISTRY[name] = SandwichBackend(
         name, fn, None if devices is None else tuple(devices), tuple(dtypes), int(priority), bool(differentiable)
     )
+    _changed()
+
+
+def unregister_sandwich_backend(name: str) -> None:
+    """Remove backend ``name`` from the registry (nothing happens if it is not registered)."""
+    if _REGISTRY.pop(name, None) is not None:
+        _changed()
+
+
+def sandwich_backend_entry(name: str) -> SandwichBackend:
+    """The registry entry of backend ``name`` (its devices, dtypes, priority, differentiability)."""
+    _load_plugins()
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(
+            f"unknown sandwich backend {name!r}; registered: {sorted(_REGISTRY)}; optional modules: {_PLUGIN_STATE}"
+        )
+    return entry
 
 
 register_sandwich_backend("dense", _dense_backend, devices=None, dtypes=_FLOAT_TYPES, priority=0,
@@ -123,12 +156,6 @@ register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_F
                           differentiable=True)
 
 
-#: Rotor maps as products of small complex (or real) matrices through the matrix representation
-#: of Cl(n): two GEMMs per token block, numba transforms on the CPU, torch ones elsewhere.
-register_sandwich_backend(
-    "spinor", "galinear.nn.functional.spinor:spinor_sandwich", devices=("cpu", "cuda"),
-    dtypes=(torch.float32, torch.float64), priority=15,
-)
 
 
 def _register_numba() -> None:
@@ -177,38 +204,6 @@ def available_sandwich_backends(device=None, dtype=None) -> list[str]:
     ]
 
 
-def resolve_sandwich_backend(name: str, device, dtype) -> tuple[str, Callable]:
-    """(name, fn) of backend ``name`` ("auto" = best supporting the device and dtype)."""
-    if _compiling():
-        entry = _REGISTRY.get(name) if name != "auto" else None
-        if entry is not None and not isinstance(entry.fn, str):
-            return entry.name, entry.fn
-    _load_plugins()
-    device = torch.device(device)
-    if name == "auto":
-        failures = []
-        for entry in sorted(_REGISTRY.values(), key=lambda item: -item.priority):
-            if not entry.supports(device, dtype):
-                continue
-            try:
-                return entry.name, entry.load()
-            except Exception as error:
-                failures.append(f"{entry.name}: {error}")
-        raise ValueError(f"no sandwich backend supports device {device} and dtype {dtype} ({failures})")
-    entry = _REGISTRY.get(name)
-    if entry is None:
-        raise ValueError(
-            f"unknown sandwich backend {name!r}; registered: {sorted(_REGISTRY)} (or 'auto'); "
-            f"optional modules: {_PLUGIN_STATE}"
-        )
-    if not entry.supports(device, dtype):
-        raise ValueError(
-            f"sandwich backend {name!r} does not support device {device} with dtype {dtype} "
-            f"(devices {entry.devices or 'any'}, dtypes {entry.dtypes}); use backend='auto'"
-        )
-    return entry.name, entry.load()
-
-
 def _check_factors(label, pair, P, n):
     if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
         raise TypeError(f"{label} must be a pair (V, W) of tensors, got {type(pair).__name__}")
@@ -222,41 +217,3 @@ def _check_factors(label, pair, P, n):
                 f"{label} {part} must have shape (P, k, n) = ({P}, {k}, {n}) for x of shape "
                 f"(B, {P}, {2**n}), got {tuple(tensor.shape)}"
             )
-
-
-def _needs_autograd(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-
-
-def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> torch.Tensor:
-    """y[b, p] = R_p x[b, p] S_p~ (S = R when ``right`` is None), differentiable in x and the factors.
-
-    Parameters
-    ----------
-    x : (B, P, 2**n) multivectors (any number of leading batch axes before P).
-    left, right : factor pairs (V, W), each (P, k, n), k = floor(n/2); see the module docstring.
-    backend : a registered backend name or "auto".
-
-    When x or a factor requires gradients (and grad mode is on), a backend that computes values
-    only (e.g. "numba", "spinor") is replaced by "factored", whose torch operations autograd
-    differentiates: the result equals the requested backend's to rounding. Without gradients
-    the requested backend runs.
-    """
-    if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        raise ValueError("x must be a tensor of shape (B, P, 2**n)")
-    d = x.shape[-1]
-    n = d.bit_length() - 1
-    if d < 1 or 2**n != d:
-        raise ValueError(f"the last axis of x must hold 2**n coefficients, got {d}")
-    P = x.shape[-2]
-    _check_factors("left", left, P, n)
-    if right is not None:
-        _check_factors("right", right, P, n)
-    VL, WL = left
-    VR, WR = (None, None) if right is None else right
-    name, fn = resolve_sandwich_backend(backend, x.device, x.dtype)
-    if _needs_autograd(x, VL, WL, VR, WR):
-        entry = _REGISTRY.get(name)
-        if entry is None or not entry.differentiable:
-            name, fn = resolve_sandwich_backend("factored", x.device, x.dtype)
-    return fn(x, VL, WL, VR, WR)

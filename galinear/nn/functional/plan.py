@@ -23,7 +23,17 @@ and no warm-start update; "training" otherwise) runs what the first rule that ap
    idle and beside a busy process; until its token blocks went to the caller's threads, training
    with more than one thread ran ``"numba"``); where these do not apply (other devices or
    dtypes, a backend missing from the registry) the registry's best for the device and dtype
-   (:func:`~galinear.nn.functional.resolve_sandwich_backend` with ``"auto"``).
+   (the supporting backend of highest priority; "numba" ranks below "factored", so it runs only
+   where it is named). :func:`auto_backend` is this rule alone, and it is what
+   :func:`~galinear.nn.functional.resolve_sandwich_backend` means by ``"auto"``.
+
+A bare :func:`~galinear.nn.functional.rotor_sandwich` call (``sandwich=True``; mode "training"
+when autograd runs through it) follows rules 1, 3 and 4 (it has no cached matrix and no decoding
+kernel), and then one more: under autograd a backend that computes values only (registered
+without ``differentiable=True``, e.g. "spinor" and "numba", named or chosen) is replaced by
+``"factored"``, the same map in differentiable torch operations. A bare call keeps the caller's
+thread count (its plan's ``threads`` is None; ``python benchmarks/bench_contention.py``, row
+"spinor map, caller's threads", times it).
 
 A stage of a :class:`~galinear.nn.RotorNetwork` in training (its gadgets on one input,
 ``network_stage=True``) with ``backend="auto"`` and chunks of n <= ``NETWORK_BLOCKS_MAX_N`` (10)
@@ -56,6 +66,7 @@ Plans are remembered per argument tuple, so that asking costs a few microseconds
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -72,10 +83,11 @@ from galinear._switch_points import (
     SERIAL_BACKENDS,
 )
 from galinear.nn.functional._common import _capturing
-from galinear.nn.functional.backends import _REGISTRY, _load_plugins, resolve_sandwich_backend
+from galinear.nn.functional import backends
 from galinear.nn.functional.threads import intra_op_threads
 
-__all__ = ["MODES", "Plan", "bivector_parts_method", "forget_plans", "intra_op_threads", "plan"]
+__all__ = ["MODES", "Plan", "SPINOR_TRANSFORM_ENV", "auto_backend", "bivector_parts_method", "forget_plans",
+           "intra_op_threads", "numba_usable", "plan", "spinor_transform"]
 
 #: What a call does: "training" (autograd or a warm-start update) or "inference".
 MODES = ("training", "inference")
@@ -100,8 +112,9 @@ class Plan:
     rule: str
 
 
-def _numba_usable() -> bool:
-    """numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python)."""
+def numba_usable() -> bool:
+    """Whether numba imports and compiles (under NUMBA_DISABLE_JIT its loops would be plain Python,
+    and the plans that run a compiled kernel take their torch path instead)."""
     try:
         from numba import config
     except ImportError:  # pragma: no cover - numba is a dependency
@@ -110,9 +123,11 @@ def _numba_usable() -> bool:
 
 
 def _available(name: str, device: torch.device, dtype: torch.dtype) -> bool:
-    _load_plugins()
-    entry = _REGISTRY.get(name)
-    return entry is not None and entry.supports(device, dtype)
+    try:
+        entry = backends.sandwich_backend_entry(name)
+    except ValueError:
+        return False
+    return entry.supports(device, dtype)
 
 
 def _threads(backend: str, device: torch.device) -> int | None:
@@ -120,17 +135,48 @@ def _threads(backend: str, device: torch.device) -> int | None:
     return 1 if device.type == "cpu" and backend in SERIAL_BACKENDS else None
 
 
+def _registry_best(device: torch.device, dtype: torch.dtype) -> str:
+    """The supporting backend of highest priority that loads."""
+    failures = []
+    for name in backends.available_sandwich_backends(device, dtype):
+        try:
+            backends.sandwich_backend_entry(name).load()
+        except Exception as error:  # a broken lazy entry: the next one
+            failures.append(f"{name}: {error}")
+            continue
+        return name
+    raise ValueError(f"no sandwich backend supports device {device} and dtype {dtype} ({failures})")
+
+
 def _rotor_backend(device: torch.device, dtype: torch.dtype) -> tuple[str, str]:
     """(backend, why) for chunks above the matrix rule's limit."""
     if device.type in ("cpu", "cuda") and _available("spinor", device, dtype):
         return "spinor", "spinor"
-    name = resolve_sandwich_backend("auto", device, dtype)[0]
+    name = _registry_best(device, dtype)
     return name, f"{name} (the registry's best for {device.type} and {dtype})"
+
+
+def auto_backend(device, dtype: torch.dtype) -> str:
+    """The backend ``"auto"`` means for chunks above the matrix rule's limit (rule 4 of the module
+    docstring): "spinor" on the CPU and CUDA, else the registry's best for the device and dtype."""
+    return _rotor_backend(torch.device(device), dtype)[0]
+
+
+def _differentiable_or_factored(chosen: Plan, device: torch.device, dtype: torch.dtype) -> Plan:
+    """Under autograd a bare sandwich runs a backend registered ``differentiable``, else "factored"."""
+    try:
+        entry = backends.sandwich_backend_entry(chosen.backend)
+    except ValueError:
+        return chosen  # an unknown name: resolving it reports the error
+    if entry.differentiable or not entry.supports(device, dtype):
+        return chosen  # differentiable, or resolving it reports what it does not support
+    return Plan("factored", False, _threads("factored", device),
+                f"{chosen.rule}; {chosen.backend} computes values only: factored under autograd")
 
 
 def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int | None = None, *,
          backend: str = "auto", entries: int | None = None, network: bool = False,
-         network_stage: bool = False) -> Plan:
+         network_stage: bool = False, sandwich: bool = False) -> Plan:
     """The :class:`Plan` of one call (rules in the module docstring).
 
     Parameters
@@ -144,6 +190,8 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
     entries : out_features x in_features of the layer (for the decoding rule).
     network : plan a whole RotorNetwork call instead of one gadget.
     network_stage : plan one stage of a RotorNetwork (its gadgets on one input) instead of one gadget.
+    sandwich : plan a bare :func:`~galinear.nn.functional.rotor_sandwich` call (mode "training":
+        autograd runs through it).
 
     Plans are remembered per argument tuple (a call of a layer asks at every forward); after
     registering a backend or changing what numba can do, :func:`forget_plans` drops them.
@@ -151,10 +199,14 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
     if _capturing():
         if network:
             return _CAPTURED_NETWORK
-        return _CAPTURED if backend == "auto" else Plan(backend, False, None, "requested")
+        chosen = _CAPTURED if backend == "auto" else Plan(backend, False, None, "requested")
+        if sandwich and mode == "training":
+            chosen = _differentiable_or_factored(chosen, torch.device(device), dtype)
+            return Plan(chosen.backend, False, None, chosen.rule)
+        return chosen
     if threads is None:
         threads = torch.get_num_threads()
-    return _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage)
+    return _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage, sandwich)
 
 
 def forget_plans() -> None:
@@ -162,20 +214,26 @@ def forget_plans() -> None:
     _decide.cache_clear()
 
 
+backends._ON_CHANGE.append(forget_plans)
+
+
 _CAPTURED = Plan("dense", False, None, "captured: plain torch operations")
 _CAPTURED_NETWORK = Plan("gadgets", False, None, "captured: gadget by gadget")
 
 
 @lru_cache(maxsize=1024)
-def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage=False) -> Plan:
+def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage=False,
+            sandwich=False) -> Plan:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     device = torch.device(device)
+    if sandwich:
+        return _decide_sandwich(n, device, dtype, mode, backend)
     cpu = device.type == "cpu"
     small = mode == "inference" and batch <= MATRIX_MAX_INFERENCE_BATCH
     if network:
         if small and dtype in _WORK_DTYPES:
-            if cpu and _numba_usable():
+            if cpu and numba_usable():
                 return Plan("dense", True, None,
                             f"network, inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens: the decoding kernel")
             return Plan("dense", False, None,
@@ -185,7 +243,7 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, n
         return Plan(backend, False, _threads(backend, device), "requested")
     if small:
         if (cpu and dtype in _WORK_DTYPES and n >= DECODE_MIN_N
-                and (batch <= 1 or (entries or 0) >= DECODE_MIN_ENTRIES) and _numba_usable()):
+                and (batch <= 1 or (entries or 0) >= DECODE_MIN_ENTRIES) and numba_usable()):
             return Plan("dense", True, None,
                         f"inference on <= {MATRIX_MAX_INFERENCE_BATCH} tokens, n >= {DECODE_MIN_N}, one token or "
                         f">= {DECODE_MIN_ENTRIES} entries: the decoding kernel")
@@ -201,11 +259,50 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, n
     return Plan(name, False, _threads(name, device), f"{mode}, n > {limit}: {why}")
 
 
+def _decide_sandwich(n: int, device: torch.device, dtype: torch.dtype, mode: str, backend: str) -> Plan:
+    """Rules 3 and 4 for a bare rotor_sandwich call, then "factored" for a values-only backend under
+    autograd; threads None (a bare call runs with the caller's count)."""
+    if backend != "auto":
+        chosen = Plan(backend, False, None, "requested")
+    else:
+        limit = INFERENCE_MATRIX_MAX_N if mode == "inference" else MATRIX_MAX_N
+        if n <= limit:
+            chosen = Plan("dense", False, None, f"sandwich, {mode}, n <= {limit}: the chunk matrices")
+        else:
+            name, why = _rotor_backend(device, dtype)
+            chosen = Plan(name, False, None, f"sandwich, {mode}, n > {limit}: {why}")
+    if mode == "training":
+        chosen = _differentiable_or_factored(chosen, device, dtype)
+    return Plan(chosen.backend, False, None, chosen.rule)
+
+
+#: Environment variable read by :func:`spinor_transform`: "torch" makes the "spinor" backend run
+#: torch index operations for its transforms even where numba or Triton ones can take the tensors
+#: (one path checked against the other); unset or "auto": the rule below.
+SPINOR_TRANSFORM_ENV = "GALINEAR_SPINOR_TRANSFORM"
+
+
+def spinor_transform(*, numba: bool, triton: bool) -> str:
+    """Which transforms (multivectors to and from matrices) the "spinor" backend runs: "numba" when
+    its kernels can take the tensors (``numba``: CPU tensors, galinear's numba kernels import) and
+    :func:`numba_usable`; else "triton" when the Triton transforms can (``triton``: CUDA tensors of
+    a size and dtype they support); else "torch" (index operations). ``GALINEAR_SPINOR_TRANSFORM=torch``
+    picks "torch" always."""
+    setting = os.environ.get(SPINOR_TRANSFORM_ENV, "auto")
+    if setting not in ("auto", "torch"):
+        raise ValueError(f"{SPINOR_TRANSFORM_ENV} must be 'auto' or 'torch', got {setting!r}; unset it for 'auto'")
+    if setting == "torch":
+        return "torch"
+    if numba and numba_usable():
+        return "numba"
+    return "triton" if triton else "torch"
+
+
 def bivector_parts_method(d: int, device, numba: bool) -> str:
     """How the exact gradient sums the bivector parts of chunks of ``d`` coefficients:
     "correlation" (one batched matrix product per chunk pair) up to ``CORRELATION_LIMIT``
-    coefficients, above it "numba" on the CPU when ``numba`` (its kernel compiles and the tensors
-    are plain), else "gather" (one gather-multiply-sum per bivector blade)."""
+    coefficients, above it "numba" on the CPU when ``numba`` (the tensors are plain float32 or
+    float64 ones) and :func:`numba_usable`, else "gather" (one gather-multiply-sum per bivector blade)."""
     if d <= CORRELATION_LIMIT:
         return "correlation"
-    return "numba" if numba and torch.device(device).type == "cpu" else "gather"
+    return "numba" if numba and torch.device(device).type == "cpu" and numba_usable() else "gather"

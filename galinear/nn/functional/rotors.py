@@ -16,7 +16,8 @@ from galinear.nn.functional._common import _HALF_TYPES, _wrapped, cached_table
 from galinear.nn.functional.decomposition import _dimension_from_bivectors, wedge
 
 
-_SERIES_LIMIT = rotor_spec.SERIES_SWITCH["float64"]
+#: |b|**2 below which :func:`exp_simple` uses its series (float64 switch of the rotor specification).
+SERIES_LIMIT = rotor_spec.SERIES_SWITCH["float64"]
 
 
 def _cos_sinc_of_square(square: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,8 +16,9 @@ two representations, a quarter where the representation is real: n = 0, 1, 2 mod
 the dense layer's :math:`d^2`; the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
 (:mod:`galinear.kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
-installed (:mod:`galinear.nn.functional.spinor_triton`), and torch index operations otherwise.
-Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
+installed (:mod:`galinear.nn.functional.spinor_triton`), and torch index operations otherwise
+(the choice of :func:`galinear.nn.functional.plan.spinor_transform`; ``GALINEAR_SPINOR_TRANSFORM=torch``
+forces the torch ones). Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
 tokens), so the buffers stay in the caches and their size does not grow with the batch.
 
 The backend computes values only: the exact gradient (:mod:`galinear.nn.dexp`) needs nothing
@@ -33,6 +34,7 @@ import weakref
 import torch
 
 from galinear import matrix_rep
+from galinear.nn.functional import plan as dispatch
 from galinear.nn.functional._common import _TABLE_CACHE
 from galinear.nn.functional.rotors import simple_rotor_coefficients
 from galinear.nn.functional.threads import caller_threads, for_each_block
@@ -112,17 +114,14 @@ def _phase(n, device, cdtype):
 
 
 def _use_numba(x):
-    """The numba transforms serve CPU tensors when numba compiles (under NUMBA_DISABLE_JIT their
-    loops would run as plain Python: the torch index operations are faster then)."""
+    """Whether the numba transforms can take x: a CPU tensor, and galinear's numba kernels import."""
     if x.device.type != "cpu":
         return False
     try:
-        from numba import config
-
         from galinear.kernels import spinor as kernels  # noqa: F401
     except Exception:  # numba missing or broken: torch index operations instead
         return False
-    return not config.DISABLE_JIT
+    return True
 
 
 def _triton(x, n):
@@ -137,6 +136,14 @@ def _triton(x, n):
     return spinor_triton if spinor_triton.supports(n, x.dtype) else None
 
 
+def _transforms(x, n):
+    """("numba" | "triton" | "torch", the Triton module or None): the transforms that
+    :func:`galinear.nn.functional.plan.spinor_transform` chooses for x from what can take it."""
+    fused = _triton(x, n)
+    choice = dispatch.spinor_transform(numba=_use_numba(x), triton=fused is not None)
+    return choice, fused
+
+
 def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
     """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns)."""
     B, P, d = x.shape
@@ -144,13 +151,13 @@ def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
     tab = matrix_rep.representation(n)
     N = tab.N
     nb = out.shape[2]
-    if _use_numba(x):
+    choice, fused = _transforms(x, n)
+    if choice == "numba":
         from galinear.kernels import spinor as kernels
 
         kernels.to_matrix(x.detach().numpy(), out.numpy(), start)
         return out
-    fused = _triton(x, n)
-    if fused is not None:
+    if choice == "triton":
         return fused.to_matrix(x.detach(), start, out)
     slot, back, _, had = _torch_tables(n, x.device)
     cdtype = _COMPLEX[x.dtype]
@@ -170,13 +177,13 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
     tab = matrix_rep.representation(n)
     N = tab.N
     H, G, _, nb, Wd = Y.shape
-    if _use_numba(y):
+    choice, fused = _transforms(y, n)
+    if choice == "numba":
         from galinear.kernels import spinor as kernels
 
         kernels.from_matrix(Y.numpy(), y.numpy(), start)
         return
-    fused = _triton(y, n)
-    if fused is not None:
+    if choice == "triton":
         fused.from_matrix(Y, y, start)
         return
     slot, _, store, had = _torch_tables(n, y.device)

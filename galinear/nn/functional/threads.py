@@ -21,7 +21,7 @@ import torch
 
 from galinear.nn.functional._common import _capturing
 
-__all__ = ["caller_threads", "for_each_block", "intra_op_threads"]
+__all__ = ["caller_threads", "concurrent_numba_ok", "for_each_block", "intra_op_threads"]
 
 _CALLER: contextvars.ContextVar[int | None] = contextvars.ContextVar("galinear_caller_threads", default=None)
 
@@ -95,7 +95,7 @@ class intra_op_threads:
         return False
 
 
-def _concurrent_numba_ok() -> bool:
+def concurrent_numba_ok() -> bool:
     """Whether compiled kernels may run on several threads at once: yes without numba, and with
     its "omp" and "tbb" threading layers; not with "workqueue" (not thread-safe), nor before
     numba's first parallel loop has chosen its layer (that call runs on one thread)."""
@@ -145,7 +145,7 @@ def for_each_block(blocks: int, work: Callable[[Callable[[], int | None]], None]
     thread has raised, ``next_block()`` returns None to every thread.
     """
     workers = max(1, min(int(workers), blocks, _HELPERS + 1))
-    if workers > 1 and not _concurrent_numba_ok():
+    if workers > 1 and not concurrent_numba_ok():
         workers = 1
     remaining = iter(range(blocks))
     lock = threading.Lock()
