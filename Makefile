@@ -15,7 +15,7 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile bench-generated-motor verify codegen fashion-mnist clean help
+.PHONY: install test test-durations test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile bench-generated-motor verify codegen fashion-mnist clean help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -39,6 +39,11 @@ XDIST ?= -n 2 --dist loadfile
 
 test: $(STAMP)
 	$(PYTEST) $(XDIST) -m "not slow" -q --durations=30
+
+# Measure make test's files (cold or warm cache, as it finds it) and store their order for conftest.py.
+test-durations: $(STAMP)
+	$(PYTEST) $(XDIST) -m "not slow" -q --durations=0 > .cache/test-durations.log || true
+	$(PY) benchmarks/record_test_durations.py .cache/test-durations.log tests/durations.json
 
 test-slow: $(STAMP)
 	$(PYTEST) $(XDIST) -m slow -q

@@ -66,3 +66,28 @@ def no_loading(monkeypatch):
     monkeypatch.setattr(data, "image_tensors", loaded)
     monkeypatch.setattr(text, "check_available", lambda name: None)  # corpora need not be installed
     monkeypatch.setattr(text, "load_text", loaded)
+
+
+def _file_seconds() -> dict:
+    import json
+
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "durations.json"), encoding="utf-8") as handle:
+            return json.load(handle)["seconds"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest test files first (tests/durations.json, measured): pytest-xdist's ``--dist loadfile``
+    hands files out in this order, so the long ones start at once on both workers instead of
+    leaving one worker alone with a long file at the end. Tests keep their order within a file;
+    files not measured come last, in collection order."""
+    seconds = _file_seconds()
+    if not seconds:
+        return
+    position = {}
+    for item in items:
+        position.setdefault(item.nodeid.split("::")[0], len(position))
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0),
+                                 position[item.nodeid.split("::")[0]]))

@@ -83,6 +83,8 @@ def reference(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # about 55 s: a one-process study and two torchrun ranks; the process-group plumbing is in
+# make test through tests/train/test_lm.py (two gloo ranks) and tests/nn/test_ddp.py; the sharing rules below
 def test_two_ranks_give_the_single_process_numbers_and_never_share_a_file(reference, tmp_path):
     writes = _run(2, tmp_path / "run", tmp_path / "log")
     entries, rows = _numbers(tmp_path / "run")
