@@ -17,8 +17,8 @@ def test_tour_passes(capsys):
     assert "listed angles - the angles set" in out
 
 
-# n >= 6 compiles the dense products of Cl(6..8) (30 s and more each with a cold numba cache): make test-slow
-@pytest.mark.parametrize("n", [pytest.param(n, marks=pytest.mark.slow if n >= 6 else ()) for n in range(2, 9)])
+# n >= 5 compiles the dense products of Cl(5..8) (9 s to a minute each with a cold numba cache): make test-slow
+@pytest.mark.parametrize("n", [pytest.param(n, marks=pytest.mark.slow if n >= 5 else ()) for n in range(2, 9)])
 def test_tour_passes_in_every_dimension_with_tolerances_in_ulps(capsys, n):
     """Every n the tour offers, with seed 17 (whose random Cl(8) multivector is singular to working
     precision: the tour inverts 1 + X / 2^(n/2) instead); each tolerance is a stated ULP budget."""

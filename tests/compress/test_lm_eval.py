@@ -1,7 +1,6 @@
 """lm-eval evaluates a compressed model: HFLM over the model galinear.compress.load returns, on a
 multiple-choice task defined by a local YAML file and JSONL data (no hub), and its scores equal the
 log-likelihoods computed here directly."""
-import json
 import math
 
 import pytest
@@ -15,6 +14,7 @@ from galinear.compress.storage import auto
 from galinear.compress.methods import catalogue as methods
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
+from galinear.data.choice import write_lm_eval_task  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
 
 DOCS = [
@@ -32,24 +32,8 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm_eval")
     base = tiny_model_folder(root / "base")
     folder = kept_folder(root / "keep", base, methods.MethodSpec("rotor", hidden=16), name="tiny")
-    tasks = root / "tasks"
-    tasks.mkdir()
-    data = tasks / "tiny_choice.jsonl"
-    data.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
-    (tasks / "tiny_choice.yaml").write_text(
-        "task: tiny_choice\n"
-        "dataset_path: json\n"
-        "dataset_kwargs:\n"
-        f"  data_files: {{test: {json.dumps(str(data))}}}\n"
-        f"  cache_dir: {json.dumps(str(root / 'datasets-cache'))}\n"
-        "test_split: test\n"
-        "output_type: multiple_choice\n"
-        "doc_to_text: '{{context}}'\n"
-        "doc_to_choice: '{{choices}}'\n"
-        "doc_to_target: label\n"
-        "metric_list:\n"
-        "  - metric: acc\n")
-    return folder, base, str(tasks)
+    tasks = write_lm_eval_task(str(root / "tasks"), DOCS, name="tiny_choice")  # the route users take
+    return folder, base, tasks
 
 
 def _evaluate(lm, tasks):
