@@ -41,7 +41,7 @@ def factors(P, n, requires_grad=False, seed=0):
 def map_and_transposed(x3, grad3, fs, kernel):
     """The backend work of one exact-gradient step: the map on x, the transposed map on the gradient."""
     from galinear.nn.dexp import transposed_factors
-    from galinear.nn.fast import numba_sandwich
+    from galinear.nn.numba_backend import numba_sandwich
 
     VL, WL, VR, WR = fs
     numba_sandwich(x3, VL, WL, VR, WR, kernel=kernel)
@@ -58,7 +58,7 @@ def show(label, t):
 def bench_forward(sizes, tokens, repeats):
     import torch
 
-    from galinear.nn.fast import numba_sandwich
+    from galinear.nn.numba_backend import numba_sandwich
 
     rows = []
     for d in sizes:
@@ -98,7 +98,7 @@ def bench_one_token(sizes, repeats):
     import torch
 
     from galinear.nn import RotorLinear
-    from galinear.nn.fast import numba_sandwich
+    from galinear.nn.numba_backend import numba_sandwich
     from galinear.nn.functional import backends
 
     set_threads(1)

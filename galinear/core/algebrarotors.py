@@ -2,7 +2,7 @@ r"""Rotor maths of :class:`galinear.Algebra` (a base class of it): exp, log and 
 decomposition of bivectors, rotation and sandwich matrices.
 
 Euclidean algebras use the array functions of :mod:`galinear.core.rotors` and
-:mod:`galinear.core.maps`; every other signature goes through :mod:`galinear.core.signatures`.
+:mod:`galinear.core.rotor_maps`; every other signature goes through :mod:`galinear.core.signatures`.
 Those functions take the algebra as a :class:`~galinear.core.layout.Layout` (its products and
 tables) and import neither this module nor the Algebra.
 """
@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from galinear._limits import check_max_iter, check_memory, check_tolerance
-from galinear.core import maps, rotors, signature_log, signatures
+from galinear.core import rotor_maps, rotors, signature_log, signatures
 from galinear.core.checks import coerce_float
 
 __all__ = ["RotorMethods"]
@@ -55,7 +55,7 @@ class RotorMethods:
             parts = rotors.decompose_exact(self.n, b).bivectors
         else:
             raise ValueError(f"method must be 'decompose' or 'simple', got {method!r}")
-        return maps.from_bitmask(self.n, maps.rotor_from_parts(self.n, parts))
+        return rotor_maps.from_bitmask(self.n, rotor_maps.rotor_from_parts(self.n, parts))
 
     def decompose(self, B, method: str = "exact", **options):
         r"""Invariant decomposition of a bivector into commuting simple parts.
@@ -109,7 +109,7 @@ class RotorMethods:
         if not self.euclidean:  # every other signature: galinear.core.signature_log
             return signature_log.algebra_log(self, R)
         R = self._rotor_arg(R)
-        b = maps.rotor_log(self.n, R)
+        b = rotor_maps.rotor_log(self.n, R)
         return self.bivector(b)
 
     def rotation_matrix(self, R) -> np.ndarray:
@@ -120,7 +120,7 @@ class RotorMethods:
         """
         self._require_euclidean("rotation_matrix")
         R = self._rotor_arg(R)
-        return maps.rotation_matrix(self.n, R)
+        return rotor_maps.rotation_matrix(self.n, R)
 
     def sandwich_matrix(self, R, S=None) -> np.ndarray:
         r"""Dense (..., 2**n, 2**n) matrix of :math:`x \mapsto R x \tilde S` (S = R if omitted).
@@ -144,4 +144,4 @@ class RotorMethods:
                      fix="use fewer rotors per call or apply the rotors directly (alg.gp)")
         R = self._rotor_arg(R, "R")
         S = R if S is None else self._rotor_arg(S, "S")
-        return maps.sandwich_matrix(self.n, R, S)
+        return rotor_maps.sandwich_matrix(self.n, R, S)

@@ -18,7 +18,7 @@ from math import comb
 import numpy as np
 
 from galinear import blades
-from galinear.core import checks, maps, products
+from galinear.core import checks, products, rotor_maps
 from galinear.core.checks import _check_finite, coerce_float
 
 __all__ = ["Layout", "scaled_inverse"]
@@ -368,7 +368,7 @@ class Layout:
 
     # ------------------------------------------------------------------ order helpers
     def _to_bitmask(self, x: np.ndarray) -> np.ndarray:
-        return maps.to_bitmask(self.n, x)
+        return rotor_maps.to_bitmask(self.n, x)
 
     def _from_bitmask(self, x: np.ndarray) -> np.ndarray:
-        return maps.from_bitmask(self.n, x)
+        return rotor_maps.from_bitmask(self.n, x)

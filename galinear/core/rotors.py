@@ -1,7 +1,7 @@
 r"""Invariant decomposition of bivectors in Euclidean Cl(n) (numpy, on arrays).
 
 The maps built from it (exp, log, rotation and sandwich matrices) are in
-:mod:`galinear.core.maps`; the power method's contract (start vectors, stop tolerance, most
+:mod:`galinear.core.rotor_maps`; the power method's contract (start vectors, stop tolerance, most
 steps, the last plane) comes from the rotor specification (:mod:`galinear._generated.rotor_spec`).
 
 Conventions (as everywhere in galinear): a bivector :math:`B = \sum_{i<j} b_{ij} e_i \wedge e_j` has

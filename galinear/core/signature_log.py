@@ -5,7 +5,7 @@ Keninck, "Graded Symmetry Groups: Plane and Simple", 2023): the bivector part of
 sum of its factors' bivectors, each scaled by the product of the other factors' scalars, so the
 invariants of :math:`\langle R\rangle_2` and the scalar :math:`\langle R\rangle_0` give every
 factor back (:func:`log`). The Euclidean logarithm is
-:func:`galinear.core.maps.rotor_log`.
+:func:`galinear.core.rotor_maps.rotor_log`.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Numba kernels for rotor layers (numpy + numba only; the torch wrappers live in galinear.nn.fast)."""
+"""Numba kernels for rotor layers (numpy + numba only; the torch wrappers live in galinear.nn.numba_backend)."""
 from galinear.kernels.rotor_chain import (
     DEFAULT_TILE,
     default_tile,

@@ -14,7 +14,7 @@ import torch
 
 from galinear.kernels import resident, rotor_chain
 from galinear.nn import functional as F
-from galinear.nn.fast import numba_sandwich
+from galinear.nn.numba_backend import numba_sandwich
 from galinear.testing import (
     assert_gradient_matches_fd,
     default_rtol,

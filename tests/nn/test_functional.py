@@ -375,7 +375,7 @@ def test_registry_auto_priority_and_lazy_entries():
         assert calls, "a named backend runs"
         with pytest.raises(ValueError, match="does not support"):
             F.rotor_sandwich(x.float(), (V.float(), W.float()), backend="spy")
-        F.register_sandwich_backend("lazy", "galinear.nn.fast:numba_sandwich", dtypes=(torch.float64,))
+        F.register_sandwich_backend("lazy", "galinear.nn.numba_backend:numba_sandwich", dtypes=(torch.float64,))
         y = F.rotor_sandwich(x, (V, W), backend="lazy")
         torch.testing.assert_close(y, F.rotor_sandwich(x, (V, W), backend="factored"))
         F.register_sandwich_backend("broken", "galinear.no_such_module:fn", devices=None, dtypes=(torch.float64,),

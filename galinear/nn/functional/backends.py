@@ -159,9 +159,9 @@ register_sandwich_backend("factored", _factored_backend, devices=None, dtypes=_F
 
 
 def _register_numba() -> None:
-    """The compiled CPU kernels of :mod:`galinear.nn.fast`, registered by name (imported on use)."""
+    """The compiled CPU kernels of :mod:`galinear.nn.numba_backend`, registered by name (imported on use)."""
     register_sandwich_backend(
-        "numba", "galinear.nn.fast:numba_sandwich", devices=("cpu",),
+        "numba", "galinear.nn.numba_backend:numba_sandwich", devices=("cpu",),
         dtypes=(torch.float32, torch.float64), priority=NUMBA_PRIORITY,
     )
 

@@ -1,4 +1,4 @@
-"""The "numba" sandwich backend (galinear.nn.fast) against the registry's dense and factored
+"""The "numba" sandwich backend (galinear.nn.numba_backend) against the registry's dense and factored
 backends, gradients through rotor_sandwich against central differences of the numba map, the
 backend choice of "auto".
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from galinear.nn import functional
-from galinear.nn.fast import numba_sandwich
+from galinear.nn.numba_backend import numba_sandwich
 from galinear.nn.functional.backends import NUMBA_PRIORITY
 from galinear.testing import assert_gradient_matches_fd, relative_error
 

@@ -1,7 +1,7 @@
-r"""Fast sandwich backend: the numba rotor-chain kernels behind a torch call (values only).
+r"""The ``"numba"`` sandwich backend: the numba rotor-chain kernels behind a torch call (values only).
 
-The backend ``"numba"`` (CPU, float32 and float64; the rotor-factor convention of docs/nn.md) is
-registered by :mod:`galinear.nn.functional` itself, lazily, as ``"galinear.nn.fast:numba_sandwich"``
+The backend (CPU, float32 and float64; the rotor-factor convention of docs/nn.md) is registered
+by :mod:`galinear.nn.functional` itself, lazily, as ``"galinear.nn.numba_backend:numba_sandwich"``
 with a priority below ``"factored"``: it runs only where named (``backend="numba"``), since
 ``"auto"`` picks ``"spinor"`` on the CPU (docs/performance.md); this module is imported on the
 first backend lookup and imports nothing of :mod:`galinear.nn.functional`.
