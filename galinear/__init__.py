@@ -16,7 +16,7 @@ __all__ = ["__version__", "Algebra", "MultiVector", "blades", "core", "symbolic"
 
 _LAZY = {
     "Algebra": ("galinear.core", "Algebra"),
-    "MultiVector": ("galinear.core.multivector", "MultiVector"),
+    "MultiVector": ("galinear.core.algebra", "MultiVector"),
     "blades": ("galinear.blades", None),
     "core": ("galinear.core", None),
     "symbolic": ("galinear.symbolic", None),

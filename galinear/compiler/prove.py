@@ -208,7 +208,7 @@ def _numeric(func, names, inputs, signature, trials: int, seed: int) -> tuple[bo
 
     from galinear.compiler.verify import _result_values
     from galinear.core import Algebra
-    from galinear.core.multivector import MultiVector
+    from galinear.core.algebra import MultiVector
     from galinear.symbolic.trace import input_blades
 
     alg = Algebra(*signature)

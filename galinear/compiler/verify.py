@@ -86,7 +86,7 @@ def _result_values(result, dim):
 def evaluate_numeric(kernel, arrays) -> np.ndarray:
     """The function over :class:`galinear.MultiVector`, one row at a time; (n, k_out)."""
     from galinear.core import Algebra
-    from galinear.core.multivector import MultiVector
+    from galinear.core.algebra import MultiVector
 
     alg = kernel.algebra if isinstance(kernel.algebra, Algebra) else Algebra(*_signature(kernel))
     rows = arrays[0].shape[0]

@@ -3,8 +3,7 @@
 Importing this package compiles nothing; numba kernels compile on their first call and are
 cached on disk (see :mod:`galinear._numba`).
 """
-from galinear.core.algebra import Algebra
-from galinear.core.multivector import MultiVector
+from galinear.core.algebra import Algebra, MultiVector
 from galinear.core.rotors import Decomposition
 
 __all__ = ["Algebra", "Decomposition", "MultiVector"]

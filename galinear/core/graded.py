@@ -20,7 +20,7 @@ are computed in registers, and only the output blades whose polynomial in the co
 R and x is not identically zero (found by expanding it with integer coefficients) are written.
 
 :func:`product_packed` takes and returns *packed* arrays, the coefficients of the pattern's
-blades only (:func:`blades_of`); :class:`~galinear.core.multivector.MultiVector` keeps tracked
+blades only (:func:`blades_of`); :class:`~galinear.core.algebra.MultiVector` keeps tracked
 results packed, so memory traffic follows the grades as the multiply-adds do.
 """
 from __future__ import annotations

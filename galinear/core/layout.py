@@ -8,7 +8,8 @@ the leading axes and keeps float32 or float64 (integers become float64).
 :class:`galinear.Algebra` is a :class:`Layout` with the rotor maths
 (:class:`galinear.core.algebrarotors.RotorMethods`) and :meth:`~galinear.Algebra.multivector`.
 The array functions below it (:mod:`galinear.core.signatures`, :mod:`~galinear.core.invariants`,
-:mod:`~galinear.core.meetjoin`, :mod:`~galinear.core.mvmaps`) take a Layout, and build one where
+:mod:`~galinear.core.meetjoin`, :mod:`~galinear.core.duality`, :mod:`~galinear.core.inverses`,
+:mod:`~galinear.core.outermorphisms`) take a Layout, and build one where
 they need an algebra of their own (the Euclidean one of a meet, the polarity signs of a metric).
 """
 from __future__ import annotations

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from galinear.core.layout import Layout
-from galinear.core.mvmaps import dual
+from galinear.core.duality import dual
 
 __all__ = ["blade_vectors", "meet_join", "meet", "join"]
 

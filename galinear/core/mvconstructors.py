@@ -1,4 +1,4 @@
-"""Constructors of :class:`~galinear.core.multivector.MultiVector` (a base class of it): zeros,
+"""Constructors of :class:`~galinear.core.algebra.MultiVector` (a base class of it): zeros,
 scalars, vectors, bivectors, named blades, the basis and the pseudoscalar, each with its grades
 recorded."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-r"""Conveniences of :class:`~galinear.core.multivector.MultiVector` (a mixin): ``float(x)``,
+r"""Conveniences of :class:`~galinear.core.algebra.MultiVector` (a mixin): ``float(x)``,
 ``abs(x)``, ``x.clean()``, rotor ``x.sqrt()``, ``1.5 & x``, a constructor from blade names,
 ``sympy.latex(x)``, and the coercion of operands (real numbers, arrays of them, and errors that
 name the fix for everything else).

@@ -1,4 +1,4 @@
-r"""The short path of :class:`~galinear.core.multivector.MultiVector` products and sandwiches.
+r"""The short path of :class:`~galinear.core.algebra.MultiVector` products and sandwiches.
 
 A product of two tracked multivectors needs the compiled kernel of its (metric, product, grade
 pattern of a, grade pattern of b) (:mod:`galinear.core.graded`), the pattern of the result and

@@ -1,5 +1,5 @@
 """Grade projection, blade coefficients by name and batch indexing of
-:class:`~galinear.core.multivector.MultiVector` (a mixin).
+:class:`~galinear.core.algebra.MultiVector` (a mixin).
 
 Blade names are ``"e"`` followed by the indices of the basis vectors, 1..n (``"e12"``; ``"e21"``
 is ``-e12``; ``"1"`` the scalar). In an algebra with exactly one null basis vector (projective
@@ -11,10 +11,12 @@ galinear's ``e134``. Names without a 0 keep the one-based meaning, so ``x["e0"]`
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
+from galinear import blades
 from galinear.core import graded
-from galinear.core.mvmaps import _blade_lookup
 
 __all__ = ["IndexingMethods", "blade_lookup", "zero_based"]
 
@@ -22,6 +24,41 @@ __all__ = ["IndexingMethods", "blade_lookup", "zero_based"]
 def zero_based(metric: tuple[int, ...]) -> bool:
     """True where names with a 0 are read zero-based: exactly one null vector, and it comes first."""
     return len(metric) < 10 and metric.count(0) == 1 and metric[0] == 0
+
+
+@lru_cache(maxsize=4096)
+def _blade_lookup(n: int, name: str) -> tuple[int, int]:
+    """(shortlex index, sign) of a blade name; ``"e21"`` is ``-e12``; ``"1"``, ``"e"``, ``"scalar"`` are 1."""
+    names = blades.blade_names(n)
+    if name in ("1", "e", "scalar", ""):
+        return 0, 1
+    try:
+        return names.index(name), 1
+    except ValueError:
+        pass
+    body = name[1:] if name.startswith("e") else None
+    indices = None
+    if body:
+        if "(" in body or "_" in body or n >= 10:
+            parts = body.replace(")", "(").replace("_", "(").split("(")
+            try:
+                indices = [int(p) for p in parts if p]
+            except ValueError:
+                indices = None
+        elif body.isdigit():
+            indices = [int(c) for c in body]
+    if not indices or any(not 1 <= i <= n for i in indices) or len(set(indices)) != len(indices):
+        raise KeyError(
+            f"no blade named {name!r} in Cl({n}): use 'e' followed by distinct indices 1..{n} "
+            f"(e.g. 'e12', 'e21' = -e12), or '1' for the scalar part"
+        )
+    mask = 0
+    for i in indices:
+        mask |= 1 << (i - 1)
+    # sign of the permutation that sorts the indices
+    inversions = sum(1 for a in range(len(indices)) for b in range(a + 1, len(indices)) if indices[a] > indices[b])
+    index = int(blades.bitmask_to_shortlex(n)[mask])
+    return index, -1 if inversions % 2 else 1
 
 
 def blade_lookup(algebra, name: str) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Conversions of :class:`~galinear.core.multivector.MultiVector` values to and from clifford and
+"""Conversions of :class:`~galinear.core.algebra.MultiVector` values to and from clifford and
 kingdon objects, and their text and LaTeX forms.
 
 The functions here take a :class:`~galinear.core.layout.Layout` and return arrays or signatures;

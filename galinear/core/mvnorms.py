@@ -1,4 +1,4 @@
-"""Norms and comparison of :class:`~galinear.core.multivector.MultiVector` (a mixin)."""
+"""Norms and comparison of :class:`~galinear.core.algebra.MultiVector` (a mixin)."""
 from __future__ import annotations
 
 from numbers import Number

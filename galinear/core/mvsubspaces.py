@@ -1,17 +1,19 @@
 """Duality, regressive product, projections, outermorphisms and exp/log of
-:class:`~galinear.core.multivector.MultiVector` (a base class of it)."""
+:class:`~galinear.core.algebra.MultiVector` (a base class of it)."""
 from __future__ import annotations
 
 import numpy as np
 
 from galinear.core import graded, meetjoin
-from galinear.core.mvmaps import dual, outermorphism_matrix
+from galinear.core.duality import dual
+from galinear.core.outermorphisms import outermorphism_matrix
 
 __all__ = ["SubspaceMethods"]
 
 
 class SubspaceMethods:
-    """Methods of MultiVector built from its products and the array functions of :mod:`galinear.core.mvmaps`."""
+    """Methods of MultiVector built from its products and the array functions of
+    :mod:`galinear.core.duality` and :mod:`galinear.core.outermorphisms`."""
 
     __slots__ = ()
 

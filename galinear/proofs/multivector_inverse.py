@@ -8,7 +8,7 @@ m_ij negating grades i and j. The formula is right exactly when, for every x,
   (2) N(x) x = x N(x) (so N/(x N) is a left and a right inverse).
 Both are polynomial identities in the coefficients of x; expanding decides them. They are
 checked on galinear.symbolic.MultiVector.inverse_numerator, the formula the numeric core's
-galinear.core.multivector.inverse evaluates too. Symbolic for every metric in {+1, -1, 0}^n with
+galinear.core.inverses.inverse evaluates too. Symbolic for every metric in {+1, -1, 0}^n with
 n <= 2 and for the metrics of SYMBOLIC_METRICS at n = 3 and 4 (about 2.5 s per metric at n = 4);
 exact random rationals for more metrics at n >= 3 and for n = 5 (degree-8 polynomials in 32
 symbols are too large to expand).

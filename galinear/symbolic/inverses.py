@@ -19,7 +19,7 @@ class MultiVectorInverse:
         r"""Inverse :math:`A^{-1}`, with :math:`A A^{-1} = A^{-1} A = 1`.
 
         For n <= 5 the closed forms of Hitzer and Sangwine (2017) used by the numeric
-        :func:`galinear.core.multivector.inverse` (a numerator from involutions, divided by the
+        :func:`galinear.core.inverses.inverse` (a numerator from involutions, divided by the
         scalar :math:`A \cdot \text{numerator}`); for n > 5 the linear system of the
         left-multiplication matrix. A ValueError when the denominator simplifies to 0 (A is not
         invertible, e.g. a null vector).

@@ -104,7 +104,7 @@ def norm_product(*operands) -> np.ndarray:
 
 def random_multivector(rng, alg, shape=(4,), dtype=np.float64):
     """A :class:`galinear.MultiVector` of ``alg`` with N(0, 1) coefficients, batch shape ``shape``."""
-    from galinear.core.multivector import MultiVector
+    from galinear.core.algebra import MultiVector
 
     return MultiVector(alg, rng.standard_normal(tuple(shape) + (alg.dim,)).astype(dtype))
 

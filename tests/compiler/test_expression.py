@@ -17,7 +17,7 @@ from galinear.compiler.expression import (
     parse_pattern,
     parse_signature,
 )
-from galinear.core.multivector import MultiVector
+from galinear.core.algebra import MultiVector
 from galinear.symbolic import MultiVector as SymbolicMultiVector
 
 REFUSED = [

@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from galinear import Algebra, MultiVector
-from galinear.core.multivector import NotInvertibleError, hodge_signs, outermorphism_matrix
+from galinear.core.duality import hodge_signs
+from galinear.core.inverses import NotInvertibleError
+from galinear.core.outermorphisms import outermorphism_matrix
 from galinear.testing import assert_close, clifford_reference, default_rtol, norm_product, random_multivector
 
 clifford = pytest.importorskip("clifford", reason="clifford is the reference implementation (test extra)")
