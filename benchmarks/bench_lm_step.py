@@ -12,7 +12,7 @@ dispatcher can pick (``python benchmarks/bench_lm_step.py --models dense rotor-n
 --backends dense spinor numba auto``).
 For every model and thread count, a fresh subprocess builds the model of
 ``galinear.train.lm`` (random token windows, byte vocabulary), runs ``--warmup`` steps, then
-times ``--steps`` optimiser steps of the loop train-lm runs (:func:`galinear.nn.optimise.train`:
+times ``--steps`` optimiser steps of the loop train-lm runs (:func:`galinear.lm.optimise.train`:
 forward, cross-entropy, backward, clip, AdamW) with the round-robin timer of ``_common`` (one
 step per sample), and reports:
 
@@ -77,7 +77,7 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
     """One model at one thread count, in this process."""
     import torch
 
-    from galinear.nn import optimise
+    from galinear.lm import optimise
     from galinear.train.lm import build_lm, count_parameters, projection_parameters
     from galinear.train.lm_config import LMConfig
     from galinear.train.lm_loop import peak_memory

@@ -7,7 +7,7 @@
 - :mod:`galinear.train.report`: markdown table, JSON summary and accuracy plot over seeds;
 - :mod:`galinear.train.run_folder`: the run folder (check, resume, read back) shared with
   ``galinear train-lm``; both commands train through the optimiser loop of
-  :mod:`galinear.nn.optimise` (AdamW under a warm-up and cosine schedule).
+  :mod:`galinear.lm.optimise` (AdamW under a warm-up and cosine schedule).
 
 The CPU cost of one training step, every sandwich backend side by side, is measured by
 ``benchmarks/bench_mlp_step.py`` (``make bench-mlp``).

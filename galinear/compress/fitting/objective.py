@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 from galinear.compress.fitting import activations
-from galinear.nn import optimise
+from galinear.lm import optimise
 from galinear.lm import models
 from galinear.lm.models import PROJECTIONS
 
