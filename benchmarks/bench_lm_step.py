@@ -1,8 +1,8 @@
 """Cost of one training step of the `galinear train-lm` transformer, every projection kind side by side.
 
 ``python benchmarks/bench_lm_step.py [--models dense rotor lowrank,rank=1 dense,width=48 ...]
-[--threads 1 2] [--batch-size 8] [--steps 5] [--width 256] [--layers 4] [--context 256]
-[--backends dense spinor numba auto] [--baseline REV]``
+[--threads 1 2] [--batch-size 8] [--steps 5] [--warmup 2] [--width 256] [--layers 4] [--context 256]
+[--backends dense spinor numba auto] [--baseline REV] [--busy] [--no-write]``
 
 A model is a projection kind, optionally followed by ``,field=value`` settings of
 ``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48).
@@ -12,10 +12,12 @@ dispatcher can pick (``python benchmarks/bench_lm_step.py --models dense rotor-n
 --backends dense spinor numba auto``).
 For every model and thread count, a fresh subprocess builds the model of
 ``galinear.train.lm`` (random token windows, byte vocabulary), runs ``--warmup`` steps, then
-times ``--steps`` optimiser steps (forward, cross-entropy, backward, clip, AdamW), and reports:
+times ``--steps`` optimiser steps of the loop train-lm runs (:func:`galinear.lm.optimise.train`:
+forward, cross-entropy, backward, clip, AdamW) with the round-robin timer of ``_common`` (one
+step per sample), and reports:
 
 - the median wall seconds of one step (``time.perf_counter``) and the median CPU seconds of the
-  process (``time.process_time``, all its threads);
+  process (``time.process_time``, all its threads) over the same steps;
 - tokens per second (batch x context / median wall seconds);
 - the peak resident set size of that subprocess (Linux ``VmHWM``), so no kind inherits another
   kind's memory;
@@ -29,12 +31,16 @@ absolute numbers depend on the machine and on what else runs on it. ``--baseline
 every model with the galinear of git revision REV (its files extracted by ``git archive`` into a
 temporary folder; the working tree is not touched), right after the same model of the working
 tree, labelled ``model@REV``: before and after side by side in one run. On a loaded machine the
-CPU seconds of the process are the steadier figure; their ratio to dense is reported too. Writes
-``benchmarks/results/bench_lm_step.{md,json}`` unless ``--no-write``.
+CPU seconds of the process are the steadier figure; their ratio to dense is reported too.
+``--busy`` measures every model beside one busy process (a pure-Python loop started before the
+first model and killed after the last). The results start with how they were measured (command,
+date, CPU, versions) and are written atomically to ``benchmarks/results/bench_lm_step.{md,json}``
+unless ``--no-write``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -42,10 +48,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (RESULTS, ROOT, BusyProcess, command_line, header, markdown_table, metadata,  # noqa: E402
+                     ratio, round_robin, write_results)
 
-RESULTS = ROOT / "benchmarks" / "results"
 KINDS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
 
 
@@ -71,6 +77,7 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
     """One model at one thread count, in this process."""
     import torch
 
+    from galinear.lm import optimise
     from galinear.train.lm import build_lm, count_parameters, projection_parameters
     from galinear.train.lm_config import LMConfig
     from galinear.train.lm_loop import peak_memory
@@ -80,25 +87,28 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
     torch.manual_seed(0)
     config = LMConfig(**{"projection": kind, "width": width, "layers": layers, "context": context, **extra})
     model = build_lm(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    optimizer = optimise.make_optimizer("adamw", model.parameters(), 1e-3, weight_decay=0.1, betas=(0.9, 0.95))
+    parameters = list(model.parameters())
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, config.vocab_size, (batch_size, context + 1), generator=generator)
-    wall, cpu = [], []
-    for step in range(warmup + steps):
-        started, started_cpu = time.perf_counter(), time.process_time()
+    model.train()
+
+    def loss(step):
         logits = model(ids[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step >= warmup:
-            wall.append(time.perf_counter() - started)
-            cpu.append(time.process_time() - started_cpu)
-    seconds = statistics.median(wall)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+    cpu = []  # the CPU seconds of every call, warm-up ones first
+
+    def step():
+        started = time.process_time()
+        optimise.train(optimizer, loss, steps=1, grad_clip=1.0, clip_params=parameters)
+        cpu.append(time.process_time() - started)
+
+    wall = round_robin({"step": step}, steps, warmup=warmup)["step"]
+    seconds = wall.median
     return {"kind": name, "threads": threads, "parameters": count_parameters(model),
             "projection_parameters": projection_parameters(config), "step_seconds": seconds,
-            "step_cpu_seconds": statistics.median(cpu), "tokens_per_second": batch_size * context / seconds,
+            "step_cpu_seconds": statistics.median(cpu[warmup:]), "tokens_per_second": batch_size * context / seconds,
             "peak_rss_bytes": peak_memory(torch.device("cpu"))[0], "batch_size": batch_size, "context": context}
 
 
@@ -126,23 +136,26 @@ def extract(revision: str) -> Path:
     return folder
 
 
+TABLE = ("kind", "threads", "parameters", "in projections", "step s (wall)", "step s (CPU)", "tokens/s",
+         "step / dense step", "CPU / dense CPU", "2-thread speed-up", "peak RSS (MiB)", "RSS / dense RSS")
+
+
 def table(rows: list[dict]) -> str:
+    """One row per model and thread count, with its ratios to the dense model at that thread count."""
     dense = {row["threads"]: row for row in rows if row["kind"] == "dense"}
     one = {row["kind"]: row["step_seconds"] for row in rows if row["threads"] == 1}
-    lines = ["| kind | threads | parameters | in projections | step s (wall) | step s (CPU) | tokens/s "
-             "| step / dense step | CPU / dense CPU | 2-thread speed-up | peak RSS (MiB) | RSS / dense RSS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    cells = []
     for row in rows:
         base = dense.get(row["threads"])
         ratios = [row[key] / base[key] if base else float("nan")
                   for key in ("step_seconds", "step_cpu_seconds", "peak_rss_bytes")]
-        speedup = (f"{one[row['kind']] / row['step_seconds']:.2f}x"
-                   if row["threads"] != 1 and row["kind"] in one else "-")
-        lines.append(f"| {row['kind']} | {row['threads']} | {row['parameters']:,} | {row['projection_parameters']:,} "
-                     f"| {row['step_seconds']:.3f} | {row['step_cpu_seconds']:.3f} "
-                     f"| {row['tokens_per_second']:,.0f} | {ratios[0]:.2f} | {ratios[1]:.2f} | {speedup} "
-                     f"| {row['peak_rss_bytes'] / 2**20:,.0f} | {ratios[2]:.2f} |")
-    return "\n".join(lines)
+        speedup = (one[row["kind"]] / row["step_seconds"]
+                   if row["threads"] != 1 and row["kind"] in one else None)
+        cells.append([row["kind"], row["threads"], row["parameters"], row["projection_parameters"],
+                      row["step_seconds"], row["step_cpu_seconds"], row["tokens_per_second"], *ratios[:2], speedup,
+                      row["peak_rss_bytes"] / 2**20, ratios[2]])
+    return markdown_table(TABLE, cells, formats=[None, None, ",", ",", ".3f", ".3f", ",.0f", ".2f", ".2f",
+                                                 lambda x: ratio(x, suffix="x"), ",.0f", ".2f"])
 
 
 def summary(rows: list[dict]) -> str:
@@ -151,19 +164,18 @@ def summary(rows: list[dict]) -> str:
     threads = sorted({row["threads"] for row in rows})
     kinds = list(dict.fromkeys(row["kind"] for row in rows))
     cells = {(row["kind"], row["threads"]): row for row in rows}
-    head = " | ".join(f"step / dense ({t} thr) | RSS / dense ({t} thr)" for t in threads)
-    lines = [f"| kind | {head} |", "|---|" + "---|---|" * len(threads)]
+    columns = ["kind"] + [f"{name} / dense ({t} thr)" for t in threads for name in ("step", "RSS")]
+    lines = []
     for kind in kinds:
-        values = []
+        values = [kind]
         for t in threads:
             row, base = cells.get((kind, t)), dense.get(t)
             if row is None or base is None:
-                values += ["-", "-"]
+                values += [None, None]
             else:
-                values += [f"{row['step_seconds'] / base['step_seconds']:.2f}",
-                           f"{row['peak_rss_bytes'] / base['peak_rss_bytes']:.2f}"]
-        lines.append(f"| {kind} | " + " | ".join(values) + " |")
-    return "\n".join(lines)
+                values += [row["step_seconds"] / base["step_seconds"], row["peak_rss_bytes"] / base["peak_rss_bytes"]]
+        lines.append(values)
+    return markdown_table(columns, lines, formats=[None] + [".2f"] * (len(columns) - 1))
 
 
 def expand(models: list[str], backends: list[str] | None) -> list[str]:
@@ -195,6 +207,8 @@ def main(argv=None) -> None:
                         help="run every rotor model once per sandwich backend (dense, spinor, numba, factored, auto)")
     parser.add_argument("--baseline", metavar="REV",
                         help="also run every model at git revision REV, right after the working tree's")
+    parser.add_argument("--busy", action="store_true",
+                        help="measure every model beside one busy process (a pure-Python loop)")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -210,22 +224,25 @@ def main(argv=None) -> None:
     roots = [("", ROOT)]
     if args.baseline:
         roots.append((f"@{args.baseline}", extract(args.baseline)))
+    meta = metadata(command_line(__file__, argv), thread_counts=False, threads=list(args.threads),
+                    load="beside one busy process" if args.busy else "idle", baseline=args.baseline)
+    load = " Measured beside one busy process (a pure-Python loop)." if args.busy else ""
+    print(header(meta) + load, flush=True)
     rows = []
-    for name in args.models:
-        for threads in args.threads:
-            for suffix, root in roots:
-                row = run_child(args, name, threads, root)
-                row["kind"] = name + suffix
-                rows.append(row)
-                print(f"{row['kind']:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step "
-                      f"({row['step_cpu_seconds']:.3f} s CPU), {row['tokens_per_second']:,.0f} tokens/s", flush=True)
+    with BusyProcess() if args.busy else contextlib.nullcontext():
+        for name in args.models:
+            for threads in args.threads:
+                for suffix, root in roots:
+                    row = run_child(args, name, threads, root)
+                    row["kind"] = name + suffix
+                    rows.append(row)
+                    print(f"{row['kind']:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step "
+                          f"({row['step_cpu_seconds']:.3f} s CPU), {row['tokens_per_second']:,.0f} tokens/s",
+                          flush=True)
     text = table(rows) + "\n\n" + summary(rows)
     print(text)
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        command = "python benchmarks/bench_lm_step.py " + " ".join(sys.argv[1:] if argv is None else argv)
-        (RESULTS / "bench_lm_step.md").write_text(f"Command: `{command.strip()}`\n\n{text}\n")
-        (RESULTS / "bench_lm_step.json").write_text(json.dumps({"command": command.strip(), "rows": rows}, indent=1))
+        write_results(RESULTS / "bench_lm_step", {"meta": meta, "rows": rows}, f"{header(meta)}{load}\n\n{text}\n")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@
 - :mod:`galinear.lm.wikitext`: the WikiText-2 test split that ships with galinear, checked and
   tokenised once;
 - :mod:`galinear.lm.perplexity`: ln PPL, on held-out windows
-  (:func:`heldout_log_perplexity`) or on a token stream (:func:`stream_log_perplexity`).
+  (:func:`heldout_log_perplexity`) or on a token stream (:func:`stream_log_perplexity`);
+- :mod:`galinear.lm.optimise`: the optimiser loop (:func:`~galinear.lm.optimise.train`) of every
+  gradient fit of compress and of the train commands' runs, with its optimisers, schedule,
+  mini-batches and stopping rule.
 
 torch and transformers load on the first call that needs them, not on import.
 """

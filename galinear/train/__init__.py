@@ -5,8 +5,9 @@
 - :mod:`galinear.train.models`: :func:`build_mlp`, :func:`count_parameters`;
 - :mod:`galinear.train.loop`: :func:`train_classifier` (atomic, resumable per-epoch checkpoints);
 - :mod:`galinear.train.report`: markdown table, JSON summary and accuracy plot over seeds;
-- :mod:`galinear.train.run_folder` and :mod:`galinear.train.optim`: the run folder (check,
-  resume, read back) and the AdamW-with-cosine optimiser shared with ``galinear train-lm``.
+- :mod:`galinear.train.run_folder`: the run folder (check, resume, read back) shared with
+  ``galinear train-lm``; both commands train through the optimiser loop of
+  :mod:`galinear.lm.optimise` (AdamW under a warm-up and cosine schedule).
 
 The CPU cost of one training step, every sandwich backend side by side, is measured by
 ``benchmarks/bench_mlp_step.py`` (``make bench-mlp``).

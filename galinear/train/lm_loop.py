@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -42,9 +41,9 @@ import torch
 from torch import nn
 
 from galinear import _io
+from galinear.lm import optimise
 from galinear.train.lm import build_lm, is_rotor_module, projection_parameters
 from galinear.train.lm_config import LMConfig, LMDataConfig, LMTrainConfig
-from galinear.train.optim import cosine_adamw, optimiser_step
 from galinear.train.run_folder import RunFormat, restore_state, without_identity
 
 __all__ = ["prepare_windows", "parameter_groups", "batch_starts", "heldout_ln_ppl", "train_lm", "LM_RUNS",
@@ -337,8 +336,8 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
     torch.manual_seed(train_config.seed)
     model = build_lm(model_config).to(device=device, dtype=_dtype(train_config))
     groups, group_names = parameter_groups(model, train_config)
-    optimizer, scheduler = cosine_adamw(groups, train_config.lr, train_config.steps, train_config.warmup_steps,
-                                        betas=(train_config.beta1, train_config.beta2))
+    optimizer = optimise.make_optimizer("adamw", groups, train_config.lr, betas=(train_config.beta1, train_config.beta2))
+    scheduler = optimise.cosine_scheduler(optimizer, train_config.steps, train_config.warmup_steps)
     history = {
         "config": config, "parameters": sum(p.numel() for p in model.parameters()),
         "projection_parameters": projection_parameters(model_config), "matching": matching,
@@ -388,20 +387,20 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, initial=history["step"], desc=description, leave=False)
-    model.train()
-    if history["step"] == 0 and not history["evals"]:  # the curves start at the initialisation
-        evaluate_and_record(0)
-    for step in range(history["step"], steps):
+    def out_of_time(run) -> bool:  # the stop rule: the time budget
         if train_config.max_seconds is not None and history["train_seconds"] >= train_config.max_seconds:
             history["stopped"] = "time"
-            break
-        started = time.perf_counter()
-        starts = batch_starts(windows, train_config.seed, step, train_config.batch_size)
+            return True
+        return False
+
+    def batch_loss(step: int) -> torch.Tensor:  # this rank's share of the global batch of the 1-based step
+        starts = batch_starts(windows, train_config.seed, step - 1, train_config.batch_size)
         ids = torch.from_numpy(windows.batch(starts[rank * share:(rank + 1) * share])).to(device)
         with _autocast(train_config, device):
             logits = net(ids[:, :-1])
-        loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-        optimiser_step(loss, optimizer, scheduler, model.parameters(), train_config.grad_clip)
+        return nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+    def mean_over_ranks(loss: torch.Tensor) -> float:  # the same number on every rank
         value = loss.detach().double()
         if world > 1:
             torch.distributed.all_reduce(value)
@@ -409,24 +408,34 @@ def train_lm(model_config: LMConfig, train_config: LMTrainConfig, windows, run_d
         value = float(value)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        history["train_seconds"] += time.perf_counter() - started
-        if not math.isfinite(value):
-            raise FloatingPointError(f"{description}: the training loss became {value} at step {step + 1}; lower --lr "
-                                     "(or --rotor-lr), or keep --grad-clip on")
+        return value
+
+    def record(run) -> None:  # the history, the bar, the evaluations and the checkpoints
+        step, value = run.step, run.recent[-1]
+        history["train_seconds"] += run.step_seconds
         history["losses"].append(value)
-        history["step"] = step + 1
+        history["step"] = step
         if bar is not None:
             bar.update(1)
-            if step % 10 == 0:
+            if (step - 1) % 10 == 0:
                 bar.set_postfix(loss=f"{value:.3f}")
-        last = step + 1 == steps
-        if (step + 1) % train_config.eval_every == 0 or last:
-            ln_ppl = evaluate_and_record(step + 1)
-            log(f"{description} step {step + 1}/{steps}: train loss {history['evals'][-1]['train_loss']:.4f}, "
+        last = step == steps
+        if step % train_config.eval_every == 0 or last:
+            ln_ppl = evaluate_and_record(step)
+            log(f"{description} step {step}/{steps}: train loss {history['evals'][-1]['train_loss']:.4f}, "
                 f"held-out ln PPL {ln_ppl:.4f}, {history['train_seconds']:.1f} s")
-        if (step + 1) % train_config.checkpoint_every == 0 or last:
+        if step % train_config.checkpoint_every == 0 or last:
             save()
-            log(f"{description}: checkpoint after step {step + 1}")
+            log(f"{description}: checkpoint after step {step}")
+
+    model.train()
+    if history["step"] == 0 and not history["evals"]:  # the curves start at the initialisation
+        evaluate_and_record(0)
+    optimise.train(optimizer, batch_loss, steps=steps, scheduler=scheduler, start=history["step"],
+                   grad_clip=train_config.grad_clip, clip_params=list(model.parameters()), loss_value=mean_over_ranks,
+                   stop=out_of_time, on_step=record,
+                   nonfinite=lambda step, value: (f"{description}: the training loss became {value} at step {step}; "
+                                                  "lower --lr (or --rotor-lr), or keep --grad-clip on"))
     if history["stopped"] == "time" or (history["step"] == steps and history["stopped"] is None):
         if history["stopped"] is None:
             history["stopped"] = "steps"

@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from galinear import _io
+from galinear.lm import optimise
 from galinear.train.config import MLPConfig, TrainConfig
 from galinear.train.models import build_mlp, check_training_memory, count_parameters
-from galinear.train.optim import cosine_adamw, optimiser_step
 from galinear.train.run_folder import RunFormat, restore_state, without_identity
 
 __all__ = ["TrainConfig", "train_classifier", "load_history", "check_run_folder", "MLP_RUNS", "data_sha256",
@@ -179,8 +179,8 @@ def train_classifier(
     if data_identity:
         config["data"] = dict(data_identity)
     steps_per_epoch = math.ceil(x_train.shape[0] / train_config.batch_size)
-    optimizer, scheduler = cosine_adamw(model.parameters(), train_config.lr, steps_per_epoch * train_config.epochs,
-                                        train_config.warmup_steps, weight_decay=train_config.weight_decay)
+    optimizer = optimise.make_optimizer("adamw", model.parameters(), train_config.lr, train_config.weight_decay)
+    scheduler = optimise.cosine_scheduler(optimizer, steps_per_epoch * train_config.epochs, train_config.warmup_steps)
     history = {"config": config, "parameters": parameters, "epochs": []}
 
     checkpoint_path = None
@@ -204,26 +204,34 @@ def train_classifier(
         order = torch.from_numpy(order)
         started = time.perf_counter()
         model.train()
-        loss_sum, seen = 0.0, 0
-        batches = range(steps_per_epoch)
+        sums = {"loss": 0.0, "seen": 0}
         bar = None
         if progress:
-            bar = tqdm(batches, desc=f"{description} epoch {epoch + 1}/{train_config.epochs}", leave=False)
-            batches = bar
-        for step in batches:
-            index = order[step * train_config.batch_size:(step + 1) * train_config.batch_size]
-            logits = model(x_train[index])
-            loss = nn.functional.cross_entropy(logits, y_train[index])
-            optimiser_step(loss, optimizer, scheduler)
-            if not math.isfinite(loss.item()):
-                _check_finite(model, epoch, step)
-                raise FloatingPointError(
-                    f"training loss became {loss.item()} at epoch {epoch + 1}, step {step}; lower --lr"
-                )
-            loss_sum += loss.item() * index.shape[0]
-            seen += index.shape[0]
-            if bar is not None and step % 20 == 0:
-                bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
+            bar = tqdm(total=steps_per_epoch, desc=f"{description} epoch {epoch + 1}/{train_config.epochs}", leave=False)
+
+        def rows(step: int) -> torch.Tensor:  # the batch of the epoch's 1-based step
+            return order[(step - 1) * train_config.batch_size:step * train_config.batch_size]
+
+        def batch_loss(step: int) -> torch.Tensor:
+            index = rows(step)
+            return nn.functional.cross_entropy(model(x_train[index]), y_train[index])
+
+        def diverged(step: int, value: float) -> str:
+            _check_finite(model, epoch, step - 1)
+            return f"training loss became {value} at epoch {epoch + 1}, step {step - 1}; lower --lr"
+
+        def add(run) -> None:
+            size = rows(run.step).shape[0]
+            sums["loss"] += run.recent[-1] * size
+            sums["seen"] += size
+            if bar is not None:
+                bar.update(1)
+                if (run.step - 1) % 20 == 0:
+                    bar.set_postfix(loss=f"{sums['loss'] / sums['seen']:.4f}")
+
+        optimise.train(optimizer, batch_loss, steps=steps_per_epoch, scheduler=scheduler, nonfinite=diverged,
+                       on_step=add)
+        loss_sum, seen = sums["loss"], sums["seen"]
         if bar is not None:
             bar.close()
         train_seconds = time.perf_counter() - started

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from galinear.compress.fitting import activations, fit
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.fitting import objective
-from galinear.compress.fitting.converge import Plateau  # noqa: E402
+from galinear.lm.optimise import Plateau  # noqa: E402
 
 LAYER = 1
 

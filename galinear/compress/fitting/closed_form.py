@@ -49,7 +49,7 @@ import os
 
 import numpy as np
 
-from galinear.compress.fitting import adam
+from galinear.lm import optimise
 
 RIDGE_CUTOFF = 1e-10   # smallest / largest eigenvalue below which C_xx counts as singular
 RIDGE_SCALE = 1e-8     # the ridge, relative to the mean eigenvalue of C_xx
@@ -286,7 +286,7 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
     mini-batch noise. Every ``eval_every`` steps the loss is compared with the best so far; after
     ``patience`` checks without a relative gain of ``min_delta`` the rate is multiplied by
     ``decay`` (``decays`` times), then the fit stops (or at ``max_steps``); the best parameters
-    are kept (the loop and the rule of :func:`galinear.compress.fitting.adam.train`, its check the loss
+    are kept (the loop and the rule of :func:`galinear.lm.optimise.train`, its check the loss
     itself, evaluated again). Returns stats with ``train_mse``, ``steps``, ``best_step``, ``stopped`` and
     ``moment_curve`` ([step, training MSE]).
     """
@@ -314,10 +314,11 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
         return float(value.detach())
 
     module.eval()  # dense_weight does not refresh warm starts; eval keeps every forward pure
-    run = adam.train([p for p in module.parameters() if p.requires_grad], lambda step: loss(), lr=lr,
-                     steps=max_steps, modules={"module": module}, train_mode=False, validate=validate,
-                     eval_every=eval_every, plateau=adam.Plateau(patience, min_delta, decay, decays),
-                     nonfinite=f"non-finite loss at step {{step}} {what}")
+    optimizer = optimise.make_optimizer("adam", [p for p in module.parameters() if p.requires_grad], lr)
+    run = optimise.train(optimizer, lambda step: loss(), steps=max_steps, modules={"module": module}, train_mode=False,
+                         validate=validate, eval_every=eval_every,
+                         plateau=optimise.Plateau(patience, min_delta, decay, decays),
+                         nonfinite=f"non-finite loss at step {{step}} {what}")
     return {"train_mse": run.plateau.best, "steps": int(run.step), "best_step": int(run.plateau.best_step),
             "stopped": run.stopped, "moment_curve": run.curve, "ridge": 0.0, "rows": int(reg.n)}
 

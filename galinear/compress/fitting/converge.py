@@ -9,8 +9,8 @@ see :func:`galinear.lm.windows.split_windows`). An evaluation improves when it i
 improvement the learning rate is multiplied by ``decay`` (at most ``decays`` times, each decay
 restarting the count); the next such plateau, or ``max_steps``, ends the fit. The parameters of
 the best evaluation are restored at the end, so the returned module is the one whose validation
-MSE is recorded. The loop and the rule's bookkeeping (:class:`Plateau`) are those of
-:func:`galinear.compress.fitting.adam.train`.
+MSE is recorded. The loop and the rule's bookkeeping (:class:`galinear.lm.optimise.Plateau`) are those of
+:func:`galinear.lm.optimise.train`.
 
 The learning curve (step, validation MSE) of every fit is returned and kept in the run folder.
 """
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 
-from galinear.compress.fitting import adam
-from galinear.compress.fitting.adam import Plateau
 from galinear.compress.fitting.fit import adam_regression
+from galinear.lm.optimise import Plateau, train
 
 
 def _mean_square(target_inputs, weight, bias, module=None, inputs=None, batch_size: int = 4096) -> float:
@@ -73,17 +72,18 @@ def fit_until_converged(module, inputs, target_inputs, weight, *, valid_inputs, 
             raise ValueError(f"{name} must be >= 1, got {value}")
     weight = weight.detach()
     valid_ms = _target_mean_square(valid_target_inputs, weight, bias)
-    fit = adam_regression(module, inputs, target_inputs, weight, bias, batch_size=batch_size, seed=seed, progress=progress)
+    fit = adam_regression(module, inputs, target_inputs, weight, bias, batch_size=batch_size, seed=seed, progress=progress,
+                          lr=lr)
     if fit is None:
         mse = _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias)
         return {"steps": 0, "best_step": 0, "stopped": "no parameters", "final_loss": float("nan"),
                 "valid_mse": mse, "valid_target_mean_square": valid_ms, "lr_last": 0.0, "curve": [[0, mse]]}
-    run = adam.train(**fit, lr=lr, steps=max_steps, eval_every=eval_every,
-                     validate=lambda: _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias),
-                     plateau=Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays))
+    run = train(**fit, steps=max_steps, eval_every=eval_every,
+                validate=lambda: _validation_mse(module, valid_inputs, valid_target_inputs, weight, bias),
+                plateau=Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays))
     return {"steps": int(run.step), "best_step": int(run.plateau.best_step), "stopped": run.stopped,
             "final_loss": run.final_loss, "valid_mse": run.plateau.best, "valid_target_mean_square": valid_ms,
             "lr_last": run.lr, "curve": run.curve, "epochs_run": run.step * batch_size / n if n else math.nan}
 
 
-__all__ = ["Plateau", "fit_until_converged"]
+__all__ = ["fit_until_converged"]

@@ -7,7 +7,7 @@ distribution on the calibration (training) windows:
     L = mean over windows w and positions t of KL(p_original(. | w_<=t) || p_compressed(. | w_<=t)),
 
 the original distribution recomputed for every step (never stored: one window of logits at a
-time). Adam at a constant rate (:func:`galinear.compress.fitting.adam.train`); the stopping rule of
+time). Adam at a constant rate (:func:`galinear.lm.optimise.train`); the stopping rule of
 :mod:`galinear.compress.fitting.converge` on the same KL over the validation windows (training-side windows not used for fitting, never held-out
 ones): every ``eval_every`` steps, a decay of the rate after ``patience`` checks without a 0.1 %
 improvement, the stop at the next plateau or ``max_steps``; the parameters of the best check
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import copy
 
-from galinear.compress.fitting import activations, adam
-from galinear.compress.fitting.adam import Plateau
+from galinear.compress.fitting import activations
+from galinear.lm import optimise
 from galinear.compress.fitting.fit import DISTILL_SLOT, atomic_save, fit_seed, load
 
 _FORMAT = "galinear-distill-v1"
@@ -114,7 +114,7 @@ def distill(model, replacements: dict, train_ids, valid_ids, *, lr: float = 1e-3
     if not params:
         raise ValueError("the replacements have no parameters to distill (the zero baseline)")
     named = {_key(k): m for k, m in modules.items()}  # the names of the states in the checkpoint
-    batches = adam.Batches(len(train_ids), window_batch, seed)
+    batches = optimise.Batches(len(train_ids), window_batch, seed)
     saved = load(checkpoint) if checkpoint else None
     resume = saved if saved is not None and saved.get("format") == _FORMAT else None
     if resume is not None:
@@ -131,13 +131,14 @@ def distill(model, replacements: dict, train_ids, valid_ids, *, lr: float = 1e-3
                      "curve": state["curve"], "step": state["step"], "seconds": state["seconds"],
                      "plateau": state["plateau"]}, checkpoint)
 
-    run = adam.train(params, lambda step: kl_loss(model, modules, train_ids[batches.next().numpy()]), lr=lr,
-                     steps=max_steps, modules=named, eval_every=eval_every,
-                     validate=lambda: mean_kl(model, modules, valid_ids, window_batch),
-                     plateau=Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays),
-                     resume=resume, on_check=save if checkpoint else None, name="KL",
-                     nonfinite="non-finite distillation loss at step {step}; lower the learning rate (--distill-lr)",
-                     progress=progress)
+    run = optimise.train(optimise.make_optimizer("adam", params, lr),
+                         lambda step: kl_loss(model, modules, train_ids[batches.next().numpy()]),
+                         steps=max_steps, modules=named, eval_every=eval_every,
+                         validate=lambda: mean_kl(model, modules, valid_ids, window_batch),
+                         plateau=optimise.Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays),
+                         resume=resume, on_check=save if checkpoint else None, name="KL",
+                         nonfinite="non-finite distillation loss at step {step}; lower the learning rate "
+                                   "(--distill-lr)", progress=progress)
     stats = {"steps": int(run.step), "best_step": int(run.plateau.best_step), "stopped": run.stopped,
              "valid_kl_start": float(run.curve[0][1]), "valid_kl": float(run.plateau.best), "curve": run.curve,
              "seconds": run.seconds, "lr": lr, "max_steps": max_steps, "eval_every": eval_every,

@@ -3,7 +3,7 @@ fits; its units, checkpointed atomically.
 
 The regression: rows x (attention inputs captured in the partly compressed network) and targets
 y = W x_orig (the ORIGINAL projection applied to the ORIGINAL network's attention input at the
-same token). Loss: mean squared error; Adam (:func:`galinear.compress.fitting.adam.train`); mini-batches
+same token). Loss: mean squared error; Adam (:func:`galinear.lm.optimise.train`); mini-batches
 of 256 rows in a seeded random order; a cosine schedule stepped once per batch with T_max = the
 total number of steps, so the rate falls from lr to 0 exactly once over the whole run:
 
@@ -20,7 +20,7 @@ import math
 import os
 
 from galinear import _io
-from galinear.compress.fitting import adam
+from galinear.lm import optimise
 
 #: The slots of :func:`fit_seed` besides q, k and v (0, 1, 2: their index in models.PROJECTIONS).
 O_PROJ_SLOT = 7     # the o_proj refit of a layer
@@ -34,7 +34,7 @@ def fit_seed(seed: int, layer: int = 0, slot: int = 0) -> int:
     what is fitted in it: 0, 1, 2 for q, k and v (their index in ``models.PROJECTIONS``),
     :data:`O_PROJ_SLOT` for the o_proj refit, :data:`DISTILL_SLOT` (with layer 0) for the
     distillation stage. The value seeds both the module's initialisation (``torch.manual_seed``
-    before it is built) and its batch order (:class:`galinear.compress.fitting.adam.Batches`), so a fit
+    before it is built) and its batch order (:class:`galinear.lm.optimise.Batches`), so a fit
     depends on nothing fitted before it. The multipliers are primes, large enough that every
     (seed, layer < 7600, slot < 131) has a seed of its own. The joint fit of a layer's q, k and v
     (:mod:`galinear.compress.fitting.objective`) draws its batch order from slot 0.
@@ -102,17 +102,20 @@ def batch_loss(module, inputs, target_inputs, weight, bias, idx):
     return torch.nn.functional.mse_loss(module(inputs[idx]), target)
 
 
-def adam_regression(module, inputs, target_inputs, weight, bias, *, batch_size: int, seed: int, progress: str | None):
-    """The arguments of :func:`galinear.compress.fitting.adam.train` shared by the regressions of one
-    projection (fixed steps here, until converged in :mod:`galinear.compress.fitting.converge`): its
-    trainable parameters (None when it has none), the MSE on mini-batches of ``batch_size`` rows
-    in the order seeded by ``seed``, the module, and the message of a non-finite loss."""
+def adam_regression(module, inputs, target_inputs, weight, bias, *, batch_size: int, seed: int, progress: str | None,
+                    lr: float, optimizer: str = "adam", weight_decay: float | None = None):
+    """The Adam optimiser and the arguments of :func:`galinear.lm.optimise.train` shared by the
+    regressions of one projection (fixed steps here, until converged in
+    :mod:`galinear.compress.fitting.converge`): Adam (``optimizer``, at rate ``lr``, ``weight_decay``
+    None: torch's default) over its trainable parameters, the MSE on mini-batches of ``batch_size``
+    rows in the order seeded by ``seed``, the module, and the message of a non-finite loss; None
+    when the module has no trainable parameters."""
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         return None
     weight = weight.detach()
-    batches = adam.Batches(len(inputs), batch_size, seed)
-    return {"params": params, "modules": {"module": module},
+    batches = optimise.Batches(len(inputs), batch_size, seed)
+    return {"optimizer": optimise.make_optimizer(optimizer, params, lr, weight_decay), "modules": {"module": module},
             "loss": lambda step: batch_loss(module, inputs, target_inputs, weight, bias, batches.next()),
             "nonfinite": (f"non-finite loss at step {{step}} while fitting {type(module).__name__} "
                           f"({progress or 'projection'}); lower the learning rate"), "progress": progress}
@@ -144,10 +147,11 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     if n == 0:
         raise ValueError("no training rows to fit")
     total = max(1, int(round(epochs * math.ceil(n / batch_size))))
-    fit = adam_regression(module, inputs, target_inputs, weight, bias, batch_size=batch_size, seed=seed, progress=progress)
+    fit = adam_regression(module, inputs, target_inputs, weight, bias, batch_size=batch_size, seed=seed, progress=progress,
+                          lr=lr, optimizer=optimizer, weight_decay=weight_decay)
     if fit is None:  # nothing to fit (the zero baseline)
         return {"steps": 0, "final_loss": float("nan"), "lr_last": 0.0}
-    run = adam.train(**fit, lr=lr, steps=total, optimizer=optimizer, weight_decay=weight_decay, cosine=True)
+    run = optimise.train(**fit, steps=total, scheduler=optimise.cosine_scheduler(fit["optimizer"], total))
     return {"steps": total, "final_loss": run.final_loss, "lr_last": run.lr_used}
 
 

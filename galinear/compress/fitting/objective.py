@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 
-from galinear.compress.fitting import activations, adam
+from galinear.compress.fitting import activations
+from galinear.lm import optimise
 from galinear.lm import models
 from galinear.lm.models import PROJECTIONS
 
@@ -197,13 +198,15 @@ def fit_layer(modules: dict, objective: LayerObjective, *, lr: float, steps: int
     params = [p for m in modules.values() for p in m.parameters() if p.requires_grad]
     if not params:
         return {"steps": 0, "final_loss": float("nan"), "lr_last": 0.0, "seconds": 0.0}
-    batches = adam.Batches(len(objective), window_batch, seed)
-    run = adam.train(params, lambda step: objective.loss(modules, batches.next()), lr=lr, steps=total,
-                     modules=modules, cosine=not converged, eval_every=eval_every,
-                     validate=(lambda: valid.value(modules)) if converged else None,
-                     plateau=adam.Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays),
-                     nonfinite=f"non-finite {objective.objective} loss at step {{step}}; lower the learning rate",
-                     progress=progress)
+    batches = optimise.Batches(len(objective), window_batch, seed)
+    optimizer = optimise.make_optimizer("adam", params, lr)
+    run = optimise.train(optimizer, lambda step: objective.loss(modules, batches.next()), steps=total,
+                         scheduler=None if converged else optimise.cosine_scheduler(optimizer, total),
+                         modules=modules, eval_every=eval_every,
+                         validate=(lambda: valid.value(modules)) if converged else None,
+                         plateau=optimise.Plateau(patience=patience, min_delta=min_delta, decay=decay, decays=decays),
+                         nonfinite=f"non-finite {objective.objective} loss at step {{step}}; lower the learning rate",
+                         progress=progress)
     stats = {"steps": int(run.step), "final_loss": run.final_loss, "lr_last": run.lr, "seconds": run.seconds,
              "objective": objective.objective, "target_mean_square": objective.target_mean_square(),
              "window_batch": window_batch}

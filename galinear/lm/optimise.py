@@ -1,29 +1,38 @@
-"""The Adam loop behind every gradient fit of :mod:`galinear.compress`, and its stopping rule.
+"""The optimiser loop of galinear, its optimisers, learning-rate schedule, mini-batches and stopping rule.
 
-Five fits run through :func:`train`: one projection by mini-batches for a fixed number of steps
-(:func:`galinear.compress.fitting.fit.fit_projection`) or until the held-out error stops improving
-(:func:`galinear.compress.fitting.converge.fit_until_converged`), a layer's q, k and v jointly
-(:func:`galinear.compress.fitting.objective.fit_layer`), a linear rotor on the exact all-row loss
-(:func:`galinear.compress.fitting.closed_form.fit_on_moments`) and every replacement of a model at once
-by distillation (:func:`galinear.compress.fitting.distill.distill`). What differs between them is an
-argument of :func:`train`: the loss, the optimiser and its rate schedule, the stopping rule's
-validation, the modules' training mode, a checkpoint at every check.
+Every gradient fit runs through :func:`train`: the five fits of :mod:`galinear.compress.fitting`
+(one projection for fixed steps or until converged, a layer's q, k and v jointly, a linear rotor on
+second moments, the distillation of a whole model) and the training runs of ``galinear train-lm``
+(:func:`galinear.train.lm_loop.train_lm`) and ``galinear train-mlp``
+(:func:`galinear.train.loop.train_classifier`, one call per epoch). What differs between them is an
+argument of :func:`train`: the loss, the optimiser and its schedule, gradient clipping, how a step's
+loss becomes a number (averaged over ranks in a distributed run), a stop rule, a callback after every
+step, the stopping rule's validation with its checkpoint callback.
 
-Step t = 1, 2, ...: the modules in training mode (unless ``train_mode=False``), ``loss(t)`` (a
-differentiable scalar; a closure that draws its own rows, e.g. from :class:`Batches`), a
-FloatingPointError when it is not finite, then zero_grad, backward, the optimiser's step and,
-with ``cosine``, the schedule's step: lr_t = lr (1 + cos(pi t / T)) / 2 for the step t = 0..T-1
-counted from 0, T = ``steps``.
+Step t = start + 1, ..., ``steps`` (t counts from 1):
 
-With ``validate`` (the stopping rule): the modules in eval mode, ``validate()`` at step 0 and
-after every ``eval_every``-th step and the last one, each value given to a :class:`Plateau`; the
-parameters of the best check are kept and restored at the end, the run stops at the plateau's
-end or after ``steps`` steps. Without it: ``steps`` steps.
+1. ``stop(run)`` (if given) is asked first; True ends the run before the step;
+2. the ``modules`` go to training mode (unless ``train_mode=False``);
+3. ``loss(t)``: a differentiable scalar (a closure that draws its own rows, e.g. from :class:`Batches`);
+4. zero_grad, backward, the global gradient norm over ``clip_params`` clipped to ``grad_clip`` (when
+   > 0), the optimiser's step, the schedule's step;
+5. the step's number ``loss_value(loss)`` (default ``loss.item()``); when it is not finite, a
+   FloatingPointError with the message ``nonfinite`` (after the step, so that every rank of a
+   distributed run, which sees the same averaged number, stops at the same step);
+6. ``on_step(run)`` (if given), with :attr:`Run.step`, the number in ``run.recent[-1]`` and the
+   step's seconds (3 to 5) in :attr:`Run.step_seconds`.
 
-A run can be resumed: ``on_check(run)`` is called after every check that the run goes on from,
-:meth:`Run.state` is what a resumed run needs besides the modules' parameters and the loss's
-own state (its batch order), and ``train(..., resume=state)`` continues from it with the same
-floats as a run that was never stopped.
+With ``validate`` (the stopping rule): the modules in eval mode, ``validate()`` at step 0 (a run
+that starts from its beginning) and after every ``eval_every``-th step and the last one, each value
+given to a :class:`Plateau`; the parameters of the best check are kept and restored at the end,
+the run stops at the plateau's end or after ``steps`` steps. Without it: ``steps`` steps, or fewer
+when ``stop`` ends the run.
+
+A run can be resumed in two ways. ``on_check(run)`` is called after every check that the run goes on
+from; :meth:`Run.state` is what a resumed run needs besides the modules' parameters and the loss's own
+state (its batch order), and ``train(..., resume=state)`` continues from it with the same floats as
+a run that was never stopped. A caller that keeps its own checkpoint (optimiser and schedule states
+restored before the call) passes the steps already taken as ``start``.
 """
 from __future__ import annotations
 
@@ -124,20 +133,22 @@ class Batches:
 class Run:
     """One run of :func:`train`: its optimiser, stopping rule and progress, then its result.
 
-    ``step`` (steps taken), ``recent`` (the last 10 batch losses), ``curve`` ([step, validation
-    value] of every check), ``best`` (the modules' states at the best check), ``lr_used`` (the rate
-    of the last step taken), ``seconds`` (spent in steps and checks, over every resumed part).
+    ``step`` (steps taken), ``recent`` (the last 10 step losses), ``step_seconds`` (the last step's
+    loss, backward, optimiser step and loss number), ``curve`` ([step, validation value] of every
+    check), ``best`` (the modules' states at the best check), ``lr_used`` (the rate of the last step
+    taken), ``seconds`` (spent in steps and checks, over every resumed part).
     """
 
-    def __init__(self, optimizer, plateau: Plateau | None):
+    def __init__(self, optimizer, plateau: Plateau | None, step: int = 0):
         self.optimizer, self.plateau = optimizer, plateau
-        self.step, self.recent, self.curve, self.best = 0, [], [], None
+        self.step, self.recent, self.curve, self.best = step, [], [], None
+        self.step_seconds = 0.0
         self.lr_used = optimizer.param_groups[0]["lr"]
         self.seconds, self._t0 = 0.0, time.perf_counter()
 
     @property
     def final_loss(self) -> float:
-        """Mean of the last 10 batch losses (nan before any step)."""
+        """Mean of the last 10 step losses (nan before any step)."""
         return sum(self.recent) / len(self.recent) if self.recent else float("nan")
 
     @property
@@ -167,37 +178,61 @@ class Run:
             self.plateau.restore(state["plateau"])
 
 
-def make_optimizer(name: str, params, lr: float, weight_decay: float | None = None):
-    """torch.optim.Adam or AdamW over ``params`` (``weight_decay`` None: torch's default)."""
+def make_optimizer(name: str, params, lr: float, weight_decay: float | None = None, **options):
+    """torch.optim.Adam (``name="adam"``) or AdamW (``"adamw"``) over ``params`` (tensors or
+    parameter groups) at rate ``lr`` with the other ``options`` (e.g. ``betas``); ``weight_decay``
+    None: torch's default."""
     import torch
 
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be 'adam' or 'adamw', got {name!r}")
     decay = {} if weight_decay is None else {"weight_decay": weight_decay}
-    return (torch.optim.Adam if name == "adam" else torch.optim.AdamW)(params, lr=lr, **decay)
+    return (torch.optim.Adam if name == "adam" else torch.optim.AdamW)(params, lr=lr, **decay, **options)
 
 
-def train(params, loss, *, lr: float, steps: int, modules: dict, train_mode: bool = True, optimizer: str = "adam",
-          weight_decay: float | None = None, cosine: bool = False, validate=None, eval_every: int = 25,
-          plateau: Plateau | None = None, resume: dict | None = None, on_check=None,
-          nonfinite: str = "non-finite loss at step {step}; lower the learning rate", name: str = "loss",
+def cosine_scheduler(optimizer, total_steps: int, warmup_steps: int = 0):
+    """The ``LambdaLR`` of :func:`galinear._util.cosine_schedule`: a linear warm-up over
+    ``warmup_steps``, then a cosine from each group's rate to 0 at ``total_steps``, held there.
+
+    It is stepped once per optimiser step; its state goes into a checkpoint beside the
+    optimiser's, so a resumed run continues the same schedule."""
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _util.cosine_schedule(step, total_steps, warmup_steps))
+
+
+def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None = None, train_mode: bool = True,
+          start: int = 0, grad_clip: float = 0.0, clip_params=None, loss_value=None, stop=None, on_step=None,
+          validate=None, eval_every: int = 25, plateau: Plateau | None = None, resume: dict | None = None,
+          on_check=None, nonfinite="non-finite loss at step {step}; lower the learning rate", name: str = "loss",
           progress: str | None = None) -> Run:
-    """Fit ``params`` by Adam on ``loss``; returns the :class:`Run` (see the module's text for the loop).
+    """Minimise ``loss`` with ``optimizer``; returns the :class:`Run` (see the module's text for the loop).
 
     Parameters
     ----------
-    params : list of tensors
-        What the optimiser moves (the trainable parameters of ``modules``).
+    optimizer : torch.optim.Optimizer
+        What moves the parameters (:func:`make_optimizer`).
     loss : callable
         ``loss(step)`` -> a differentiable scalar for step ``step`` (1-based).
     steps : int
-        The step budget (fixed steps, or the most a run until converged takes).
-    modules : dict
+        The step budget: the last step (fixed steps, or the most a run until converged takes).
+    scheduler : torch.optim.lr_scheduler.LRScheduler, optional
+        Stepped after every optimiser step (:func:`cosine_scheduler`); None: the rates stay.
+    modules : dict, optional
         ``{name: module}``: switched to training mode for steps (``train_mode``), to eval mode for
         checks and at the end; with ``validate``, their states at the best check are restored.
-    optimizer, weight_decay : see :func:`make_optimizer`.
-    cosine : bool
-        The cosine schedule from ``lr`` to 0 over ``steps``; otherwise a constant rate.
+        None: the caller keeps the modes.
+    start : int
+        Steps already taken by a caller that restored the optimiser and schedule itself.
+    grad_clip, clip_params :
+        The global gradient norm over the tensors ``clip_params`` is clipped to ``grad_clip`` (when > 0).
+    loss_value : callable, optional
+        ``loss_value(loss)`` -> the float recorded for the step (default ``loss.item()``).
+    stop : callable, optional
+        ``stop(run)`` -> True to end the run before its next step (e.g. a time budget).
+    on_step : callable, optional
+        ``on_step(run)`` after every step (records, evaluations and checkpoints of the caller).
     validate : callable, optional
         ``validate()`` -> the stopping rule's value (a float, in eval mode), every ``eval_every``
         steps, with ``plateau`` (default :class:`Plateau()`) deciding decays and the stop.
@@ -205,19 +240,19 @@ def train(params, loss, *, lr: float, steps: int, modules: dict, train_mode: boo
         A :meth:`Run.state`; the run goes on from it (no check at step 0).
     on_check : callable, optional
         ``on_check(run)`` after every check that the run goes on from (to save a checkpoint).
-    nonfinite : str
-        The message of the FloatingPointError for a non-finite loss (``{step}`` is filled in).
+    nonfinite : str or callable
+        The message of the FloatingPointError for a non-finite loss: a str with ``{step}`` and
+        ``{value}`` filled in, or ``nonfinite(step, value)`` -> the message.
     name, progress : str
         What the loss is called in the progress notes, and the :class:`galinear._progress.Progress`
         label (None: silent).
     """
     import torch
 
-    opt = make_optimizer(optimizer, params, lr, weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: _util.cosine_schedule(t, steps)) if cosine else None
     if validate is not None and plateau is None:
         plateau = Plateau()
-    run = Run(opt, plateau if validate is not None else None)
+    run = Run(optimizer, plateau if validate is not None else None, start)
+    modules = modules or {}
 
     def mode(training: bool) -> None:
         for m in modules.values():
@@ -227,30 +262,40 @@ def train(params, loss, *, lr: float, steps: int, modules: dict, train_mode: boo
         mode(False)
         value = validate()
         run.curve.append([step, value])
-        if run.plateau.update(value, step, opt) != "worse":
+        if run.plateau.update(value, step, optimizer) != "worse":
             run.best = {k: copy.deepcopy(m.state_dict()) for k, m in modules.items()}
 
     if resume is not None:
         run._resume(resume)
-    elif validate is not None:
+    elif validate is not None and start == 0:
         check(0)
     run._t0 = time.perf_counter()
     bar = progress_steps(steps, progress)
     while run.step < steps and not (run.plateau is not None and run.plateau.stopped):
+        if stop is not None and stop(run):
+            break
         step = run.step + 1
+        started = time.perf_counter()
         if train_mode:
             mode(True)
         value = loss(step)
-        if not torch.isfinite(value.detach()):
-            raise FloatingPointError(nonfinite.format(step=step))
-        opt.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         value.backward()
-        run.lr_used = opt.param_groups[0]["lr"]
-        opt.step()
-        if sched is not None:
-            sched.step()
-        run.recent = (run.recent + [value.item()])[-10:]
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(clip_params, grad_clip)
+        run.lr_used = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        number = value.item() if loss_value is None else loss_value(value)
+        run.step_seconds = time.perf_counter() - started
+        if not math.isfinite(number):
+            raise FloatingPointError(nonfinite(step, number) if callable(nonfinite)
+                                     else nonfinite.format(step=step, value=number))
+        run.recent = (run.recent + [number])[-10:]
         run.step = step
+        if on_step is not None:
+            on_step(run)
         note = f"{name} {run.recent[-1]:.4g}"
         if validate is not None and (step % eval_every == 0 or step == steps):
             check(step)
@@ -271,4 +316,4 @@ def train(params, loss, *, lr: float, steps: int, modules: dict, train_mode: boo
     return run
 
 
-__all__ = ["Batches", "OPTIMIZERS", "Plateau", "Run", "make_optimizer", "train"]
+__all__ = ["Batches", "OPTIMIZERS", "Plateau", "Run", "cosine_scheduler", "make_optimizer", "train"]
