@@ -75,7 +75,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
     lines = []
     reference_study = Study(tiny_config(tmp_path / "ref", **settings), loaded, texts=TEXTS)
     assert reference_study.config.layer_sets == ((0, 1, 2, 3),)
-    reference_study.log = lines.append  # the per-layer lines with their estimate
+    reference_study.log.echo = lines.append  # the per-layer lines with their estimate
     reference = reference_study.run()
     assert any("layer 2 (3/4) fitted in" in line and "1 layer left, about" in line for line in lines)
     real_fit = fit.fit_projection
@@ -128,11 +128,11 @@ def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
     fitted = study.fit_layer_set(spec, 0, (0, 1, 2))["replacements"]  # loaded from the checkpoints
     below = {k: m for k, m in fitted.items() if k[0] < 2}
     with activations.swapped(loaded.model, below):
-        expected = activations.capture(loaded.model, 2, study._train_ids())
+        expected = activations.capture(loaded.model, 2, study.captures.train_ids())
     key = study.store.input_key(spec, 0, (0, 1), 2)
-    train, _ = study._capture_pair(2, "attn_in", below, key)
+    train, _ = study.captures.pair(2, "attn_in", below, key)
     assert torch.equal(train, expected) and set_name((0, 1)) in key
-    original = activations.capture(loaded.model, 2, study._train_ids())
+    original = activations.capture(loaded.model, 2, study.captures.train_ids())
     assert not torch.allclose(original, expected)  # the replaced layers below did change the inputs
     assert not np.isnan(float(train.sum()))
 
