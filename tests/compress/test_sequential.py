@@ -170,3 +170,22 @@ def test_help_names_the_whole_model_options(capsys):
 def test_compact_layer_names():
     assert sequential.compact(range(30)) == "0-29" and sequential.compact((0, 2)) == "0,2"
     assert sequential.compact((0, 1, 2, 5, 7, 8)) == "0-2,5,7,8" and sequential.compact((16,)) == "16"
+
+
+def test_the_captures_cache_releases_a_layer(tmp_path, monkeypatch):
+    """The captures cache holds a layer's original captures in memory until it releases that layer;
+    after the release they are read back from the disk cache, equal."""
+    loaded = LoadedModel(tiny_llama(layers=3, seed=1), CharTokenizer(), "tiny-llama")
+    study = Study(tiny_config(tmp_path, datasets=("a",), layer_sets=((1,),), methods=("lr1",)), loaded, texts=TEXTS)
+    captures = study.captures
+    train, test = captures.original(1)
+    reads = []
+    real = fit.load
+    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    assert captures.original(1)[0] is train and not reads  # held in memory
+    captures.release(0)  # another layer: nothing of layer 1 is dropped
+    assert captures.original(1)[0] is train and not reads
+    captures.release(1)
+    again, again_test = captures.original(1)
+    assert reads == [study.store.capture_path("original-attn_in-L1")]
+    assert again is not train and torch.equal(again, train) and torch.equal(again_test, test)

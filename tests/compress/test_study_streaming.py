@@ -147,7 +147,7 @@ def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypa
     os.makedirs(stale)
     os.makedirs(target)
     open(os.path.join(target, "shard-00000.safetensors"), "wb").close()
-    train, test = Study(config, _loaded(), texts=TEXTS).original_capture(2)
+    train, test = Study(config, _loaded(), texts=TEXTS).captures.original(2)
     assert not os.path.exists(stale)
     rows = activations.capture(study.model, 2, study.captures.train_ids())
     assert isinstance(train, CaptureShards) and torch.equal(train.to_tensor(), rows)
