@@ -347,7 +347,7 @@ def test_the_graph_is_read(edges):
     kinds = {e.kind for e in edges}
     assert {"import", "lazy import", "string", "package"} <= kinds, kinds
     pairs = {(e.source, e.target) for e in edges}
-    assert ("galinear.compress.study.run", "galinear.compress.fitting.objective") in pairs  # lazy
+    assert ("galinear.compress.fitting.objective", "galinear.compress.methods.targets") in pairs  # lazy
     assert ("galinear.nn.functional.backends", "galinear.nn.numba_backend") in pairs  # "module:function"
     assert ("galinear.cli", "galinear.commands.compress") in pairs  # f"galinear.commands.{name}"
     assert ("galinear", "galinear.core") in pairs  # the lazy attribute table of galinear/__init__.py
@@ -554,3 +554,48 @@ def test_lm_sits_between_nn_and_compress():
     assert layer_of("galinear.compress.study.run") == layer_of("galinear.train.lm") < layer_of("galinear.commands.compress")
     assert set(upward_imports([Edge("galinear.lm.models", "galinear.compress.fitting.fit", 1, "import", True)])) == {
         ("galinear.lm", "galinear.compress")}
+
+
+# ---------------------------------------------------------------------------- the orchestrator
+#: The study's orchestrator: it builds the plain values (settings, Store, captures cache, context)
+#: and passes them to the steps, which never import it back.
+ORCHESTRATOR = "galinear.compress.study.run"
+#: Modules under galinear.compress that may import it: the package's entry point (its
+#: ``__init__.py``, which exports ``Study``) and the orchestrator itself. The command line
+#: (``galinear.commands``) sits above galinear.compress and is not checked here.
+ORCHESTRATOR_ENTRY_POINTS = ("galinear.compress", ORCHESTRATOR)
+
+
+def orchestrator_imports(edges) -> list:
+    """Edges from a module under galinear.compress, other than the entry points, to the orchestrator
+    or to ``galinear.compress`` itself (whose ``__init__.py`` imports the orchestrator)."""
+    return [e for e in edges if _contains("galinear.compress", e.source) and e.source not in ORCHESTRATOR_ENTRY_POINTS
+            and e.target in (ORCHESTRATOR, "galinear.compress")]
+
+
+def test_nothing_under_compress_imports_the_orchestrator(edges):
+    found = orchestrator_imports(edges)
+    lines = [f"  {module_files()[e.source].relative_to(ROOT.parent)}:{e.line} imports {e.target} ({e.kind})"
+             for e in sorted(found, key=lambda e: (e.source, e.line))]
+    assert not lines, (f"modules under galinear.compress import the orchestrator ({ORCHESTRATOR}); pass them the "
+                       "values they need (config, Store, captures cache, context) instead:\n" + "\n".join(lines))
+    assert ("galinear.compress", ORCHESTRATOR) in {(e.source, e.target) for e in edges}  # the entry point is seen
+
+
+def test_the_orchestrator_check_sees_a_planted_import():
+    planted = [Edge("galinear.compress.fitting.objective", ORCHESTRATOR, 3, "lazy import", False),
+               Edge("galinear.compress.study.units", "galinear.compress", 4, "import", True),
+               Edge("galinear.compress.study.units", "galinear.compress.study.layers", 5, "import", True),
+               Edge("galinear.compress", ORCHESTRATOR, 6, "import", True),
+               Edge(ORCHESTRATOR, "galinear.compress.study.units", 7, "import", True),
+               Edge("galinear.commands.compress", ORCHESTRATOR, 8, "import", True)]
+    assert orchestrator_imports(planted) == planted[:2]
+
+
+def test_fitting_imports_nothing_from_study(edges):
+    """The fits take tensors, settings, the Store and the captures cache; they never import the study."""
+    found = [e for e in edges if _contains("galinear.compress.fitting", e.source)
+             and _contains("galinear.compress.study", e.target)]
+    lines = [f"  {module_files()[e.source].relative_to(ROOT.parent)}:{e.line} imports {e.target} ({e.kind})"
+             for e in found]
+    assert not lines, "galinear.compress.fitting imports galinear.compress.study:\n" + "\n".join(lines)

@@ -12,12 +12,12 @@ NeurIPS 2025, arXiv 2507.11688), with the leaks of its reference code fixed. Mai
 
 Loading the model, its token windows and ln PPL are :mod:`galinear.lm`'s.
 
-The subpackages: :mod:`~galinear.compress.study` (the settings, the run and its units, folders and
-layer-by-layer bookkeeping), :mod:`~galinear.compress.fitting` (Adam, convergence, objectives,
-closed forms, distillation, activations), :mod:`~galinear.compress.methods` (the catalogue,
-budgets and targets), :mod:`~galinear.compress.storage` (the fit cache, kept folders, the
-transformers auto class) and :mod:`~galinear.compress.report` (summaries, curves, plots, the
-Pareto front, the verdict).
+The subpackages: :mod:`~galinear.compress.study` (the settings, the orchestrator, the captures
+cache, the fits of a layer set, scoring, the units, folders and layer-by-layer bookkeeping),
+:mod:`~galinear.compress.fitting` (Adam, convergence, objectives, closed forms, distillation,
+activations), :mod:`~galinear.compress.methods` (the catalogue, budgets and targets),
+:mod:`~galinear.compress.storage` (the fit cache, kept folders, the transformers auto class) and
+:mod:`~galinear.compress.report` (summaries, curves, plots, the Pareto front, the verdict).
 """
 from galinear.compress.storage.auto import register
 from galinear.compress.methods.catalogue import METHODS, MethodSpec, build_module, count_parameters

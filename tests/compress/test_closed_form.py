@@ -180,7 +180,7 @@ def test_study_with_closed_form_baselines(tmp_path, tiny):
     spec = study.config.method_spec("lr1-cf")
     fitted = study.fit_layer_set(spec, 0, (1,))
     stats = fitted["stats"][(1, "q_proj")]
-    x, _ = study.original_capture(1)
+    x, _ = study.captures.original(1)
     orig = study.model.model.layers[1].self_attn.q_proj
     tokenwise = evaluate.mse(fitted["replacements"][(1, "q_proj")], x, x @ orig.weight.T)
     assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-4)
@@ -228,12 +228,12 @@ def test_streamed_moments_of_a_partly_compressed_network(tmp_path, tiny):
     fitted = study.fit_layer_set(spec, 0, (0, 2))
     layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
     with activations.swapped(study.model, layer0):
-        x_in = activations.capture(study.model, 2, study._train_ids())
-    x_orig = activations.capture(study.model, 2, study._train_ids())
+        x_in = activations.capture(study.model, 2, study.captures.train_ids())
+    x_orig = activations.capture(study.model, 2, study.captures.train_ids())
     expected = closed_form.SecondMoments(32).update(x_in, x_orig)
     import os
 
     streamed = closed_form.SecondMoments.load(os.path.join(study.work, "moments", "lr1-cf-s0-P0-attn_in-L2-train.safetensors"))
-    assert streamed.n == expected.n == len(study._train_ids()) * 32 and streamed.same is False
+    assert streamed.n == expected.n == len(study.captures.train_ids()) * 32 and streamed.same is False
     for name in ("sx", "sxx", "so", "sxo", "soo"):
         assert np.allclose(getattr(streamed, name), getattr(expected, name), rtol=1e-9, atol=1e-9), name

@@ -159,7 +159,7 @@ def test_study_with_a_bos_tokenizer(tmp_path):
     study = Study(tiny_config(tmp_path, methods=("lr1", "lr1-cf"), layer_sets=((1,),), datasets=("a",)),
                   loaded, texts=TEXTS)
     assert study.windows["a"].bos == 63
-    x, _ = study.original_capture(1)
+    x, _ = study.captures.original(1)
     assert len(x) == len(study.windows["a"].train) * 33
     entries = study.run()["entries"]
     assert all(np.isfinite(e["log_ppl"]) for e in entries.values())

@@ -19,15 +19,15 @@ def test_fit_seed_is_the_documented_rule_and_keeps_units_apart():
 
 
 def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
-    """The Store reads each checkpoint of a unit once (the checks before a fit and the fit share
-    the read); a damaged one is a miss, removed, and the unit is fitted again."""
+    """The Store reads each checkpoint of a layer's units once (:meth:`Store.saved_unit`); a damaged
+    one is a miss, removed, and the unit is fitted again."""
     from galinear.compress import MethodSpec
     from galinear.compress.storage.store import Store
     from galinear.testing.compression import tiny_config
 
     store = Store(tiny_config(tmp_path, targets=("q_proj", "k_proj")), "0123456789abcdef")
     spec = MethodSpec("lr1")
-    assert store.unit_records(spec, 0, (), 1) is None and not store.unit_done(spec, 0, (), 1)
+    assert store.saved_unit(spec, 0, (), 1) == {} and not store.unit_done(spec, 0, (), 1)
     records = {p: {"state": torch.nn.Linear(2, 2).state_dict(), "stats": {"calls": 1}} for p in ("q_proj", "k_proj")}
     store.save_unit(spec, 0, (), 1, records)
     paths = [store.unit_path(spec, 0, (), 1, p) for p in ("q_proj", "k_proj")]
@@ -35,15 +35,43 @@ def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
     reads = []
     real = fit.load
     monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
-    fresh = Store(store.config, store.key)
-    assert fresh.unit_done(spec, 0, (), 1)
-    back = fresh.unit_records(spec, 0, (), 1, ("q_proj",))
-    assert fresh.unit_records(spec, 0, (), 1) is not None
-    assert sorted(reads) == sorted(paths)  # two checks and a read: each file once
+    back = Store(store.config, store.key).saved_unit(spec, 0, (), 1)
+    assert sorted(reads) == sorted(paths) and set(back) == {"q_proj", "k_proj"}  # each file once
     assert torch.equal(back["q_proj"]["state"]["weight"], records["q_proj"]["state"]["weight"])
     with open(paths[1], "wb") as f:  # a damaged file: a miss, removed
         f.write(b"not a state file")
-    assert Store(store.config, store.key).unit_records(spec, 0, (), 1) is None and not os.path.exists(paths[1])
+    fresh = Store(store.config, store.key)
+    assert set(fresh.saved_unit(spec, 0, (), 1)) == {"q_proj"} and not os.path.exists(paths[1])
+    assert not fresh.unit_done(spec, 0, (), 1)
     assert "recomputing" in capsys.readouterr().err
     assert fit.cached(str(tmp_path / "c.safetensors"), lambda: {"x": torch.ones(1)})["x"].item() == 1.0
     assert fit.cached(str(tmp_path / "c.safetensors"), lambda: pytest.fail("computed again"))["x"].item() == 1.0
+
+
+@pytest.mark.parametrize("objective", ["qkv", "attention"])
+def test_a_layer_reads_its_checkpoints_once(tiny, tmp_path, monkeypatch, objective):
+    """Fitting a layer set reads each unit's checkpoint once, whether the units are missing (first
+    run) or all on disk (a rerun takes them back, bit for bit, and captures nothing)."""
+    from galinear.compress import Study
+    from galinear.testing.compression import tiny_config
+    from galinear.testing.models import TEXTS
+
+    pytest.importorskip("transformers")
+    study = Study(tiny_config(tmp_path, datasets=("a",), layer_sets=((0, 2),), methods=("lr1",), epochs=0.5,
+                              objective=objective), tiny, texts=TEXTS)
+    spec = study.config.method_spec("lr1")
+    units = [study.store.unit_path(spec, 0, prefix, layer, p)
+             for prefix, layer in (((), 0), ((0,), 2)) for p in ("q_proj", "k_proj", "v_proj")]
+    reads = []
+    real = fit.load
+    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    first = study.fit_layer_set(spec, 0, (0, 2))
+    assert sorted(r for r in reads if r in units) == sorted(units)  # missing: each looked for once
+    reads.clear()
+    captured = []
+    monkeypatch.setattr(type(study.captures), "pair", lambda *a, **k: captured.append(a) or pytest.fail("captured"))
+    again = study.fit_layer_set(spec, 0, (0, 2))
+    assert sorted(r for r in reads if r in units) == sorted(units) and not captured  # on disk: each read once
+    for key, module in first["replacements"].items():
+        for name, value in module.state_dict().items():
+            assert torch.equal(value, again["replacements"][key].state_dict()[name])

@@ -107,10 +107,10 @@ def test_inputs_come_from_the_partly_compressed_network(tmp_path, tiny):
     study = Study(tiny_config(tmp_path, methods=("lr1",), layer_sets=((0, 2),)), tiny, texts=TEXTS)
     spec = study.config.method_spec("lr1")
     fitted = study.fit_layer_set(spec, 0, (0, 2))
-    original_inputs, _ = study.original_capture(2)
+    original_inputs, _ = study.captures.original(2)
     layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
     with activations.swapped(study.model, layer0):
-        expected = activations.capture(study.model, 2, study._train_ids())
+        expected = activations.capture(study.model, 2, study.captures.train_ids())
     cached = [f for f in os.listdir(os.path.join(study.work, "captures")) if f.endswith("attn_in-L2.safetensors") and f.startswith("lr1")]
     captured = fit.load(os.path.join(study.work, "captures", cached[0]))["train"]
     assert torch.allclose(captured, expected)

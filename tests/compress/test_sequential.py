@@ -75,7 +75,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
     lines = []
     reference_study = Study(tiny_config(tmp_path / "ref", **settings), loaded, texts=TEXTS)
     assert reference_study.config.layer_sets == ((0, 1, 2, 3),)
-    reference_study.log = lines.append  # the per-layer lines with their estimate
+    reference_study.log.echo = lines.append  # the per-layer lines with their estimate
     reference = reference_study.run()
     assert any("layer 2 (3/4) fitted in" in line and "1 layer left, about" in line for line in lines)
     real_fit = fit.fit_projection
@@ -128,11 +128,11 @@ def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
     fitted = study.fit_layer_set(spec, 0, (0, 1, 2))["replacements"]  # loaded from the checkpoints
     below = {k: m for k, m in fitted.items() if k[0] < 2}
     with activations.swapped(loaded.model, below):
-        expected = activations.capture(loaded.model, 2, study._train_ids())
+        expected = activations.capture(loaded.model, 2, study.captures.train_ids())
     key = study.store.input_key(spec, 0, (0, 1), 2)
-    train, _ = study._capture_pair(2, "attn_in", below, key)
+    train, _ = study.captures.pair(2, "attn_in", below, key)
     assert torch.equal(train, expected) and set_name((0, 1)) in key
-    original = activations.capture(loaded.model, 2, study._train_ids())
+    original = activations.capture(loaded.model, 2, study.captures.train_ids())
     assert not torch.allclose(original, expected)  # the replaced layers below did change the inputs
     assert not np.isnan(float(train.sum()))
 
@@ -170,3 +170,22 @@ def test_help_names_the_whole_model_options(capsys):
 def test_compact_layer_names():
     assert sequential.compact(range(30)) == "0-29" and sequential.compact((0, 2)) == "0,2"
     assert sequential.compact((0, 1, 2, 5, 7, 8)) == "0-2,5,7,8" and sequential.compact((16,)) == "16"
+
+
+def test_the_captures_cache_releases_a_layer(tmp_path, monkeypatch):
+    """The captures cache holds a layer's original captures in memory until it releases that layer;
+    after the release they are read back from the disk cache, equal."""
+    loaded = LoadedModel(tiny_llama(layers=3, seed=1), CharTokenizer(), "tiny-llama")
+    study = Study(tiny_config(tmp_path, datasets=("a",), layer_sets=((1,),), methods=("lr1",)), loaded, texts=TEXTS)
+    captures = study.captures
+    train, test = captures.original(1)
+    reads = []
+    real = fit.load
+    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    assert captures.original(1)[0] is train and not reads  # held in memory
+    captures.release(0)  # another layer: nothing of layer 1 is dropped
+    assert captures.original(1)[0] is train and not reads
+    captures.release(1)
+    again, again_test = captures.original(1)
+    assert reads == [study.store.capture_path("original-attn_in-L1")]
+    assert again is not train and torch.equal(again, train) and torch.equal(again_test, test)

@@ -61,8 +61,8 @@ def test_fixed_step_study_from_shards_is_exact_and_never_reads_the_training_spli
         in_memory, tmp_path, monkeypatch):
     reference, memory_dir = in_memory["fixed"]
     study = Study(tiny_config(tmp_path, shard_windows=1, **FIXED), _loaded(), texts=TEXTS)
-    n_train = study._train_ids().size
-    assert n_train == 2 * 12 * 32 and study._test_ids().size < 256
+    n_train = study.captures.train_ids().size
+    assert n_train == 2 * 12 * 32 and study.captures.test_ids().size < 256
     reads, real_read, real_to_tensor = [], CaptureShards._read, CaptureShards.to_tensor
 
     def counted_read(self, rows):
@@ -79,7 +79,7 @@ def test_fixed_step_study_from_shards_is_exact_and_never_reads_the_training_spli
     assert _numbers(study.run(report=False)) == reference  # every ln PPL, MSE, curve and count, exactly
     monkeypatch.undo()
     # the training rows are a view of the shards on disk, read at most a batch (256 rows) at a time
-    train, test = study.original_capture(0)
+    train, test = study.captures.original(0)
     assert isinstance(train, CaptureShards) and len(train) == n_train and isinstance(test, torch.Tensor)
     assert reads and max(reads) <= 256 < n_train
     prefixed = study.store.input_key(study.config.method_spec("lr1"), 0, (0,), 2)
@@ -99,10 +99,9 @@ def test_converged_and_joint_studies_from_shards_are_exact(in_memory, tmp_path, 
     settings = {"converged": CONVERGED, "joint": JOINT}[setting]
     study = Study(tiny_config(tmp_path, shard_windows=2, **settings), _loaded(), texts=TEXTS)
     assert _numbers(study.run(report=False)) == in_memory[setting][0]
-    assert isinstance(study.original_capture(0)[0], CaptureShards)  # the joint fit read it whole, held nothing
-    with study.whole_captures():
-        whole = study.original_capture(0)[0]
-    assert isinstance(whole, torch.Tensor) and torch.equal(whole, study.original_capture(0)[0].to_tensor())
+    assert isinstance(study.captures.original(0)[0], CaptureShards)  # the joint fit read it whole, held nothing
+    whole = study.captures.original(0, whole=True)[0]
+    assert isinstance(whole, torch.Tensor) and torch.equal(whole, study.captures.original(0)[0].to_tensor())
 
 
 def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypatch):
@@ -139,7 +138,7 @@ def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypa
 
     monkeypatch.setattr(activations, "_captured_batches", killed)
     with pytest.raises(KeyboardInterrupt):
-        study.original_capture(2)
+        study.captures.original(2)
     monkeypatch.setattr(activations, "_captured_batches", real_batches)
     assert not os.path.exists(target)
     # what a killed process leaves: its temporary folder beside the capture, and (copied by hand) a folder
@@ -148,11 +147,11 @@ def test_a_damaged_or_unfinished_capture_is_redone(in_memory, tmp_path, monkeypa
     os.makedirs(stale)
     os.makedirs(target)
     open(os.path.join(target, "shard-00000.safetensors"), "wb").close()
-    train, test = Study(config, _loaded(), texts=TEXTS).original_capture(2)
+    train, test = Study(config, _loaded(), texts=TEXTS).captures.original(2)
     assert not os.path.exists(stale)
-    rows = activations.capture(study.model, 2, study._train_ids())
+    rows = activations.capture(study.model, 2, study.captures.train_ids())
     assert isinstance(train, CaptureShards) and torch.equal(train.to_tensor(), rows)
-    assert torch.equal(test, activations.capture(study.model, 2, study._test_ids()))
+    assert torch.equal(test, activations.capture(study.model, 2, study.captures.test_ids()))
 
 
 @pytest.mark.parametrize("bad", [0, -2, True, 1.5, "4"])

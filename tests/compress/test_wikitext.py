@@ -147,7 +147,7 @@ def test_study_reports_wikitext_first(tmp_path, tiny, monkeypatch):
     config = tiny_config(tmp_path / "run", datasets=("a",), layer_sets=((1,),), methods=("lr1",), wikitext="file",
                          wikitext_window=40)
     study = Study(config, tiny, texts=TEXTS)
-    assert study.eval_datasets == ["wikitext2", "a"] and study.wikitext_window == 40
+    assert study.eval_datasets == ["wikitext2", "a"] and study.wikitext.window == 40
     entries = study.run()["entries"]
     original = entries["original|wikitext2"]
     ids = np.asarray(CharTokenizer()(short)["input_ids"])

@@ -153,21 +153,25 @@ def settings_tag(config) -> str:
     return f"kd{config.distill_max_steps}-v{config.distill_eval_every}-p{config.patience}-lr{config.distill_lr:g}"
 
 
-def run_in_study(study, spec, seed: int, layer_set, replacements: dict):
-    """The distillation stage of one compressed model of a :class:`galinear.compress.Study`; (modules, stats)."""
+def distill_stage(model, replacements: dict, train_ids, valid_ids, config, store, spec, seed: int, layer_set, *,
+                  log, bars: bool = False):
+    """The distillation stage of one compressed model of a study; (modules, stats).
+
+    ``train_ids`` / ``valid_ids``: the study's training and validation windows; ``config``: its
+    StudyConfig (the distillation settings); ``store``: names the checkpoint
+    (:meth:`galinear.compress.storage.store.Store.distill_path`); ``log`` takes one line."""
     from galinear.compress.storage.store import set_name
 
-    config = study.config
-    path = study.store.distill_path(spec, seed, layer_set, settings_tag(config))
-    label = f"distill {spec.name} s{seed} L{set_name(layer_set)}" if study._bars else None
-    modules, stats = distill(study.model, replacements, study._train_ids(), study._valid_ids(),
+    path = store.distill_path(spec, seed, layer_set, settings_tag(config))
+    label = f"distill {spec.name} s{seed} L{set_name(layer_set)}" if bars else None
+    modules, stats = distill(model, replacements, train_ids, valid_ids,
                              lr=config.distill_lr, max_steps=config.distill_max_steps,
                              eval_every=config.distill_eval_every, patience=config.patience,
                              seed=fit_seed(seed, 0, DISTILL_SLOT), checkpoint=path, progress=label)
-    study.log(f"distilled {spec.tag()} s{seed} L{set_name(layer_set)}: validation KL {stats['valid_kl_start']:.4g} -> "
-              f"{stats['valid_kl']:.4g} (best at step {stats['best_step']} of {stats['steps']}, {stats['stopped']}), "
-              f"{stats['seconds']:.1f} s")
+    log(f"distilled {spec.tag()} s{seed} L{set_name(layer_set)}: validation KL {stats['valid_kl_start']:.4g} -> "
+        f"{stats['valid_kl']:.4g} (best at step {stats['best_step']} of {stats['steps']}, {stats['stopped']}), "
+        f"{stats['seconds']:.1f} s")
     return modules, stats
 
 
-__all__ = ["kl_loss", "mean_kl", "distill", "settings_tag", "run_in_study"]
+__all__ = ["kl_loss", "mean_kl", "distill", "settings_tag", "distill_stage"]

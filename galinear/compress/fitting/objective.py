@@ -38,7 +38,6 @@ import math
 from galinear.compress.fitting import activations
 from galinear.lm import optimise
 from galinear.lm import models
-from galinear.lm.models import PROJECTIONS
 
 OBJECTIVES = ("qkv", "attention", "logits")
 #: What a :class:`LayerObjective` matches: the attention block's output, the MLP block's, or the logits.
@@ -235,52 +234,51 @@ def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements:
     return LayerObjective(model, layer, name, res_in, res_orig)
 
 
-def fit_in_study(study, spec, seed: int, layer_set, i: int, replacements: dict, info: dict,
-                 projections=PROJECTIONS, block: str | None = None) -> None:
-    """Fit (or load) the ``projections`` of ``layer_set[i]`` jointly inside a
-    :class:`galinear.compress.Study`: to ``block``'s output (``attention``: the attention block,
-    ``mlp``: the MLP block, ``logits``: the next-token distribution; default ``spec.objective``)
-    on the inputs of the network in which ``replacements`` (earlier layers, earlier stages of this
-    layer) are installed. One unit (:meth:`~galinear.compress.Study.fit_units`) of the
-    projections, initialised as the projection-wise fits, one checkpoint per projection (the
-    shared fit statistics in each), the test MSE per projection on its own input."""
+def fit_joint(modules: dict, captures, model, spec, seed: int, layer_set, i: int, replacements: dict,
+              block: str, *, log, bars: bool = False) -> dict:
+    """Fit ``modules = {projection: module}`` of ``layer_set[i]`` jointly to ``block``'s output
+    (``attention``: the attention block, ``mlp``: the MLP block, ``logits``: the next-token
+    distribution) on the inputs of the network in which ``replacements`` (earlier layers, earlier
+    stages of this layer) are installed; returns ``{projection: stats}``, the shared fit statistics
+    in each and the test MSE per projection on its own input.
+
+    ``captures`` is the study's captures cache (:class:`galinear.compress.study.captures.Captures`):
+    the training rows are read whole, the validation rows (until converged) and the test rows of a
+    projection behind the fitted ones come from it. ``log`` takes one line; ``bars`` shows a tqdm bar.
+    """
     from galinear.compress.fitting import evaluate, fit
     from galinear.compress.methods import targets as targeting
 
-    model, layer = study.model, layer_set[i]
-    block = block or spec.objective
+    layer = layer_set[i]
     where = "mlp_in" if block == "mlp" else "attn_in"
-    what = ",".join(p.split("_")[0] for p in projections)
-
-    def fit_all(modules: dict) -> dict:
-        x_in, x_in_test, x_orig, x_orig_test, key = study.stage_inputs(spec, seed, layer_set, i, where, replacements)
-        train = _objective_on(model, layer, block, study._train_ids(), x_in, x_orig, replacements)
-        valid = None
-        if spec.max_steps:
-            xv_in, xv_orig = study.valid_capture(layer, replacements, key, where)
-            valid = _objective_on(model, layer, block, study._valid_ids(), xv_in, xv_orig, replacements)
-        label = f"fit {spec.name} s{seed} L{layer} {what} ({block})" if study._bars else None
-        stats = fit_layer(modules, train, lr=spec.learning_rate, steps=steps_for(len(x_in), spec.epochs, spec.batch_size),
-                          seed=fit.fit_seed(seed, layer), valid=valid, max_steps=spec.max_steps,
-                          eval_every=spec.eval_every or 25, patience=spec.patience or 4, progress=label)
-        study.log(fit.summary(f"{spec.tag()} s{seed} L{layer} {what} jointly ({block})", stats))
-        installed = {**replacements, **{(layer, p): m for p, m in modules.items()}}
-        out = {}
-        for proj, module in modules.items():
-            if targeting.INPUTS[proj] == where:
-                rows, orig_rows = x_in_test, x_orig_test
-            else:  # o_proj or down_proj: its own input, behind the modules fitted with it
-                rows, orig_rows = study.test_rows(layer, targeting.INPUTS[proj], installed)
-            # one joint fit: each unit holds its share of the time (the study sums "seconds" over units)
-            unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), rows, orig_rows),
-                        objective_target_mean_square=stats["target_mean_square"], joint_seconds=stats["seconds"],
-                        seconds=stats["seconds"] / len(modules))
-            if "curve" in unit:  # the learning curve of the joint objective, kept under its own name
-                unit["objective_curve"] = unit.pop("curve")
-            out[proj] = unit
-        return out
-
-    study.fit_units(spec, seed, layer_set, i, tuple(projections), fit_all, replacements, info)
+    what = ",".join(p.split("_")[0] for p in modules)
+    x_in, x_in_test, x_orig, x_orig_test, key = captures.stage_inputs(spec, seed, layer_set, i, where, replacements,
+                                                                      whole=True)
+    train = _objective_on(model, layer, block, captures.train_ids(), x_in, x_orig, replacements)
+    valid = None
+    if spec.max_steps:
+        xv_in, xv_orig = captures.valid(layer, replacements, key, where)
+        valid = _objective_on(model, layer, block, captures.valid_ids(), xv_in, xv_orig, replacements)
+    label = f"fit {spec.name} s{seed} L{layer} {what} ({block})" if bars else None
+    stats = fit_layer(modules, train, lr=spec.learning_rate, steps=steps_for(len(x_in), spec.epochs, spec.batch_size),
+                      seed=fit.fit_seed(seed, layer), valid=valid, max_steps=spec.max_steps,
+                      eval_every=spec.eval_every or 25, patience=spec.patience or 4, progress=label)
+    log(fit.summary(f"{spec.tag()} s{seed} L{layer} {what} jointly ({block})", stats))
+    installed = {**replacements, **{(layer, p): m for p, m in modules.items()}}
+    out = {}
+    for proj, module in modules.items():
+        if targeting.INPUTS[proj] == where:
+            rows, orig_rows = x_in_test, x_orig_test
+        else:  # o_proj or down_proj: its own input, behind the modules fitted with it
+            rows, orig_rows = captures.test_rows(layer, targeting.INPUTS[proj], installed)
+        # one joint fit: each unit holds its share of the time (the study sums "seconds" over units)
+        unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), rows, orig_rows),
+                    objective_target_mean_square=stats["target_mean_square"], joint_seconds=stats["seconds"],
+                    seconds=stats["seconds"] / len(modules))
+        if "curve" in unit:  # the learning curve of the joint objective, kept under its own name
+            unit["objective_curve"] = unit.pop("curve")
+        out[proj] = unit
+    return out
 
 
 def steps_for(rows: int, epochs: float, batch_size: int) -> int:
@@ -289,4 +287,4 @@ def steps_for(rows: int, epochs: float, batch_size: int) -> int:
 
 
 __all__ = ["BLOCKS", "OBJECTIVES", "LayerObjective", "attention_call", "attention_output", "check_objective",
-           "fit_in_study", "fit_layer", "mlp_output", "next_token_logits", "steps_for"]
+           "fit_joint", "fit_layer", "mlp_output", "next_token_logits", "steps_for"]

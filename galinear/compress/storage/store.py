@@ -119,7 +119,7 @@ def models_root(config) -> str | None:
 
 class Store:
     """Every path of one study (``config``: a StudyConfig; ``key``: its fingerprint), and its
-    unit checkpoints, each read once (:meth:`unit_records`)."""
+    unit checkpoints (:meth:`saved_unit`, :meth:`save_unit`)."""
 
     def __init__(self, config, key: str, log=None):
         self.config = config
@@ -127,7 +127,6 @@ class Store:
         self.work = os.path.join(cache_root(config), key)
         self.results_path = os.path.join(config.out_dir, "results.json")
         self.models_root = models_root(config)
-        self._unit = (None, {})  # the unit last read: (its name, {path: record})
         if log is not None:
             self._name_other_formats(log)
 
@@ -184,43 +183,28 @@ class Store:
         return tuple(getattr(self.config, "targets", models.PROJECTIONS)) + (
             ("o_proj",) if self.config.refit_o_proj else ())
 
-    def unit_records(self, spec, seed, prefix, layer, projections=None) -> dict | None:
-        """``{projection: record}`` of the saved checkpoints of ``projections`` (default: all of
-        the layer's, :meth:`unit_projections`) at ``layer`` after ``prefix``, or None when one is
-        missing or unreadable (an unreadable one is removed, :func:`galinear.compress.fitting.fit.load`).
+    def saved_unit(self, spec, seed, prefix, layer) -> dict:
+        """``{projection: record}`` of the readable checkpoints of the layer's units
+        (:meth:`unit_projections`) at ``layer`` after ``prefix``; a missing one is left out, an
+        unreadable one is removed (:func:`galinear.compress.fitting.fit.load`) and left out.
 
-        Each file is read once: the records of the layer last asked for are kept, so the checks
-        before a fit (is it done? are its inputs needed?) and the fit that loads it share one read.
-        """
-        projections = self.unit_projections() if projections is None else projections
-        name = (spec.tag(), seed, tuple(prefix), layer)
-        if self._unit[0] != name:
-            self._unit = (name, {})
-        held = self._unit[1]
+        A layer's fit reads this once, before it starts: it decides which units are fitted and
+        which are taken back (:func:`galinear.compress.study.layers.fit_layer_set`)."""
         out = {}
-        for proj in projections:
-            path = self.unit_path(spec, seed, prefix, layer, proj)
-            if path not in held:
-                record = fit.load(path)
-                if record is None:
-                    return None
-                held[path] = record
-            out[proj] = held[path]
+        for proj in self.unit_projections():
+            record = fit.load(self.unit_path(spec, seed, prefix, layer, proj))
+            if record is not None:
+                out[proj] = record
         return out
 
     def save_unit(self, spec, seed, prefix, layer, records: dict) -> None:
         """Write the checkpoint of every ``{projection: record}`` of a unit, atomically, one file each."""
-        name = (spec.tag(), seed, tuple(prefix), layer)
-        if self._unit[0] != name:
-            self._unit = (name, {})
         for proj, record in records.items():
-            path = self.unit_path(spec, seed, prefix, layer, proj)
-            fit.atomic_save(record, path)
-            self._unit[1][path] = record
+            fit.atomic_save(record, self.unit_path(spec, seed, prefix, layer, proj))
 
     def unit_done(self, spec, seed, prefix, layer) -> bool:
         """Whether every checkpoint of (method, seed, prefix, layer) is on disk and readable."""
-        return self.unit_records(spec, seed, prefix, layer) is not None
+        return len(self.saved_unit(spec, seed, prefix, layer)) == len(self.unit_projections())
 
     def capture_path(self, key: str) -> str:
         return os.path.join(self.work, "captures", f"{key}{CACHE_SUFFIX}")

@@ -28,24 +28,30 @@ import time
 
 import numpy as np
 
-from galinear.compress.fitting import activations, closed_form, converge, distill, evaluate, fit
+from galinear.compress.fitting import activations, distill, evaluate
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.methods import targets as targeting
 from galinear.compress.report import summary as reporting
 from galinear.compress.report.summary import PAPER_SETS_NOTE
 from galinear.compress.storage import saving
-from galinear.compress.storage.store import Store, fingerprint, install, set_name
-from galinear.compress.study import distributed, sequential
+from galinear.compress.storage.store import Store, fingerprint, set_name
+from galinear.compress.study import distributed, layers, scoring, sequential
 from galinear.compress.study import folders as study_folders, units as study_units
-from galinear.compress.study.captures import CaptureMethods
+from galinear.compress.study.captures import Captures
 from galinear.compress.study.config import StudyConfig, check, check_loaded
-from galinear.compress.study.scoring import ScoringMethods
+from galinear.compress.study.context import Context, Log, show_bars
 from galinear.lm import models
 from galinear.lm import windows as win
 
 
-class Study(CaptureMethods, ScoringMethods):
+class Study:
     """A resumable compression study. ``Study(config).run()`` does everything.
+
+    The orchestrator: it loads the model and the texts, builds the plain values the steps read
+    (the :class:`~galinear.compress.storage.store.Store`, the captures cache
+    :attr:`captures`, the :attr:`context` of the fits) and passes them in; the fits
+    (:mod:`galinear.compress.study.layers`), the scoring (:mod:`galinear.compress.study.scoring`)
+    and the units under torchrun (:mod:`galinear.compress.study.units`) never see the Study.
 
     Parameters
     ----------
@@ -58,8 +64,8 @@ class Study(CaptureMethods, ScoringMethods):
 
     def __init__(self, config: StudyConfig, loaded: models.LoadedModel | None = None, texts: dict | None = None):
         self.config = asked = config
-        self._t0 = time.perf_counter()
         self.ranks = distributed.current()
+        self.log = Log(config.verbose, self.ranks.rank if self.ranks.size > 1 else None)
         check(config, loaded, texts)
         threads = config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
@@ -111,219 +117,42 @@ class Study(CaptureMethods, ScoringMethods):
         if self.ranks.rank == 0:  # --out and --save hold this study only (galinear.compress.study.folders)
             study_folders.claim(asked, self.store.key, self.log)
         self.ranks.barrier()
-        self._bos = bos
-        self.wikitext_ids, self.wikitext_window, self.wikitext_source, self.wikitext_info = None, None, None, None
-        self._setup_wikitext()
+        self.wikitext = scoring.setup_wikitext(config, self.loaded.tokenizer, self.model, self.store, bos, self.log)
+        self.eval_datasets = scoring.eval_datasets(self.wikitext, self.windows)
         self.work, self.results_path = self.store.work, self.store.results_path
+        self._load_results()
+        first = next(iter(self.windows.values()))
+        skip = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0], max(1, min(all_layers)))
+        self.bars = show_bars(config.progress)
+        self.captures = Captures(self.model, self.windows, self.store, mse_windows=config.mse_windows,
+                                 shard_windows=config.shard_windows, skip_lower_layers=skip, log=self.log,
+                                 bars=self.bars)
+        self.context = Context(self.model, config, self.store, self.captures, self.log, self.bars)
+        self._model_params = methods.count_parameters(self.model)
+
+    def _load_results(self) -> None:
+        """results.json (and, under torchrun, every rank's file) as they are on disk."""
         rank = self.ranks.rank if self.ranks.size > 1 else None
         self.results, self._own_results = self.store.load_results(self.log, rank)
-        self._original_captures = {}
-        self._valid_captures = {}
-        self._residuals = {}
-        first = next(iter(self.windows.values()))
-        self.skip_lower_layers = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0],
-                                                           max(1, min(all_layers)))
-
-    def log(self, message: str) -> None:
-        """One line on stderr with the elapsed time (when ``verbose``)."""
-        if self.config.verbose:
-            import sys
-
-            who = f"rank {self.ranks.rank}: " if self.ranks.size > 1 else ""
-            print(f"[{time.perf_counter() - self._t0:7.1f} s] {who}{message}", file=sys.stderr, flush=True)
-
-    @property
-    def _bars(self) -> bool:
-        """tqdm bars only on a terminal; in a log, one line per unit instead."""
-        import sys
-
-        return bool(self.config.progress and sys.stderr.isatty())
-
-    # ------------------------------------------------------------------ fitting
-    def _build(self, spec, layer, proj):
-        import torch
-
-        orig = models.projection(self.model, layer, proj)
-        if self._refit_unit(proj):
-            module = torch.nn.Linear(orig.in_features, orig.out_features, bias=orig.bias is not None)
-            module.load_state_dict(orig.state_dict())
-            return module
-        return methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
-
-    def _refit_unit(self, proj: str) -> bool:
-        """Whether ``proj`` is the o_proj refit (``--refit-o-proj``) rather than a replaced target."""
-        return proj == "o_proj" and "o_proj" not in self.config.targets
 
     def fit_layer_set(self, spec, seed: int, layer_set) -> dict:
-        """Fit (or load) every unit of ``layer_set`` for one method and seed, layer after layer, each on
-        the network whose earlier layers of the set are replaced; returns the replacements.
-
-        Every layer is checkpointed before the next starts (a rerun resumes at the first layer
-        without its files); sets of several layers log one line per layer with the time left, and
-        the in-memory captures of a layer are dropped once it is fitted
-        (:mod:`galinear.compress.study.sequential`).
-        """
-        replacements = {}
-        info = {}
-        label = f"{spec.tag()} s{seed} layers {sequential.compact(layer_set)}"
-        progress = sequential.LayerProgress(label, layer_set, self.log, enabled=len(layer_set) > 1)
-        for i, layer in enumerate(layer_set):
-            loaded = self.store.unit_done(spec, seed, tuple(layer_set[:i]), layer)
-            progress.start()
-            self._fit_layer(spec, seed, layer_set, i, replacements, info)
-            progress.done(i, loaded)
-            if len(layer_set) > 1:
-                sequential.release(self, layer)
-        return {"replacements": replacements, "stats": info}
-
-    def _fit_layer(self, spec, seed: int, layer_set, i: int, replacements: dict, info: dict) -> None:
-        """Fit (or load) the units of ``layer_set[i]`` and install them in ``replacements``: the
-        targets stage by stage in forward order (:func:`galinear.compress.methods.targets.stages`), each on
-        the network with the earlier stages installed."""
-        for projections, block in targeting.stages(self.config.targets, spec.objective):
-            if spec.moment_fit:
-                self._fit_closed_form(spec, seed, layer_set, i, replacements, info, projections)
-            elif block is not None:  # fitted jointly (galinear.compress.fitting.objective)
-                from galinear.compress.fitting import objective
-
-                with self.whole_captures():  # the joint objectives take every training window at once
-                    objective.fit_in_study(self, spec, seed, layer_set, i, replacements, info, projections, block)
-            else:
-                self._fit_projections(spec, seed, layer_set, i, replacements, info, projections)
-        if self.config.refit_o_proj:
-            self._refit_o_proj(spec, seed, layer_set, i, replacements, info)
-
-    def fit_units(self, spec, seed: int, layer_set, i: int, projections, fit_all, replacements: dict,
-                  info: dict) -> None:
-        """Fit (or read back) the replacements of ``projections`` at ``layer_set[i]`` as one unit
-        (one checkpoint a projection, :meth:`galinear.compress.storage.store.Store.unit_records`) and install them.
-
-        When every checkpoint is readable the modules take their saved states; otherwise
-        ``fit_all`` fits them all and each record is saved atomically before anything uses it,
-        so a run killed anywhere leaves whole records and a rerun resumes at the first unit
-        without them.
-
-        Targets are initialised under the seed :func:`galinear.compress.fitting.fit.fit_seed` gives
-        them (:func:`galinear.compress.methods.targets.slot`), the o_proj refit as the original o_proj. ``fit_all(modules)`` fits
-        ``{projection: module}`` and returns ``{projection: stats}``.
-        """
-        import torch
-
-        layer, prefix = layer_set[i], tuple(layer_set[:i])
-        modules = {}
-        for proj in projections:
-            if not self._refit_unit(proj):
-                torch.manual_seed(fit.fit_seed(seed, layer, targeting.slot(proj)))
-            modules[proj] = self._build(spec, layer, proj)
-
-        def records(fitting: dict) -> dict:  # o_proj's record names neither method nor seed
-            stats = fit_all(fitting)
-            return {p: fit.unit_record(m, stats[p], layer, p, *((None, None) if self._refit_unit(p) else (spec, seed)))
-                    for p, m in fitting.items()}
-
-        saved = self.store.unit_records(spec, seed, prefix, layer, projections)
-        if saved is None:
-            saved = records(modules)
-            self.store.save_unit(spec, seed, prefix, layer, saved)
-        else:
-            for proj, module in modules.items():
-                module.load_state_dict(saved[proj]["state"])
-        for proj, module in modules.items():
-            install(module, (layer, proj), saved[proj]["stats"], replacements, info)
-
-    def _fit_projections(self, spec, seed, layer_set, i, replacements, info, projections=models.PROJECTIONS) -> None:
-        """Fit each replacement of ``projections`` (which read one input) at ``layer_set[i]`` on its own by
-        Adam (:mod:`galinear.compress.fitting.fit`, or until converged, :mod:`galinear.compress.fitting.converge`)."""
-        layer, prefix = layer_set[i], tuple(layer_set[:i])
-        where = targeting.INPUTS[projections[0]]
-        key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
-        x_orig, x_orig_test = self.original_capture(layer, where)
-        x_in, x_in_test = x_orig, x_orig_test
-        if not key.startswith("original-") and self.store.unit_records(spec, seed, prefix, layer, projections) is None:
-            x_in, x_in_test = self._capture_pair(layer, where, replacements, key)
-
-        def fit_one(proj, j, module):
-            orig = models.projection(self.model, layer, proj)
-            label = f"fit {spec.name} s{seed} L{layer} {proj}" if self._bars else None
-            t0 = time.perf_counter()
-            if spec.max_steps:
-                xv_in, xv_orig = self.valid_capture(layer, replacements, key, where)
-                stats = converge.fit_until_converged(
-                    module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
-                    lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
-                    max_steps=spec.max_steps, eval_every=spec.eval_every, patience=spec.patience, progress=label)
-            else:
-                stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate, epochs=spec.epochs,
-                                           batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
-                                           bias=orig.bias, progress=label)
-            stats["seconds"] = time.perf_counter() - t0
-            self.log(fit.summary(f"{spec.tag()} s{seed} L{layer} {proj}", stats))
-            return dict(stats, **evaluate.test_stats(module, orig, x_in_test, x_orig_test))
-
-        for proj in projections:
-            self.fit_units(spec, seed, layer_set, i, (proj,),
-                           lambda mods, proj=proj: {proj: fit_one(proj, targeting.slot(proj), mods[proj])},
-                           replacements, info)
-
-    def _fit_closed_form(self, spec, seed, layer_set, i, replacements, info, projections=models.PROJECTIONS) -> None:
-        """Set each replacement of ``projections`` (which read one input) at ``layer_set[i]`` from the second
-        moments of all training rows: the exact optimum (LR*, BH*), or Adam on the exact all-row MSE (rotorlin-m)."""
-        layer, prefix = layer_set[i], tuple(layer_set[:i])
-        where = targeting.INPUTS[projections[0]]
-        if self.store.unit_records(spec, seed, prefix, layer, projections) is None:
-            key = self.store.stage_input_key(spec, seed, prefix, layer, where, self.done_here(layer, replacements))
-            train_m, test_m = self.moments(layer, replacements, key, where)
-
-        def fit_one(proj, module):
-            orig = models.projection(self.model, layer, proj)
-            t0 = time.perf_counter()
-            reg = train_m.regression(orig.weight, orig.bias)
-            if spec.closed_form:
-                stats = closed_form.fit_module(module, reg)
-            else:  # rotorlin-m: Adam on the exact all-row loss, the study's stopping settings
-                stats = closed_form.fit_on_moments(module, reg, lr=spec.learning_rate, max_steps=spec.max_steps,
-                                                   eval_every=spec.eval_every, patience=spec.patience)
-            stats["seconds"] = time.perf_counter() - t0
-            test_reg = test_m.regression(orig.weight, orig.bias)
-            stats["test_mse"] = closed_form.module_mse(module, test_reg)
-            stats["target_mean_square"] = test_reg.target_mean_square()
-            stats["params"] = methods.count_parameters(module)
-            stats["dense_params"] = methods.count_parameters(orig)
-            stats["final_loss"] = stats["train_mse"]
-            self.log(f"{'closed-form' if spec.closed_form else 'moment-fitted'} {spec.tag()} L{layer} {proj}: "
-                     f"train MSE {stats['train_mse']:.4g}, test MSE {stats['test_mse']:.4g}"
-                     + (f" ({stats['steps']} steps, best at {stats['best_step']})" if stats["steps"] else "")
-                     + (f", ridge {stats['ridge']:.3g}" if stats["ridge"] else ""))
-            return stats
-
-        for proj in projections:
-            self.fit_units(spec, seed, layer_set, i, (proj,), lambda mods, proj=proj: {proj: fit_one(proj, mods[proj])},
-                           replacements, info)
-
-    def _refit_o_proj(self, spec, seed, layer_set, i, replacements, info):
-        """Refit a dense o_proj, started from the original one, to the original o_proj outputs (AdamW)."""
-        import torch
-
-        layer = layer_set[i]
-
-        def fit_o(mods):
-            module, orig = mods["o_proj"], models.projection(self.model, layer, "o_proj")
-            x_orig, x_orig_test = self.original_capture(layer, "o_in")
-            x_in, x_in_test = self._capture_pair(layer, "o_in", replacements,
-                                                 self.store.o_input_key(spec, seed, layer_set[:i + 1]))
-            label = f"refit o_proj {spec.name} s{seed} L{layer}" if self._bars else None
-            torch.manual_seed(seed)
-            stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=1e-4, epochs=self.config.o_epochs,
-                                       batch_size=256, seed=fit.fit_seed(seed, layer, fit.O_PROJ_SLOT), bias=orig.bias,
-                                       weight_decay=1e-2, optimizer="adamw", progress=label)
-            stats["test_mse"] = evaluate.mse(module, x_in_test, evaluate.projection_target(x_orig_test, orig))
-            stats["params"] = methods.count_parameters(module)
-            stats["dense_params"] = stats["params"]
-            return {"o_proj": stats}
-
-        self.fit_units(spec, seed, layer_set, i, ("o_proj",), fit_o, replacements, info)
+        """Fit (or load) every unit of ``layer_set`` for one method and seed
+        (:func:`galinear.compress.study.layers.fit_layer_set`)."""
+        return layers.fit_layer_set(self.context, spec, seed, layer_set)
 
     # ------------------------------------------------------------------ evaluation
+    def _evaluated(self, key: str) -> bool:
+        return scoring.evaluated(self.results["entries"], key, self.wikitext)
+
+    def _log_perplexity(self, dataset: str, label: str, layer_set=None) -> dict:
+        """ln PPL of the model as it stands on ``dataset`` (:func:`galinear.compress.study.scoring.log_perplexity`)."""
+        start = None
+        if layer_set is not None and dataset in self.windows:
+            start = self.captures.start(dataset, layer_set[0])
+        return scoring.log_perplexity(self.model, dataset, wiki=self.wikitext, windows=self.windows,
+                                      wikitext_windows=self.config.wikitext_windows,
+                                      progress=label if self.bars else None, start=start)
+
     def _record(self, key: str, entry: dict) -> None:
         """Keep one evaluation and write it: to results.json, or under torchrun to this rank's own file."""
         self.results["entries"][key] = entry
@@ -385,7 +214,7 @@ class Study(CaptureMethods, ScoringMethods):
                 span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
                 how = f"Adam on all-row moments, best step {span} of max {spec.max_steps}"
             if self.config.until_converged:  # the same validation rows as the Adam curves (first layer, q/k/v)
-                xv, xv_orig = self.valid_capture(first, {}, None)
+                xv, xv_orig = self.captures.valid(first, {}, None)
                 for p in [p for p in targets if p in models.PROJECTIONS]:
                     orig = models.projection(self.model, first, p)
                     target = evaluate.projection_target(xv_orig, orig)
@@ -409,7 +238,10 @@ class Study(CaptureMethods, ScoringMethods):
                  **self._model_share(fitted["replacements"], stats)}
         self._keep_and_evaluate(spec, seed, layer_set, fitted["replacements"], spec.tag(), keys, entry)
         if distilled:  # the final joint stage (galinear.compress.fitting.distill), reported as its own row
-            modules, dstats = distill.run_in_study(self, spec, seed, tuple(layer_set), fitted["replacements"])
+            captures = self.captures
+            modules, dstats = distill.distill_stage(self.model, fitted["replacements"], captures.train_ids(),
+                                                    captures.valid_ids(), self.config, self.store, spec, seed,
+                                                    tuple(layer_set), log=self.log, bars=self.bars)
             entry = dict(entry, tag=dtag, fit_seconds=fit_seconds + dstats["seconds"],
                          fit=f"{how}; then all layers distilled jointly (KL, best step {dstats['best_step']} of "
                              f"{dstats['steps']}, validation KL {dstats['valid_kl_start']:.4g} -> {dstats['valid_kl']:.4g})",
@@ -419,8 +251,6 @@ class Study(CaptureMethods, ScoringMethods):
     def _model_share(self, replacements: dict, stats: dict) -> dict:
         """The budget over the whole model: the replaced modules' parameters (all layers) against
         their dense ones, and the share of the whole model's parameters kept."""
-        if getattr(self, "_model_params", None) is None:
-            self._model_params = methods.count_parameters(self.model)
         keys = [k for k in replacements if k[1] in self.config.targets]
         replaced = sum(int(stats[k]["params"]) for k in keys)
         dense = sum(int(stats[k]["dense_params"]) for k in keys)
@@ -468,17 +298,17 @@ class Study(CaptureMethods, ScoringMethods):
         """Evaluate the original model, then every planned run; write the report after each run.
 
         Under ``torchrun`` (torch.distributed initialised, several ranks) the units are spread over
-        the ranks instead (:func:`galinear.compress.study.units.run`).
+        the ranks instead (:meth:`_run_ranks`).
         """
         from tqdm.auto import tqdm
 
         if self.ranks.size > 1:
-            return study_units.run(self, report=report)
+            return self._run_ranks(report)
         self.evaluate_original()
         plan = self.plan()
         last_plot = time.perf_counter()
-        for number, (name, seed, layer_set) in enumerate(tqdm(plan, desc="study", disable=not self._bars), 1):
-            if self.config.progress and not self._bars:
+        for number, (name, seed, layer_set) in enumerate(tqdm(plan, desc="study", disable=not self.bars), 1):
+            if self.config.progress and not self.bars:
                 print(f"[{number}/{len(plan)}] {name} seed {seed} layers {set_name(layer_set)}", flush=True)
             self.run_one(name, seed, layer_set)
             if report:  # tables after every run, the plot at most every 5 minutes and at the end
@@ -488,12 +318,32 @@ class Study(CaptureMethods, ScoringMethods):
             self.write_report()
         return self.results
 
+    def _run_ranks(self, report: bool) -> dict:
+        """Do this rank's share of the study's stages (:func:`galinear.compress.study.units.stages`,
+        spread by :func:`galinear.compress.study.distributed.run`); rank 0 then writes results.json
+        and the report."""
+        steps = study_units.Steps(pending=self.pending, run_one=self.run_one,
+                                  evaluate_original=self.evaluate_original, evaluated=self._evaluated)
+
+        def plan():  # between the first two barriers: every rank reads the same results
+            self._load_results()
+            return study_units.stages(self.plan(), self.context, self.eval_datasets, steps)
+
+        distributed.run(self.ranks, plan, progress=self.config.progress)
+        self._load_results()
+        if self.ranks.rank == 0:
+            self.store.save_results(self.results)
+            if report:
+                self.write_report()
+            self.store.write_index()
+        return self.results
+
     def write_report(self, plot: bool = True) -> dict:
         """summary.json, results.md and the plots of the results so far (:func:`galinear.compress.report.summary.write`)."""
         windows = {d: {"train": len(w.train), "heldout": len(w.heldout), "tokens": int(len(w.tokens))}
                    for d, w in self.windows.items()}
         return reporting.write(self.results["entries"], self.config, model=self.loaded.name, windows=windows,
-                               datasets=self.eval_datasets, wikitext=self.wikitext_info, plot=plot)
+                               datasets=self.eval_datasets, wikitext=None if self.wikitext is None else self.wikitext.info, plot=plot)
 
 
 __all__ = ["StudyConfig", "Study", "PAPER_SETS_NOTE"]

@@ -1,8 +1,8 @@
 """Whole-model compression: layer sets written as ``all`` or ranges, and the per-layer bookkeeping of a
-sequential run (progress with an estimated time left, memory released layer by layer).
+sequential run (progress with an estimated time left).
 
 A layer set is fitted in increasing layer order: layer L is fitted on the activations of the
-network whose earlier layers of the set are already replaced (:meth:`galinear.compress.Study.fit_layer_set`),
+network whose earlier layers of the set are already replaced (:func:`galinear.compress.study.layers.fit_layer_set`),
 with the chosen objective. Every fitted layer is checkpointed atomically (one file per
 projection) before the next starts, so a rerun resumes at the first layer without its files and
 gives the same replacements, bit for bit. ``--layers all`` is the set of every decoder layer,
@@ -135,14 +135,4 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def release(study, layer: int) -> None:
-    """Forget the in-memory captures of ``layer`` once it is fitted (they stay on disk): a sequential
-    run then holds the captures of one layer at a time, whatever the number of layers."""
-    for key in [k for k in study._original_captures if k[0] == layer]:
-        del study._original_captures[key]
-    suffix = f"-L{layer}"
-    for key in [k for k in study._valid_captures if k.endswith(suffix)]:
-        del study._valid_captures[key]
-
-
-__all__ = ["ALL", "parse_layer_sets", "expand_layer_sets", "compact", "has_all", "LayerProgress", "format_seconds", "release"]
+__all__ = ["ALL", "parse_layer_sets", "expand_layer_sets", "compact", "has_all", "LayerProgress", "format_seconds"]

@@ -1,5 +1,6 @@
 """A compression study under ``torchrun``: its work as the stages and units that
-:func:`galinear.compress.study.distributed.run` spreads over the ranks.
+:func:`galinear.compress.study.distributed.run` spreads over the ranks (the orchestrator,
+:meth:`galinear.compress.study.run.Study.run`, passes the plan in).
 
 Every rank loads the model and the texts and computes the same plan; the work is then done in
 stages separated by barriers, each stage's units shared out by a fixed rule, so no two ranks
@@ -26,34 +27,50 @@ of ranks). Across several machines the output folder must be one shared file sys
 """
 from __future__ import annotations
 
-from galinear.compress.study import distributed
+from dataclasses import dataclass
+from typing import Callable
+
+from galinear.compress.study import layers
 from galinear.compress.study.distributed import Unit
 
 ROTOR_COST = 20
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The orchestrator's steps a unit runs, as plain calls: ``pending(name, seed, layer_set)``
+    (whether a run has a row to evaluate or a model to keep), ``run_one(name, seed, layer_set)``
+    (its fits, read back from their checkpoints, kept and evaluated), ``evaluate_original(datasets)``
+    and ``evaluated(key)`` (whether results.json holds that evaluation)."""
+
+    pending: Callable[[str, int, tuple], bool]
+    run_one: Callable[[str, int, tuple], None]
+    evaluate_original: Callable[[list], None]
+    evaluated: Callable[[str], bool]
 
 
 def _fit_cost(spec) -> float:
     return ROTOR_COST if spec.name in ("rotor", "givens") else 1.0
 
 
-def stages(study, plan) -> list:
+def stages(plan, ctx, datasets: list, steps: Steps) -> list:
     """[(stage name, [Unit, ...]), ...] of what is left of the (method, seed, layer set) runs of
-    ``plan``, in order."""
-    c = study.config
-    store = study.store
+    ``plan``, in order. ``ctx``: the study's :class:`~galinear.compress.study.context.Context`
+    (settings, store, captures cache); ``datasets``: what ln PPL is measured on."""
+    c, store, captures = ctx.config, ctx.store, ctx.captures
     shared, depths, evaluations = {}, {}, []
     for name, seed, layer_set in plan:
         spec = c.method_spec(name)
-        pending = study.pending(name, seed, layer_set)
+        pending = steps.pending(name, seed, layer_set)
         if pending:
-            evaluations.append(Unit(f"evaluate {name} seed {seed} layers {layer_set}", float(len(study.eval_datasets)),
-                                    lambda n=name, s=seed, ls=layer_set: study.run_one(n, s, ls)))
+            evaluations.append(Unit(f"evaluate {name} seed {seed} layers {layer_set}", float(len(datasets)),
+                                    lambda n=name, s=seed, ls=layer_set: steps.run_one(n, s, ls)))
             first = layer_set[0]
-            if study.skip_lower_layers and first > 0:
-                for d in study.windows:
-                    shared[("residual", d, first)] = (0.5, lambda d=d, L=first: study._start(d, L))
+            if captures.skip_lower_layers and first > 0:
+                for d in captures.windows:
+                    shared[("residual", d, first)] = (0.5, lambda d=d, L=first: captures.start(d, L))
             if spec.moment_fit and c.until_converged:  # the closed-form fit's validation point
-                shared[("valid", first)] = (1.0, lambda L=first: study.valid_capture(L, {}, None))
+                shared[("valid", first)] = (1.0, lambda L=first: captures.valid(L, {}, None))
         for i, layer in enumerate(layer_set):
             prefix = tuple(layer_set[:i])
             unit = (spec.tag(), seed, prefix + (layer,))
@@ -62,41 +79,23 @@ def stages(study, plan) -> list:
             pending = True
             depths.setdefault(i, {})[unit] = Unit(
                 f"fit {name} seed {seed} layers {prefix + (layer,)}", _fit_cost(spec),
-                lambda sp=spec, s=seed, ls=prefix + (layer,): study.fit_layer_set(sp, s, ls))
+                lambda sp=spec, s=seed, ls=prefix + (layer,): layers.fit_layer_set(ctx, sp, s, ls))
             if spec.moment_fit and not prefix:
-                shared[("moments", layer)] = (1.0, lambda L=layer: study.moments(L, {}, f"original-attn_in-L{L}"))
+                shared[("moments", layer)] = (1.0, lambda L=layer: captures.moments(L, {}, f"original-attn_in-L{L}"))
             if spec.max_steps and not spec.moment_fit and not prefix:
-                shared[("valid", layer)] = (1.0, lambda L=layer: study.valid_capture(L, {}, None))
+                shared[("valid", layer)] = (1.0, lambda L=layer: captures.valid(L, {}, None))
             if c.refit_o_proj:
-                shared[("o_in", layer)] = (1.0, lambda L=layer: study.original_capture(L, "o_in"))
+                shared[("o_in", layer)] = (1.0, lambda L=layer: captures.original(L, "o_in"))
         if pending and not spec.moment_fit:  # an Adam set reads the original capture of each of its layers
             for layer in layer_set:
-                shared[("capture", layer)] = (1.0, lambda L=layer: study.original_capture(L))
-    for d in study.eval_datasets:
-        if not study._evaluated(f"original|{d}"):
-            shared[("original", d)] = (1.0, lambda d=d: study.evaluate_original([d]))
+                shared[("capture", layer)] = (1.0, lambda L=layer: captures.original(L))
+    for d in datasets:
+        if not steps.evaluated(f"original|{d}"):
+            shared[("original", d)] = (1.0, lambda d=d: steps.evaluate_original([d]))
     out = [("shared", [Unit(" ".join(map(str, key)), cost, work) for key, (cost, work) in shared.items()])]
     out += [(f"fits at depth {i}", list(depths[i].values())) for i in sorted(depths)]
     out.append(("evaluation", evaluations))
     return out
 
 
-def run(study, report: bool = True) -> dict:
-    """Do this rank's share of the study's stages; rank 0 then writes results.json and the report."""
-    ranks = study.ranks
-
-    def plan():  # between the first two barriers: every rank reads the same results
-        study.results, study._own_results = study.store.load_results(study.log, ranks.rank)
-        return stages(study, study.plan())
-
-    distributed.run(ranks, plan, progress=study.config.progress)
-    study.results, study._own_results = study.store.load_results(study.log, ranks.rank)
-    if ranks.rank == 0:
-        study.store.save_results(study.results)
-        if report:
-            study.write_report()
-        study.store.write_index()
-    return study.results
-
-
-__all__ = ["ROTOR_COST", "run", "stages"]
+__all__ = ["ROTOR_COST", "Steps", "stages"]
