@@ -2,7 +2,9 @@
 
     python benchmarks/profile_spinor.py [--sizes 2048 4096] [--tokens 2048] [--threads 1] [--repeats 5]
 
-Float32, --tokens tokens, --threads torch and numba threads. For each d, the layer in eval mode under
+Float32, --tokens tokens, --threads torch and numba threads, times in CPU seconds of this process (--clock
+cpu, the default: with one thread, what a busy neighbour takes from the core is left out) or wall-clock
+seconds (--clock wall). For each d, the layer in eval mode under
 ``torch.no_grad()`` and a training step (forward + backward, invariant decomposition and exact gradient
 included, gradients for x and both bivectors) are run --repeats times after a warm-up, with timers wrapped
 around each stage (exclusive times: a stage's time excludes the stages it calls):
@@ -34,8 +36,8 @@ from _common import command_line, header, markdown_table, metadata, round_robin,
 
 #: (module, attribute, stage): the functions whose exclusive time makes a stage
 STAGES = (
-    ("galinear.nn.functional.spinor", "_to_matrix", "to matrix"),
-    ("galinear.nn.functional.spinor", "_from_matrix", "from matrix"),
+    ("galinear.nn.functional.spinor", "_Transforms.to_matrix", "to matrix"),
+    ("galinear.nn.functional.spinor", "_Transforms.from_matrix", "from matrix"),
     ("galinear.nn.functional.spinor", "_products", "GEMM"),
     ("galinear.nn.functional.spinor", "rotor_matrices", "rotor matrices"),
     ("galinear.nn.functional.spinor", "spinor_sandwich", "spinor call"),
@@ -51,7 +53,8 @@ ORDER = ("GEMM", "to matrix", "from matrix", "spinor call", "rotor matrices", "d
 class StageTimers:
     """Exclusive seconds per stage of the wrapped functions while active (a stack of open timers)."""
 
-    def __init__(self):
+    def __init__(self, clock=time.perf_counter):
+        self.clock = clock
         self.seconds = defaultdict(float)
         self.stack = []
         self.saved = []
@@ -59,13 +62,13 @@ class StageTimers:
     def wrap(self, fn, stage):
         @functools.wraps(fn)   # attributes too (a backend function's fused backward pass)
         def timed(*args, **kwargs):
-            start = time.perf_counter()
+            start = self.clock()
             self.stack.append(0.0)
             try:
                 return fn(*args, **kwargs)
             finally:
                 inner = self.stack.pop()
-                elapsed = time.perf_counter() - start
+                elapsed = self.clock() - start
                 self.seconds[stage] += elapsed - inner
                 if self.stack:
                     self.stack[-1] += elapsed
@@ -75,12 +78,15 @@ class StageTimers:
         import importlib
 
         for module_name, attribute, stage in STAGES:
-            module = importlib.import_module(module_name)
-            fn = getattr(module, attribute, None)
+            owner = importlib.import_module(module_name)
+            *path, attribute = attribute.split(".")
+            for name in path:   # a method: wrapped on its class
+                owner = getattr(owner, name)
+            fn = getattr(owner, attribute, None)
             if fn is None:
                 continue
-            self.saved.append((module, attribute, fn))
-            setattr(module, attribute, self.wrap(fn, stage))
+            self.saved.append((owner, attribute, fn))
+            setattr(owner, attribute, self.wrap(fn, stage))
         from galinear.nn.functional import backends
 
         entry = backends._REGISTRY["spinor"]   # the registry holds the backend function itself once loaded
@@ -92,20 +98,20 @@ class StageTimers:
     def __exit__(self, *exc):
         entry, fn = self.entry
         entry.fn = fn
-        for module, attribute, fn in reversed(self.saved):
-            setattr(module, attribute, fn)
+        for owner, attribute, fn in reversed(self.saved):
+            setattr(owner, attribute, fn)
         self.saved = []
         return False
 
 
-def profile(call, repeats):
+def profile(call, repeats, clock=time.perf_counter):
     """(total seconds per call, stage -> seconds per call) over ``repeats`` timed calls after one warm-up."""
     call()
-    with StageTimers() as timers:
-        start = time.perf_counter()
+    with StageTimers(clock) as timers:
+        start = clock()
         for _ in range(repeats):
             call()
-        total = (time.perf_counter() - start) / repeats
+        total = (clock() - start) / repeats
     stages = {k: v / repeats for k, v in timers.seconds.items()}
     stages["layer, rest"] = max(0.0, total - sum(stages.values()))
     return total, stages
@@ -126,6 +132,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="cpu: this process's CPU seconds (time.process_time; with one thread the time "
+                             "other processes take from its core is left out), wall: time.perf_counter")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this file")
     args = parser.parse_args(argv)
 
@@ -134,6 +143,7 @@ def main(argv=None) -> int:
     from galinear.nn import RotorLinear
 
     set_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.manual_seed(0)
     rows = []
     for d in args.sizes:
@@ -166,10 +176,10 @@ def main(argv=None) -> int:
             torch.autograd.grad(layer(xg), [xg] + params, g)
 
         dense = {k: v.median for k, v in round_robin({"eval": dense_eval, "train": dense_train},
-                                                      max(1, args.repeats // 2)).items()}
+                                                      max(1, args.repeats // 2), clock=clock).items()}
         rate = d * d * T / dense["eval"]
         for mode, call in (("eval", layer_eval), ("train", layer_train)):
-            total, stages = profile(call, args.repeats)
+            total, stages = profile(call, args.repeats, clock)
             limit = gemm_macs(n) * T / rate * (1 if mode == "eval" else 2)
             rows.append({"d": d, "mode": mode, "total_s": total, "dense_s": dense[mode], "limit_s": limit,
                          "stages_s": stages})
@@ -177,7 +187,8 @@ def main(argv=None) -> int:
             print(f"d={d} {mode}: {total * 1e3:.1f} ms (dense {dense[mode] * 1e3:.1f} ms, "
                   f"{dense[mode] / total:.2f}x); {shares}", flush=True)
 
-    result = metadata(command_line(__file__, argv), threads=args.threads, tokens=args.tokens, rows=rows)
+    result = metadata(command_line(__file__, argv), threads=args.threads, tokens=args.tokens, clock=args.clock,
+                      rows=rows)
     print()
     print(header(result))
     print()

@@ -144,14 +144,15 @@ def _transforms(x, n):
     return choice, fused
 
 
-def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
-    """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns)."""
+def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor, chosen=None) -> torch.Tensor:
+    """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns);
+    ``chosen``: :func:`_transforms` of x when known."""
     B, P, d = x.shape
     n = d.bit_length() - 1
     tab = matrix_rep.representation(n)
     N = tab.N
     nb = out.shape[2]
-    choice, fused = _transforms(x, n)
+    choice, fused = _transforms(x, n) if chosen is None else chosen
     if choice == "numba":
         from galinear.kernels import spinor as kernels
 
@@ -169,15 +170,15 @@ def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
+def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int, chosen=None) -> None:
     """y[start:start + nb] = multivectors of Y (H, P * irreps, N, nb, W), entry (r, j) of token t
-    at Y[j // W, g, r, t, j % W]."""
+    at Y[j // W, g, r, t, j % W]; ``chosen``: :func:`_transforms` of y when known."""
     B, P, d = y.shape
     n = d.bit_length() - 1
     tab = matrix_rep.representation(n)
     N = tab.N
     H, G, _, nb, Wd = Y.shape
-    choice, fused = _transforms(y, n)
+    choice, fused = _transforms(y, n) if chosen is None else chosen
     if choice == "numba":
         from galinear.kernels import spinor as kernels
 
@@ -193,6 +194,35 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
     u = (had.to(cdtype) @ hat).reshape(P, tab.irreps, nb, N * N)[..., slot]        # (P, irreps, nb, d)
     value = (torch.conj(_phase(n, y.device, cdtype))[:, None, :] * u).real.sum(1) / tab.scale
     y[start:start + nb] = value.transpose(0, 1).to(y.dtype)
+
+
+class _Transforms:
+    """The transforms of one call between tokens ``x`` and results ``y`` (B, P, d; y None: to matrices
+    only), chosen once (:func:`_transforms`); the numba kernels' tables and arrays are prepared once
+    too (:class:`galinear.kernels.spinor.BlockTransforms`), so a token block costs its kernels only."""
+
+    def __init__(self, x, y=None):
+        self.x, self.y = x, y
+        self.chosen = _transforms(x, x.shape[-1].bit_length() - 1)
+        self.kernels = None
+        if self.chosen[0] == "numba":
+            from galinear.kernels.spinor import BlockTransforms
+
+            self.kernels = BlockTransforms(x.detach().numpy(), None if y is None else y.numpy())
+
+    def to_matrix(self, start, out):
+        """out (P * irreps, N, nb, N) = the matrices of x[start:start + nb]."""
+        if self.kernels is not None:
+            self.kernels.to_matrix(out.numpy(), start)
+            return out
+        return _to_matrix(self.x, start, out, self.chosen)
+
+    def from_matrix(self, Y, start):
+        """y[start:start + nb] = the multivectors of Y (H, P * irreps, N, nb, W)."""
+        if self.kernels is not None:
+            self.kernels.from_matrix(Y.numpy(), start)
+        else:
+            _from_matrix(Y, self.y, start, self.chosen)
 
 
 class _Buffers:
@@ -251,12 +281,14 @@ def _apply(x, A, B, out):
     if x.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
         workers = caller_threads()
 
+    transforms = _Transforms(x, out)
+
     def work(next_block):
         buffers = _Buffers(G, H, Wd, block, A.dtype, x.device)
         while (index := next_block()) is not None:
             start = index * block
             X, Z, Y = buffers.view(min(block, total - start))
-            _from_matrix(_products(A, _to_matrix(x, start, X), B, Z, Y), out, start)
+            transforms.from_matrix(_products(A, transforms.to_matrix(start, X), B, Z, Y), start)
 
     if blocks:
         for_each_block(blocks, work, workers)
@@ -364,6 +396,7 @@ angle_2`,
     workers = 1
     if y.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
         workers = caller_threads()
+    of_grad, of_y = _Transforms(g, out), _Transforms(yy)
 
     def work(next_block):
         buffers = _Buffers(G, H, Wd, block, A.dtype, y.device)
@@ -373,12 +406,12 @@ angle_2`,
             start = index * block
             nb = min(block, total - start)
             X, Z, Yb = buffers.view(nb)
-            Gm = _to_matrix(g, start, X)
-            Ym = _to_matrix(yy, start, ys.view(-1)[:X.numel()].view(X.shape))
+            Gm = of_grad.to_matrix(start, X)
+            Ym = of_y.to_matrix(start, ys.view(-1)[:X.numel()].view(X.shape))
             if M:
                 parts[index] = torch.real(_correlations(Gm, Ym, corr).view(2, P, -1) @ readout)
             if input_grad:
-                _from_matrix(_products(AT, Gm, BT, Z, Yb), out, start)
+                of_grad.from_matrix(_products(AT, Gm, BT, Z, Yb), start)
 
     if blocks:
         for_each_block(blocks, work, workers)
