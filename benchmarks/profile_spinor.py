@@ -19,7 +19,8 @@ around each stage (exclusive times: a stage's time excludes the stages it calls)
 - ``layer, rest``: the layer's work outside these (chunk views, alpha and the averaging pass, autograd).
 
 Alongside, F.linear (eval) and nn.Linear's forward + backward (training) at the same shapes, and the
-arithmetic limit: the spinor GEMMs' multiply-adds at the dense GEMM's measured rate. Prints a markdown
+arithmetic limit: the spinor GEMMs' multiply-adds at the dense GEMM's measured rate (training: the forward's
+products, the input gradient's and the two correlations of the parameter gradient). Prints a markdown
 table; --json writes the numbers.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, header, markdown_table, metadata, round_robin, set_threads, write_json  # noqa: E402
+from bench_spinor import spinor_macs  # noqa: E402
 
 #: (module, attribute, stage): the functions whose exclusive time makes a stage
 STAGES = (
@@ -104,6 +106,14 @@ class StageTimers:
         return False
 
 
+def correlation_macs(n: int) -> float:
+    """Real multiply-adds per token of the backward pass's two correlations of whole N x N matrices."""
+    from galinear import matrix_rep
+
+    tab = matrix_rep.representation(n)
+    return 2 * tab.irreps * tab.N**3 * (1 if tab.real else 4)
+
+
 def profile(call, repeats, clock=time.perf_counter):
     """(total seconds per call, stage -> seconds per call) over ``repeats`` timed calls after one warm-up."""
     call()
@@ -115,15 +125,6 @@ def profile(call, repeats, clock=time.perf_counter):
     stages = {k: v / repeats for k, v in timers.seconds.items()}
     stages["layer, rest"] = max(0.0, total - sum(stages.values()))
     return total, stages
-
-
-def gemm_macs(n: int) -> float:
-    """Real multiply-adds per token of the spinor products (both sides)."""
-    from galinear import matrix_rep
-
-    tab = matrix_rep.representation(n)
-    W = tab.N // tab.blocks
-    return 2 * tab.irreps * tab.blocks * tab.blocks * W**3 * (1 if tab.real else 4)
 
 
 def main(argv=None) -> int:
@@ -142,22 +143,20 @@ def main(argv=None) -> int:
 
     from galinear.nn import RotorLinear
 
+    odd = [d for d in args.sizes if d < 2 or d & (d - 1)]
+    if odd:
+        parser.error(f"--sizes must be powers of two >= 2, got {odd}")
     set_threads(args.threads)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.manual_seed(0)
     rows = []
     for d in args.sizes:
-        n = d.bit_length() - 1
-        if 2**n != d:
-            parser.error(f"--sizes must be powers of two, got {d}")
-        T = args.tokens
-        x = torch.randn(T, d)
-        weight = torch.randn(d, d) / d**0.5
-        g = torch.randn(T, d)
+        T, n = args.tokens, d.bit_length() - 1
         layer = RotorLinear(d, d, backend="spinor")
-        xg = x.clone().requires_grad_(True)
-        wg = weight.clone().requires_grad_(True)
         params = [p for p in layer.parameters() if p.requires_grad]
+        x, g = torch.randn(T, d), torch.randn(T, d)
+        weight = torch.randn(d, d) / d**0.5
+        xg, wg = x.clone().requires_grad_(True), weight.clone().requires_grad_(True)
 
         def dense_eval():
             with torch.no_grad():
@@ -180,7 +179,8 @@ def main(argv=None) -> int:
         rate = d * d * T / dense["eval"]
         for mode, call in (("eval", layer_eval), ("train", layer_train)):
             total, stages = profile(call, args.repeats, clock)
-            limit = gemm_macs(n) * T / rate * (1 if mode == "eval" else 2)
+            macs = spinor_macs(n) if mode == "eval" else 2 * spinor_macs(n) + correlation_macs(n)
+            limit = macs * T / rate
             rows.append({"d": d, "mode": mode, "total_s": total, "dense_s": dense[mode], "limit_s": limit,
                          "stages_s": stages})
             shares = ", ".join(f"{k} {stages.get(k, 0.0) / total:.0%}" for k in ORDER if stages.get(k, 0.0) > 0)
