@@ -83,7 +83,7 @@ class StageTimers:
             owner = importlib.import_module(module_name)
             *path, attribute = attribute.split(".")
             for name in path:   # a method: wrapped on its class
-                owner = getattr(owner, name)
+                owner = getattr(owner, name, None)
             fn = getattr(owner, attribute, None)
             if fn is None:
                 continue
