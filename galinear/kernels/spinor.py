@@ -24,7 +24,7 @@ from galinear.kernels import bounds
 from galinear.kernels.spinor_tables import kernel_tables  # noqa: F401 - part of this module's interface
 from galinear.matrix_rep import representation
 
-__all__ = ["TOKENS_PER_JOB", "to_matrix", "from_matrix", "kernel_tables", "matrix_dtype"]
+__all__ = ["TOKENS_PER_JOB", "BlockTransforms", "to_matrix", "from_matrix", "kernel_tables", "matrix_dtype"]
 
 TOKENS_PER_JOB = 8
 _FASTMATH = {"contract"}
@@ -205,6 +205,49 @@ def from_matrix(Y: np.ndarray, y: np.ndarray, start: int = 0) -> np.ndarray:
         raise ValueError("y must be C-contiguous")
     _from_matrix_kernel(np.ascontiguousarray(Y).view(y.dtype), start, tgt, sgnc, back, scale, 1 if tab.real else 2, y)
     return y
+
+
+class BlockTransforms:
+    """:func:`to_matrix` of tokens x and :func:`from_matrix` into results y (None: none), block after
+    block, with the tables, the arrays' checks and their real views prepared once: a call per block
+    checks only its buffer and token range (the same kernels, the same results)."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray | None = None):
+        n = _check_real(x, "x")
+        if y is not None and (_check_real(y, "y") != n or y.shape != x.shape or y.dtype != x.dtype):
+            raise ValueError(f"y must have x's dtype {x.dtype} and shape {x.shape}, got {y.dtype} {y.shape}")
+        if not x.flags.c_contiguous or not (y is None or (y.flags.c_contiguous and y.flags.writeable)):
+            raise ValueError("x and y must be C-contiguous (y writable)")
+        tab = representation(n)
+        self.src, self.sgn, self.back, self.tgt, self.sgnc, self.scale = kernel_tables(n, x.dtype)
+        self.shared = bool(np.any(self.sgn[:, 1]))
+        self.parts = 1 if tab.real else 2
+        self.G, self.N, self.H = x.shape[1] * tab.irreps, tab.N, tab.blocks
+        self.matrix_dtype = matrix_dtype(n, x.dtype)
+        self.x, self.y = x, y
+
+    def _check(self, buffer, leading, last, start, name):
+        """``buffer`` (*leading, tokens, last) of the matrix dtype, C-contiguous, its tokens within x."""
+        if (buffer.ndim != len(leading) + 2 or buffer.shape[:-2] != leading or buffer.shape[-1] != last
+                or buffer.dtype != self.matrix_dtype or not buffer.flags.c_contiguous or not 0 <= start
+                or start + buffer.shape[-2] > self.x.shape[0]):
+            raise ValueError(f"{name} must be a C-contiguous {self.matrix_dtype} array of shape {(*leading, 'tokens', last)}"
+                             f" with at most {self.x.shape[0] - start} tokens, got {buffer.dtype} {buffer.shape}")
+
+    def to_matrix(self, out: np.ndarray, start: int) -> np.ndarray:
+        """out (P * irreps, N, nb, N) = the matrices of x[start:start + nb], as :func:`to_matrix`."""
+        self._check(out, (self.G, self.N), self.N, start, "out")
+        _to_matrix_kernel(self.x, start, self.src, self.sgn, self.shared, self.back, self.parts,
+                          out.view(self.x.dtype))
+        return out
+
+    def from_matrix(self, Y: np.ndarray, start: int) -> None:
+        """y[start:start + nb] = the multivectors of Y (H, P * irreps, N, nb, W), as :func:`from_matrix`."""
+        if self.y is None:
+            raise ValueError("these transforms have no results array y; pass y to BlockTransforms")
+        self._check(Y, (self.H, self.G, self.N), self.N // self.H, start, "Y")
+        _from_matrix_kernel(Y.view(self.x.dtype), start, self.tgt, self.sgnc, self.back, self.scale, self.parts,
+                            self.y)
 
 
 @jit(fastmath=_FASTMATH)

@@ -180,12 +180,18 @@ class MapKind:
     ``workers`` the caller's count at the forward call, which a single-threaded backend shares
     its token blocks among (:func:`galinear.nn.functional.threads.caller_threads`). Autograd
     runs the backward pass after the forward call has returned, outside its thread setting.
+    ``backward``: the backend's own backward pass of a sandwich, ``apply.backward`` where the backend
+    function has one (:func:`galinear.nn.functional.spinor.spinor_sandwich_backward`):
+    ``backward(grad, y, VL, WL, VR, WR, input_grad) -> (grad_x or None, left, right)``, the transposed
+    map and the summed bivector parts of :func:`bivector_parts` in one pass; it runs where the
+    parameter gradient is needed, without a graph of the backward pass, on plain tensors.
     """
 
     kind: str
     apply: Callable | None = None
     threads: int | None = None
     workers: int | None = None
+    backward: Callable | None = None
 
 
 def _flat(x, P, d):
@@ -244,6 +250,11 @@ class RotorMap(torch.autograd.Function):
             specR = Spectrum(rest[0], rest[1])
         kind = ctx.kind
         grad_x = grad_l = grad_r = None
+        parts = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+        if (kind.backward is not None and parts and not torch.is_grad_enabled() and _plain(grad, y)
+                and kind.kind == "sandwich"):
+            grad_x, left, right = kind.backward(grad, y, VL, WL, VR, WR, ctx.needs_input_grad[0])
+            return RotorMap._parameter_grads(ctx, grad_x, left, right, BL, BR, specL, specR)
         if kind.kind == "sandwich" and ctx.needs_input_grad[0]:
             # the transposed map y -> R~ y S: left rotor R~, right rotor S~ (whose reverse is S)
             TL = transposed_factors(VL, WL)
@@ -265,6 +276,12 @@ class RotorMap(torch.autograd.Function):
             # one batched product or one parallel loop: no barrier storm, so the caller's threads
             with intra_op_threads(kind.workers if kind.threads is not None else None):
                 left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
+        return RotorMap._parameter_grads(ctx, grad_x, left, right, BL, BR, specL, specR)
+
+    @staticmethod
+    def _parameter_grads(ctx, grad_x, left, right, BL, BR, specL, specR):
+        """The backward pass's outputs from the bivector parts <G y~>_2 (left), <y~ G>_2 (right)."""
+        grad_l = grad_r = None
         if ctx.single:
             grad_l = phi_ad(BL, (left - right).to(BL.dtype), specL)
         else:
@@ -367,7 +384,7 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
         _check_factors("right", right, P, n)
     _, fn = F.resolve_sandwich_backend(backend, x.device, x.dtype)
     kind = MapKind("sandwich", fn, intra_op_threads(threads).count,  # a bad count raises here, not in backward
-                   caller_threads())
+                   caller_threads(), getattr(fn, "backward", None))
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
     return RotorMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,

@@ -424,7 +424,11 @@ class RotorLinear(DecodeMethods, nn.Module):
         scale = self.output_scale[self.output_index].view(J, 1, c)   # each output's scale, per chunk
         if self.alpha is not None:
             scale = self.alpha.view(J, I, 1) * scale
-        mapped = mapped.view(batch, J, I, c) * scale
+        mapped = mapped.view(batch, J, I, c)
+        if mapped.requires_grad or mapped.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr():
+            mapped = mapped * scale
+        else:  # a new tensor outside autograd: scaled where it is (no second activation-sized buffer)
+            mapped = mapped.mul_(scale)
         summed = mapped.view(batch, J * c) if I == 1 else mapped.sum(2).reshape(batch, J * c)
         if self._plain_output:
             out = summed

@@ -112,6 +112,84 @@ def test_rotor_matrices_are_unitary_images_of_the_rotor(n):
     np.testing.assert_allclose(A.numpy(), blocks.reshape(A.shape), atol=1e-12)
 
 
+def _fused_case(n, dtype, single, seed, tokens=21, P=2):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, P, 2**n, generator=g, dtype=dtype)
+    G = torch.randn(tokens, P, 2**n, generator=g, dtype=dtype)
+    factors = [f.detach() for f in _factors(P, n, dtype, seed)]
+    if single:
+        factors[2:] = [None, None]
+    y = spinor.spinor_sandwich(x, *factors)
+    return x, G, y, factors
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("single", [True, False], ids=["single", "double"])
+@pytest.mark.parametrize("n", range(1, 12))
+def test_fused_backward_equals_the_transposed_map_and_the_bivector_parts(n, single, dtype, monkeypatch):
+    # spinor_sandwich_backward against independent references: the input gradient against the dense
+    # backend's transposed map (the 2**n x 2**n matrix), the parameter parts against the gather
+    # tables of galinear.blades (bivector_parts, kernel "torch"); 21 tokens in blocks of 8
+    from galinear.nn.dexp import bivector_parts
+
+    monkeypatch.setattr(spinor, "TOKENS_PER_BLOCK", 8)
+    x, G, y, factors = _fused_case(n, dtype, single, 70 + n, P=1 if n >= 10 else 2)
+    grad_x, left, right = spinor.spinor_sandwich_backward(G, y, *factors)
+    VL, WL, VR, WR = factors
+    TL = transposed_factors(VL, WL)
+    TR = TL if single else transposed_factors(VR, WR)
+    wide = torch.float64
+    with torch.no_grad():
+        ref_x = F.rotor_sandwich(G.to(wide), (TL[0].to(wide), TL[1].to(wide)), (TR[0].to(wide), TR[1].to(wide)),
+                                 backend="dense")
+    ref_l, ref_r = bivector_parts(G.to(wide), y.to(wide), "torch")
+    assert grad_x.dtype == left.dtype == right.dtype == dtype
+    assert left.shape == right.shape == (x.shape[1], n * (n - 1) // 2)
+    tol = 1e-12 if dtype == torch.float64 else 2e-6
+    assert float((grad_x.to(wide) - ref_x).norm() / ref_x.norm()) < tol
+    scale = max(float(ref_l.norm()), float(ref_r.norm()), 1.0)
+    assert float((left.to(wide) - ref_l).norm()) / scale < tol
+    assert float((right.to(wide) - ref_r).norm()) / scale < tol
+    none, left2, right2 = spinor.spinor_sandwich_backward(G, y, *factors, input_grad=False)
+    assert none is None and torch.equal(left2, left) and torch.equal(right2, right)
+
+
+def test_fused_backward_is_the_same_whichever_threads_take_the_blocks(monkeypatch):
+    from galinear.nn.functional.threads import intra_op_threads
+
+    monkeypatch.setattr(spinor, "TOKENS_PER_BLOCK", 8)
+    x, G, y, factors = _fused_case(9, torch.float32, False, 3, tokens=75)
+    results = []
+    for workers in (1, 2):
+        with intra_op_threads(1, workers=workers):
+            results.append(spinor.spinor_sandwich_backward(G, y, *factors))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def test_the_exact_gradient_runs_the_fused_backward_only_where_it_applies(monkeypatch):
+    # the layer's training step on the spinor backend runs spinor_sandwich_backward once (not the
+    # transposed map and the bivector parts apart); a graph of the backward pass (create_graph)
+    # takes the other route, with the same first derivatives
+    from galinear.nn import dexp
+
+    calls = []
+    fused = spinor.spinor_sandwich_backward
+    monkeypatch.setattr(spinor.spinor_sandwich, "backward", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    layer = RotorLinear(1024, 1024, backend="spinor", dtype=torch.float64)
+    x = torch.randn(6, 1024, dtype=torch.float64, requires_grad=True)
+    params = [p for p in layer.parameters() if p.requires_grad]
+    first = torch.autograd.grad(layer(x).square().sum(), [x] + params)
+    assert calls == [1]
+    parts = []
+    separate = dexp.bivector_parts
+    monkeypatch.setattr(dexp, "bivector_parts", lambda *a, **k: parts.append(1) or separate(*a, **k))
+    second = torch.autograd.grad(layer(x).square().sum(), [x] + params, create_graph=True)
+    assert calls == [1] and parts == [1]
+    for a, b in zip(first, second):
+        torch.testing.assert_close(b.detach(), a, rtol=0, atol=1e-10)
+
+
 def test_thread_count_does_not_change_the_forward():
     from galinear import _numba
 

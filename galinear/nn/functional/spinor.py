@@ -39,7 +39,7 @@ from galinear.nn.functional._common import _TABLE_CACHE
 from galinear.nn.functional.rotors import simple_rotor_coefficients
 from galinear.nn.functional.threads import caller_threads, for_each_block
 
-__all__ = ["TOKENS_PER_BLOCK", "rotor_matrices", "spinor_sandwich"]
+__all__ = ["TOKENS_PER_BLOCK", "rotor_matrices", "spinor_sandwich", "spinor_sandwich_backward"]
 
 #: Tokens per pass of the transforms and GEMMs (bounds the complex buffers).
 TOKENS_PER_BLOCK = 256
@@ -144,14 +144,15 @@ def _transforms(x, n):
     return choice, fused
 
 
-def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
-    """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns)."""
+def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor, chosen=None) -> torch.Tensor:
+    """out (P * irreps, N, nb, N) = matrices of tokens x[start:start + nb] (rows, token, columns);
+    ``chosen``: :func:`_transforms` of x when known."""
     B, P, d = x.shape
     n = d.bit_length() - 1
     tab = matrix_rep.representation(n)
     N = tab.N
     nb = out.shape[2]
-    choice, fused = _transforms(x, n)
+    choice, fused = _transforms(x, n) if chosen is None else chosen
     if choice == "numba":
         from galinear.kernels import spinor as kernels
 
@@ -169,15 +170,15 @@ def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
+def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int, chosen=None) -> None:
     """y[start:start + nb] = multivectors of Y (H, P * irreps, N, nb, W), entry (r, j) of token t
-    at Y[j // W, g, r, t, j % W]."""
+    at Y[j // W, g, r, t, j % W]; ``chosen``: :func:`_transforms` of y when known."""
     B, P, d = y.shape
     n = d.bit_length() - 1
     tab = matrix_rep.representation(n)
     N = tab.N
     H, G, _, nb, Wd = Y.shape
-    choice, fused = _transforms(y, n)
+    choice, fused = _transforms(y, n) if chosen is None else chosen
     if choice == "numba":
         from galinear.kernels import spinor as kernels
 
@@ -193,6 +194,35 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int) -> None:
     u = (had.to(cdtype) @ hat).reshape(P, tab.irreps, nb, N * N)[..., slot]        # (P, irreps, nb, d)
     value = (torch.conj(_phase(n, y.device, cdtype))[:, None, :] * u).real.sum(1) / tab.scale
     y[start:start + nb] = value.transpose(0, 1).to(y.dtype)
+
+
+class _Transforms:
+    """The transforms of one call between tokens ``x`` and results ``y`` (B, P, d; y None: to matrices
+    only), chosen once (:func:`_transforms`); the numba kernels' tables and arrays are prepared once
+    too (:class:`galinear.kernels.spinor.BlockTransforms`), so a token block costs its kernels only."""
+
+    def __init__(self, x, y=None):
+        self.x, self.y = x, y
+        self.chosen = _transforms(x, x.shape[-1].bit_length() - 1)
+        self.kernels = None
+        if self.chosen[0] == "numba":
+            from galinear.kernels.spinor import BlockTransforms
+
+            self.kernels = BlockTransforms(x.detach().numpy(), None if y is None else y.numpy())
+
+    def to_matrix(self, start, out):
+        """out (P * irreps, N, nb, N) = the matrices of x[start:start + nb]."""
+        if self.kernels is not None:
+            self.kernels.to_matrix(out.numpy(), start)
+            return out
+        return _to_matrix(self.x, start, out, self.chosen)
+
+    def from_matrix(self, Y, start):
+        """y[start:start + nb] = the multivectors of Y (H, P * irreps, N, nb, W)."""
+        if self.kernels is not None:
+            self.kernels.from_matrix(Y.numpy(), start)
+        else:
+            _from_matrix(Y, self.y, start, self.chosen)
 
 
 class _Buffers:
@@ -251,12 +281,14 @@ def _apply(x, A, B, out):
     if x.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
         workers = caller_threads()
 
+    transforms = _Transforms(x, out)
+
     def work(next_block):
         buffers = _Buffers(G, H, Wd, block, A.dtype, x.device)
         while (index := next_block()) is not None:
             start = index * block
             X, Z, Y = buffers.view(min(block, total - start))
-            _from_matrix(_products(A, _to_matrix(x, start, X), B, Z, Y), out, start)
+            transforms.from_matrix(_products(A, transforms.to_matrix(start, X), B, Z, Y), start)
 
     if blocks:
         for_each_block(blocks, work, workers)
@@ -267,18 +299,26 @@ _MATRIX_CACHE: dict = {}
 _MATRIX_CACHE_SIZE = 32
 
 
+def _identity(t):
+    """What a cache entry of :func:`_cached_matrices` compares for a factor tensor: its storage (a
+    detached view shares it, and the same storage object), offset, shape, strides and dtype."""
+    return (id(t.untyped_storage()), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+
+
 def _cached_matrices(VL, WL, VR, WR, dtype):
     """(A, B) of the factors (no autograd history), kept for factor tensors seen before.
 
-    A cache entry holds weak references to the very factor tensors and their version counters, so
-    it is used only while they are alive and unchanged (a layer in eval mode reuses its factors).
+    A cache entry holds weak references to the factors' storages and their version counters, so it
+    is used only while those storages are alive and unchanged: a layer in eval mode reuses its factors,
+    also through the detached views that the exact gradient's map passes here.
     """
     factors = (VL, WL) if VR is None else (VL, WL, VR, WR)
-    key = (tuple(id(f) for f in factors), dtype)
+    key = (tuple(_identity(f) for f in factors), dtype)
     entry = _MATRIX_CACHE.get(key)
     if entry is not None:
         refs, versions, matrices = entry
-        if all(r() is f for r, f in zip(refs, factors)) and versions == tuple(f._version for f in factors):
+        if (all(r() is f.untyped_storage() for r, f in zip(refs, factors))
+                and versions == tuple(f._version for f in factors)):
             return matrices
     with torch.no_grad():
         A = rotor_matrices(VL.to(dtype), WL.to(dtype))
@@ -288,8 +328,96 @@ def _cached_matrices(VL, WL, VR, WR, dtype):
         del _MATRIX_CACHE[stale]  # factors gone (e.g. recomputed at every training step)
     if len(_MATRIX_CACHE) >= _MATRIX_CACHE_SIZE:
         _MATRIX_CACHE.pop(next(iter(_MATRIX_CACHE)))
-    _MATRIX_CACHE[key] = (tuple(weakref.ref(f) for f in factors), tuple(f._version for f in factors), (A, B))
+    _MATRIX_CACHE[key] = (tuple(weakref.ref(f.untyped_storage()) for f in factors),
+                          tuple(f._version for f in factors), (A, B))
     return A, B
+
+
+def _bivector_readout(n, device, cdtype):
+    """(irreps * N * N, C(n, 2)): column m is conj(phi_rho(e_i e_j)) / s flattened over (rho, row,
+    column) in block order ((i, j) the m-th of :func:`galinear.blades.bivector_pairs`), so that the
+    bivector coefficients of the multivector with matrices M (irreps, N, N) are Re(M.flatten() @ it)."""
+    key = ("spinor-bivector-readout", n, str(device), cdtype)
+    if key not in _TABLE_CACHE:
+        from galinear.blades import bivector_pairs
+
+        tab = matrix_rep.representation(n)
+        pairs = torch.tensor(bivector_pairs(n), dtype=torch.long, device=device).reshape(-1, 2)
+        gam = _gammas(n, device, cdtype)                                       # (irreps, n, N, N)
+        blades = gam[:, pairs[:, 0]] @ gam[:, pairs[:, 1]]                     # (irreps, M, N, N)
+        flat = blades.conj().permute(0, 2, 3, 1).reshape(tab.irreps * tab.N * tab.N, pairs.shape[0])
+        _TABLE_CACHE[key] = (flat / tab.scale).contiguous()
+    return _TABLE_CACHE[key]
+
+
+def _correlations(Gm, Ym, out):
+    """out (2, G, N, N) = (sum_t Gm_t Ym_t^H, sum_t Ym_t^H Gm_t) for matrices (G, N, nb, N) (rows,
+    token, columns): two GEMMs over the block's tokens."""
+    G, N, nb, _ = Gm.shape
+    torch.matmul(Gm.view(G, N, nb * N), Ym.view(G, N, nb * N).mH, out=out[0])
+    torch.matmul(Ym.view(G, N * nb, N).mH, Gm.view(G, N * nb, N), out=out[1])
+    return out
+
+
+def spinor_sandwich_backward(grad, y, VL, WL, VR=None, WR=None, input_grad=True):
+    r"""The backward pass of y = R x S~ (``y`` from :func:`spinor_sandwich` with these factors, ``grad``
+    = dL/dy, both (..., P, 2**n)), in one pass over the token blocks:
+    (dL/dx = R~ G S or None when not ``input_grad``, left, right) with left =
+    :math:`\sum_t \langle G_t 	ilde y_t
+angle_2` and right = :math:`\sum_t \langle 	ilde y_t G_t
+angle_2`,
+    each (P, C(n, 2)) in :func:`galinear.blades.bivector_pairs` order, as
+    :func:`galinear.nn.dexp.bivector_parts` gives them.
+
+    The representation turns the reverse into the conjugate transpose, so per block of tokens the
+    parts are the bivector coefficients of :math:`\sum_t arphi(G_t)arphi(y_t)^H` and
+    :math:`\sum_t arphi(y_t)^H arphi(G_t)`: two GEMMs on the matrices that the input gradient's
+    products read anyway (:math:`A^H arphi(G) B^H`), plus the transform of y. Each block's parts are
+    stored apart and summed in block order, so the result does not depend on which thread took which
+    block. Values only.
+    """
+    P, d = y.shape[-2:]
+    n = d.bit_length() - 1
+    dtype = y.dtype
+    A, B = _cached_matrices(VL, WL, VR, WR, dtype)
+    g = grad.detach().to(dtype).reshape(-1, P, d).contiguous()
+    yy = y.detach().reshape(-1, P, d).contiguous()
+    total = g.shape[0]
+    G, H, Wd, _ = A.shape
+    N = H * Wd
+    readout = _bivector_readout(n, y.device, A.dtype)
+    M = readout.shape[1]
+    block = max(1, min(total, _block_size(G, N, A.element_size())))
+    blocks = -(-total // block) if total else 0
+    parts = torch.zeros(max(blocks, 1), 2, P, M, dtype=dtype, device=y.device)
+    out = torch.empty_like(g) if input_grad else None
+    AT = A.mH.contiguous() if input_grad else None     # phi(R~)
+    BT = B.mH.contiguous() if input_grad else None     # phi(S)
+    workers = 1
+    if y.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
+        workers = caller_threads()
+    of_grad, of_y = _Transforms(g, out), _Transforms(yy)
+
+    def work(next_block):
+        buffers = _Buffers(G, H, Wd, block, A.dtype, y.device)
+        ys = torch.empty_like(buffers.X)
+        corr = torch.empty(2, G, N, N, dtype=A.dtype, device=y.device)
+        while (index := next_block()) is not None:
+            start = index * block
+            nb = min(block, total - start)
+            X, Z, Yb = buffers.view(nb)
+            Gm = of_grad.to_matrix(start, X)
+            Ym = of_y.to_matrix(start, ys.view(-1)[:X.numel()].view(X.shape))
+            if M:
+                parts[index] = torch.real(_correlations(Gm, Ym, corr).view(2, P, -1) @ readout)
+            if input_grad:
+                of_grad.from_matrix(_products(AT, Gm, BT, Z, Yb), start)
+
+    if blocks:
+        for_each_block(blocks, work, workers)
+    left, right = parts.sum(0)
+    grad_x = None if out is None else out.reshape(grad.shape)
+    return grad_x, left, right
 
 
 def spinor_sandwich(x, VL, WL, VR=None, WR=None):
@@ -313,3 +441,7 @@ def spinor_sandwich(x, VL, WL, VR=None, WR=None):
     A, B = _cached_matrices(VL, WL, VR, WR, dtype)
     flat = x.detach().reshape(-1, P, d).contiguous()
     return _apply(flat, A, B, torch.empty_like(flat)).reshape(*lead, P, d)
+
+
+#: the fused backward pass that :func:`galinear.nn.dexp.exact_rotor_sandwich` runs for this backend
+spinor_sandwich.backward = spinor_sandwich_backward
