@@ -18,8 +18,7 @@ cache, the fits of a layer set, scoring, the units, folders and layer-by-layer b
 forms, distillation, the fits' seeds, activation capture, model surgery, held-out error),
 :mod:`~galinear.compress.methods` (the catalogue, budgets and targets),
 :mod:`~galinear.compress.storage` (checkpoints, the Store, the kept model folder, the transformers
-auto class) and
-:mod:`~galinear.compress.report` (summaries, curves, plots, the Pareto front, the verdict).
+auto class) and :mod:`~galinear.compress.report` (summaries, curves, plots, the Pareto front, the verdict).
 """
 from galinear.compress.storage.transformers_auto import register
 from galinear.compress.methods.catalogue import METHODS, MethodSpec, build_module, count_parameters
