@@ -3,7 +3,7 @@
 The setting of ``galinear demo``: SmolLM2-135M-Instruct, layer 15, Wikipedia, its 16 training
 windows (8,192 rows of 512 tokens + BOS) and its first 2 held-out windows for the test MSE. Each
 of q, k and v gets a ``RotorNetwork(576, d_out, hidden=512)`` fitted by Adam (lr 0.05, batches of
-256 rows, cosine schedule, :func:`galinear.compress.fitting.fit.fit_projection`) with the same seed, the
+256 rows, cosine schedule, :func:`galinear.compress.fitting.projection.fit_projection`) with the same seed, the
 same initialisation and the same batch order; only the rotor gradient differs:
 
 - ``paper``: ``decomposition="power", gradient="power-step"`` (the paper's one-step gradient);
@@ -37,7 +37,8 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
     the captures are kept under ``cache`` (safetensors) for the next run."""
     import torch
 
-    from galinear.compress.fitting import activations, fit
+    from galinear.compress.fitting import activations
+    from galinear.compress.storage import checkpoints
     from galinear.lm import models
     from galinear.lm import windows as win
     from galinear.data.text import load_text
@@ -53,7 +54,7 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
     train_ids, test_ids = w.batch(w.train), w.batch(w.heldout[:mse_windows])
     t0 = time.perf_counter()
     path = cache and os.path.join(cache, f"smollm2-L{layer}-t{train_windows}-e{eval_windows}-m{mse_windows}.safetensors")
-    held = fit.load(path) if path else None
+    held = checkpoints.load(path) if path else None
     if held is None or not torch.equal(held["train_ids"], torch.as_tensor(train_ids)):
         with torch.no_grad():
             held = {"train_ids": torch.as_tensor(train_ids),
@@ -63,17 +64,17 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
                     "train_residual": activations.residual_inputs(loaded.model, layer, train_ids)}
         if path:
             os.makedirs(cache, exist_ok=True)
-            fit.atomic_save(held, path)
+            checkpoints.atomic_save(held, path)
     print(f"layer {layer}: {tuple(held['x_train'].shape)} training rows, {tuple(held['x_test'].shape)} test rows, "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return {"loaded": loaded, "windows": w, "layer": layer, "train_ids": train_ids, **held}
 
 
 def relative_test_mse(module, x_test, orig) -> float:
-    from galinear.compress.fitting import evaluate
+    from galinear.compress.fitting import heldout_error
 
     target = x_test @ orig.weight.T + (0 if orig.bias is None else orig.bias)
-    return evaluate.mse(module, x_test, target) / float(target.double().pow(2).mean())
+    return heldout_error.mse(module, x_test, target) / float(target.double().pow(2).mean())
 
 
 def main(argv=None) -> int:
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from galinear.compress.fitting import fit
+    from galinear.compress.fitting import projection, seeds
     from galinear.lm import models
     from galinear.nn import RotorNetwork
 
@@ -102,12 +103,12 @@ def main(argv=None) -> int:
             continue
         orig = models.projection(model, layer, proj)
         for name, options in GRADIENTS.items():
-            torch.manual_seed(fit.fit_seed(args.seed, layer, j))  # the study's initialisation seed
+            torch.manual_seed(seeds.fit_seed(args.seed, layer, j))  # the study's initialisation seed
             module = RotorNetwork(orig.in_features, orig.out_features, hidden=args.hidden, **options)
             t0 = time.perf_counter()
-            stats = fit.fit_projection(module, setting["x_train"], setting["x_train"], orig.weight, lr=0.05,
-                                       epochs=args.epochs, seed=fit.fit_seed(args.seed, layer, j),
-                                       progress=f"{name} {proj}")
+            stats = projection.fit_projection(module, setting["x_train"], setting["x_train"], orig.weight, lr=0.05,
+                                              epochs=args.epochs, seed=seeds.fit_seed(args.seed, layer, j),
+                                              progress=f"{name} {proj}")
             rows.setdefault(name, {})[proj] = {"relative_test_mse": relative_test_mse(module, setting["x_test"], orig),
                                                "steps": stats["steps"], "seconds": time.perf_counter() - t0}
             print(f"{name} {proj}: relative test MSE {rows[name][proj]['relative_test_mse']:.4f}", flush=True)

@@ -5,8 +5,8 @@ windows, 8 held-out windows; see ``compare_gradients_smollm2.demo_setting``). Fo
 three replacements start from the same initialisation (the study's seeds) and take the same number
 of Adam steps, cosine schedule from the method's learning rate:
 
-- ``qkv``: each projection on its own, batches of 256 rows (:func:`galinear.compress.fitting.fit.fit_projection`);
-  ``round(epochs * 32)`` steps each;
+- ``qkv``: each projection on its own, batches of 256 rows
+  (:func:`galinear.compress.fitting.projection.fit_projection`); ``round(epochs * 32)`` steps each;
 - ``attention`` / ``logits``: q, k and v jointly (:func:`galinear.compress.fitting.objective.fit_layer`),
   one window (512 tokens + BOS) per step, the same number of steps.
 
@@ -33,7 +33,7 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
     """Replacements {proj: module} of ``name`` fitted with ``objective_name``, and the fit time."""
     import torch
 
-    from galinear.compress.fitting import fit
+    from galinear.compress.fitting import projection, seeds
     from galinear.compress.methods import catalogue as methods
     from galinear.compress.fitting import objective
     from galinear.lm import models
@@ -43,7 +43,7 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
     modules = {}
     for j, proj in enumerate(models.PROJECTIONS):
         orig = models.projection(model, layer, proj)
-        torch.manual_seed(fit.fit_seed(seed, layer, j))
+        torch.manual_seed(seeds.fit_seed(seed, layer, j))
         modules[proj] = methods.build_module(spec, orig.in_features, orig.out_features, bias=orig.bias is not None)
     x = setting["x_train"]
     steps = objective.steps_for(len(x), epochs, spec.batch_size)
@@ -51,8 +51,9 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
     if objective_name == "qkv":
         for j, proj in enumerate(models.PROJECTIONS):
             orig = models.projection(model, layer, proj)
-            fit.fit_projection(modules[proj], x, x, orig.weight, lr=spec.learning_rate, epochs=epochs,
-                               seed=fit.fit_seed(seed, layer, j), bias=orig.bias, progress=f"qkv {name} {proj}")
+            projection.fit_projection(modules[proj], x, x, orig.weight, lr=spec.learning_rate, epochs=epochs,
+                                      seed=seeds.fit_seed(seed, layer, j), bias=orig.bias,
+                                      progress=f"qkv {name} {proj}")
     else:
         windows, length = setting["train_ids"].shape
         if objective_name == "attention":
@@ -60,7 +61,7 @@ def fit_method(setting, name: str, objective_name: str, epochs: float, seed: int
         else:
             inputs = setting["train_residual"]
         target = objective.LayerObjective(model, layer, objective_name, inputs, inputs)
-        objective.fit_layer(modules, target, lr=spec.learning_rate, steps=steps, seed=fit.fit_seed(seed, layer),
+        objective.fit_layer(modules, target, lr=spec.learning_rate, steps=steps, seed=seeds.fit_seed(seed, layer),
                             progress=f"{objective_name} {name}")
     return modules, steps, time.perf_counter() - t0
 
@@ -77,7 +78,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="append the results to this JSON-lines file")
     args = parser.parse_args(argv)
 
-    from galinear.compress.fitting import activations
+    from galinear.compress.fitting import surgery
     from galinear.lm import models
     from galinear.lm.perplexity import heldout_log_perplexity
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
     for name in args.methods.split(","):
         for obj in args.objectives.split(","):
             modules, steps, seconds = fit_method(setting, name, obj, args.epochs, args.seed, args.hidden)
-            with activations.swapped(model, {(layer, p): m for p, m in modules.items()}):
+            with surgery.swapped(model, {(layer, p): m for p, m in modules.items()}):
                 log_ppl = heldout_log_perplexity(model, w, start=start)["log_ppl"]
             mse = {p: relative_test_mse(m, setting["x_test"], models.projection(model, layer, p))
                    for p, m in modules.items()}

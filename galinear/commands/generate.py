@@ -57,14 +57,14 @@ def compare(model, tokenizer, folder: str, prompt: str, tokens: int = 40) -> dic
     Returns ``{"prompt_ids", "original", "compressed"}`` (new token ids) and ``first_difference``
     (index of the first differing new token, None if none).
     """
-    from galinear.compress.storage import saving
+    from galinear.compress.storage import model_folder
 
     if tokens < 1:
         raise ValueError(f"--tokens must be >= 1, got {tokens}")
     ids = prompt_ids(tokenizer, prompt)
     eos = getattr(tokenizer, "eos_token_id", None)
     original = greedy(model, ids, tokens, eos)
-    saving.load(folder, model)
+    model_folder.load(folder, model)
     compressed = greedy(model, ids, tokens, eos)
     first = next((i for i, (a, b) in enumerate(zip(original, compressed)) if a != b), None)
     if first is None and len(original) != len(compressed):
@@ -88,16 +88,16 @@ def side_by_side(left: str, right: str, width: int = 100, titles=("original", "c
 def run(args):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from galinear.compress.storage import saving
+    from galinear.compress.storage import model_folder
     from galinear.lm import models
 
     try:
-        config = saving.read_config(args.folder)
-        saving.checked_replacements(config)  # the folder's own checks come before any model loads
+        config = model_folder.read_config(args.folder)
+        model_folder.checked_replacements(config)  # the folder's own checks come before any model loads
         if args.model:
             loaded = models.load_model(args.model, args.gguf_file)
         else:
-            loaded = saving.load_source(config)  # recorded path, then the path from the folder
+            loaded = model_folder.load_source(config)  # recorded path, then the path from the folder
         out = compare(loaded.model, loaded.tokenizer, config["_folder"], args.prompt, args.tokens)
     except (ValueError, OSError) as exc:  # bad input, damaged folders and files: the message names them
         return fail("generate", " ".join(str(exc).split()))

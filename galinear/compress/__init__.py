@@ -14,14 +14,15 @@ Loading the model, its token windows and ln PPL are :mod:`galinear.lm`'s.
 
 The subpackages: :mod:`~galinear.compress.study` (the settings, the orchestrator, the captures
 cache, the fits of a layer set, scoring, the units, folders and layer-by-layer bookkeeping),
-:mod:`~galinear.compress.fitting` (Adam, convergence, objectives, closed forms, distillation,
-activations), :mod:`~galinear.compress.methods` (the catalogue, budgets and targets),
-:mod:`~galinear.compress.storage` (the fit cache, kept folders, the transformers auto class) and
-:mod:`~galinear.compress.report` (summaries, curves, plots, the Pareto front, the verdict).
+:mod:`~galinear.compress.fitting` (the projection fit by Adam, convergence, objectives, closed
+forms, distillation, the fits' seeds, activation capture, model surgery, held-out error),
+:mod:`~galinear.compress.methods` (the catalogue, budgets and targets),
+:mod:`~galinear.compress.storage` (checkpoints, the Store, the kept model folder, the transformers
+auto class) and :mod:`~galinear.compress.report` (summaries, curves, plots, the Pareto front, the verdict).
 """
-from galinear.compress.storage.auto import register
+from galinear.compress.storage.transformers_auto import register
 from galinear.compress.methods.catalogue import METHODS, MethodSpec, build_module, count_parameters
-from galinear.compress.storage.saving import export_dense, load, load_compressed, save
+from galinear.compress.storage.model_folder import export_dense, load, load_compressed, save
 from galinear.compress.study.run import PAPER_SETS_NOTE, Study, StudyConfig
 
 __all__ = [

@@ -10,9 +10,9 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from galinear.compress import load, register
-from galinear.compress.storage import auto
+from galinear.compress.storage import transformers_auto
 from galinear.compress.methods import catalogue as methods
-from galinear.compress.storage import saving
+from galinear.compress.storage import model_folder
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
@@ -33,7 +33,7 @@ def registered():
     register()
     register()                                  # a second call changes nothing
     yield
-    auto.unregister()
+    transformers_auto.unregister()
 
 
 def _greedy(model, tokenizer, prompt="the quick brown fox", tokens=12):
@@ -45,7 +45,7 @@ def _greedy(model, tokenizer, prompt="the quick brown fox", tokens=12):
 
 def test_plain_from_pretrained_refuses_the_folder(kept):
     folder, _ = kept
-    auto.unregister()
+    transformers_auto.unregister()
     with pytest.raises(ValueError, match="galinear_compressed"):
         transformers.AutoModelForCausalLM.from_pretrained(folder)
     with pytest.raises((OSError, ValueError)):   # a concrete class finds no weights to build from
@@ -74,7 +74,7 @@ def test_registered_auto_class_keeps_the_folders_checks(kept, registered, tmp_pa
     folder, _ = kept
     copy = tmp_path / "copy"
     shutil.copytree(folder, copy)
-    tensors = copy / saving.TENSORS
+    tensors = copy / model_folder.TENSORS
     tensors.write_bytes(tensors.read_bytes()[:40])
     with pytest.raises(ValueError, match="replacements.safetensors"):
         transformers.AutoModelForCausalLM.from_pretrained(str(copy))

@@ -15,7 +15,7 @@ import torch
 
 from galinear import _io
 from galinear.compress import Study, load_compressed
-from galinear.compress.fitting import fit
+from galinear.compress.storage import checkpoints
 from galinear.testing.payloads import CodePayload, truncate_file, write_payload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_compress_cache_payloads_are_recomputed_not_run(tmp_path, tiny, capsys):
 def test_fit_load_removes_unreadable_cache(tmp_path, capsys):
     path = tmp_path / "unit.pt"
     write_payload(path, tmp_path / "marker")
-    assert fit.load(str(path)) is None
+    assert checkpoints.load(str(path)) is None
     assert not path.exists() and not (tmp_path / "marker").exists()
     assert "recomputing" in capsys.readouterr().err
 

@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study
-from galinear.compress.fitting import closed_form, evaluate
+from galinear.compress.fitting import closed_form, heldout_error
 from galinear.nn import BlockHadamardLinear, LowRankLinear  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS  # noqa: E402
@@ -59,7 +59,7 @@ def test_second_moment_loss_equals_tokenwise_mse(cross, bias):
         module = module.double()
         if bias:
             torch.nn.init.normal_(module.bias)
-        tokenwise = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+        tokenwise = heldout_error.mse(module, torch.as_tensor(x), torch.as_tensor(y))
         assert closed_form.module_mse(module, reg) == pytest.approx(tokenwise, rel=1e-9)
     assert reg.target_mean_square() == pytest.approx(float(np.mean(y ** 2)), rel=1e-12)
 
@@ -79,7 +79,7 @@ def test_low_rank_fit_is_the_reduced_rank_regression_optimum(rank, bias, cross):
     assert np.allclose(got, expected, atol=1e-8 * np.abs(expected).max())
     if bias:
         assert np.allclose(module.bias.detach().numpy(), c, atol=1e-8)
-    tokenwise = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+    tokenwise = heldout_error.mse(module, torch.as_tensor(x), torch.as_tensor(y))
     assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-8)
     # no rank-r map does better: random perturbations of the factors and a gradient fit
     rng = np.random.default_rng(0)
@@ -90,7 +90,7 @@ def test_low_rank_fit_is_the_reduced_rank_regression_optimum(rank, bias, cross):
             other.down.copy_(module.down + 0.01 * torch.as_tensor(rng.normal(size=module.down.shape)))
             if bias:
                 other.bias.copy_(module.bias)
-        assert evaluate.mse(other, torch.as_tensor(x), torch.as_tensor(y)) >= tokenwise * (1 - 1e-12)
+        assert heldout_error.mse(other, torch.as_tensor(x), torch.as_tensor(y)) >= tokenwise * (1 - 1e-12)
 
 
 def _explicit(x, y, bias):
@@ -182,10 +182,10 @@ def test_study_with_closed_form_baselines(tmp_path, tiny):
     stats = fitted["stats"][(1, "q_proj")]
     x, _ = study.captures.original(1)
     orig = study.model.model.layers[1].self_attn.q_proj
-    tokenwise = evaluate.mse(fitted["replacements"][(1, "q_proj")], x, x @ orig.weight.T)
+    tokenwise = heldout_error.mse(fitted["replacements"][(1, "q_proj")], x, x @ orig.weight.T)
     assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-4)
     adam = study.fit_layer_set(study.config.method_spec("lr1"), 0, (1,))
-    assert tokenwise <= evaluate.mse(adam["replacements"][(1, "q_proj")], x, x @ orig.weight.T) + 1e-9
+    assert tokenwise <= heldout_error.mse(adam["replacements"][(1, "q_proj")], x, x @ orig.weight.T) + 1e-9
     # moments of the pair's layer 2 come from the network with layer 0 replaced by the closed-form fit
     import os
 
@@ -200,9 +200,9 @@ def test_rotor_linear_fitted_on_moments_matches_the_tokenwise_loss():
     reg = _explicit(x, y, True)
     torch.manual_seed(0)
     module = RotorLinear(8, 4, bias=True).double()
-    start = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+    start = heldout_error.mse(module, torch.as_tensor(x), torch.as_tensor(y))
     stats = closed_form.fit_on_moments(module, reg, max_steps=60, eval_every=5, patience=3)
-    tokenwise = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+    tokenwise = heldout_error.mse(module, torch.as_tensor(x), torch.as_tensor(y))
     assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-8) and tokenwise < start
     assert stats["moment_curve"][0][0] == 0 and stats["best_step"] <= stats["steps"] <= 60
 
@@ -220,14 +220,14 @@ def test_study_with_a_moment_fitted_rotor_linear(tmp_path, tiny):
 
 def test_streamed_moments_of_a_partly_compressed_network(tmp_path, tiny):
     """The pair's layer 2: moments streamed window chunk by chunk equal those of the whole capture."""
-    from galinear.compress.fitting import activations
+    from galinear.compress.fitting import activations, surgery
 
     study = Study(tiny_config(tmp_path, methods=("lr1-cf",), layer_sets=((0, 2),), datasets=("a", "b")), tiny,
                   texts=TEXTS)
     spec = study.config.method_spec("lr1-cf")
     fitted = study.fit_layer_set(spec, 0, (0, 2))
     layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
-    with activations.swapped(study.model, layer0):
+    with surgery.swapped(study.model, layer0):
         x_in = activations.capture(study.model, 2, study.captures.train_ids())
     x_orig = activations.capture(study.model, 2, study.captures.train_ids())
     expected = closed_form.SecondMoments(32).update(x_in, x_orig)

@@ -38,11 +38,11 @@ def _setup(seed=0):
 
 def _kl_by_hand(model, replacements, ids):
     """Mean over tokens of sum_v p(v) (ln p(v) - ln q(v)), two full forwards in float64."""
-    from galinear.compress.fitting import activations
+    from galinear.compress.fitting import surgery
 
     with torch.no_grad():
         p = torch.log_softmax(model(input_ids=torch.as_tensor(ids)).logits.double(), -1)
-        with activations.swapped(model, replacements):
+        with surgery.swapped(model, replacements):
             q = torch.log_softmax(model(input_ids=torch.as_tensor(ids)).logits.double(), -1)
     return float((p.exp() * (p - q)).sum(-1).mean())
 

@@ -24,7 +24,7 @@ SETTINGS = dict(methods=("lr1", "lr1-cf", "rotor"), hidden=16, seeds=(0, 1), mul
 def _worker(rank, size, rendezvous, out_dir, log_dir, die_after_fits):
     """One rank: run the study, logging every file it moves into place (os.replace)."""
     from galinear.compress import Study
-    from galinear.compress.fitting import fit
+    from galinear.compress.fitting import projection
     from galinear.lm.models import LoadedModel
 
     torch.set_num_threads(1)  # the same arithmetic in every process
@@ -33,7 +33,7 @@ def _worker(rank, size, rendezvous, out_dir, log_dir, die_after_fits):
         # free beforehand can be taken by another test's ranks before rank 0 listens on it
         dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=size)
     written = []
-    real_replace, real_fit = os.replace, fit.fit_projection
+    real_replace, real_fit = os.replace, projection.fit_projection
     fits = {"n": 0}
 
     def replace(src, dst, *args, **kwargs):
@@ -50,7 +50,7 @@ def _worker(rank, size, rendezvous, out_dir, log_dir, die_after_fits):
 
     os.replace = replace
     if die_after_fits is not None:
-        fit.fit_projection = dying_fit
+        projection.fit_projection = dying_fit
     try:
         loaded = LoadedModel(tiny_llama(), CharTokenizer(), "tiny-llama")
         Study(tiny_config(out_dir, **SETTINGS), loaded, texts=TEXTS).run()

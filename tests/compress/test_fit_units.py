@@ -5,17 +5,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from galinear.compress.fitting import fit
+from galinear.compress.fitting import seeds
+from galinear.compress.storage import checkpoints
 
 
 def test_fit_seed_is_the_documented_rule_and_keeps_units_apart():
-    assert fit.fit_seed(0) == 0
-    assert fit.fit_seed(2, 15, 1) == 2 * 1_000_003 + 15 * 131 + 1
-    assert fit.fit_seed(1, 0, fit.DISTILL_SLOT) == 1_000_003 + 17
-    assert fit.fit_seed(0, 3, fit.O_PROJ_SLOT) == 3 * 131 + 7
-    seeds = {fit.fit_seed(s, layer, slot) for s in range(3) for layer in range(40)
-             for slot in (0, 1, 2, fit.O_PROJ_SLOT, fit.DISTILL_SLOT)}
-    assert len(seeds) == 3 * 40 * 5
+    assert seeds.fit_seed(0) == 0
+    assert seeds.fit_seed(2, 15, 1) == 2 * 1_000_003 + 15 * 131 + 1
+    assert seeds.fit_seed(1, 0, seeds.DISTILL_SLOT) == 1_000_003 + 17
+    assert seeds.fit_seed(0, 3, seeds.O_PROJ_SLOT) == 3 * 131 + 7
+    drawn = {seeds.fit_seed(s, layer, slot) for s in range(3) for layer in range(40)
+             for slot in (0, 1, 2, seeds.O_PROJ_SLOT, seeds.DISTILL_SLOT)}
+    assert len(drawn) == 3 * 40 * 5
 
 
 def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
@@ -33,8 +34,8 @@ def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
     paths = [store.unit_path(spec, 0, (), 1, p) for p in ("q_proj", "k_proj")]
     assert all(p.endswith(".safetensors") and os.path.exists(p) for p in paths)
     reads = []
-    real = fit.load
-    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    real = checkpoints.load
+    monkeypatch.setattr(checkpoints, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
     back = Store(store.config, store.key).saved_unit(spec, 0, (), 1)
     assert sorted(reads) == sorted(paths) and set(back) == {"q_proj", "k_proj"}  # each file once
     assert torch.equal(back["q_proj"]["state"]["weight"], records["q_proj"]["state"]["weight"])
@@ -44,8 +45,8 @@ def test_a_unit_is_saved_once_and_read_back_once(tmp_path, capsys, monkeypatch):
     assert set(fresh.saved_unit(spec, 0, (), 1)) == {"q_proj"} and not os.path.exists(paths[1])
     assert not fresh.unit_done(spec, 0, (), 1)
     assert "recomputing" in capsys.readouterr().err
-    assert fit.cached(str(tmp_path / "c.safetensors"), lambda: {"x": torch.ones(1)})["x"].item() == 1.0
-    assert fit.cached(str(tmp_path / "c.safetensors"), lambda: pytest.fail("computed again"))["x"].item() == 1.0
+    assert checkpoints.cached(str(tmp_path / "c.safetensors"), lambda: {"x": torch.ones(1)})["x"].item() == 1.0
+    assert checkpoints.cached(str(tmp_path / "c.safetensors"), lambda: pytest.fail("computed again"))["x"].item() == 1.0
 
 
 @pytest.mark.parametrize("objective", ["qkv", "attention"])
@@ -63,8 +64,8 @@ def test_a_layer_reads_its_checkpoints_once(tiny, tmp_path, monkeypatch, objecti
     units = [study.store.unit_path(spec, 0, prefix, layer, p)
              for prefix, layer in (((), 0), ((0,), 2)) for p in ("q_proj", "k_proj", "v_proj")]
     reads = []
-    real = fit.load
-    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    real = checkpoints.load
+    monkeypatch.setattr(checkpoints, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
     first = study.fit_layer_set(spec, 0, (0, 2))
     assert sorted(r for r in reads if r in units) == sorted(units)  # missing: each looked for once
     reads.clear()

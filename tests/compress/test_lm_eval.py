@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install galinear[eval]")
 
 from galinear.compress import load, register
-from galinear.compress.storage import auto
+from galinear.compress.storage import transformers_auto
 from galinear.compress.methods import catalogue as methods
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
@@ -83,7 +83,7 @@ def test_lm_eval_loads_a_kept_folder_by_path_after_register(setup, monkeypatch):
     try:
         by_path = HFLM(pretrained=folder, tokenizer=base, device="cpu", batch_size=4)
     finally:
-        auto.unregister()
+        transformers_auto.unregister()
     assert type(models.projection(by_path.model, 0, "q_proj")).__name__ == "RotorNetwork"
     model, tokenizer = load(folder, with_tokenizer=True)
     by_object = HFLM(pretrained=model, tokenizer=tokenizer, device="cpu", batch_size=4)

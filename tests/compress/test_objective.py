@@ -10,7 +10,8 @@ from galinear.testing.models import tiny_llama
 
 torch = pytest.importorskip("torch")
 
-from galinear.compress.fitting import activations, fit
+from galinear.compress.fitting import activations, projection, surgery
+from galinear.compress.storage import checkpoints
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.fitting import objective
 from galinear.lm.optimise import Plateau  # noqa: E402
@@ -123,7 +124,7 @@ def test_logits_objective_is_the_kl_of_full_forwards():
             "v_proj": _linear(32, 16, 3, torch.float64)}
     with torch.no_grad():
         p = torch.log_softmax(model(input_ids=torch.as_tensor(ids), use_cache=False).logits, -1)
-        with activations.swapped(model, {(LAYER, k): m for k, m in reps.items()}):
+        with surgery.swapped(model, {(LAYER, k): m for k, m in reps.items()}):
             q = torch.log_softmax(model(input_ids=torch.as_tensor(ids), use_cache=False).logits, -1)
     want = float((p.exp() * (p - q)).sum(-1).mean())
     assert want > 0
@@ -206,7 +207,7 @@ def test_fit_progress_on_stderr_in_a_log(capsys):
     torch.manual_seed(0)
     x = torch.randn(64, 8)
     module = torch.nn.Linear(8, 4, bias=False)
-    fit.fit_projection(module, x, x, torch.randn(4, 8), lr=0.01, epochs=2, batch_size=16, progress="fit demo")
+    projection.fit_projection(module, x, x, torch.randn(4, 8), lr=0.01, epochs=2, batch_size=16, progress="fit demo")
     err = capsys.readouterr().err
     assert "\r" not in err and err.count("\n") == 1 and err.startswith("fit demo: 8 steps")
 
@@ -231,12 +232,12 @@ def test_study_with_a_joint_objective(tmp_path, name):
     spec = config.method_spec("lr1")
     assert spec.objective == name and config.method_spec("lr1-cf").objective == "qkv"
     for layer in (1, 2):
-        units = [fit.load(study.store.unit_path(spec, 0, (1,) if layer == 2 else (), layer, p))
+        units = [checkpoints.load(study.store.unit_path(spec, 0, (1,) if layer == 2 else (), layer, p))
                  for p in ("q_proj", "k_proj", "v_proj")]
         assert all(u["stats"]["objective"] == name for u in units)
         assert len({u["stats"]["final_loss"] for u in units}) == 1  # one joint fit
         # its time is counted once in the row: the units' shares add up to the joint fit's seconds
         assert sum(u["stats"]["seconds"] for u in units) == pytest.approx(units[0]["stats"]["joint_seconds"])
     assert joint["fit_seconds"] == pytest.approx(sum(
-        fit.load(study.store.unit_path(spec, 0, (1,) if layer == 2 else (), layer, "q_proj"))["stats"]["joint_seconds"]
-        for layer in (1, 2)))
+        checkpoints.load(study.store.unit_path(spec, 0, (1,) if layer == 2 else (), layer, "q_proj"))["stats"][
+            "joint_seconds"] for layer in (1, 2)))

@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study, load_compressed
-from galinear.compress.fitting import activations, fit
+from galinear.compress.fitting import activations, projection, surgery
+from galinear.compress.storage import checkpoints
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.lm.windows import split_windows  # noqa: E402
@@ -48,7 +49,7 @@ def test_cosine_schedule_anneals_once():
     """lr_t = lr (1 + cos(pi t / T)) / 2 over all T steps of the run: the last step's rate is that of t = T - 1."""
     module = torch.nn.Linear(4, 3, bias=False)
     x = torch.randn(300, 4)
-    stats = fit.fit_projection(module, x, x, torch.randn(3, 4), lr=0.05, epochs=2, batch_size=64)
+    stats = projection.fit_projection(module, x, x, torch.randn(3, 4), lr=0.05, epochs=2, batch_size=64)
     assert stats["steps"] == 10 and abs(stats["lr_last"] - 0.05 * (1 + math.cos(math.pi * 9 / 10)) / 2) < 1e-12
 
 
@@ -109,10 +110,10 @@ def test_inputs_come_from_the_partly_compressed_network(tmp_path, tiny):
     fitted = study.fit_layer_set(spec, 0, (0, 2))
     original_inputs, _ = study.captures.original(2)
     layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
-    with activations.swapped(study.model, layer0):
+    with surgery.swapped(study.model, layer0):
         expected = activations.capture(study.model, 2, study.captures.train_ids())
     cached = [f for f in os.listdir(os.path.join(study.work, "captures")) if f.endswith("attn_in-L2.safetensors") and f.startswith("lr1")]
-    captured = fit.load(os.path.join(study.work, "captures", cached[0]))["train"]
+    captured = checkpoints.load(os.path.join(study.work, "captures", cached[0]))["train"]
     assert torch.allclose(captured, expected)
     assert not torch.allclose(captured, original_inputs, atol=1e-3)
     # the model is restored after surgery
@@ -122,7 +123,7 @@ def test_inputs_come_from_the_partly_compressed_network(tmp_path, tiny):
 def test_resume_after_interruption_reproduces_result(tmp_path, monkeypatch, tiny):
     reference = Study(tiny_config(tmp_path / "ref", datasets=("a",)), tiny, texts=TEXTS).run()
     calls = {"n": 0}
-    real_fit = fit.fit_projection
+    real_fit = projection.fit_projection
 
     def interrupted(*args, **kwargs):
         calls["n"] += 1
@@ -130,10 +131,10 @@ def test_resume_after_interruption_reproduces_result(tmp_path, monkeypatch, tiny
             raise KeyboardInterrupt
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(fit, "fit_projection", interrupted)
+    monkeypatch.setattr(projection, "fit_projection", interrupted)
     with pytest.raises(KeyboardInterrupt):
         Study(tiny_config(tmp_path / "resumed", datasets=("a",)), tiny, texts=TEXTS).run()
-    monkeypatch.setattr(fit, "fit_projection", real_fit)
+    monkeypatch.setattr(projection, "fit_projection", real_fit)
     # four finished units are on disk and are not refitted
     counted = {"n": 0}
 
@@ -141,7 +142,7 @@ def test_resume_after_interruption_reproduces_result(tmp_path, monkeypatch, tiny
         counted["n"] += 1
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(fit, "fit_projection", counting)
+    monkeypatch.setattr(projection, "fit_projection", counting)
     resumed = Study(tiny_config(tmp_path / "resumed", datasets=("a",)), tiny, texts=TEXTS).run()
     total_units = 2 * (3 + 6)  # 2 methods x (layer 1; layers 0 and 2) x q/k/v
     assert counted["n"] == total_units - 4
@@ -188,14 +189,14 @@ def test_refit_study_shares_first_layer_fits(tmp_path, tiny, monkeypatch):
     common = dict(methods=("lr1",), layer_sets=((1,), (0, 2)), datasets=("a",), o_epochs=2.0)
     plain = Study(tiny_config(tmp_path / "plain", **common), tiny, texts=TEXTS).run()
     alone = Study(tiny_config(tmp_path / "alone", refit_o_proj=True, **common), tiny, texts=TEXTS).run()
-    real_fit = fit.fit_projection
+    real_fit = projection.fit_projection
     fitted = []
 
     def counting(module, *args, **kwargs):
         fitted.append(tuple(module.weight.shape) if isinstance(module, torch.nn.Linear) else "q/k/v")
         return real_fit(module, *args, **kwargs)
 
-    monkeypatch.setattr(fit, "fit_projection", counting)
+    monkeypatch.setattr(projection, "fit_projection", counting)
     shared = Study(tiny_config(tmp_path / "shared", refit_o_proj=True, cache_dir=str(tmp_path / "plain" / "cache"),
                                **common), tiny, texts=TEXTS).run()
     o_refits = 3  # layer 1; layers 0 and 2
@@ -217,7 +218,7 @@ def test_capture_from_the_residual_stream_equals_the_full_forward():
     ids = w.batch(w.train)
     replaced = {(2, "q_proj"): torch.nn.Linear(32, 32, bias=False)}
     residuals = activations.residual_inputs(model, 2, ids)
-    with activations.swapped(model, replaced):
+    with surgery.swapped(model, replaced):
         full = activations.capture(model, 2, ids, where="o_in")
         started = activations.capture(model, 2, ids, where="o_in", residuals=residuals)
     assert full.shape == (len(ids) * 32, 32)

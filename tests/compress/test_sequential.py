@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study
-from galinear.compress.fitting import fit
-from galinear.compress.storage import saving
+from galinear.compress.fitting import projection
+from galinear.compress.storage import checkpoints
+from galinear.compress.storage import model_folder
 from galinear.compress.study import sequential
 from galinear.lm.models import LoadedModel  # noqa: E402
 from galinear.compress.storage.store import set_name  # noqa: E402
@@ -60,7 +61,7 @@ def _unit_tensors(folder):
     """Every fitted tensor under a study's cache, by file path relative to the fits folder, and the models."""
     out = {}
     for path in sorted(glob.glob(os.path.join(folder, "cache", "*", "fits", "**", "*.safetensors"), recursive=True)):
-        state = fit.load(path, recompute=False)["state"]
+        state = checkpoints.load(path, recompute=False)["state"]
         rel = path.split(os.sep + "fits" + os.sep)[1]
         out.update({f"{rel}:{k}": v for k, v in state.items()})
     return out
@@ -78,7 +79,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
     reference_study.log.echo = lines.append  # the per-layer lines with their estimate
     reference = reference_study.run()
     assert any("layer 2 (3/4) fitted in" in line and "1 layer left, about" in line for line in lines)
-    real_fit = fit.fit_projection
+    real_fit = projection.fit_projection
     calls = {"n": 0}
 
     def interrupted(*args, **kwargs):
@@ -87,7 +88,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
             raise KeyboardInterrupt
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(fit, "fit_projection", interrupted)
+    monkeypatch.setattr(projection, "fit_projection", interrupted)
     with pytest.raises(KeyboardInterrupt):
         Study(tiny_config(tmp_path / "resumed", **settings), loaded, texts=TEXTS).run()
     counted = {"n": 0}
@@ -96,7 +97,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
         counted["n"] += 1
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(fit, "fit_projection", counting)
+    monkeypatch.setattr(projection, "fit_projection", counting)
     resumed = Study(tiny_config(tmp_path / "resumed", **settings), loaded, texts=TEXTS).run()
     assert counted["n"] == 2 * 3  # only lr1's layers 2 and 3
     ref_units, new_units = _unit_tensors(tmp_path / "ref"), _unit_tensors(tmp_path / "resumed")
@@ -105,7 +106,8 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
         assert torch.equal(value, new_units[key]), key
     assert any("P0+1+2" in key for key in ref_units)  # layer 3 was fitted behind the three replaced below it
     for name in ("rotor-h16-e1-lr0.05", "lr1-e1-lr0.05"):  # the kept whole models, bit for bit
-        ref, new = (saving.checked_replacements(saving.read_config(str(tmp_path / run / "models" / f"{name}-s0-L0+1+2+3")))
+        ref, new = (model_folder.checked_replacements(
+                        model_folder.read_config(str(tmp_path / run / "models" / f"{name}-s0-L0+1+2+3")))
                     for run in ("ref", "resumed"))
         assert len(ref) == 4 * 3 and ref.keys() == new.keys()
         for key, module in ref.items():
@@ -118,7 +120,7 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
 def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
     """The capture behind layer 2 of a sequential run is the attention input of the model whose layers
     0 and 1 carry this method's fitted replacements (recomputed here independently)."""
-    from galinear.compress.fitting import activations
+    from galinear.compress.fitting import activations, surgery
 
     loaded = LoadedModel(tiny_llama(layers=3, seed=4), CharTokenizer(), "tiny-llama-3")
     config = tiny_config(tmp_path / "run", datasets=("a",), layer_sets=(("all",),), methods=("lr1",), epochs=1.0)
@@ -127,7 +129,7 @@ def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
     spec = config.method_spec("lr1")
     fitted = study.fit_layer_set(spec, 0, (0, 1, 2))["replacements"]  # loaded from the checkpoints
     below = {k: m for k, m in fitted.items() if k[0] < 2}
-    with activations.swapped(loaded.model, below):
+    with surgery.swapped(loaded.model, below):
         expected = activations.capture(loaded.model, 2, study.captures.train_ids())
     key = study.store.input_key(spec, 0, (0, 1), 2)
     train, _ = study.captures.pair(2, "attn_in", below, key)
@@ -180,8 +182,8 @@ def test_the_captures_cache_releases_a_layer(tmp_path, monkeypatch):
     captures = study.captures
     train, test = captures.original(1)
     reads = []
-    real = fit.load
-    monkeypatch.setattr(fit, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
+    real = checkpoints.load
+    monkeypatch.setattr(checkpoints, "load", lambda path, **kw: reads.append(path) or real(path, **kw))
     assert captures.original(1)[0] is train and not reads  # held in memory
     captures.release(0)  # another layer: nothing of layer 1 is dropped
     assert captures.original(1)[0] is train and not reads

@@ -15,8 +15,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from galinear.compress import Study, load, load_compressed
-from galinear.compress.fitting import fit
-from galinear.compress.storage import saving
+from galinear.compress.fitting import projection
+from galinear.compress.storage import model_folder
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
@@ -28,7 +28,7 @@ from galinear.testing.models import TEXTS  # noqa: E402
 SETTINGS = dict(datasets=("a",), layer_sets=((0, 1),), methods=("lr1", "lr1-cf"), epochs=1.0, refit_o_proj=True,
                 o_epochs=1.0, distill=True, distill_max_steps=2, distill_eval_every=1, valid_windows=1)
 #: The files of a compressed-model folder.
-FOLDER_FILES = {saving.CONFIG, saving.TENSORS, saving.AUTO_CONFIG, "README.md"}
+FOLDER_FILES = {model_folder.CONFIG, model_folder.TENSORS, model_folder.AUTO_CONFIG, "README.md"}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_a_run_writes_only_compressed_model_folders_and_safetensors_caches(run):
     assert len(tags) == 4 and sorted(names) == sorted(f"{t}-s0-L0+1" for t in tags)  # fitted and distilled rows
     for name in names:
         assert set(os.listdir(out / "models" / name)) == FOLDER_FILES
-        assert json.loads((out / "models" / name / saving.CONFIG).read_text())["format"] == saving.FORMAT
+        assert json.loads((out / "models" / name / model_folder.CONFIG).read_text())["format"] == model_folder.FORMAT
     assert sorted(os.listdir(out / "models")) == sorted(names + ["index.json"])
     everything = _files(out)
     assert not [f for f in everything if f.endswith((".pt", ".npz", ".bin", ".pkl"))]
@@ -74,7 +74,7 @@ def test_what_a_run_keeps_loads_through_every_route(run, capsys):
     kept folder of a run and give the ln PPL the run recorded."""
     from galinear.commands import generate
     from galinear.compress import register
-    from galinear.compress.storage import auto
+    from galinear.compress.storage import transformers_auto
 
     study, results, root = run
     name = "lr1-cf-s0-L0+1"
@@ -92,7 +92,7 @@ def test_what_a_run_keeps_loads_through_every_route(run, capsys):
 
         via_auto = AutoModelForCausalLM.from_pretrained(folder)
     finally:
-        auto.unregister()
+        transformers_auto.unregister()
     assert heldout_log_perplexity(via_auto, study.windows["a"])["log_ppl"] == recorded
     fresh = models.load_model(str(root / "base"))
     out = generate.compare(fresh.model, fresh.tokenizer, folder, "abc def", tokens=6)
@@ -148,9 +148,9 @@ def test_caches_of_other_formats_are_not_read(run, tmp_path, capsys):
     line = [x for x in capsys.readouterr().err.splitlines() if "cache file(s) of another format" in x]
     assert len(line) == 1 and "3 cache file(s)" in line[0] and str(work) in line[0]
     calls = []
-    real = fit.fit_projection
+    real = projection.fit_projection
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fit, "fit_projection", lambda *a, **k: calls.append(1) or real(*a, **k))
+        patch.setattr(projection, "fit_projection", lambda *a, **k: calls.append(1) or real(*a, **k))
         assert _log_ppl(again.run(report=False)) == _log_ppl(results)
     assert calls  # the old fit was not taken for one
     assert not (tmp_path / "marker").exists()

@@ -11,7 +11,7 @@ pytest.importorskip("safetensors")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from galinear.compress.fitting import activations, converge, fit
+from galinear.compress.fitting import activations, converge, projection
 from galinear.compress.methods import catalogue as methods
 from galinear.lm import models  # noqa: E402
 from galinear.compress.fitting.activations import CaptureShards  # noqa: E402
@@ -96,8 +96,8 @@ def test_fixed_budget_fit_from_shards_is_identical(captured, name):
     model, whole, shards, _, _ = captured
     orig = models.projection(model, 1, "k_proj")
     a, b = _module(name), _module(name)
-    sa = fit.fit_projection(a, whole, whole, orig.weight, lr=0.05, epochs=2.5, batch_size=40, seed=3)
-    sb = fit.fit_projection(b, shards, shards, orig.weight, lr=0.05, epochs=2.5, batch_size=40, seed=3)
+    sa = projection.fit_projection(a, whole, whole, orig.weight, lr=0.05, epochs=2.5, batch_size=40, seed=3)
+    sb = projection.fit_projection(b, shards, shards, orig.weight, lr=0.05, epochs=2.5, batch_size=40, seed=3)
     assert sa == sb and sa["steps"] == 12  # round(2.5 * ceil(168 / 40))
     for (key, va), vb in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(va, vb), key

@@ -13,7 +13,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from galinear.compress.methods import budgets
-from galinear.compress.fitting import closed_form, evaluate
+from galinear.compress.fitting import closed_form, heldout_error
 from galinear.compress.methods import catalogue as methods
 from galinear.nn import KroneckerSumLinear, MixedBlockHadamardLinear, MonarchLinear  # noqa: E402
 
@@ -73,7 +73,7 @@ def test_mixed_block_fit_is_the_least_squares_optimum_of_the_class(d_in, d_out, 
     assert np.allclose(got, expected, atol=1e-8 * np.abs(expected).max())
     if bias:
         assert np.allclose(module.bias.detach().numpy(), y.mean(0) - expected @ x.mean(0), atol=1e-8)
-    tokenwise = evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y))
+    tokenwise = heldout_error.mse(module, torch.as_tensor(x), torch.as_tensor(y))
     assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-8)
     # and no block-diagonal map without the mix does better than the mixed optimum's own blocks
     turned = closed_form.mixed_block_fit(_regression(x, y, bias), module.mixing_matrix(dtype=torch.float64).numpy(),
@@ -107,7 +107,7 @@ def test_kronecker_fit_from_moments_equals_the_fit_from_raw_rows(terms, bias):
     assert np.allclose(module.dense_weight().detach().numpy(), expected, atol=1e-8 * np.abs(expected).max())
     if bias:
         assert np.allclose(module.bias.detach().numpy(), y.mean(0) - expected @ x.mean(0), atol=1e-8)
-    assert stats["train_mse"] == pytest.approx(evaluate.mse(module, torch.as_tensor(x), torch.as_tensor(y)),
+    assert stats["train_mse"] == pytest.approx(heldout_error.mse(module, torch.as_tensor(x), torch.as_tensor(y)),
                                                rel=1e-8)
 
 
@@ -254,16 +254,17 @@ def test_study_with_the_structured_baselines(tmp_path, tiny):
 
 
 def test_the_study_fit_loop_trains_the_orthogonal_control():
-    """methods.build_module('givens') through the study's Adam loop (galinear.compress.fitting.fit)."""
-    from galinear.compress.fitting import fit
+    """methods.build_module('givens') through the study's Adam loop (galinear.compress.fitting.projection)."""
+    from galinear.compress.fitting import projection
 
     torch.manual_seed(0)
     module = methods.build_module(methods.MethodSpec(name="givens", hidden=16), 32, 16)
     x = torch.randn(512, 32)
     weight = torch.randn(16, 32) / 6
-    before = evaluate.mse(module, x, x @ weight.T)
-    stats = fit.fit_projection(module, x, x, weight, lr=methods.LEARNING_RATES["givens"], epochs=2, batch_size=64)
-    assert stats["steps"] == 16 and evaluate.mse(module, x, x @ weight.T) < 0.9 * before
+    before = heldout_error.mse(module, x, x @ weight.T)
+    stats = projection.fit_projection(module, x, x, weight, lr=methods.LEARNING_RATES["givens"], epochs=2,
+                                      batch_size=64)
+    assert stats["steps"] == 16 and heldout_error.mse(module, x, x @ weight.T) < 0.9 * before
 
 
 def test_a_budget_spec_sets_each_projections_knob():

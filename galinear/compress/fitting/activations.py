@@ -1,16 +1,15 @@
-"""Model surgery and activation capture.
+"""Activation capture: what one decoder layer's projections read.
 
-``swapped(model, replacements)`` puts replacement modules in place of projections for the
-duration of a ``with`` block and always restores the originals. ``capture`` runs windows through
-the model and returns, for one decoder layer, the attention input (the output of the layer's
-input norm, i.e. what q_proj / k_proj / v_proj read), the input of o_proj, of the MLP (what
-gate_proj / up_proj read) or of down_proj. The forward
-pass is stopped right after the captured point, so layers above it cost nothing.
+``capture`` runs windows through the model and returns, for one decoder layer, the attention
+input (the output of the layer's input norm, i.e. what q_proj / k_proj / v_proj read), the input
+of o_proj, of the MLP (what gate_proj / up_proj read) or of down_proj. The forward pass is stopped
+right after the captured point, so layers above it cost nothing. Captures in a network with
+replaced projections run inside :func:`galinear.compress.fitting.surgery.swapped`.
 
 ``capture_to_shards`` runs the same forward passes but writes the rows to disk in safetensors
 shards of a few windows each, so at most one shard of activations is held in memory, and
 returns a :class:`CaptureShards`: it reads back the rows of an index tensor (``shards[idx]``)
-batch by batch and can be passed to :func:`galinear.compress.fitting.fit.fit_projection` and
+batch by batch and can be passed to :func:`galinear.compress.fitting.projection.fit_projection` and
 :func:`galinear.compress.fitting.converge.fit_until_converged` in place of the tensor ``capture``
 returns; the fits then see the same rows in the same order and give the same results, bit for
 bit.
@@ -24,22 +23,7 @@ import numpy as np
 
 from galinear import _io
 from galinear._progress import progress_steps
-from galinear.lm.models import (attention, attention_norm, decoder_layers, mlp, projection, set_projection,
-                                starting_at)
-
-
-@contextlib.contextmanager
-def swapped(model, replacements: dict):
-    """Temporarily replace projections: ``replacements[(layer, "q_proj")] = module``."""
-    originals = {}
-    try:
-        for (layer, name), module in replacements.items():
-            originals[(layer, name)] = projection(model, layer, name)
-            set_projection(model, layer, name, module)
-        yield model
-    finally:
-        for (layer, name), module in originals.items():
-            set_projection(model, layer, name, module)
+from galinear.lm.models import attention, attention_norm, decoder_layers, mlp, starting_at
 
 
 class _Stop(Exception):

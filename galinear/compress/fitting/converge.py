@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from galinear.compress.fitting.fit import adam_regression
+from galinear.compress.fitting.projection import adam_regression
 from galinear.lm.optimise import Plateau, train
 
 

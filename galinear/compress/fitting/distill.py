@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import copy
 
-from galinear.compress.fitting import activations
+from galinear.compress.fitting.seeds import DISTILL_SLOT, fit_seed
+from galinear.compress.fitting.surgery import freeze, swapped
+from galinear.compress.storage.checkpoints import atomic_save, load
 from galinear.lm import optimise
-from galinear.compress.fitting.fit import DISTILL_SLOT, atomic_save, fit_seed, load
 
 _FORMAT = "galinear-distill-v1"
 
@@ -47,7 +48,7 @@ def kl_loss(model, modules: dict, ids):
     inputs = torch.as_tensor(ids)
     with torch.no_grad():
         target = log_probs(model(input_ids=inputs, use_cache=False).logits)
-    with activations.swapped(model, modules):
+    with swapped(model, modules):
         logp = log_probs(model(input_ids=inputs, use_cache=False).logits)
     return (target.exp() * (target - logp)).sum(-1).mean()
 
@@ -94,8 +95,6 @@ def distill(model, replacements: dict, train_ids, valid_ids, *, lr: float = 1e-3
         ``steps``, ``best_step``, ``stopped`` ("plateau" or "max_steps"), ``valid_kl_start``,
         ``valid_kl`` (best), ``curve`` ([step, validation KL] pairs), ``seconds``, ``lr``.
     """
-    from galinear.compress.storage.store import freeze
-
     if len(valid_ids) == 0:
         raise ValueError("the distillation stage needs validation windows for its stopping rule; give longer texts "
                          "or fewer --train-windows")

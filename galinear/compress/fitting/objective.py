@@ -1,6 +1,6 @@
 """Fitting a layer's q, k and v replacements jointly to what the model needs.
 
-The default objective ("qkv", :mod:`galinear.compress.fitting.fit`) fits each projection on its own to
+The default objective ("qkv", :mod:`galinear.compress.fitting.projection`) fits each projection on its own to
 the original projection's outputs. Two joint objectives fit the three replacements of one layer
 together:
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 
-from galinear.compress.fitting import activations
+from galinear.compress.fitting import activations, surgery
 from galinear.lm import optimise
 from galinear.lm import models
 
@@ -81,7 +81,7 @@ def attention_output(model, layer: int, hidden, call: dict, replacements: dict |
     ``replacements = {"q_proj": module, ...}`` installed for the call (differentiable in them)."""
     attn = models.attention(models.decoder_layers(model)[layer])
     swap = {(layer, p): m for p, m in (replacements or {}).items()}
-    with activations.swapped(model, swap):
+    with surgery.swapped(model, swap):
         out = attn(hidden_states=hidden, **call)
     return out[0] if isinstance(out, tuple) else out
 
@@ -91,7 +91,7 @@ def mlp_output(model, layer: int, hidden, replacements: dict | None = None):
     {"gate_proj": module, ...}`` installed for the call (differentiable in them)."""
     block = models.mlp(models.decoder_layers(model)[layer])
     swap = {(layer, p): m for p, m in (replacements or {}).items()}
-    with activations.swapped(model, swap):
+    with surgery.swapped(model, swap):
         return block(hidden)
 
 
@@ -99,7 +99,7 @@ def next_token_logits(model, layer: int, residual, replacements: dict | None = N
     """Logits of the model run from decoder layer ``layer`` on its residual-stream input
     ``residual`` (windows, L, width), with ``replacements`` installed at that layer."""
     swap = {(layer, p): m for p, m in (replacements or {}).items()}
-    with activations.swapped(model, swap):
+    with surgery.swapped(model, swap):
         with models.starting_at(model, layer):
             return model(inputs_embeds=residual, use_cache=False).logits
 
@@ -123,7 +123,7 @@ class LayerObjective:
 
         if objective not in BLOCKS:
             raise ValueError(f"a layer objective is one of {', '.join(BLOCKS)}, got {objective!r} (the qkv objective "
-                             "is fitted projection by projection: galinear.compress.fitting.fit)")
+                             "is fitted projection by projection: galinear.compress.fitting.projection)")
         self.model, self.layer, self.objective = model, layer, objective
         if inputs.dim() != 3 or inputs.shape != original_inputs.shape:
             raise ValueError(f"inputs must be (windows, L, width) and match the original inputs; got "
@@ -227,7 +227,7 @@ def _objective_on(model, layer: int, name: str, ids, x_in, x_orig, replacements:
                          "use --objective attention or qkv for layer 0")
     res_orig = activations.residual_inputs(model, layer, ids)
     if replacements:
-        with activations.swapped(model, replacements):
+        with surgery.swapped(model, replacements):
             res_in = activations.residual_inputs(model, layer, ids)
     else:
         res_in = res_orig
@@ -246,7 +246,7 @@ def fit_joint(modules: dict, captures, model, spec, seed: int, layer_set, i: int
     the training rows are read whole, the validation rows (until converged) and the test rows of a
     projection behind the fitted ones come from it. ``log`` takes one line; ``bars`` shows a tqdm bar.
     """
-    from galinear.compress.fitting import evaluate, fit
+    from galinear.compress.fitting import heldout_error, projection, seeds
     from galinear.compress.methods import targets as targeting
 
     layer = layer_set[i]
@@ -261,9 +261,9 @@ def fit_joint(modules: dict, captures, model, spec, seed: int, layer_set, i: int
         valid = _objective_on(model, layer, block, captures.valid_ids(), xv_in, xv_orig, replacements)
     label = f"fit {spec.name} s{seed} L{layer} {what} ({block})" if bars else None
     stats = fit_layer(modules, train, lr=spec.learning_rate, steps=steps_for(len(x_in), spec.epochs, spec.batch_size),
-                      seed=fit.fit_seed(seed, layer), valid=valid, max_steps=spec.max_steps,
+                      seed=seeds.fit_seed(seed, layer), valid=valid, max_steps=spec.max_steps,
                       eval_every=spec.eval_every or 25, patience=spec.patience or 4, progress=label)
-    log(fit.summary(f"{spec.tag()} s{seed} L{layer} {what} jointly ({block})", stats))
+    log(projection.summary(f"{spec.tag()} s{seed} L{layer} {what} jointly ({block})", stats))
     installed = {**replacements, **{(layer, p): m for p, m in modules.items()}}
     out = {}
     for proj, module in modules.items():
@@ -272,7 +272,7 @@ def fit_joint(modules: dict, captures, model, spec, seed: int, layer_set, i: int
         else:  # o_proj or down_proj: its own input, behind the modules fitted with it
             rows, orig_rows = captures.test_rows(layer, targeting.INPUTS[proj], installed)
         # one joint fit: each unit holds its share of the time (the study sums "seconds" over units)
-        unit = dict(stats, **evaluate.test_stats(module, models.projection(model, layer, proj), rows, orig_rows),
+        unit = dict(stats, **heldout_error.test_stats(module, models.projection(model, layer, proj), rows, orig_rows),
                     objective_target_mean_square=stats["target_mean_square"], joint_seconds=stats["seconds"],
                     seconds=stats["seconds"] / len(modules))
         if "curve" in unit:  # the learning curve of the joint objective, kept under its own name

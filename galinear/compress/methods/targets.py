@@ -69,7 +69,7 @@ def tag(targets) -> str:
 
 
 def slot(projection: str) -> int:
-    """The :func:`galinear.compress.fitting.fit.fit_seed` slot of a projection: q, k, v 0-2 (as ever), o 3,
+    """The :func:`galinear.compress.fitting.seeds.fit_seed` slot of a projection: q, k, v 0-2 (as ever), o 3,
     gate 4, up 5, down 6."""
     return ALL_PROJECTIONS.index(projection)
 

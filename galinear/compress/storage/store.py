@@ -5,7 +5,7 @@ The :class:`Store` names every file a study reads or writes. Under the output fo
 moments, residual inputs, one checkpoint per (method, seed, replaced prefix, layer,
 projection) and the distillation checkpoints; ``results.json`` the evaluations;
 ``models/<tag>-s<seed>-L<layers>/`` (or, with ``--save DIR``, ``DIR/<tag>-s<seed>-L<layers>/``)
-one compressed-model folder per kept model (:mod:`galinear.compress.storage.saving`), listed in the
+one compressed-model folder per kept model (:mod:`galinear.compress.storage.model_folder`), listed in the
 ``index.json`` beside them.
 
 One cache format: every cached tensor lives in a safetensors file ending ``.safetensors``
@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from galinear import _io
-from galinear.compress.fitting import fit
+from galinear.compress.storage import checkpoints
 from galinear.lm import models
 
 
@@ -186,13 +186,13 @@ class Store:
     def saved_unit(self, spec, seed, prefix, layer) -> dict:
         """``{projection: record}`` of the readable checkpoints of the layer's units
         (:meth:`unit_projections`) at ``layer`` after ``prefix``; a missing one is left out, an
-        unreadable one is removed (:func:`galinear.compress.fitting.fit.load`) and left out.
+        unreadable one is removed (:func:`galinear.compress.storage.checkpoints.load`) and left out.
 
         A layer's fit reads this once, before it starts: it decides which units are fitted and
         which are taken back (:func:`galinear.compress.study.layers.fit_layer_set`)."""
         out = {}
         for proj in self.unit_projections():
-            record = fit.load(self.unit_path(spec, seed, prefix, layer, proj))
+            record = checkpoints.load(self.unit_path(spec, seed, prefix, layer, proj))
             if record is not None:
                 out[proj] = record
         return out
@@ -200,7 +200,7 @@ class Store:
     def save_unit(self, spec, seed, prefix, layer, records: dict) -> None:
         """Write the checkpoint of every ``{projection: record}`` of a unit, atomically, one file each."""
         for proj, record in records.items():
-            fit.atomic_save(record, self.unit_path(spec, seed, prefix, layer, proj))
+            checkpoints.atomic_save(record, self.unit_path(spec, seed, prefix, layer, proj))
 
     def unit_done(self, spec, seed, prefix, layer) -> bool:
         """Whether every checkpoint of (method, seed, prefix, layer) is on disk and readable."""
@@ -247,20 +247,20 @@ class Store:
 
     def model_kept(self, tag: str, seed: int, layer_set) -> bool:
         """Whether that folder is written (or the study keeps no models)."""
-        from galinear.compress.storage import saving
+        from galinear.compress.storage import model_folder
 
         folder = self.model_folder(tag, seed, layer_set)
-        return folder is None or os.path.exists(os.path.join(folder, saving.CONFIG))
+        return folder is None or os.path.exists(os.path.join(folder, model_folder.CONFIG))
 
     def write_index(self) -> None:
         """``index.json`` beside the kept folders, listing every one of them."""
-        from galinear.compress.storage import saving
+        from galinear.compress.storage import model_folder
 
         if self.models_root is None or not os.path.isdir(self.models_root):
             return
         saved = [f for f in os.listdir(self.models_root)
-                 if os.path.exists(os.path.join(self.models_root, f, saving.CONFIG))]
-        saving.write_index(self.models_root, saved)
+                 if os.path.exists(os.path.join(self.models_root, f, model_folder.CONFIG))]
+        model_folder.write_index(self.models_root, saved)
 
     # ------------------------------------------------------------------ results
     def rank_results_path(self, rank: int) -> str:
@@ -318,17 +318,3 @@ class Store:
         path = self.results_path if rank is None else self.rank_results_path(rank)
         _io.save_json(path, results, sort_keys=True)
 
-
-# ---------------------------------------------------------------------- replacements
-def freeze(module):
-    """Eval mode, no gradients; returns the module."""
-    module.eval()
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module
-
-
-def install(module, key, stats, replacements, info) -> None:
-    """Freeze a fitted replacement (eval mode, no gradients) and record it and its stats under key."""
-    replacements[key] = freeze(module)
-    info[key] = stats

@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from galinear import _io
-from galinear.compress.fitting import activations, closed_form, fit
+from galinear.compress.fitting import activations, closed_form, surgery
+from galinear.compress.storage import checkpoints
 from galinear.lm import models
 
 __all__ = ["Captures", "done_here"]
@@ -105,11 +106,11 @@ class Captures:
         def make() -> dict:
             x_orig = activations.capture(self.model, layer, ids, where=where)
             if replacements:
-                with activations.swapped(self.model, replacements):
+                with surgery.swapped(self.model, replacements):
                     return {"input": activations.capture(self.model, layer, ids, where=where), "original": x_orig}
             return {"input": x_orig, "original": x_orig}
 
-        cached = fit.cached(self.store.valid_path(key), make)
+        cached = checkpoints.cached(self.store.valid_path(key), make)
         self._valid[key] = (cached["input"], cached["original"])
         return self._valid[key]
 
@@ -134,13 +135,13 @@ class Captures:
             ids = np.concatenate([self.train_ids(), self.test_ids()])
             label = f"capture {key}" if self.bars else None
             residuals = self._split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
-            with activations.swapped(self.model, replacements):
+            with surgery.swapped(self.model, replacements):
                 rows = activations.capture(self.model, layer, ids, where=where, progress=label, residuals=residuals)
             n_train = self.train_ids().size  # windows x ids per window (the BOS included)
             self.log(f"captured {key}: {(n_train, rows.shape[1])} training rows")
             return {"train": rows[:n_train].contiguous(), "test": rows[n_train:].contiguous()}
 
-        cached = fit.cached(self.store.capture_path(key), make)
+        cached = checkpoints.cached(self.store.capture_path(key), make)
         return cached["train"], cached["test"]
 
     def _starts_mid_stack(self, layer: int, replacements: dict) -> bool:
@@ -158,7 +159,7 @@ class Captures:
             self.log(f"residual inputs of layer {layer} for the training and test windows: {tuple(residuals.shape)}")
             return {"residuals": residuals}
 
-        return fit.cached(self.store.split_residual_path(layer), make)["residuals"]
+        return checkpoints.cached(self.store.split_residual_path(layer), make)["residuals"]
 
     def _sharded_pair(self, layer: int, where: str, replacements: dict, key: str):
         """:meth:`pair` kept in shards: (CaptureShards of the training rows, test tensor)."""
@@ -171,7 +172,7 @@ class Captures:
             label = f"capture {key}" if self.bars else None
             _remove_unfinished(folder)
             t0 = time.perf_counter()
-            with activations.swapped(self.model, replacements):
+            with surgery.swapped(self.model, replacements):
                 shards = activations.capture_to_shards(self.model, layer, ids, folder, where=where, progress=label,
                                                        shard_windows=self.shard_windows)
             self.log(f"captured {key}: ({n_train}, {shards.width}) training rows in shards of "
@@ -223,7 +224,7 @@ class Captures:
         key = (layer, f"test-{where}")
         if key not in self._original:
             self._original[key] = activations.capture(self.model, layer, ids, where=where)
-        with activations.swapped(self.model, installed):
+        with surgery.swapped(self.model, installed):
             return activations.capture(self.model, layer, ids, where=where), self._original[key]
 
     def original(self, layer: int, where: str = "attn_in", whole: bool = False):
@@ -264,7 +265,7 @@ class Captures:
                 else:
                     x_orig = activations.capture(self.model, layer, part, where=where)
                 if replacements:
-                    with activations.swapped(self.model, replacements):
+                    with surgery.swapped(self.model, replacements):
                         x_in = activations.capture(self.model, layer, part, where=where)
                     acc.update(x_in, x_orig)
                 else:
@@ -282,7 +283,7 @@ class Captures:
         key = (dataset, layer)
         if key not in self._residuals:
             w = self.windows[dataset]
-            self._residuals[key] = fit.cached(self.store.residual_path(dataset, layer),
+            self._residuals[key] = checkpoints.cached(self.store.residual_path(dataset, layer),
                                               lambda: activations.residual_inputs(self.model, layer, w.batch(w.heldout)))
         return layer, self._residuals[key]
 

@@ -57,7 +57,7 @@ class StudyConfig:
     eval_every: int = 25               # steps between validation evaluations
     patience: int = 4                  # evaluations without improvement before a decay / the stop
     valid_windows: int = 2             # validation windows per text (spare training-side windows)
-    save_dir: str | None = None        # --save: one loadable folder per compressed model (galinear.compress.storage.saving)
+    save_dir: str | None = None        # --save: one loadable folder per compressed model (storage.model_folder)
     objective: str = "qkv"             # --objective: attention / logits fit q, k, v jointly (compress.objective)
     shard_windows: int | None = None   # --shard-windows: captures on disk in shards of this many windows
                                        # (None: in memory); the results are the same, bit for bit

@@ -4,7 +4,7 @@
 A layer set is fitted layer after layer, each on the network whose earlier layers of the set are
 replaced. Within a layer the targets are fitted stage by stage in forward order
 (:func:`galinear.compress.methods.targets.stages`): projection by projection by Adam
-(:mod:`galinear.compress.fitting.fit`, :mod:`galinear.compress.fitting.converge`), from second
+(:mod:`galinear.compress.fitting.projection`, :mod:`galinear.compress.fitting.converge`), from second
 moments (:mod:`galinear.compress.fitting.closed_form`), or jointly to a block's output
 (:mod:`galinear.compress.fitting.objective`); then, with ``--refit-o-proj``, a dense o_proj.
 
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import time
 
-from galinear.compress.fitting import closed_form, converge, evaluate, fit, objective
+from galinear.compress.fitting import closed_form, converge, heldout_error, objective, projection, seeds
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.methods import targets as targeting
-from galinear.compress.storage.store import install
+from galinear.compress.fitting.surgery import install
 from galinear.compress.study import sequential
 from galinear.lm import models
 
-__all__ = ["fit_layer_set", "fit_units"]
+__all__ = ["fit_layer_set", "fit_units", "unit_record"]
 
 
 def fit_layer_set(ctx, spec, seed: int, layer_set) -> dict:
@@ -93,6 +93,18 @@ def _fit_layer(ctx, spec, seed: int, layer_set, i: int, saved: dict, replacement
         _refit_o_proj(ctx, spec, seed, layer_set, i, saved, replacements, info)
 
 
+def unit_record(module, stats: dict, layer: int, projection: str, spec=None, seed=None) -> dict:
+    """The checkpoint of one fitted projection: its state, stats and place, and (q, k, v) the method
+    (a MethodSpec) and seed that made it."""
+    record = {"state": module.state_dict(), "stats": stats}
+    if spec is not None:
+        record["spec"] = spec.to_dict()
+    record.update(layer=layer, projection=projection)
+    if seed is not None:
+        record["seed"] = seed
+    return record
+
+
 def fit_units(ctx, spec, seed: int, layer_set, i: int, projections, fit_all, saved: dict, replacements: dict,
               info: dict) -> None:
     """Fit (or take back from ``saved``) the replacements of ``projections`` at ``layer_set[i]`` as
@@ -103,7 +115,7 @@ def fit_units(ctx, spec, seed: int, layer_set, i: int, projections, fit_all, sav
     ``fit_all`` fits them all and each record is saved atomically before anything uses it, so a
     run killed anywhere leaves whole records and a rerun resumes at the first unit without them.
 
-    Targets are initialised under the seed :func:`galinear.compress.fitting.fit.fit_seed` gives
+    Targets are initialised under the seed :func:`galinear.compress.fitting.seeds.fit_seed` gives
     them (:func:`galinear.compress.methods.targets.slot`), the o_proj refit as the original o_proj.
     ``fit_all(modules)`` fits ``{projection: module}`` and returns ``{projection: stats}``.
     """
@@ -113,14 +125,14 @@ def fit_units(ctx, spec, seed: int, layer_set, i: int, projections, fit_all, sav
     modules = {}
     for proj in projections:
         if not _refit_unit(ctx.config, proj):
-            torch.manual_seed(fit.fit_seed(seed, layer, targeting.slot(proj)))
+            torch.manual_seed(seeds.fit_seed(seed, layer, targeting.slot(proj)))
         modules[proj] = _build(ctx, spec, layer, proj)
 
     held = _held(saved, projections)
     if held is None:  # o_proj's record names neither method nor seed
         stats = fit_all(modules)
-        held = {p: fit.unit_record(m, stats[p], layer, p,
-                                   *((None, None) if _refit_unit(ctx.config, p) else (spec, seed)))
+        held = {p: unit_record(m, stats[p], layer, p,
+                               *((None, None) if _refit_unit(ctx.config, p) else (spec, seed)))
                 for p, m in modules.items()}
         ctx.store.save_unit(spec, seed, prefix, layer, held)
     else:
@@ -132,7 +144,8 @@ def fit_units(ctx, spec, seed: int, layer_set, i: int, projections, fit_all, sav
 
 def _fit_projections(ctx, spec, seed, layer_set, i, saved, replacements, info, projections=models.PROJECTIONS) -> None:
     """Fit each replacement of ``projections`` (which read one input) at ``layer_set[i]`` on its own by
-    Adam (:mod:`galinear.compress.fitting.fit`, or until converged, :mod:`galinear.compress.fitting.converge`)."""
+    Adam (:mod:`galinear.compress.fitting.projection`, or until converged,
+    :mod:`galinear.compress.fitting.converge`)."""
     captures, layer = ctx.captures, layer_set[i]
     where = targeting.INPUTS[projections[0]]
     key = captures.stage_key(spec, seed, layer_set, i, where, replacements)
@@ -149,15 +162,15 @@ def _fit_projections(ctx, spec, seed, layer_set, i, saved, replacements, info, p
             xv_in, xv_orig = captures.valid(layer, replacements, key, where)
             stats = converge.fit_until_converged(
                 module, x_in, x_orig, orig.weight, valid_inputs=xv_in, valid_target_inputs=xv_orig,
-                lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
+                lr=spec.learning_rate, bias=orig.bias, batch_size=spec.batch_size, seed=seeds.fit_seed(seed, layer, j),
                 max_steps=spec.max_steps, eval_every=spec.eval_every, patience=spec.patience, progress=label)
         else:
-            stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate, epochs=spec.epochs,
-                                       batch_size=spec.batch_size, seed=fit.fit_seed(seed, layer, j),
-                                       bias=orig.bias, progress=label)
+            stats = projection.fit_projection(module, x_in, x_orig, orig.weight, lr=spec.learning_rate,
+                                              epochs=spec.epochs, batch_size=spec.batch_size,
+                                              seed=seeds.fit_seed(seed, layer, j), bias=orig.bias, progress=label)
         stats["seconds"] = time.perf_counter() - t0
-        ctx.log(fit.summary(f"{spec.tag()} s{seed} L{layer} {proj}", stats))
-        return dict(stats, **evaluate.test_stats(module, orig, x_in_test, x_orig_test))
+        ctx.log(projection.summary(f"{spec.tag()} s{seed} L{layer} {proj}", stats))
+        return dict(stats, **heldout_error.test_stats(module, orig, x_in_test, x_orig_test))
 
     for proj in projections:
         fit_units(ctx, spec, seed, layer_set, i, (proj,),
@@ -214,10 +227,10 @@ def _refit_o_proj(ctx, spec, seed, layer_set, i, saved, replacements, info):
                                             ctx.store.o_input_key(spec, seed, layer_set[:i + 1]))
         label = ctx.label(f"refit o_proj {spec.name} s{seed} L{layer}")
         torch.manual_seed(seed)
-        stats = fit.fit_projection(module, x_in, x_orig, orig.weight, lr=1e-4, epochs=ctx.config.o_epochs,
-                                   batch_size=256, seed=fit.fit_seed(seed, layer, fit.O_PROJ_SLOT), bias=orig.bias,
-                                   weight_decay=1e-2, optimizer="adamw", progress=label)
-        stats["test_mse"] = evaluate.mse(module, x_in_test, evaluate.projection_target(x_orig_test, orig))
+        stats = projection.fit_projection(module, x_in, x_orig, orig.weight, lr=1e-4, epochs=ctx.config.o_epochs,
+                                          batch_size=256, seed=seeds.fit_seed(seed, layer, seeds.O_PROJ_SLOT),
+                                          bias=orig.bias, weight_decay=1e-2, optimizer="adamw", progress=label)
+        stats["test_mse"] = heldout_error.mse(module, x_in_test, heldout_error.projection_target(x_orig_test, orig))
         stats["params"] = methods.count_parameters(module)
         stats["dense_params"] = stats["params"]
         return {"o_proj": stats}

@@ -14,10 +14,10 @@ Protocol (paper-notes section 6, with its leaks fixed):
    trains on another method's activations; with nothing replaced yet that network is the
    original model, whose capture is the same for every method.
 3. Each (layer, projection) is fitted with MSE, Adam, batches of 256, the method's rate and a
-   cosine schedule over all steps (:mod:`galinear.compress.fitting.fit`); optionally o_proj is refitted
+   cosine schedule over all steps (:mod:`galinear.compress.fitting.projection`); optionally o_proj is refitted
    (a dense o_proj started from the original one, AdamW 1e-4, weight decay 1e-2) to the original
    o_proj outputs. Each unit draws its initialisation and batch order from its own seed
-   (:func:`galinear.compress.fitting.fit.fit_seed`) and is checkpointed atomically; a rerun skips finished units.
+   (:func:`galinear.compress.fitting.seeds.fit_seed`) and is checkpointed atomically; a rerun skips finished units.
 4. ln PPL is measured on the held-out windows of every text, for the original model and every
    compressed one, on the same windows; per-projection test MSE on held-out rows.
 """
@@ -28,12 +28,12 @@ import time
 
 import numpy as np
 
-from galinear.compress.fitting import activations, distill, evaluate
+from galinear.compress.fitting import activations, distill, heldout_error, surgery
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.methods import targets as targeting
 from galinear.compress.report import summary as reporting
 from galinear.compress.report.summary import PAPER_SETS_NOTE
-from galinear.compress.storage import saving
+from galinear.compress.storage import model_folder
 from galinear.compress.storage.store import Store, fingerprint, set_name
 from galinear.compress.study import distributed, layers, scoring, sequential
 from galinear.compress.study import folders as study_folders, units as study_units
@@ -217,8 +217,8 @@ class Study:
                 xv, xv_orig = self.captures.valid(first, {}, None)
                 for p in [p for p in targets if p in models.PROJECTIONS]:
                     orig = models.projection(self.model, first, p)
-                    target = evaluate.projection_target(xv_orig, orig)
-                    curves[p] = [[0, evaluate.mse(fitted["replacements"][(first, p)], xv, target)]]
+                    target = heldout_error.projection_target(xv_orig, orig)
+                    curves[p] = [[0, heldout_error.mse(fitted["replacements"][(first, p)], xv, target)]]
                     valid_ms[p] = float(target.double().pow(2).mean())
         elif spec.max_steps:
             steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in targets]
@@ -264,11 +264,11 @@ class Study:
         and record its ln PPL on every measure."""
         folder = self.store.model_folder(tag, seed, layer_set)
         if folder is not None:
-            saving.save(folder, self.model, replacements, spec, source=self._model_source[0],
-                        gguf_file=self._model_source[1], name=self.loaded.name)
+            model_folder.save(folder, self.model, replacements, spec, source=self._model_source[0],
+                              gguf_file=self._model_source[1], name=self.loaded.name)
             if self.ranks.size == 1:  # under torchrun rank 0 writes the index at the end
                 self.store.write_index()
-        with activations.swapped(self.model, replacements):
+        with surgery.swapped(self.model, replacements):
             for d in self.eval_datasets:
                 if self._evaluated(keys[d]):
                     continue

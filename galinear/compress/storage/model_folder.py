@@ -18,7 +18,7 @@ folder holds
   plain ``transformers.AutoModelForCausalLM.from_pretrained`` on the folder refuses it instead of
   building the model with random weights in place of the replacements; after
   :func:`galinear.compress.register` it loads the folder as :func:`load` does
-  (:mod:`galinear.compress.storage.auto`);
+  (:mod:`galinear.compress.storage.transformers_auto`);
 - ``README.md``: how to load it.
 
 The source is recorded as given and, for a local one, as its resolved absolute path

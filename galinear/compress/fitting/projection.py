@@ -1,5 +1,4 @@
-"""Fitting one replacement projection to the original model's outputs; the seeds of a study's
-fits; its units, checkpointed atomically.
+"""Fitting one replacement projection to the original model's outputs by Adam.
 
 The regression: rows x (attention inputs captured in the partly compressed network) and targets
 y = W x_orig (the ORIGINAL projection applied to the ORIGINAL network's attention input at the
@@ -9,79 +8,14 @@ total number of steps, so the rate falls from lr to 0 exactly once over the whol
 
     lr_t = lr * (1 + cos(pi * t / T)) / 2,   t = 0..T-1.
 
-Every fit of a study draws its initialisation and its batch order from :func:`fit_seed`, and is
-one unit: fitted, saved atomically, read back by a rerun (its files are named and read by
-:class:`galinear.compress.storage.store.Store`). Checkpoints and caches are safetensors files with a JSON
-header (:mod:`galinear._io`): loading one never unpickles anything.
+Every fit of a study draws its initialisation and its batch order from
+:func:`galinear.compress.fitting.seeds.fit_seed`.
 """
 from __future__ import annotations
 
 import math
-import os
 
-from galinear import _io
 from galinear.lm import optimise
-
-#: The slots of :func:`fit_seed` besides q, k and v (0, 1, 2: their index in models.PROJECTIONS).
-O_PROJ_SLOT = 7     # the o_proj refit of a layer
-DISTILL_SLOT = 17   # the distillation stage of a whole compressed model (layer 0)
-
-
-def fit_seed(seed: int, layer: int = 0, slot: int = 0) -> int:
-    """The torch seed of one fit of a study: ``1_000_003 * seed + 131 * layer + slot``.
-
-    ``seed`` is the study's seed (``--seeds``), ``layer`` the decoder layer fitted and ``slot``
-    what is fitted in it: 0, 1, 2 for q, k and v (their index in ``models.PROJECTIONS``),
-    :data:`O_PROJ_SLOT` for the o_proj refit, :data:`DISTILL_SLOT` (with layer 0) for the
-    distillation stage. The value seeds both the module's initialisation (``torch.manual_seed``
-    before it is built) and its batch order (:class:`galinear.lm.optimise.Batches`), so a fit
-    depends on nothing fitted before it. The multipliers are primes, large enough that every
-    (seed, layer < 7600, slot < 131) has a seed of its own. The joint fit of a layer's q, k and v
-    (:mod:`galinear.compress.fitting.objective`) draws its batch order from slot 0.
-    """
-    return 1_000_003 * seed + 131 * layer + slot
-
-
-def atomic_save(obj, path: str) -> None:
-    """Save ``obj`` (nested dicts/lists of tensors and JSON values) to ``path`` atomically."""
-    _io.save_state(path, obj)
-
-
-def load(path: str, *, recompute: bool = True):
-    """Load a file written by :func:`atomic_save`, or None when it does not exist.
-
-    A cache that cannot be read (truncated, damaged, or not a safetensors file: a pickle is never
-    read) is removed with a message on stderr and None is returned, so the caller recomputes that
-    unit. With ``recompute=False`` such a file raises :class:`galinear._io.UnreadableFileError`
-    instead (for files that cannot be recomputed).
-    """
-    if recompute:
-        return _io.load_cache(path)
-    if not os.path.exists(path):
-        return None
-    return _io.load_state(path, fix="delete it and rerun the command that wrote it", pickles=False)
-
-
-def cached(path: str, make):
-    """What ``path`` holds (:func:`load`), or else ``make()``, saved there atomically first: a
-    killed run leaves the file whole or absent, and a rerun reads it instead of computing it."""
-    value = load(path)
-    if value is None:
-        value = make()
-        atomic_save(value, path)
-    return value
-
-
-def unit_record(module, stats: dict, layer: int, projection: str, spec=None, seed=None) -> dict:
-    """The checkpoint of one fitted projection: its state, stats and place, and (q, k, v) the method
-    (a MethodSpec) and seed that made it."""
-    record = {"state": module.state_dict(), "stats": stats}
-    if spec is not None:
-        record["spec"] = spec.to_dict()
-    record.update(layer=layer, projection=projection)
-    if seed is not None:
-        record["seed"] = seed
-    return record
 
 
 def summary(what: str, stats: dict) -> str:
@@ -155,5 +89,4 @@ def fit_projection(module, inputs, target_inputs, weight, *, lr: float, epochs: 
     return {"steps": total, "final_loss": run.final_loss, "lr_last": run.lr_used}
 
 
-__all__ = ["DISTILL_SLOT", "O_PROJ_SLOT", "adam_regression", "atomic_save", "batch_loss", "cached",
-           "fit_projection", "fit_seed", "load", "summary", "unit_record"]
+__all__ = ["adam_regression", "batch_loss", "fit_projection", "summary"]
