@@ -115,6 +115,15 @@ bench-generated-motor: $(STAMP)
 bench-mlp: $(STAMP)
 	$(PY) benchmarks/bench_mlp_step.py
 
+# One layer's fit in `galinear compress` (the demo's attention objective and sizes), per method side
+# by side: the rotor network, the Kronecker sum, the Givens control, LR by Adam and LR*, each in its
+# own subprocess at 1 and 2 threads; writes benchmarks/results/bench_compress_fit.{md,json}.
+# A smoke run: make bench-compress-fit COMPRESS_FIT_ARGS=--quick
+COMPRESS_FIT_ARGS ?=
+.PHONY: bench-compress-fit
+bench-compress-fit: $(STAMP)
+	$(PY) benchmarks/bench_compress_fit.py $(COMPRESS_FIT_ARGS)
+
 .PHONY: bench-resident
 bench-resident: $(STAMP)
 	$(PY) benchmarks/bench_resident.py
