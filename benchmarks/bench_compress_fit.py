@@ -90,20 +90,9 @@ def _clear(study, *parts: str) -> None:
         shutil.rmtree(os.path.join(study.store.work, part), ignore_errors=True)
 
 
-def _rss(field: str = "VmRSS") -> int | None:
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def measure(kind: str, threads: int, args, work: str, loaded=None, texts=None) -> dict:
-    """One method (or the capture, ``kind == "capture"``) at one thread count, in this process.
-    ``loaded`` and ``texts`` go to the Study (a model and texts given instead of ``args.model``'s)."""
+def measure(kind: str, threads: int, args, work: str) -> dict:
+    """One method (or the capture, ``kind == "capture"``) at one thread count, in this process;
+    the study's files under ``work``."""
     import torch
 
     from galinear.compress.methods import catalogue as methods
@@ -112,7 +101,7 @@ def measure(kind: str, threads: int, args, work: str, loaded=None, texts=None) -
     from galinear.train.lm_loop import peak_memory, reset_peak_memory
 
     started = time.perf_counter()
-    study = Study(study_config(args, METHODS[0] if kind == CAPTURE else kind, threads, work), loaded, texts)
+    study = Study(study_config(args, METHODS[0] if kind == CAPTURE else kind, threads, work))
     load_seconds = time.perf_counter() - started
     layer, captures, cpu = args.layer, study.captures, torch.device("cpu")
     row = {"kind": kind, "threads": threads, "layer": layer, "load_seconds": load_seconds,
@@ -143,7 +132,6 @@ def measure(kind: str, threads: int, args, work: str, loaded=None, texts=None) -
         cpu_seconds.append(time.process_time() - clock)
 
     reset_peak_memory(cpu)
-    rss_before = _rss()
     timing = round_robin({"fit": Contender(fit, setup=lambda: _clear(study, "fits", "moments"))}, args.repeats,
                          warmup=0)["fit"]
     peak = peak_memory(cpu)[0]
@@ -156,13 +144,13 @@ def measure(kind: str, threads: int, args, work: str, loaded=None, texts=None) -
     modules = fits[-1]["replacements"]
     if parameters != sum(methods.count_parameters(modules[(layer, p)]) for p in study.config.targets):
         raise RuntimeError(f"{kind}: the recorded parameter count {parameters} is not the modules' own")
-    row.update(method=kind, tag=spec.tag(), size=size_label(spec), parameters=parameters, dense_parameters=dense, share=parameters / dense,
-               steps=steps, asked_steps=spec.max_steps or 0, fit_seconds=timing.median,
+    row.update(method=kind, tag=spec.tag(), size=size_label(spec), parameters=parameters, dense_parameters=dense,
+               share=parameters / dense, steps=steps, asked_steps=spec.max_steps or 0, fit_seconds=timing.median,
                fit_samples=list(timing.samples), fit_cpu_seconds=sorted(cpu_seconds)[len(cpu_seconds) // 2],
                loop_seconds=loop, step_seconds=loop / steps if steps else None,
                test_rel_mse={p: u["test_mse"] / max(u["target_mean_square"], 1e-30)
                              for p, u in zip(study.config.targets, units)},
-               rss_before_fit_bytes=rss_before, peak_rss_bytes=peak)
+               peak_rss_bytes=peak)
     return row
 
 
@@ -321,6 +309,9 @@ def main(argv=None) -> list[dict]:
         args.steps, args.train_windows, args.valid_windows, args.warmup = 2, 1, 1, 0
         args.eval_every = min(args.eval_every, args.steps)
     check_args(args)
+    if args.steps > 8 * args.eval_every:
+        print(f"note: beyond 8 x --eval-every ({8 * args.eval_every}) steps the stopping rule may end a fit early; "
+              "compare the steps column", flush=True)
     meta = metadata(command_line(__file__, argv, make_target="bench-compress-fit"), thread_counts=False,
                     threads=list(args.threads), load="beside one busy process" if args.busy else "idle",
                     subprocesses=not args.in_process,
