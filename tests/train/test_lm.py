@@ -366,7 +366,7 @@ def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, 
 @pytest.mark.parametrize("extra, projection, fragments", [
     (["--rank", "4"], ["dense", "rotor"], ["--rank has no effect here", "--projection dense rotor has none"]),
     (["--blocks", "4"], ["lowrank"], ["--blocks has no effect", "monarch"]),
-    (["--match-params", "dense"], ["rotor"], ["--match-params has no effect", "neither"]),
+    (["--match-params", "dense"], ["rotor"], ["--match-params has no effect", "none of them"]),
     (["--match-params", "dense", "--rank", "3"], ["lowrank"], ["--rank has no effect", "--match-params chooses"]),
     (["--chunk-size", "8"], ["dense"], ["--chunk-size has no effect", "--projection dense"]),
     (["--backend", "factored"], ["lowrank"], ["--backend has no effect"]),
