@@ -319,17 +319,14 @@ class LMDataConfig:
         return asdict(self)
 
 
-def _kronecker_shapes(width: int, mlp_width: int) -> list[tuple]:
-    """The factor shapes ((m1, n1), (m2, n2)) of the "kron" projections d -> d, d -> f and f -> d."""
-    from galinear.nn.structured import default_kronecker_factors
-
-    return [default_kronecker_factors(a, b) for a, b in ((width, width), (width, mlp_width), (mlp_width, width))]
-
-
 def max_kronecker_terms(config: LMConfig) -> int:
     """The most Kronecker terms every projection of ``config`` admits: min(m1 n1, m2 n2) over the
-    factor shapes of its d -> d, d -> f and f -> d maps."""
-    return min(min(m1 * n1, m2 * n2) for (m1, n1), (m2, n2) in _kronecker_shapes(config.width, config.mlp_width))
+    default factor shapes ((m1, n1), (m2, n2)) of its d -> d, d -> f and f -> d maps."""
+    from galinear.nn.structured import default_kronecker_factors
+
+    d, f = config.width, config.mlp_width
+    return min(min(m1 * n1, m2 * n2) for (m1, n1), (m2, n2) in
+               (default_kronecker_factors(a, b) for a, b in ((d, d), (d, f), (f, d))))
 
 
 def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int, int]:

@@ -206,8 +206,9 @@ def test_bf16_autocast_keeps_bf16_activations_through_rotor_layers(kind):
         torch.testing.assert_close(inside.float(), layer(x.float()), rtol=0.05, atol=0.05)
 
 
-def test_a_bf16_run_trains():
-    history = train_lm(_model("rotor"), _train(steps=3, precision="bf16"), _windows(), log=_quiet)
+@pytest.mark.parametrize("kind", ["rotor", "givens", "kron"])
+def test_a_bf16_run_trains(kind):
+    history = train_lm(_model(kind), _train(steps=3, precision="bf16"), _windows(), log=_quiet)
     assert all(np.isfinite(history["losses"])) and np.isfinite(history["evals"][-1]["heldout_ln_ppl"])
 
 
