@@ -199,8 +199,7 @@ def _comparable(config: dict) -> dict:
     """The configuration as a rerun compares it: without the settings that change speed or the
     run's cadence, not its result (the sandwich backend, checkpoint cadence, time budget), and
     without the data fingerprints (compared by :func:`~galinear.train.run_folder.check_same_data`).
-    A model field a saved configuration lacks (``terms`` in one written before that field
-    existed) takes its :class:`LMConfig` default, the value the run was built with."""
+    A model field a saved configuration lacks takes its :class:`LMConfig` default."""
     out = without_identity(json.loads(json.dumps(config)))
     if isinstance(out.get("model"), dict):
         out["model"] = {**LMConfig().to_dict(), **out["model"]}
