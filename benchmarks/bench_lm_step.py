@@ -1,11 +1,14 @@
 """Cost of one training step of the `galinear train-lm` transformer, every projection kind side by side.
 
-``python benchmarks/bench_lm_step.py [--models dense rotor lowrank,rank=1 dense,width=48 ...]
+``python benchmarks/bench_lm_step.py [--models dense rotor givens kron,terms=2 lowrank,rank=1 dense,width=48 ...]
 [--threads 1 2] [--batch-size 8] [--steps 5] [--warmup 2] [--width 256] [--layers 4] [--context 256]
 [--backends dense spinor numba auto] [--baseline REV] [--busy] [--no-write]``
 
-A model is a projection kind, optionally followed by ``,field=value`` settings of
-``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48).
+A model is a projection kind (by default every one: ``dense``, ``rotor`` (RotorLinear),
+``rotor-network`` (RotorNetwork), ``givens`` (GivensNetwork, the rotor network's Givens control),
+``kron`` (a Kronecker sum), ``lowrank`` and ``monarch``), optionally followed by ``,field=value``
+settings of ``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48;
+``kron,terms=4``: four Kronecker terms).
 ``--backends`` runs every rotor model (``rotor``, ``rotor-network``) once per sandwich backend
 named (``rotor-network,backend=spinor`` and so on), so that one run compares the backends the
 dispatcher can pick (``python benchmarks/bench_lm_step.py --models dense rotor-network
@@ -52,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (RESULTS, ROOT, BusyProcess, command_line, header, markdown_table, metadata,  # noqa: E402
                      ratio, round_robin, write_results)
 
-KINDS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
+KINDS = ("dense", "rotor", "rotor-network", "givens", "kron", "lowrank", "monarch")
 
 
 def parse_model(text: str) -> tuple[str, dict]:

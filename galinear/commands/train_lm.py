@@ -1,5 +1,6 @@
 """`galinear train-lm`: train small decoder-only transformers whose projections are dense, rotor,
-rotor-network, low-rank or Monarch maps, on an offline text; write JSON, a table and curves."""
+rotor-network, Givens-network, Kronecker-sum, low-rank or Monarch maps, on an offline text; write
+JSON, a table and curves."""
 import argparse
 import os
 
@@ -8,10 +9,13 @@ from galinear.commands._config_options import (
     positive_float, positive_int, probability, run_tag,
 )
 
-HELP = ("Train small transformers with dense / rotor / rotor-network / low-rank / Monarch projections on an "
-        "offline text; held-out ln PPL curves, tokens/s, peak memory.")
+HELP = ("Train small transformers with dense / rotor / rotor-network / givens / kron / low-rank / Monarch "
+        "projections on an offline text; held-out ln PPL curves, tokens/s, peak memory.")
 
-_MATCH_KINDS = ("dense", "rotor", "rotor-network")
+#: The kinds whose projection parameter count --match-params can take as its target (fixed by the widths).
+_MATCH_KINDS = ("dense", "rotor", "rotor-network", "givens")
+#: The kinds whose size (rank, blocks, terms) --match-params chooses.
+_MATCHED = ("lowrank", "monarch", "kron")
 #: Vocabulary of the SmolLM2 tokenizer (for the size checks made before it is loaded).
 SMOLLM2_VOCABULARY = 49_152
 
@@ -54,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="projection kinds (q, k, v, o, MLP up / down), trained one after another "
                             "(default: rotor dense)")
     add_config_options(group, LMConfig, [
-        Option("width", "model width (default %(default)s: Cl(8) rotors; a power of two for rotor kinds)"),
+        Option("width", "model width (default %(default)s: Cl(8) rotors; a power of two for rotor and givens "
+                        "kinds)"),
         Option("layers", "decoder blocks (default %(default)s)"),
         Option("heads", "attention heads (default %(default)s)"),
         Option("context", "tokens per window (default %(default)s)"),
@@ -63,21 +68,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         Option("bias", "biases in the projections"),
         Option("tie_embeddings", "an output head of its own instead of the token embedding", flag="--untied"),
         Option("rank", "rank of lowrank projections (default %(default)s)"),
+        Option("terms", "Kronecker products summed by kron projections (default %(default)s; at most "
+                        "min(m1 n1, m2 n2) of the default factor shapes)"),
         Option("blocks", "blocks of monarch projections (a divisor of the width; default: the largest <= sqrt(width))"),
     ])
     group.add_argument("--match-params", type=_match, default=None, metavar="KIND_OR_COUNT",
-                       help="choose the lowrank rank / monarch blocks whose projection parameters are nearest those of "
-                            "the rotor, rotor-network or dense model of the same shape, or a count; recorded in "
-                            "the run's history.json")
+                       help="choose the lowrank rank / monarch blocks / kron terms whose projection parameters are "
+                            "nearest those of the rotor, rotor-network, givens or dense model of the same shape, or "
+                            "a count; recorded in the run's history.json")
     add_config_options(group, LMConfig, [
-        Option("chunk_size", "rotor chunk size, a power of two (default: the largest that fits, one Cl(log2 width) "
-                             "rotor pair per chunk pair)"),
+        Option("chunk_size", "rotor (and givens) chunk size, a power of two (default: the largest that fits, one "
+                             "Cl(log2 width) rotor pair per chunk pair)"),
         Option("backend", "rotor sandwich backend (default %(default)s)"),
-        Option("rotor_init_std", "std of the normal initialisation of the bivector coefficients (default: "
-                                 "RotorLinear's)", type=nonnegative_float),
-        Option("network_layers", "hidden layers of rotor-network projections (default %(default)s)",
+        Option("rotor_init_std", "std of the normal initialisation of the bivector coefficients, twice it for givens "
+                                 "angles (default: RotorLinear's)", type=nonnegative_float),
+        Option("network_layers", "hidden layers of rotor-network and givens projections (default %(default)s)",
                type=nonnegative_int),
-        Option("network_breadth", "branches per hidden layer of rotor-network projections (default %(default)s)"),
+        Option("network_breadth", "branches per hidden layer of rotor-network and givens projections (default "
+                                  "%(default)s)"),
     ])
 
     group = parser.add_argument_group("training")
@@ -129,7 +137,7 @@ def _configs(args, vocab_size):
         config = model(kind)
         config.validate()
         matchings[kind] = None
-        if args.match_params is not None and kind in ("lowrank", "monarch"):
+        if args.match_params is not None and kind in _MATCHED:
             from galinear.train.lm import match_parameters, projection_parameters
 
             target = args.match_params
@@ -190,7 +198,9 @@ def check_options(args) -> None:
     refuse_with_report_only(args, _REPORT_OPTIONS)
     kinds = set(args.projection)
     listed = f"--projection {' '.join(args.projection)}"
-    rotor = kinds & {"rotor", "rotor-network"}
+    rotor = kinds & {"rotor", "rotor-network"}  # rotor sandwiches (bivectors, backends)
+    chunked = rotor | (kinds & {"givens"})      # rotor-shaped gadgets (chunks, rotor parameter group)
+    networks = kinds & {"rotor-network", "givens"}
     matched = args.match_params is not None
     refuse_unused(args, [
         ("text", not args.text_file, "--text-file replaces the offline corpus --text names"),
@@ -199,17 +209,23 @@ def check_options(args) -> None:
         ("rank", not matched, "--match-params chooses the rank of lowrank projections itself"),
         ("blocks", "monarch" in kinds, f"--blocks sets the blocks of monarch projections, and {listed} has none"),
         ("blocks", not matched, "--match-params chooses the blocks of monarch projections itself"),
-        ("match_params", bool(kinds & {"lowrank", "monarch"}),
-         f"--match-params chooses the rank of lowrank or the blocks of monarch projections, and {listed} has neither"),
-        ("chunk_size", bool(rotor), f"--chunk-size sets the chunks of rotor projections, and {listed} has none"),
+        ("terms", "kron" in kinds, f"--terms sets the Kronecker terms of kron projections, and {listed} has none"),
+        ("terms", not matched, "--match-params chooses the terms of kron projections itself"),
+        ("match_params", bool(kinds & set(_MATCHED)),
+         f"--match-params chooses the rank of lowrank, the blocks of monarch or the terms of kron projections, and "
+         f"{listed} has none of them"),
+        ("chunk_size", bool(chunked), f"--chunk-size sets the chunks of rotor and givens projections, and {listed} has "
+                                      "none"),
         ("backend", bool(rotor), f"--backend chooses the sandwich of rotor projections, and {listed} has none"),
-        ("rotor_init_std", bool(rotor), f"--rotor-init-std draws rotor bivectors, and {listed} has no rotor kind"),
-        ("rotor_lr", bool(rotor), f"--rotor-lr is the rate of rotor parameters, and {listed} has no rotor kind"),
+        ("rotor_init_std", bool(chunked), f"--rotor-init-std draws rotor bivectors and givens angles, and {listed} has "
+                                          "neither"),
+        ("rotor_lr", bool(chunked), f"--rotor-lr is the rate of rotor and givens parameters, and {listed} has no such "
+                                    "kind"),
         ("decay_bivectors", bool(rotor), f"--decay-bivectors decays rotor bivectors, and {listed} has no rotor kind"),
-        ("network_layers", "rotor-network" in kinds, f"--network-layers shapes rotor-network projections, and {listed} "
-                                                     "has none"),
-        ("network_breadth", "rotor-network" in kinds, f"--network-breadth shapes rotor-network projections, and "
-                                                      f"{listed} has none"),
+        ("network_layers", bool(networks), f"--network-layers shapes rotor-network and givens projections, and "
+                                           f"{listed} has none"),
+        ("network_breadth", bool(networks), f"--network-breadth shapes rotor-network and givens projections, and "
+                                            f"{listed} has none"),
         ("compile_backend", args.compile, "--compile-backend is the backend of --compile, which is not given"),
     ])
     refuse_repeats(args.seeds, "--seeds")

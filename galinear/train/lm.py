@@ -1,4 +1,5 @@
-r"""A small decoder-only transformer whose projections are dense, rotor, low-rank or Monarch maps.
+r"""A small decoder-only transformer whose projections are dense, rotor, Givens, Kronecker-sum,
+low-rank or Monarch maps.
 
 Every block is pre-norm::
 
@@ -27,7 +28,7 @@ import torch
 from torch import nn
 
 from galinear._util import count_parameters
-from galinear.train.lm_config import ROTOR_PROJECTIONS, LMConfig
+from galinear.train.lm_config import PROJECTIONS, ROTOR_PROJECTIONS, LMConfig
 
 __all__ = ["ByteTokenizer", "load_tokenizer", "tokenizer_sha256", "make_projection", "apply_projection", "TransformerLM", "build_lm",
            "projection_shapes", "projection_parameters", "match_parameters", "default_blocks",
@@ -104,7 +105,7 @@ def is_rotor_module(module: nn.Module) -> bool:
     return isinstance(module, (RotorLinear, RotorNetwork))
 
 
-def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, rank: int = 8,
+def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, rank: int = 8, terms: int = 1,
                     blocks: int | None = None, chunk_size: int | None = None, backend: str = "dense",
                     rotor_init_std: float | None = None, network_layers: int = 2, network_breadth: int = 3,
                     rotor_gradient: str = "exact") -> nn.Module:
@@ -113,12 +114,19 @@ def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, ran
     ``dense``: ``nn.Linear``; ``rotor``: :class:`~galinear.nn.RotorLinear` (double rotors, learnable
     alpha, chunk ``chunk_size`` capped at the largest power of two <= both widths); ``rotor-network``:
     :class:`~galinear.nn.RotorNetwork` (hidden width d_in, ``network_layers`` x ``network_breadth``
-    gadgets); ``lowrank``: :class:`~galinear.nn.LowRankLinear` of ``rank``; ``monarch``:
-    :class:`~galinear.nn.MonarchLinear` with ``blocks`` (default :func:`default_blocks` of
-    gcd(d_in, d_out)). ``rotor_init_std`` redraws every bivector coefficient from N(0, std^2).
+    gadgets); ``givens``: :class:`~galinear.nn.GivensNetwork` with the rotor network's arguments
+    (its Givens control, same parameter count); ``kron``: :class:`~galinear.nn.KroneckerSumLinear`
+    of ``terms`` products (default factor shapes); ``lowrank``: :class:`~galinear.nn.LowRankLinear`
+    of ``rank``; ``monarch``: :class:`~galinear.nn.MonarchLinear` with ``blocks`` (default
+    :func:`default_blocks` of gcd(d_in, d_out)). ``rotor_init_std`` redraws every bivector
+    coefficient from N(0, std^2), and every Givens angle from N(0, (2 std)^2).
     """
     if kind == "dense":
         return nn.Linear(d_in, d_out, bias=bias)
+    if kind == "kron":
+        from galinear.nn import KroneckerSumLinear
+
+        return KroneckerSumLinear(d_in, d_out, terms, bias=bias)
     if kind == "lowrank":
         from galinear.nn import LowRankLinear
 
@@ -128,13 +136,16 @@ def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, ran
 
         return MonarchLinear(d_in, d_out, blocks or default_blocks(math.gcd(d_in, d_out)), bias=bias)
     if kind not in ROTOR_PROJECTIONS:
-        raise ValueError(f"unknown projection kind {kind!r}; choose dense, rotor, rotor-network, lowrank or monarch")
-    from galinear.nn import RotorLinear, RotorNetwork
+        raise ValueError(f"unknown projection kind {kind!r}; choose one of {', '.join(PROJECTIONS)}")
+    from galinear.nn import GivensLinear, GivensNetwork, RotorLinear, RotorNetwork
     from galinear.nn.rotor import fitting_chunk_size
 
     if kind == "rotor":
         layer = RotorLinear(d_in, d_out, bias=bias, chunk_size=fitting_chunk_size(d_in, d_out, chunk_size),
                             backend=backend, gradient=rotor_gradient)
+    elif kind == "givens":
+        layer = GivensNetwork(d_in, d_out, hidden_layers=network_layers, breadth=network_breadth, bias=bias,
+                              chunk_size=chunk_size)
     else:
         layer = RotorNetwork(d_in, d_out, hidden_layers=network_layers, breadth=network_breadth, bias=bias,
                              chunk_size=chunk_size, backend=backend, gradient=rotor_gradient)
@@ -145,6 +156,8 @@ def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, ran
                     for bivectors in (module.left_bivectors, module.right_bivectors):
                         if bivectors is not None:
                             bivectors.normal_(0.0, rotor_init_std)
+                elif isinstance(module, GivensLinear):
+                    module.angles.normal_(0.0, 2 * rotor_init_std)
     return layer
 
 
@@ -162,7 +175,7 @@ def _autocast_dtype(x: torch.Tensor) -> torch.Tensor:
 
 
 def _projection(config: LMConfig, d_in: int, d_out: int) -> nn.Module:
-    return make_projection(config.projection, d_in, d_out, bias=config.bias, rank=config.rank,
+    return make_projection(config.projection, d_in, d_out, bias=config.bias, rank=config.rank, terms=config.terms,
                            blocks=config.blocks, chunk_size=config.chunk_size, backend=config.backend,
                            rotor_init_std=config.rotor_init_std, network_layers=config.network_layers,
                            network_breadth=config.network_breadth, rotor_gradient=config.rotor_gradient)
@@ -253,16 +266,29 @@ def _lowrank_count(shapes, rank, bias) -> int:
     return sum(rank * (a + b) + b * bias for a, b in shapes)
 
 
+def _kron_count(shapes, terms, bias) -> int:
+    from galinear.nn.structured import default_kronecker_factors
+
+    total = 0
+    for a, b in shapes:
+        (m1, n1), (m2, n2) = default_kronecker_factors(a, b)
+        total += terms * (m1 * n1 + m2 * n2) + b * bias
+    return total
+
+
 def _monarch_count(shapes, blocks, bias) -> int:
     return sum(blocks * (b // blocks) * (a // blocks + blocks) + b * bias for a, b in shapes)
 
 
 def projection_parameters(config: LMConfig) -> int:
     """Parameters of all q, k, v, o, up and down projections of ``config`` (embeddings, norms and
-    head excluded). Dense, low-rank and Monarch counts are closed forms; rotor kinds are built."""
+    head excluded). Dense, Kronecker-sum, low-rank and Monarch counts are closed forms; rotor kinds
+    and their Givens control are built."""
     shapes = projection_shapes(config)
     if config.projection == "dense":
         return sum(a * b + b * config.bias for a, b in shapes)
+    if config.projection == "kron":
+        return _kron_count(shapes, config.terms, config.bias)
     if config.projection == "lowrank":
         return _lowrank_count(shapes, config.rank, config.bias)
     if config.projection == "monarch":
@@ -275,11 +301,12 @@ def projection_parameters(config: LMConfig) -> int:
 
 
 def match_parameters(config: LMConfig, target: int) -> tuple[LMConfig, dict]:
-    """``config`` with the rank (lowrank) or the number of blocks (monarch) whose projection
-    parameter count is nearest ``target``; and a record of the choice.
+    """``config`` with the rank (lowrank), the number of blocks (monarch) or of Kronecker terms
+    (kron) whose projection parameter count is nearest ``target``; and a record of the choice.
 
-    One rank (or block count) serves every projection. Ranks run over 1..width - 1; block counts
-    over the divisors of the width. Other kinds are returned unchanged (their count is fixed by
+    One rank (block count, term count) serves every projection. Ranks run over 1..width - 1; block
+    counts over the divisors of the width; terms over 1..:func:`~galinear.train.lm_config.max_kronecker_terms`.
+    Other kinds are returned unchanged (their count is fixed by
     the widths). The record: ``{"target", "kind", "setting", "value", "projection_parameters",
     "ratio"}`` (achieved / target).
     """
@@ -295,6 +322,12 @@ def match_parameters(config: LMConfig, target: int) -> tuple[LMConfig, dict]:
         divisors = [b for b in range(1, config.width + 1) if config.width % b == 0]
         candidates = [(abs(_monarch_count(shapes, b, config.bias) - target), b) for b in divisors]
         setting = "blocks"
+    elif config.projection == "kron":
+        from galinear.train.lm_config import max_kronecker_terms
+
+        candidates = [(abs(_kron_count(shapes, t, config.bias) - target), t)
+                      for t in range(1, max_kronecker_terms(config) + 1)]
+        setting = "terms"
     else:
         achieved = projection_parameters(config)
         return config, {"target": target, "kind": config.projection, "setting": None, "value": None,

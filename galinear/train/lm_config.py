@@ -15,12 +15,13 @@ from dataclasses import asdict, dataclass
 
 __all__ = ["LMConfig", "LMTrainConfig", "LMDataConfig", "PROJECTIONS", "ROTOR_PROJECTIONS", "NORMS",
            "PRECISIONS", "TOKENIZERS", "MIN_ROTOR_CHUNK", "MAX_ROTOR_GADGETS", "is_power_of_two", "training_size",
-           "check_training_size"]
+           "check_training_size", "max_kronecker_terms"]
 
 #: Kinds of projection (q, k, v, o, MLP up and down) a model can use.
-PROJECTIONS = ("dense", "rotor", "rotor-network", "lowrank", "monarch")
-#: The kinds built from rotor sandwiches (their widths must be powers of two).
-ROTOR_PROJECTIONS = ("rotor", "rotor-network")
+PROJECTIONS = ("dense", "rotor", "rotor-network", "givens", "kron", "lowrank", "monarch")
+#: The kinds built of rotor-shaped gadgets (chunks of 2**n coordinates): the rotor sandwiches and
+#: their Givens control. Their widths must be powers of two.
+ROTOR_PROJECTIONS = ("rotor", "rotor-network", "givens")
 NORMS = ("rms", "layer")
 PRECISIONS = ("float32", "bf16", "float64")
 TOKENIZERS = ("byte", "smollm2")
@@ -48,11 +49,14 @@ class LMConfig:
 
     Parameters
     ----------
-    projection : {"dense", "rotor", "rotor-network", "lowrank", "monarch"}
+    projection : {"dense", "rotor", "rotor-network", "givens", "kron", "lowrank", "monarch"}
         The map of every q, k, v, o and MLP up / down projection: ``torch.nn.Linear``,
         :class:`~galinear.nn.RotorLinear` (sums of rotor gadgets), :class:`~galinear.nn.RotorNetwork`
-        (the paper's rotor network), :class:`~galinear.nn.LowRankLinear` or
-        :class:`~galinear.nn.MonarchLinear`. Embedding and output head stay dense.
+        (the paper's rotor network), :class:`~galinear.nn.GivensNetwork` (the rotor network with
+        Givens layers as gadgets: its orthogonal control, same parameter count),
+        :class:`~galinear.nn.KroneckerSumLinear` (a sum of ``terms`` Kronecker products),
+        :class:`~galinear.nn.LowRankLinear` or :class:`~galinear.nn.MonarchLinear`. Embedding and
+        output head stay dense.
     vocab_size : int
         256 for the byte-level tokenizer.
     width, layers, heads, context : int
@@ -68,19 +72,28 @@ class LMConfig:
         The output head reuses the token embedding matrix.
     rank : int
         Rank of the "lowrank" projections.
+    terms : int
+        Kronecker products summed by every "kron" projection, each A_k (m1, n1) kron B_k (m2, n2)
+        with the factor shapes of :func:`galinear.nn.structured.default_kronecker_factors`; at
+        most min(m1 n1, m2 n2) of every projection's factors (the rank of the rearranged matrix).
     blocks : int or None
         Blocks of the "monarch" projections (must divide the width); None: the largest divisor
         of the width that is <= sqrt(width).
     chunk_size : int or None
-        Rotor chunk size (a power of two), capped per projection at the largest power of two
-        <= both widths; None: that cap (one chunk of Cl(log2 width) per side).
+        Rotor chunk size (a power of two) of the "rotor", "rotor-network" and "givens"
+        projections, capped per projection at the largest power of two <= both widths; None: that
+        cap (one chunk of Cl(log2 width) per side).
     backend : str
-        Sandwich backend of the rotor layers (speed only, not part of a run's identity).
+        Sandwich backend of the rotor layers (speed only, not part of a run's identity; the
+        Givens control has one implementation).
     rotor_init_std : float or None
         Standard deviation of the normal initialisation of every bivector coefficient (None:
-        ``RotorLinear.bivector_init_std``).
+        ``RotorLinear.bivector_init_std``); "givens" angles are drawn with twice this standard
+        deviation (a sandwich doubles a bivector's angle, as ``GivensLinear.reset_parameters``
+        says).
     network_layers, network_breadth : int
-        Hidden layers and branches of every "rotor-network" projection (the paper's 2 and 3).
+        Hidden layers and branches of every "rotor-network" and "givens" projection (the paper's
+        2 and 3).
     rotor_gradient : {"exact", "power-step"}
     """
 
@@ -95,6 +108,7 @@ class LMConfig:
     bias: bool = False
     tie_embeddings: bool = True
     rank: int = 8
+    terms: int = 1
     blocks: int | None = None
     chunk_size: int | None = None
     backend: str = "dense"
@@ -114,7 +128,7 @@ class LMConfig:
             raise ValueError(f"unknown norm {self.norm!r}; choose 'rms' or 'layer'")
         if self.rotor_gradient not in ("exact", "power-step"):
             raise ValueError(f"rotor_gradient must be 'exact' or 'power-step', got {self.rotor_gradient!r}")
-        _positive(self, ("vocab_size", "width", "layers", "heads", "context", "mlp_ratio", "rank",
+        _positive(self, ("vocab_size", "width", "layers", "heads", "context", "mlp_ratio", "rank", "terms",
                          "network_breadth"))
         if isinstance(self.network_layers, bool) or not isinstance(self.network_layers, int) or self.network_layers < 0:
             raise ValueError(f"network_layers must be an integer >= 0, got {self.network_layers!r}")
@@ -149,6 +163,12 @@ class LMConfig:
             raise ValueError(f"--rank {self.rank} at width {self.width}: a low-rank map of rank >= its width has at "
                              f"least as many parameters as the dense map and no lower rank; choose --rank below "
                              f"{self.width} (below {self.width // 2} to have fewer parameters than dense)")
+        if self.projection == "kron":
+            most = max_kronecker_terms(self)
+            if self.terms > most:
+                raise ValueError(f"--terms {self.terms} at width {self.width} (MLP width {self.mlp_width}): a "
+                                 f"Kronecker sum of these factor shapes has at most {most} independent terms; "
+                                 f"choose --terms {most} or fewer")
         if self.blocks is not None:
             _positive(self, ("blocks",))
             if self.width % self.blocks or self.mlp_width % self.blocks:
@@ -299,6 +319,16 @@ class LMDataConfig:
         return asdict(self)
 
 
+def max_kronecker_terms(config: LMConfig) -> int:
+    """The most Kronecker terms every projection of ``config`` admits: min(m1 n1, m2 n2) over the
+    default factor shapes ((m1, n1), (m2, n2)) of its d -> d, d -> f and f -> d maps."""
+    from galinear.nn.structured import default_kronecker_factors
+
+    d, f = config.width, config.mlp_width
+    return min(min(m1 * n1, m2 * n2) for (m1, n1), (m2, n2) in
+               (default_kronecker_factors(a, b) for a, b in ((d, d), (d, f), (f, d))))
+
+
 def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int, int]:
     """(parameter values, index bytes, rotor gadgets) of one projection d_in -> d_out, without building it."""
     from galinear._generated.rotor_spec import chunk_layout
@@ -308,6 +338,11 @@ def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int,
         return d_in * d_out + d_out * config.bias, 0, 0
     if config.projection == "lowrank":
         return config.rank * (d_in + d_out) + d_out * config.bias, 0, 0
+    if config.projection == "kron":
+        from galinear.nn.structured import default_kronecker_factors
+
+        (m1, n1), (m2, n2) = default_kronecker_factors(d_in, d_out)
+        return config.terms * (m1 * n1 + m2 * n2) + d_out * config.bias, 0, 0
     if config.projection == "monarch":
         blocks = config.blocks or max(b for b in range(1, math.isqrt(math.gcd(d_in, d_out)) + 1)
                                       if math.gcd(d_in, d_out) % b == 0)
@@ -315,8 +350,14 @@ def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int,
 
     def gadget(a, b):
         cap = chunk_layout(a, b)[0]
-        return rotor_linear_size(a, b, cap if config.chunk_size is None else min(config.chunk_size, cap),
-                                 bias=config.bias)
+        chunk = cap if config.chunk_size is None else min(config.chunk_size, cap)
+        if config.projection == "givens":  # angles, alphas, bias, output scale; the int64 matchings
+            _, inputs, outputs = chunk_layout(a, b, chunk)
+            n = chunk.bit_length() - 1
+            pairs, rotations = inputs * outputs, n * (n - 1)
+            return (pairs * (rotations + 1) + b * (1 + config.bias),
+                    8 * (pairs * rotations * chunk + (inputs + outputs) * chunk + b))
+        return rotor_linear_size(a, b, chunk, bias=config.bias)
 
     if config.projection == "rotor":
         values, index = gadget(d_in, d_out)
@@ -348,7 +389,7 @@ def training_size(model: LMConfig, train: LMTrainConfig) -> dict:
         parameters += layers * values
         index_bytes += layers * index
         gadgets += layers * count
-        if model.projection in ROTOR_PROJECTIONS and model.backend == "dense":
+        if model.projection == "givens" or (model.projection in ROTOR_PROJECTIONS and model.backend == "dense"):
             assembled += layers * 2 * a * b * max(1, count)
     value_bytes = 8 if train.precision == "float64" else 4
     tokens = train.batch_size * model.context

@@ -198,8 +198,11 @@ _NOT_COMPARED = {"model": ("backend",), "train": ("checkpoint_every", "max_secon
 def _comparable(config: dict) -> dict:
     """The configuration as a rerun compares it: without the settings that change speed or the
     run's cadence, not its result (the sandwich backend, checkpoint cadence, time budget), and
-    without the data fingerprints (compared by :func:`~galinear.train.run_folder.check_same_data`)."""
+    without the data fingerprints (compared by :func:`~galinear.train.run_folder.check_same_data`).
+    A model field a saved configuration lacks takes its :class:`LMConfig` default."""
     out = without_identity(json.loads(json.dumps(config)))
+    if isinstance(out.get("model"), dict):
+        out["model"] = {**LMConfig().to_dict(), **out["model"]}
     for part, names in _NOT_COMPARED.items():
         for name in names:
             out.get(part, {}).pop(name, None)

@@ -1,6 +1,7 @@
 """The transformer trainer (``galinear train-lm``) on a tiny model: exact resume, gradients of the
 rotor variants against central differences, 2 gloo ranks against one process, bf16 activations
 through the rotor layers, parameter matching and the command line."""
+import copy
 import json
 import os
 
@@ -85,7 +86,12 @@ def test_a_run_folder_of_another_configuration_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ gradients
-@pytest.mark.parametrize("kind", ["rotor", "rotor-network"])
+#: Parameters of the q projection each kind's gradient check must include.
+_CHECKED = {"rotor": (".q.left_bivectors",), "rotor-network": (".q.input_gadget.right_bivectors",),
+            "givens": (".q.input_gadget.angles", ".q.hidden_gadgets.1.2.angles"), "kron": (".q.left", ".q.right")}
+
+
+@pytest.mark.parametrize("kind", ["rotor", "rotor-network", "givens", "kron"])
 def test_rotor_gradients_match_central_differences(kind):
     torch.manual_seed(0)
     model = build_lm(_model(kind, rotor_init_std=0.7)).double().eval()
@@ -100,8 +106,8 @@ def test_rotor_gradients_match_central_differences(kind):
     rng = np.random.default_rng(2)
     rotor = [(n, p) for n, p in model.named_parameters() if ".q." in n or ".down." in n]
     picks = [rotor[i] for i in sorted(rng.choice(len(rotor), size=min(8, len(rotor)), replace=False))]
-    picks += [(n, p) for n, p in rotor if n.endswith((".q.left_bivectors", ".q.input_gadget.right_bivectors"))]
-    assert any("bivectors" in n for n, _ in picks)
+    picks += [(n, p) for n, p in rotor if n.endswith(_CHECKED[kind])]
+    assert len({n for n, _ in picks if n.endswith(_CHECKED[kind])}) == len(_CHECKED[kind])
     eps, seen = 1e-6, []
     for name, parameter in picks:
         # written through the parameter itself (not .data), so that the layers' inference caches,
@@ -200,8 +206,9 @@ def test_bf16_autocast_keeps_bf16_activations_through_rotor_layers(kind):
         torch.testing.assert_close(inside.float(), layer(x.float()), rtol=0.05, atol=0.05)
 
 
-def test_a_bf16_run_trains():
-    history = train_lm(_model("rotor"), _train(steps=3, precision="bf16"), _windows(), log=_quiet)
+@pytest.mark.parametrize("kind", ["rotor", "givens", "kron"])
+def test_a_bf16_run_trains(kind):
+    history = train_lm(_model(kind), _train(steps=3, precision="bf16"), _windows(), log=_quiet)
     assert all(np.isfinite(history["losses"])) and np.isfinite(history["evals"][-1]["heldout_ln_ppl"])
 
 
@@ -238,16 +245,147 @@ def test_parameter_matching_picks_the_nearest():
 
 
 def test_make_projection_kinds():
-    from galinear.nn import LowRankLinear, MonarchLinear, RotorLinear, RotorNetwork
+    from galinear.nn import GivensNetwork, KroneckerSumLinear, LowRankLinear, MonarchLinear, RotorLinear, RotorNetwork
+    from galinear.train.lm_config import PROJECTIONS
 
     expected = {"dense": torch.nn.Linear, "rotor": RotorLinear, "rotor-network": RotorNetwork,
-                "lowrank": LowRankLinear, "monarch": MonarchLinear}
+                "givens": GivensNetwork, "kron": KroneckerSumLinear, "lowrank": LowRankLinear,
+                "monarch": MonarchLinear}
+    assert set(expected) == set(PROJECTIONS)
     for kind, cls in expected.items():
-        layer = make_projection(kind, 16, 64, rank=2, blocks=4)
-        assert isinstance(layer, cls)
+        layer = make_projection(kind, 16, 64, rank=2, blocks=4, terms=3)
+        assert type(layer) is cls
         assert layer(torch.randn(3, 5, 16)).shape == (3, 5, 64)
     with pytest.raises(ValueError, match="unknown projection"):
         make_projection("sparse", 16, 16)
+
+
+# ------------------------------------------------------------------------- givens and kron kinds
+def _tiny_model(kind, **kw):
+    return LMConfig(projection=kind, width=kw.pop("width", 16), layers=1, heads=2, context=8, **kw)
+
+
+@pytest.mark.parametrize("kind, settings", [
+    ("givens", {}), ("givens", {"bias": True, "chunk_size": 4, "network_layers": 1, "network_breadth": 2}),
+    ("givens", {"width": 32}), ("kron", {}), ("kron", {"terms": 3, "bias": True}), ("kron", {"width": 32, "terms": 2}),
+])
+def test_givens_and_kron_build_count_and_take_a_step(kind, settings):
+    from galinear.nn import GivensNetwork, KroneckerSumLinear
+    from galinear.nn.structured import default_kronecker_factors
+
+    config = _tiny_model(kind, **settings)
+    torch.manual_seed(0)
+    model = build_lm(config)
+    layers = dict(model.projections())
+    assert len(layers) == 6
+    for name, layer in layers.items():
+        if kind == "givens":
+            assert type(layer) is GivensNetwork and layer.hidden_layers == config.network_layers
+            assert layer.breadth == config.network_breadth
+        else:
+            assert type(layer) is KroneckerSumLinear and layer.terms == config.terms
+            assert layer.factors == default_kronecker_factors(layer.in_features, layer.out_features)
+            x = torch.randn(3, layer.in_features, dtype=torch.float64)
+            wide = copy.deepcopy(layer).double()
+            with torch.no_grad():  # the factored map against the dense sum of Kronecker products (float64)
+                reference = x @ wide.dense_weight().T + (0 if wide.bias is None else wide.bias)
+                torch.testing.assert_close(wide(x), reference, rtol=1e-12, atol=1e-12)
+    counted = sum(p.numel() for layer in layers.values() for p in layer.parameters())
+    assert projection_parameters(config) == counted
+    if kind == "givens":  # the orthogonal control has the rotor network's parameter count
+        assert counted == projection_parameters(_tiny_model("rotor-network", **settings))
+    if kind == "kron":  # closed form: terms (m1 n1 + m2 n2) (+ out) per projection
+        expected = 0
+        for a, b in [(16, 16)] * 4 + [(16, 64), (64, 16)] if config.width == 16 else \
+                [(32, 32)] * 4 + [(32, 128), (128, 32)]:
+            (m1, n1), (m2, n2) = default_kronecker_factors(a, b)
+            expected += config.terms * (m1 * n1 + m2 * n2) + b * config.bias
+        assert counted == expected
+    ids = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(0))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    logits = model(ids[:, :-1])
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    loss.backward()
+    assert torch.isfinite(loss)
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
+    projection_grads = [p.grad for layer in layers.values() for p in layer.parameters()]
+    assert max(float(g.abs().max()) for g in projection_grads) > 0  # the projections take part in the loss
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer.step()
+    assert any(not torch.equal(before[n], p) for n, p in model.named_parameters() if ".q." in n)
+
+
+def test_givens_angles_follow_rotor_init_std():
+    from galinear.nn.givens import GivensLinear
+
+    torch.manual_seed(0)
+    model = build_lm(_tiny_model("givens", width=32, rotor_init_std=0.5, chunk_size=8))
+    angles = torch.cat([m.angles.detach().reshape(-1) for m in model.modules() if isinstance(m, GivensLinear)])
+    assert angles.numel() > 2000
+    assert float(angles.std()) == pytest.approx(1.0, rel=0.1)  # twice the bivector std (the sandwich's angle)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"terms": 0}, "terms must be a positive integer, got 0"),
+    ({"terms": True}, "terms must be a positive integer, got True"),
+    ({"terms": 2.0}, "terms must be a positive integer, got 2.0"),
+    ({"terms": 17}, "--terms 17 at width 16 (MLP width 64)"),
+    ({"terms": 17}, "choose --terms 16 or fewer"),
+])
+def test_bad_kronecker_terms_are_refused(settings, message):
+    with pytest.raises(ValueError) as error:
+        _tiny_model("kron", **settings).validate()
+    assert message in str(error.value)
+    _tiny_model("kron", terms=16).validate()  # min(m1 n1, m2 n2) = 16 at width 16 is allowed
+    assert make_projection("kron", 16, 16, terms=16).terms == 16
+
+
+def test_givens_widths_follow_the_rotor_rules():
+    with pytest.raises(ValueError, match="givens projections need power-of-two widths"):
+        _tiny_model("givens", width=24).validate()
+    with pytest.raises(ValueError, match="--chunk-size 4 or more"):
+        _tiny_model("givens", chunk_size=2).validate()
+    _tiny_model("kron", width=24).validate()  # a Kronecker sum takes any width
+
+
+def test_kron_terms_are_matched_to_a_target():
+    target = projection_parameters(_tiny_model("givens"))
+    matched, record = match_parameters(_tiny_model("kron"), target)
+    counts = {t: projection_parameters(_tiny_model("kron", terms=t)) for t in range(1, 17)}
+    assert matched.terms == min(counts, key=lambda t: abs(counts[t] - target))
+    assert record["setting"] == "terms" and record["value"] == matched.terms
+    assert record["projection_parameters"] == counts[matched.terms]
+    assert record["projection_parameters"] == sum(p.numel() for _, m in build_lm(matched).projections()
+                                                  for p in m.parameters())
+
+
+def test_the_run_config_keeps_terms_and_a_config_without_it_is_the_default(tmp_path):
+    from galinear.train.lm_loop import _comparable, check_lm_run_folder, run_config
+    from galinear.train.lm_config import LMDataConfig
+
+    windows = _windows()
+    model = _model("kron", terms=3)
+    history = train_lm(model, _train(steps=2, eval_every=2, checkpoint_every=2), windows, tmp_path / "run",
+                       log=_quiet)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["model"]["terms"] == 3 and saved["model"]["projection"] == "kron"
+    assert LMConfig(**saved["model"]) == model  # the JSON round trip gives the same settings
+    assert history["config"]["model"]["terms"] == 3
+    assert history["projection_parameters"] == projection_parameters(model)
+    with pytest.raises(ValueError, match="model.terms 3 -> 4"):
+        train_lm(_model("kron", terms=4), _train(steps=2, eval_every=2, checkpoint_every=2), windows,
+                 tmp_path / "run", log=_quiet)
+    # a configuration written without the field compares as its default, and only as it
+    config = run_config(_model("dense"), _train(), LMDataConfig())
+    without = json.loads(json.dumps(config))
+    del without["model"]["terms"]
+    assert _comparable(without) == _comparable(config)
+    assert _comparable(without) != _comparable(run_config(_model("dense", terms=2), _train(), LMDataConfig()))
+    folder = tmp_path / "older"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(without))
+    assert check_lm_run_folder(folder, config) is None
 
 
 def test_byte_tokenizer_round_trips():
@@ -300,6 +438,20 @@ def test_cli_trains_and_reports(capsys, tmp_path):
     assert history["matching"]["target_from"] == "rotor" and history["matching"]["setting"] == "rank"
     assert history["config"]["model"]["rank"] == history["matching"]["value"]
     assert "rotor-seed0" in printed and "lowrank-seed0" in printed
+
+
+def test_cli_trains_givens_and_kron_matched_to_it(capsys, tmp_path):
+    out = tmp_path / "out"
+    argv = _tiny(tmp_path, "--match-params", "givens", "--network-layers", "1", projection=("givens", "kron"), steps=2)
+    code, printed, err = _main(argv, capsys)
+    assert code == 0, err
+    givens, kron = (load_lm_history(out / "text" / f"{kind}-seed0") for kind in ("givens", "kron"))
+    assert givens["config"]["model"]["network_layers"] == 1
+    assert kron["matching"]["target_from"] == "givens" and kron["matching"]["setting"] == "terms"
+    assert kron["matching"]["target"] == givens["projection_parameters"]
+    assert kron["config"]["model"]["terms"] == kron["matching"]["value"]
+    assert all(np.isfinite(h["losses"]).all() for h in (givens, kron))
+    assert "givens-seed0" in printed and "kron-seed0" in printed
 
 
 @pytest.mark.slow
@@ -357,6 +509,8 @@ def no_model(monkeypatch):
     (["--width", "2", "--heads", "1"], ["rotor"], ["width 2", "--width 4 or more"]),
     (["--rank", "1000"], ["lowrank"], ["--rank 1000 at width 16", "choose --rank below 16"]),
     (["--rank", "16"], ["lowrank"], ["--rank 16 at width 16"]),
+    (["--terms", "17"], ["kron"], ["--terms 17 at width 16", "choose --terms 16 or fewer"]),
+    (["--width", "24"], ["givens"], ["givens projections need power-of-two widths", "--width 16 or 32"]),
 ])
 def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, projection, fragments):
     code, _, err = _main(_tiny(tmp_path, *extra, projection=projection), capsys)
@@ -366,7 +520,7 @@ def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, 
 @pytest.mark.parametrize("extra, projection, fragments", [
     (["--rank", "4"], ["dense", "rotor"], ["--rank has no effect here", "--projection dense rotor has none"]),
     (["--blocks", "4"], ["lowrank"], ["--blocks has no effect", "monarch"]),
-    (["--match-params", "dense"], ["rotor"], ["--match-params has no effect", "neither"]),
+    (["--match-params", "dense"], ["rotor"], ["--match-params has no effect", "none of them"]),
     (["--match-params", "dense", "--rank", "3"], ["lowrank"], ["--rank has no effect", "--match-params chooses"]),
     (["--chunk-size", "8"], ["dense"], ["--chunk-size has no effect", "--projection dense"]),
     (["--backend", "factored"], ["lowrank"], ["--backend has no effect"]),
@@ -375,6 +529,11 @@ def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, 
     (["--decay-bivectors"], ["dense"], ["--decay-bivectors has no effect"]),
     (["--network-layers", "3"], ["rotor"], ["--network-layers has no effect", "rotor-network"]),
     (["--network-breadth", "2"], ["rotor"], ["--network-breadth has no effect"]),
+    (["--terms", "2"], ["dense", "lowrank"], ["--terms has no effect", "--projection dense lowrank has none"]),
+    (["--match-params", "givens", "--terms", "3"], ["kron"], ["--terms has no effect", "--match-params chooses"]),
+    (["--backend", "factored"], ["givens"], ["--backend has no effect"]),
+    (["--decay-bivectors"], ["givens", "kron"], ["--decay-bivectors has no effect"]),
+    (["--chunk-size", "8"], ["kron"], ["--chunk-size has no effect"]),
     (["--compile-backend", "eager"], ["dense"], ["--compile-backend has no effect", "--compile"]),
     (["--text-field", "body"], None, ["--text-field has no effect", "--text-file"]),
     (["--text", "kjv"], ["dense"], ["--text has no effect", "--text-file replaces"]),
@@ -393,6 +552,7 @@ def test_options_without_effect_are_refused_naming_both(capsys, tmp_path, no_mod
 @pytest.mark.parametrize("extra, projection, fragments", [
     (["--width", "1000000000", "--heads", "1"], ["dense"], ["width 1,000,000,000", "would need", "smaller --width"]),
     (["--network-layers", "10000"], ["rotor-network"], ["rotor gadgets", "fewer --network-layers"]),
+    (["--network-layers", "10000"], ["givens"], ["rotor gadgets", "fewer --network-layers"]),
     (["--threads", "100000"], ["dense"], ["--threads 100,000 is more than the", "use --threads"]),
 ])
 def test_unbounded_sizes_are_refused_before_allocation(capsys, tmp_path, no_model, extra, projection, fragments):
