@@ -124,6 +124,15 @@ COMPRESS_FIT_ARGS ?=
 bench-compress-fit: $(STAMP)
 	$(PY) benchmarks/bench_compress_fit.py $(COMPRESS_FIT_ARGS)
 
+# One optimiser step of the train-lm transformer with every projection kind side by side (dense,
+# RotorLinear, RotorNetwork, the Givens control, Kronecker sum, low rank, Monarch), each in its own
+# subprocess at 1 and 2 threads: step time and peak memory over dense; writes
+# benchmarks/results/bench_lm_step.{md,json}. Beside one busy process: make bench-lm-step LM_STEP_ARGS=--busy
+LM_STEP_ARGS ?=
+.PHONY: bench-lm-step
+bench-lm-step: $(STAMP)
+	$(PY) benchmarks/bench_lm_step.py $(LM_STEP_ARGS)
+
 .PHONY: bench-resident
 bench-resident: $(STAMP)
 	$(PY) benchmarks/bench_resident.py
