@@ -108,13 +108,13 @@ def is_rotor_module(module: nn.Module) -> bool:
 def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, rank: int = 8, terms: int = 1,
                     blocks: int | None = None, chunk_size: int | None = None, backend: str = "dense",
                     rotor_init_std: float | None = None, network_layers: int = 2, network_breadth: int = 3,
-                    rotor_gradient: str = "exact") -> nn.Module:
+                    rotor_gradient: str = "exact", hidden: int | None = None) -> nn.Module:
     """One linear map d_in -> d_out of the given kind.
 
     ``dense``: ``nn.Linear``; ``rotor``: :class:`~galinear.nn.RotorLinear` (double rotors, learnable
     alpha, chunk ``chunk_size`` capped at the largest power of two <= both widths); ``rotor-network``:
-    :class:`~galinear.nn.RotorNetwork` (hidden width d_in, ``network_layers`` x ``network_breadth``
-    gadgets); ``givens``: :class:`~galinear.nn.GivensNetwork` with the rotor network's arguments
+    :class:`~galinear.nn.RotorNetwork` (hidden width ``hidden``, d_in when None; ``network_layers`` x
+    ``network_breadth`` gadgets); ``givens``: :class:`~galinear.nn.GivensNetwork` with the rotor network's arguments
     (its Givens control, same parameter count); ``kron``: :class:`~galinear.nn.KroneckerSumLinear`
     of ``terms`` products (default factor shapes); ``lowrank``: :class:`~galinear.nn.LowRankLinear`
     of ``rank``; ``monarch``: :class:`~galinear.nn.MonarchLinear` with ``blocks`` (default
@@ -144,11 +144,11 @@ def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, ran
         layer = RotorLinear(d_in, d_out, bias=bias, chunk_size=fitting_chunk_size(d_in, d_out, chunk_size),
                             backend=backend, gradient=rotor_gradient)
     elif kind == "givens":
-        layer = GivensNetwork(d_in, d_out, hidden_layers=network_layers, breadth=network_breadth, bias=bias,
-                              chunk_size=chunk_size)
+        layer = GivensNetwork(d_in, d_out, hidden=hidden, hidden_layers=network_layers, breadth=network_breadth,
+                              bias=bias, chunk_size=chunk_size)
     else:
-        layer = RotorNetwork(d_in, d_out, hidden_layers=network_layers, breadth=network_breadth, bias=bias,
-                             chunk_size=chunk_size, backend=backend, gradient=rotor_gradient)
+        layer = RotorNetwork(d_in, d_out, hidden=hidden, hidden_layers=network_layers, breadth=network_breadth,
+                             bias=bias, chunk_size=chunk_size, backend=backend, gradient=rotor_gradient)
     if rotor_init_std is not None:
         with torch.no_grad():
             for module in layer.modules():
@@ -175,10 +175,13 @@ def _autocast_dtype(x: torch.Tensor) -> torch.Tensor:
 
 
 def _projection(config: LMConfig, d_in: int, d_out: int) -> nn.Module:
+    """Projection d_in -> d_out of the model; a rotor network's (and its control's) hidden width is the
+    model's width, as the paper's networks (H = the model width), also for the MLP's down projection."""
     return make_projection(config.projection, d_in, d_out, bias=config.bias, rank=config.rank, terms=config.terms,
                            blocks=config.blocks, chunk_size=config.chunk_size, backend=config.backend,
                            rotor_init_std=config.rotor_init_std, network_layers=config.network_layers,
-                           network_breadth=config.network_breadth, rotor_gradient=config.rotor_gradient)
+                           network_breadth=config.network_breadth, rotor_gradient=config.rotor_gradient,
+                           hidden=config.width)
 
 
 def _norm(config: LMConfig) -> nn.Module:

@@ -363,8 +363,9 @@ def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int,
         values, index = gadget(d_in, d_out)
         return values, index, 1
     hidden_gadgets = config.network_layers * config.network_breadth
+    hidden = config.width  # the networks' hidden width (train.lm._projection)
     values = index = 0
-    for a, b, count in ((d_in, d_in, hidden_gadgets), (d_in, d_out, 1), (d_in, d_in, 1)):
+    for a, b, count in ((d_in, hidden, 1), (hidden, hidden, hidden_gadgets), (hidden, d_out, 1)):
         more, extra = gadget(a, b)
         values, index = values + count * more, index + count * extra
     return values, index, hidden_gadgets + 2
