@@ -21,7 +21,7 @@ from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_inp
 from galinear.nn.functional import fwht
 
 __all__ = ["KroneckerSumLinear", "MonarchLinear", "MixedBlockHadamardLinear", "nearest_kronecker_sum",
-           "monarch_projection", "default_kronecker_factors", "kronecker_rearrange"]
+           "monarch_projection", "default_kronecker_factors", "kronecker_sum_parameters", "kronecker_rearrange"]
 
 
 def _closest_divisor(size: int) -> int:
@@ -36,6 +36,13 @@ def default_kronecker_factors(in_features: int, out_features: int):
     """
     m1, n1 = _closest_divisor(out_features), _closest_divisor(in_features)
     return (m1, n1), (out_features // m1, in_features // n1)
+
+
+def kronecker_sum_parameters(in_features: int, out_features: int, terms: int, bias: bool = False) -> int:
+    """Parameters of a :class:`KroneckerSumLinear` of ``terms`` products with the default factor
+    shapes: terms (m1 n1 + m2 n2), plus out_features for the bias."""
+    (m1, n1), (m2, n2) = default_kronecker_factors(in_features, out_features)
+    return terms * (m1 * n1 + m2 * n2) + (out_features if bias else 0)
 
 
 def _bias_and_factory(module, out_features, bias, device, dtype):

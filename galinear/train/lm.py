@@ -270,13 +270,9 @@ def _lowrank_count(shapes, rank, bias) -> int:
 
 
 def _kron_count(shapes, terms, bias) -> int:
-    from galinear.nn.structured import default_kronecker_factors
+    from galinear.nn.structured import kronecker_sum_parameters
 
-    total = 0
-    for a, b in shapes:
-        (m1, n1), (m2, n2) = default_kronecker_factors(a, b)
-        total += terms * (m1 * n1 + m2 * n2) + b * bias
-    return total
+    return sum(kronecker_sum_parameters(a, b, terms, bias) for a, b in shapes)
 
 
 def _monarch_count(shapes, blocks, bias) -> int:

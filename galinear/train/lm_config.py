@@ -339,10 +339,9 @@ def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int,
     if config.projection == "lowrank":
         return config.rank * (d_in + d_out) + d_out * config.bias, 0, 0
     if config.projection == "kron":
-        from galinear.nn.structured import default_kronecker_factors
+        from galinear.nn.structured import kronecker_sum_parameters
 
-        (m1, n1), (m2, n2) = default_kronecker_factors(d_in, d_out)
-        return config.terms * (m1 * n1 + m2 * n2) + d_out * config.bias, 0, 0
+        return kronecker_sum_parameters(d_in, d_out, config.terms, config.bias), 0, 0
     if config.projection == "monarch":
         blocks = config.blocks or max(b for b in range(1, math.isqrt(math.gcd(d_in, d_out)) + 1)
                                       if math.gcd(d_in, d_out) % b == 0)

@@ -96,8 +96,9 @@ def parameters(method: str, value: int | None, d_in: int, d_out: int, bias: bool
     if base == "bh1":
         return value * -(-d_out // value) * -(-d_in // value) + extra
     if base == "kron":
-        (m1, n1), (m2, n2) = kronecker_factors(d_in, d_out)
-        return value * (m1 * n1 + m2 * n2) + extra
+        from galinear.nn.structured import kronecker_sum_parameters
+
+        return kronecker_sum_parameters(d_in, d_out, value, bias)
     if base == "monarch":
         return d_out * d_in // value + d_out * value + extra
     if base == "bhh":
