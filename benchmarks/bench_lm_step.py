@@ -1,7 +1,7 @@
 """Cost of one training step of the `galinear train-lm` transformer, every projection kind side by side.
 
 ``python benchmarks/bench_lm_step.py [--models dense rotor givens kron,terms=2 lowrank,rank=1 dense,width=48 ...]
-[--threads 1 2] [--batch-size 8] [--steps 5] [--warmup 2] [--width 256] [--layers 4] [--context 256]
+[--threads 1 2 auto] [--batch-size 8] [--steps 5] [--warmup 2] [--width 256] [--layers 4] [--context 256]
 [--backends dense spinor numba auto] [--baseline REV] [--busy] [--no-write]``
 
 A model is a projection kind (by default every one: ``dense``, ``rotor`` (RotorLinear),
@@ -28,6 +28,12 @@ step per sample), and reports:
   kind's 2-thread / 1-thread speed-up;
 - a summary with one row per kind: its step time and peak memory over the dense model's, one
   column per thread count.
+
+``--threads auto`` runs a model as ``galinear train-lm --threads auto`` does: a
+:class:`galinear.lm.threads.ThreadGovernor` sets each step's count (at most the CPU cores) from
+the measured step times; its warm-up step and probes are steps like any other, so they are in the
+timings (the row also gives the mean step and the governor's choices). With ``--steps 12 --warmup 1``
+the probe takes 4 of the 13 steps.
 
 The kinds run one after another in the same invocation, so the ratios compare like with like; the
 absolute numbers depend on the machine and on what else runs on it. ``--baseline REV`` also runs
@@ -75,18 +81,33 @@ def parse_model(text: str) -> tuple[str, dict]:
     return kind, extra
 
 
-def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, width: int, layers: int,
+def thread_setting(text: str):
+    """A ``--threads`` value: a count, or ``auto`` (galinear.lm.threads.ThreadGovernor)."""
+    if text == "auto":
+        return text
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text}")
+    return value
+
+
+def measure(name: str, threads, batch_size: int, steps: int, warmup: int, width: int, layers: int,
             context: int) -> dict:
-    """One model at one thread count, in this process."""
+    """One model at one thread count (or ``auto``: every step's count chosen by the governor that
+    ``--threads auto`` installs, its warm-up and probes included in the timed steps), in this process."""
+    import os
+
     import torch
 
     from galinear.lm import optimise
     from galinear.train.lm import build_lm, count_parameters, projection_parameters
     from galinear.train.lm_config import LMConfig
+    from galinear.lm import threads as thread_policy
     from galinear.train.lm_loop import peak_memory
 
     kind, extra = parse_model(name)
-    torch.set_num_threads(threads)
+    governor = thread_policy.ThreadGovernor(os.cpu_count() or 1) if threads == "auto" else None
+    thread_policy.set_counts((os.cpu_count() or 1) if governor else threads)
     torch.manual_seed(0)
     config = LMConfig(**{"projection": kind, "width": width, "layers": layers, "context": context, **extra})
     model = build_lm(config)
@@ -104,12 +125,19 @@ def measure(name: str, threads: int, batch_size: int, steps: int, warmup: int, w
 
     def step():
         started = time.process_time()
+        if governor is not None:  # the steps of one loop: train-lm's loop under --threads auto
+            governor.before_step()
+            wall_start = time.perf_counter()
         optimise.train(optimizer, loss, steps=1, grad_clip=1.0, clip_params=parameters)
+        if governor is not None:
+            governor.after_step(time.perf_counter() - wall_start)
         cpu.append(time.process_time() - started)
 
     wall = round_robin({"step": step}, steps, warmup=warmup)["step"]
     seconds = wall.median
-    return {"kind": name, "threads": threads, "parameters": count_parameters(model),
+    extra_fields = {} if governor is None else {"chosen": governor.summary(), "mean_step_seconds":
+                                                statistics.fmean(wall.samples)}
+    return {**extra_fields, "kind": name, "threads": threads, "parameters": count_parameters(model),
             "projection_parameters": projection_parameters(config), "step_seconds": seconds,
             "step_cpu_seconds": statistics.median(cpu[warmup:]), "tokens_per_second": batch_size * context / seconds,
             "peak_rss_bytes": peak_memory(torch.device("cpu"))[0], "batch_size": batch_size, "context": context}
@@ -164,7 +192,7 @@ def table(rows: list[dict]) -> str:
 def summary(rows: list[dict]) -> str:
     """Step time and peak RSS over the dense model's, one row per kind, one column pair per thread count."""
     dense = {row["threads"]: row for row in rows if row["kind"] == "dense"}
-    threads = sorted({row["threads"] for row in rows})
+    threads = list(dict.fromkeys(row["threads"] for row in rows))
     kinds = list(dict.fromkeys(row["kind"] for row in rows))
     cells = {(row["kind"], row["threads"]): row for row in rows}
     columns = ["kind"] + [f"{name} / dense ({t} thr)" for t in threads for name in ("step", "RSS")]
@@ -199,7 +227,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(KINDS),
                         help="projection kinds, each optionally with ,field=value LMConfig settings")
-    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--threads", nargs="+", type=thread_setting, default=[1, 2],
+                        help="thread counts, and 'auto' for train-lm's --threads auto (default 1 2)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
@@ -217,7 +246,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         name, threads = args.child
-        row = measure(name, int(threads), args.batch_size, args.steps, args.warmup, args.width, args.layers,
+        row = measure(name, thread_setting(threads), args.batch_size, args.steps, args.warmup, args.width, args.layers,
                       args.context)
         print(json.dumps(row))
         return
@@ -240,7 +269,8 @@ def main(argv=None) -> None:
                     row["kind"] = name + suffix
                     rows.append(row)
                     print(f"{row['kind']:18s} {threads} thread(s): {row['step_seconds']:.3f} s/step "
-                          f"({row['step_cpu_seconds']:.3f} s CPU), {row['tokens_per_second']:,.0f} tokens/s",
+                          f"({row['step_cpu_seconds']:.3f} s CPU), {row['tokens_per_second']:,.0f} tokens/s"
+                          + (f"; mean {row['mean_step_seconds']:.3f} s; {row['chosen']}" if "chosen" in row else ""),
                           flush=True)
     text = table(rows) + "\n\n" + summary(rows)
     print(text)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["Option", "add_config_options", "config_from_args", "positive_int", "nonnegative_int",
-           "positive_float", "nonnegative_float", "probability", "optional_positive_int", "run_tag"]
+           "positive_float", "nonnegative_float", "probability", "optional_positive_int", "run_tag", "thread_count"]
 
 
 def positive_int(text):
@@ -23,6 +23,17 @@ def positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
+
+
+def thread_count(text):
+    """``--threads``: a positive integer, or ``auto`` (the count chosen from the step times,
+    :class:`galinear.lm.threads.ThreadGovernor`)."""
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
 
 
 def _number(text, low=None, low_open=False, high=None, what="a number"):

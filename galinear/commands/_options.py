@@ -8,7 +8,7 @@ nothing in the combination given, and the option it needs. Standard library only
 import argparse
 
 __all__ = ["record_given", "given", "flag", "refuse_unused", "refuse_with_report_only", "refuse_repeats",
-           "check_threads"]
+           "apply_threads", "check_threads"]
 
 _GIVEN = "_given"
 
@@ -78,12 +78,27 @@ def refuse_repeats(values, option: str) -> None:
         seen.add(value)
 
 
+def apply_threads(threads):
+    """Apply ``--threads``: a count for torch and numba, or "auto" (a
+    :class:`galinear.lm.threads.ThreadGovernor` installed for every training loop of this
+    process); None leaves the libraries' defaults. Returns the governor or None."""
+    from galinear.lm import threads as policy
+
+    if threads == "auto":
+        governor = policy.ThreadGovernor()
+        policy.use(governor)
+        return governor
+    if threads:
+        policy.set_counts(threads)
+    return None
+
+
 def check_threads(threads) -> None:
     """Refuse more torch threads than this machine has cores (each thread holds its own buffers),
     before torch is imported."""
     import os
 
-    if threads is None:
+    if threads is None or threads == "auto":
         return
     cores = os.cpu_count() or 1
     if threads > cores:

@@ -1,6 +1,7 @@
 """``galinear compress``: replace q/k/v projections of a causal LM by rotor networks and baselines."""
 import os
 
+from galinear.commands._config_options import thread_count
 from galinear.commands._report import fail
 
 HELP = ("Compress the attention q/k/v projections of a causal LM (or any of q,k,v,o,gate,up,down: --targets) layer "
@@ -230,7 +231,7 @@ def add_arguments(parser):
                         help="keep each training capture on disk in shards of N windows and read the fits' "
                              "batches from it, so memory holds one shard and one batch instead of the whole "
                              "split (same results, bit for bit; default: captures in memory)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads of torch and numba (default: all cores; under torchrun the cores divided among the ranks of each machine)")
+    parser.add_argument("--threads", type=thread_count, default=None, help="CPU threads of torch and numba, or 'auto': each training step's count chosen from the measured step times (default: all cores; under torchrun the cores divided among the ranks of each machine)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -11,6 +11,8 @@ RUNS = {"demo": ("demo", "runs/demo"), "paper": ("paper", "runs/demo-paper"), "f
 
 
 def add_arguments(parser):
+    from galinear.commands._config_options import thread_count
+
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--paper", action="store_true",
                        help="the paper's own protocol instead: layer 15 alone, each of q, k, v fitted to its own "
@@ -21,7 +23,8 @@ def add_arguments(parser):
                             "(1 seed), on Wikipedia, Shakespeare and KJV")
     parser.add_argument("--out", default=None, help="output folder (default runs/demo, runs/demo-paper or "
                                                     "runs/demo-full)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--threads", type=thread_count, default=None,
+                        help="torch and numba CPU threads, or 'auto' (each training step's count chosen from the step times)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -6,7 +6,7 @@ import os
 
 from galinear.commands._config_options import (
     Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, optional_positive_int,
-    positive_float, positive_int, probability, run_tag,
+    positive_float, positive_int, probability, run_tag, thread_count,
 )
 
 HELP = ("Train small transformers with dense / rotor / rotor-network / givens / kron / low-rank / Monarch "
@@ -114,7 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--out", default="runs-lm", help="results folder; runs go to OUT/TEXT/<name>-seed<k> (default runs-lm)")
     group.add_argument("--tag", type=run_tag, default="", help="suffix of the run names (letters, digits, '.', '_', '-')")
     group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    group.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: all cores)")
+    group.add_argument("--threads", type=thread_count, default=None,
+                       help="torch and numba threads, or 'auto': each step's count chosen from the measured step "
+                            "times, for a machine shared with other work (default: all cores)")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     group.add_argument("--report-only", action="store_true", help="only rewrite the table and curves from saved runs")
 
@@ -249,7 +251,7 @@ def run(args) -> int:
     line through the command line's error boundary (galinear.commands._report.run_command)."""
     from pathlib import Path
 
-    from galinear.commands._options import check_threads
+    from galinear.commands._options import apply_threads, check_threads
 
     root = Path(args.out) / _text_name(args)
     check_options(args)
@@ -272,8 +274,7 @@ def run(args) -> int:
             train_config(seed).validate()
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args.threads)
     if not args.report_only:
         from galinear.train.lm_loop import check_device
 
@@ -306,9 +307,17 @@ def run(args) -> int:
     return 0
 
 
+def _threads_text(threads) -> str:
+    import torch
+
+    if threads == "auto":
+        return f"chosen by step time (at most {os.cpu_count() or 1})"
+    return str(torch.get_num_threads())
+
+
 def _train(args, root, rank: int, world: int) -> None:
     """Load the text, fingerprint it and the tokenizer, check every run folder, then train every run."""
-    import torch
+    from galinear.lm import threads as thread_policy
 
     from galinear.train.lm import load_tokenizer, tokenizer_sha256
     from galinear.train.lm_loop import (check_lm_run_folder, load_text_for, prepare_windows, run_config, text_sha256,
@@ -328,7 +337,7 @@ def _train(args, root, rank: int, world: int) -> None:
     if rank == 0:
         print(f"{data.text}: {len(windows.tokens):,} {data.tokenizer} tokens, {len(windows.train):,} training and "
               f"{len(windows.heldout):,} held-out windows of {args.context + 1}; {world} rank(s), torch threads "
-              f"{torch.get_num_threads()}; runs in {root}")
+              f"{_threads_text(args.threads)}; runs in {root}")
     log = print if rank == 0 else (lambda *_: None)
     for kind, config in models.items():
         for seed in args.seeds:
@@ -342,3 +351,5 @@ def _train(args, root, rank: int, world: int) -> None:
                 speed = history.get("tokens_per_second") or 0.0
                 print(f"{name}: {history['parameters']:,} parameters ({history['projection_parameters']:,} in "
                       f"projections), held-out ln PPL {final:.4f}, {speed:,.0f} tokens/s")
+                if thread_policy.active() is not None:
+                    print(f"{name}: {thread_policy.active().summary()}")

@@ -3,6 +3,7 @@ import argparse
 
 from galinear.commands._config_options import (
     Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, positive_int, probability, run_tag,
+    thread_count,
 )
 
 HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
@@ -56,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs", help="results folder; runs go to OUT/DATA/<name>-seed<k> (default runs)")
     parser.add_argument("--tag", type=run_tag, default="",
                         help="suffix of the run names, to keep variants apart (letters, digits, '.', '_', '-')")
-    parser.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--threads", type=thread_count, default=None,
+                        help="torch and numba threads, or 'auto' (each step's count chosen from the step times; "
+                             "default: all cores)")
     parser.add_argument("--limit-train", type=positive_int, default=None, help="use only the first N training images")
     parser.add_argument("--limit-test", type=positive_int, default=None, help="use only the first N test images")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
@@ -100,7 +103,7 @@ def run(args) -> int:
     (galinear.commands._report.run_command)."""
     from pathlib import Path
 
-    from galinear.commands._options import check_threads
+    from galinear.commands._options import apply_threads, check_threads
 
     check_options(args)
     check_threads(args.threads)
@@ -128,8 +131,7 @@ def run(args) -> int:
             config.validate()
             train_config(args.seeds[0]).validate()
             check_training_memory(config, args.batch_size)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args.threads)
     root = Path(args.out) / args.data
     make_results_folder(root)
     if not args.report_only:  # every run folder's files, before the data load and any training
@@ -145,7 +147,7 @@ def run(args) -> int:
         data = image_tensors(args.data, args.data_dir, args.limit_train, args.limit_test)
         identity = {"name": args.data, "data_sha256": data_sha256(data)}
         print(f"{args.data}: {data[0].shape[0]} training and {data[2].shape[0]} test images; "
-              f"torch threads {torch.get_num_threads()}; runs in {root}")
+              f"torch threads {'chosen by step time' if args.threads == 'auto' else torch.get_num_threads()}; runs in {root}")
         for kind in args.model:
             for seed in args.seeds:
                 name = run_folder_name(kind, seed, args.tag)

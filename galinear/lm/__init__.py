@@ -11,7 +11,9 @@
   (:func:`heldout_log_perplexity`) or on a token stream (:func:`stream_log_perplexity`);
 - :mod:`galinear.lm.optimise`: the optimiser loop (:func:`~galinear.lm.optimise.train`) of every
   gradient fit of compress and of the train commands' runs, with its optimisers, schedule,
-  mini-batches and stopping rule.
+  mini-batches and stopping rule;
+- :mod:`galinear.lm.threads`: :class:`~galinear.lm.threads.ThreadGovernor`, the loop's thread
+  count chosen from its step times (``--threads auto``).
 
 torch and transformers load on the first call that needs them, not on import.
 """

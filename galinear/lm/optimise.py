@@ -42,6 +42,7 @@ import time
 
 from galinear import _util
 from galinear._progress import progress_steps
+from galinear.lm import threads as thread_policy
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -206,7 +207,7 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
           start: int = 0, grad_clip: float = 0.0, clip_params=None, loss_value=None, stop=None, on_step=None,
           validate=None, eval_every: int = 25, plateau: Plateau | None = None, resume: dict | None = None,
           on_check=None, nonfinite="non-finite loss at step {step}; lower the learning rate", name: str = "loss",
-          progress: str | None = None) -> Run:
+          progress: str | None = None, threads=None) -> Run:
     """Minimise ``loss`` with ``optimizer``; returns the :class:`Run` (see the module's text for the loop).
 
     Parameters
@@ -246,6 +247,9 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
     name, progress : str
         What the loss is called in the progress notes, and the :class:`galinear._progress.Progress`
         label (None: silent).
+    threads : galinear.lm.threads.ThreadGovernor, optional
+        Chooses each step's thread count from the step times (``--threads auto``); default: the
+        one installed by :func:`galinear.lm.threads.use`, if any; else the count stays.
     """
     import torch
 
@@ -270,11 +274,16 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
     elif validate is not None and start == 0:
         check(0)
     run._t0 = time.perf_counter()
+    governor = threads if threads is not None else thread_policy.active()
+    if governor is not None:
+        governor.start_loop()
     bar = progress_steps(steps, progress)
     while run.step < steps and not (run.plateau is not None and run.plateau.stopped):
         if stop is not None and stop(run):
             break
         step = run.step + 1
+        if governor is not None:
+            governor.before_step()
         started = time.perf_counter()
         if train_mode:
             mode(True)
@@ -289,6 +298,8 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
             scheduler.step()
         number = value.item() if loss_value is None else loss_value(value)
         run.step_seconds = time.perf_counter() - started
+        if governor is not None:
+            governor.after_step(run.step_seconds)
         if not math.isfinite(number):
             raise FloatingPointError(nonfinite(step, number) if callable(nonfinite)
                                      else nonfinite.format(step=step, value=number))

@@ -224,3 +224,28 @@ def test_capture_from_the_residual_stream_equals_the_full_forward():
     assert full.shape == (len(ids) * 32, 32)
     assert torch.equal(started, full)  # the same operations on the same inputs
     assert len(model.model.layers) == 3  # the stack is whole again
+
+
+def test_threads_auto_lets_the_governor_choose_every_fit_step(tmp_path, tiny):
+    """--threads auto: a ThreadGovernor drives every fit of the study; the results are those of
+    a study at a fixed count up to the rounding of a different thread count."""
+    from galinear.compress.study.config import check
+    from galinear.lm import threads as thread_policy
+
+    before = torch.get_num_threads()
+    fixed = Study(tiny_config(tmp_path / "fixed", methods=("lr1",), layer_sets=((0,),), threads=1), tiny,
+                  texts=TEXTS).run()
+    try:
+        study = Study(tiny_config(tmp_path / "auto", methods=("lr1",), layer_sets=((0,),), threads="auto"), tiny,
+                      texts=TEXTS)
+        assert thread_policy.active() is study.governor
+        assert study.governor.most == (os.cpu_count() or 1)
+        results = study.run()
+        assert study.governor.steps > 0  # every fit step went through it
+    finally:
+        thread_policy.use(None)
+        torch.set_num_threads(before)
+    for key, entry in fixed["entries"].items():
+        assert results["entries"][key]["log_ppl"] == pytest.approx(entry["log_ppl"], rel=1e-4)
+    with pytest.raises(ValueError, match="--threads must be a positive integer or 'auto', got 'x'"):
+        check(tiny_config(tmp_path, threads="x"), loaded=True)

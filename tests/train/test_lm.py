@@ -682,3 +682,30 @@ def test_report_only_and_training_name_a_damaged_neighbour_first(capsys, tmp_pat
     code, _, err = _main(other, capsys)
     _one_line_error(code, err, str(run / "history.json"))
     assert not (tmp_path / "out" / "text" / "dense-other-seed0" / "checkpoint.pt").exists()
+
+
+def test_cli_threads_auto_lets_the_governor_choose(capsys, tmp_path):
+    """--threads auto installs a ThreadGovernor that every training step goes through, and each
+    run's line names its choice."""
+    import torch
+
+    from galinear.lm import threads as thread_policy
+
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 200)
+    before = torch.get_num_threads()
+    argv = ["train-lm", "--text-file", str(text), "--projection", "dense", "--width", "16", "--layers", "1",
+            "--heads", "2", "--context", "16", "--steps", "6", "--batch-size", "2", "--eval-every", "6",
+            "--eval-windows", "4", "--warmup-steps", "1", "--no-progress", "--out", str(tmp_path / "out"),
+            "--threads", "auto"]
+    try:
+        code, printed, err = _main(argv, capsys)
+        governor = thread_policy.active()
+    finally:
+        thread_policy.use(None)
+        torch.set_num_threads(before)
+    assert code == 0, err
+    assert governor is not None and governor.steps == 6
+    assert "torch threads chosen by step time" in printed
+    expected = "threads chosen by step time: " if len(governor.candidates) > 1 else "(nothing probed)"
+    assert "dense-seed0: " in printed and expected in printed

@@ -46,7 +46,7 @@ class StudyConfig:
     out_dir: str = os.path.join("runs", "compress")
     cache_dir: str | None = None       # --cache: fits and captures (default out_dir/cache); two studies that
                                        # differ only in the o_proj refit can share one (first-layer fits reused)
-    threads: int | None = None
+    threads: int | str | None = None
     progress: bool = True              # tqdm bars on a terminal; one line per unit otherwise
     verbose: bool = True               # one timed line per stage on stderr
     save_models: bool = True
@@ -216,8 +216,9 @@ def check(c: StudyConfig, loaded=None, texts: dict | None = None) -> None:
     for name, flag in (("bh_blocks", "--bh-blocks"), ("rank", "--rank"), ("terms", "--terms"),
                        ("threads", "--threads")):
         value = getattr(c, name)
-        if value is not None and not _positive_int(value):
-            raise ValueError(f"{flag} must be a positive integer, got {value!r}")
+        if value is not None and not _positive_int(value) and not (name == "threads" and value == "auto"):
+            what = "a positive integer or 'auto'" if name == "threads" else "a positive integer"
+            raise ValueError(f"{flag} must be {what}, got {value!r}")
     if c.chunk is not None and (not _positive_int(c.chunk) or c.chunk < 4 or c.chunk & (c.chunk - 1)):
         raise ValueError(f"--chunk must be a power of two >= 4 (e.g. 64 or 128), got {c.chunk!r}")
     if c.budget is not None and not (isinstance(c.budget, (int, float)) and 0 < c.budget <= 1):

@@ -67,14 +67,20 @@ class Study:
         self.ranks = distributed.current()
         self.log = Log(config.verbose, self.ranks.rank if self.ranks.size > 1 else None)
         check(config, loaded, texts)
-        threads = config.threads or distributed.default_threads(self.ranks)
+        self.governor = None
+        if config.threads == "auto":  # every fit's and distillation's steps at the count measured fastest
+            import os
+
+            from galinear.lm import threads as thread_policy
+
+            most = distributed.default_threads(self.ranks) or os.cpu_count() or 1
+            self.governor = thread_policy.ThreadGovernor(most)
+            thread_policy.use(self.governor)
+        threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
-            import torch
+            from galinear.lm.threads import set_counts
 
-            from galinear import _numba
-
-            torch.set_num_threads(threads)
-            _numba.set_threads(threads)
+            set_counts(threads)
         self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
         self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
         self.log(f"model {self.loaded.name} loaded")
@@ -311,6 +317,8 @@ class Study:
             if self.config.progress and not self.bars:
                 print(f"[{number}/{len(plan)}] {name} seed {seed} layers {set_name(layer_set)}", flush=True)
             self.run_one(name, seed, layer_set)
+            if self.governor is not None:
+                self.log(self.governor.summary())
             if report:  # tables after every run, the plot at most every 5 minutes and at the end
                 self.write_report(plot=time.perf_counter() - last_plot > 300)
                 last_plot = time.perf_counter() if time.perf_counter() - last_plot > 300 else last_plot

@@ -1,0 +1,182 @@
+r"""A training loop's thread count chosen from its own step times (``--threads auto``).
+
+A training step on the CPU is many parallel operations of torch's intra-op pool, each ending at a
+barrier. With another busy process on the machine a barrier waits for a core that process holds,
+and a step at two threads can take twice as long as at one (docs/performance.md, "Threads").
+Which count is fastest depends on the load of the moment, so it is measured, not guessed:
+
+- the first step of every loop runs at the current count and is not counted (it compiles
+  kernels and fills caches);
+- then a *probe*: ``probe_steps`` real steps at each candidate count (the powers of two below
+  the most allowed, and the most), interleaved (most, ..., 1, most, ..., 1) so that a change of
+  load hits every count alike; the loop goes on at the count of the smallest median step time;
+- the probe is repeated after ``every_seconds`` of step time, and at once when three steps in a
+  row take ``slowdown`` times the chosen count's median (the load changed).
+
+Every probe step is a step of the loop, so nothing is computed twice; its cost is the steps
+run at the slower counts. The counts are set for torch (``torch.set_num_threads``, MKL and OpenMP)
+and numba's parallel loops alike. A thread count can change the last bits of torch's parallel
+reductions: a run under the governor is not bit-for-bit repeatable, one at a fixed count is.
+
+The governor is process-wide, like the thread counts it sets: :func:`use` installs one and
+:func:`galinear.lm.optimise.train` drives it (:meth:`ThreadGovernor.start_loop`,
+:meth:`~ThreadGovernor.before_step`, :meth:`~ThreadGovernor.after_step`) in every loop of the
+process: train-lm's steps, the fits and distillation of ``galinear compress``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from typing import Callable
+
+__all__ = ["ThreadGovernor", "active", "candidate_counts", "set_counts", "use"]
+
+
+def candidate_counts(most: int) -> tuple[int, ...]:
+    """The counts a probe tries for at most ``most`` threads: 1, 2, 4, ... below ``most``, and ``most``."""
+    if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+        raise ValueError(f"the most threads must be a positive integer, got {most!r}")
+    counts = {most}
+    power = 1
+    while power < most:
+        counts.add(power)
+        power *= 2
+    return tuple(sorted(counts))
+
+
+def set_counts(count: int) -> None:
+    """Run torch's intra-op pool and numba's parallel loops with ``count`` threads."""
+    import torch
+
+    torch.set_num_threads(count)
+    try:
+        from galinear import _numba
+    except ImportError:  # numba missing: torch's pool only
+        return
+    _numba.set_threads(count)
+
+
+class ThreadGovernor:
+    """Chooses the thread count of a training loop's steps from their measured times (module text).
+
+    Parameters
+    ----------
+    most : int, optional
+        The most threads a step may use (default: the CPU cores).
+    probe_steps : int
+        Steps at each candidate count per probe (their median is compared).
+    every_seconds : float
+        Step time after which the counts are probed again.
+    slowdown : float
+        Three steps in a row this many times slower than the chosen count's median start a probe.
+    apply : callable, optional
+        ``apply(count)`` sets the count (default :func:`set_counts`); tests pass a recorder.
+
+    ``decisions`` lists every probe's outcome: ``{"step", "count", "medians"}`` (medians in
+    seconds per step, by count), ``step`` counting the steps the governor has seen.
+    """
+
+    def __init__(self, most: int | None = None, *, probe_steps: int = 2, every_seconds: float = 60.0,
+                 slowdown: float = 1.5, apply: Callable[[int], None] | None = None):
+        most = (os.cpu_count() or 1) if most is None else most
+        self.candidates = candidate_counts(most)
+        if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 1:
+            raise ValueError(f"probe_steps must be a positive integer, got {probe_steps!r}")
+        for name, value, low in (("every_seconds", every_seconds, 0.0), ("slowdown", slowdown, 1.0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value < math.inf:
+                raise ValueError(f"{name} must be a finite number > {low:g}, got {value!r}")
+        self.most, self.probe_steps = most, probe_steps
+        self.every_seconds, self.slowdown = float(every_seconds), float(slowdown)
+        self._apply = set_counts if apply is None else apply
+        self.count = None          # the count last set
+        self.chosen = most         # the count steps run at outside a probe
+        self.decisions: list[dict] = []
+        self.steps = 0
+        self._median = None        # the chosen count's median at the last probe
+        self._warmup = True
+        self._queue: list[int] = []
+        self._samples: dict[int, list[float]] = {}
+        self._since = 0.0
+        self._streak = 0
+
+    def start_loop(self) -> None:
+        """A new loop starts (its steps may cost more or less than the last loop's): its first
+        step is not counted and a probe follows it, if there is anything to choose between."""
+        self._warmup = True
+        self._queue, self._samples = [], {}
+
+    def _start_probe(self) -> None:
+        if len(self.candidates) == 1:
+            return
+        order = sorted(self.candidates, reverse=True)
+        self._queue = order * self.probe_steps
+        self._samples = {count: [] for count in self.candidates}
+
+    def _set(self, count: int) -> int:
+        if count != self.count:
+            self._apply(count)
+            self.count = count
+        return count
+
+    def before_step(self) -> int:
+        """Set and return the thread count of the coming step."""
+        if not self._warmup and self._queue:
+            return self._set(self._queue[0])
+        return self._set(self.chosen)
+
+    def after_step(self, seconds: float) -> None:
+        """Record the wall seconds of the step just run at the count :meth:`before_step` set."""
+        self.steps += 1
+        if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0):
+            return  # a step whose time could not be measured says nothing
+        if self._warmup:
+            self._warmup = False
+            self._start_probe()
+            return
+        if self._queue:
+            self._samples[self._queue.pop(0)].append(float(seconds))
+            if not self._queue:
+                self._decide()
+            return
+        self._since += seconds
+        self._streak = self._streak + 1 if self._median is not None and seconds > self.slowdown * self._median else 0
+        if self._since >= self.every_seconds or self._streak >= 3:
+            self._start_probe()
+
+    def _decide(self) -> None:
+        medians = {count: statistics.median(times) for count, times in self._samples.items()}
+        # the fastest; on a tie the larger count
+        self.chosen = min(medians, key=lambda count: (medians[count], -count))
+        self._median = medians[self.chosen]
+        self._since, self._streak, self._samples = 0.0, 0, {}
+        self.decisions.append({"step": self.steps, "count": self.chosen, "medians": medians})
+
+    def summary(self) -> str:
+        """One line: the probes' choices (e.g. ``threads chosen by step time: 2 at step 5 (2: 0.31 s, 1: 0.52 s)``)."""
+        if not self.decisions:
+            return f"threads: {self.chosen} (nothing probed)"
+        parts = []
+        for d in self.decisions[-3:]:
+            medians = ", ".join(f"{c}: {s:.3g} s" for c, s in sorted(d["medians"].items(), reverse=True))
+            parts.append(f"{d['count']} at step {d['step']} ({medians})")
+        more = f"{len(self.decisions) - 3} earlier probe(s), then " if len(self.decisions) > 3 else ""
+        return "threads chosen by step time: " + more + "; ".join(parts)
+
+
+_ACTIVE: ThreadGovernor | None = None
+
+
+def use(governor: ThreadGovernor | None) -> ThreadGovernor | None:
+    """Install ``governor`` for every training loop of this process (None: loops keep the
+    current count); returns the one installed before."""
+    global _ACTIVE
+    if governor is not None and not isinstance(governor, ThreadGovernor):
+        raise TypeError(f"use() takes a ThreadGovernor or None, got {type(governor).__name__}")
+    previous, _ACTIVE = _ACTIVE, governor
+    return previous
+
+
+def active() -> ThreadGovernor | None:
+    """The governor installed by :func:`use`, or None."""
+    return _ACTIVE
