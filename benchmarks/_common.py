@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:  # galinear from this checkout when run without in
     sys.path.insert(0, str(ROOT))
 
 __all__ = [
-    "ROOT", "RESULTS", "Contender", "Timing", "round_robin", "statistic", "torch_sync", "set_threads", "BusyProcess",
+    "ROOT", "RESULTS", "Contender", "Timing", "round_robin", "statistic", "torch_sync", "set_threads", "thread_setting", "BusyProcess",
     "machine", "metadata", "command_line", "header", "markdown_table", "markdown_row", "number", "ratio",
     "write_json", "write_text", "write_results", "dense_cayley",
 ]
@@ -165,6 +165,22 @@ def torch_sync(device) -> Callable | None:
     if device.type != "cuda":
         return None
     return lambda: torch.cuda.synchronize(device)
+
+
+def thread_setting(text: str):
+    """An argparse type for a ``--threads`` value: a count >= 1, or ``auto`` (the thread count of
+    every training step chosen by :class:`galinear.lm.threads.ThreadGovernor`)."""
+    import argparse
+
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a thread count of at least 1 or 'auto', got {text!r}")
+    return value
 
 
 def set_threads(count: int) -> tuple[int, int | None]:

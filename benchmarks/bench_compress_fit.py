@@ -2,7 +2,7 @@
 
 ``python benchmarks/bench_compress_fit.py [--methods rotor kron givens lr lr-cf] [--layer 13]
 [--steps 64] [--eval-every 16] [--train-windows 8] [--budget FRACTION] [--hidden 512]
-[--threads 1 2] [--repeats 1] [--warmup 2] [--model smollm2-135m] [--busy] [--quick] [--no-write]``
+[--threads 1 2 auto] [--repeats 1] [--warmup 2] [--model smollm2-135m] [--busy] [--quick] [--no-write]``
 
 The question it answers: does a rotor network ("rotor") fit a layer in no more time than the
 one-term Kronecker sum ("kron"), and its Givens control ("givens") in at most 1.5x the rotor
@@ -41,6 +41,10 @@ checkpoints and second moments are removed, untimed, before each one). Reported 
 - each method's fit time and step time over the Kronecker sum's at the same thread count, and
   the Givens control's over the rotor network's.
 
+``--threads auto`` fits as ``galinear compress --threads auto`` does: every Adam step's thread
+count chosen by a :class:`galinear.lm.threads.ThreadGovernor` from the measured step times (its
+warm-up step and probes are steps of the timed fit).
+
 ``--quick`` is a smoke run (2 steps, 1 training window, 1 validation window, no warm-up).
 ``--busy`` measures everything beside one busy process (a pure-Python loop). The results start with
 how they were measured (command, date, CPU, versions) and are written atomically to
@@ -62,7 +66,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (RESULTS, ROOT, BusyProcess, Contender, command_line, header, markdown_table,  # noqa: E402
-                     metadata, ratio, round_robin, write_results)
+                     metadata, ratio, round_robin, thread_setting, write_results)
 
 METHODS = ("rotor", "kron", "givens", "lr", "lr-cf")
 #: The child that captures the layer's inputs (not a method).
@@ -90,9 +94,20 @@ def _clear(study, *parts: str) -> None:
         shutil.rmtree(os.path.join(study.store.work, part), ignore_errors=True)
 
 
-def measure(kind: str, threads: int, args, work: str) -> dict:
+def measure(kind: str, threads, args, work: str) -> dict:
     """One method (or the capture, ``kind == "capture"``) at one thread count, in this process;
-    the study's files under ``work``."""
+    the study's files under ``work``. ``threads="auto"``: the study's ThreadGovernor chooses every
+    fit step's count (its warm-up step and probes timed with the fit), removed afterwards."""
+    from galinear.lm import threads as thread_policy
+
+    try:
+        return _measure(kind, threads, args, work)
+    finally:
+        if threads == "auto":
+            thread_policy.use(None)
+
+
+def _measure(kind: str, threads, args, work: str) -> dict:
     import torch
 
     from galinear.compress.methods import catalogue as methods
@@ -151,6 +166,8 @@ def measure(kind: str, threads: int, args, work: str) -> dict:
                test_rel_mse={p: u["test_mse"] / max(u["target_mean_square"], 1e-30)
                              for p, u in zip(study.config.targets, units)},
                peak_rss_bytes=peak)
+    if study.governor is not None:
+        row["chosen"] = study.governor.summary()
     return row
 
 
@@ -232,7 +249,7 @@ def answers(rows: list[dict]) -> list[dict]:
     (``holds``: the whole fit's ratio is at most the bound; None where a method was not run)."""
     fits = {(row["kind"], row["threads"]): row for row in rows if row["kind"] != CAPTURE}
     out = []
-    for threads in sorted({t for _, t in fits}):
+    for threads in dict.fromkeys(t for _, t in fits):
         for top, bottom, bound in QUESTIONS:
             a, b = fits.get((top, threads)), fits.get((bottom, threads))
             if a is None or b is None:
@@ -260,8 +277,6 @@ def check_args(args) -> None:
         raise SystemExit(f"--warmup must be 0 or more steps, got {args.warmup}")
     if args.layer < 0:
         raise SystemExit(f"--layer must be 0 or more (layers are numbered from 0), got {args.layer}")
-    if any(t < 1 for t in args.threads):
-        raise SystemExit(f"--threads takes counts of at least 1, got {args.threads}")
     if args.budget is not None and not 0 < args.budget <= 1:
         raise SystemExit(f"--budget must be a fraction in (0, 1] of the dense parameters (0.005 for 0.5 %), "
                          f"got {args.budget}")
@@ -281,7 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=float, help="every method's size as a fraction of the dense parameters "
                         "(default: the demo's sizes, hidden 512, rank 1, one term)")
     parser.add_argument("--hidden", type=int, default=512, help="hidden width of rotor and givens (the demo: 512)")
-    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--threads", nargs="+", type=thread_setting, default=[1, 2],
+                        help="thread counts, and 'auto' for compress's --threads auto (default 1 2)")
     parser.add_argument("--repeats", type=int, default=1, help="timed fits per method (the median is reported)")
     parser.add_argument("--warmup", type=int, default=2, help="steps of the untimed warm-up fit (0: none)")
     parser.add_argument("--model", default="smollm2-135m", help="the model (default: the embedded SmolLM2-135M)")
@@ -303,7 +319,7 @@ def main(argv=None) -> list[dict]:
     args = build_parser().parse_args(argv)
     if args.child:
         kind, threads = args.child
-        print(json.dumps(measure(kind, int(threads), args, args.work)))
+        print(json.dumps(measure(kind, thread_setting(threads), args, args.work)))
         return []
     if args.quick:
         args.steps, args.train_windows, args.valid_windows, args.warmup = 2, 1, 1, 0
@@ -334,8 +350,9 @@ def main(argv=None) -> list[dict]:
                     row = one(method, threads)
                     rows.append(row)
                     per_step = f", {row['step_seconds']:.3f} s/step" if row["step_seconds"] else ""
+                    chosen = f"; {row['chosen']}" if "chosen" in row else ""
                     print(f"{row['method']:9s} {threads} thread(s): {row['parameters']:,} parameters, "
-                          f"fit {row['fit_seconds']:.2f} s ({row['steps']} steps{per_step})", flush=True)
+                          f"fit {row['fit_seconds']:.2f} s ({row['steps']} steps{per_step}){chosen}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = (f"Fit of layer {args.layer}, q/k/v to its attention output:\n\n{table(rows)}\n\n"

@@ -59,7 +59,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (RESULTS, ROOT, BusyProcess, command_line, header, markdown_table, metadata,  # noqa: E402
-                     ratio, round_robin, write_results)
+                     ratio, round_robin, thread_setting, write_results)
 
 KINDS = ("dense", "rotor", "rotor-network", "givens", "kron", "lowrank", "monarch")
 
@@ -79,16 +79,6 @@ def parse_model(text: str) -> tuple[str, dict]:
             except ValueError:
                 continue
     return kind, extra
-
-
-def thread_setting(text: str):
-    """A ``--threads`` value: a count, or ``auto`` (galinear.lm.threads.ThreadGovernor)."""
-    if text == "auto":
-        return text
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text}")
-    return value
 
 
 def measure(name: str, threads, batch_size: int, steps: int, warmup: int, width: int, layers: int,

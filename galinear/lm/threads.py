@@ -46,15 +46,17 @@ def candidate_counts(most: int) -> tuple[int, ...]:
 
 
 def set_counts(count: int) -> None:
-    """Run torch's intra-op pool and numba's parallel loops with ``count`` threads."""
+    """Run torch's intra-op pool and numba's parallel loops with ``count`` threads (numba's first:
+    starting its pool can reset torch's count)."""
     import torch
 
-    torch.set_num_threads(count)
     try:
         from galinear import _numba
     except ImportError:  # numba missing: torch's pool only
-        return
-    _numba.set_threads(count)
+        pass
+    else:
+        _numba.set_threads(count)
+    torch.set_num_threads(count)
 
 
 class ThreadGovernor:

@@ -96,10 +96,28 @@ def test_tables_take_ratios_at_the_same_thread_count():
     (["--steps", "0"], "--steps must be at least 1"),
     (["--warmup", "-1"], "--warmup must be 0 or more"),
     (["--layer", "-2"], "--layer must be 0 or more"),
-    (["--threads", "0"], "--threads takes counts of at least 1"),
     (["--budget", "1.5"], "--budget must be a fraction in (0, 1]"),
     (["--methods", "rotor", "rotor"], "method rotor is given twice"),
 ])
 def test_bad_settings_are_refused_before_anything_runs(argv, message):
     with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
         _bench().main([*argv, "--no-write"])
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-1"])
+def test_thread_counts_are_counts_or_auto(value, capsys):
+    with pytest.raises(SystemExit):
+        _bench().main(["--threads", value, "--no-write"])
+    assert "expected a thread count of at least 1 or 'auto'" in capsys.readouterr().err
+    assert _bench().build_parser().parse_args(["--threads", "1", "auto"]).threads == [1, "auto"]
+
+
+def test_threads_auto_fits_under_the_governor_and_removes_it(tmp_path):
+    from galinear.lm import threads as thread_policy
+
+    folder = tiny_model_folder(tmp_path / "model", layers=2)
+    rows = _bench().main(["--quick", "--no-write", "--in-process", "--model", folder, "--layer", "1", "--threads",
+                          "auto", "--methods", "kron", "--hidden", "64"])
+    fit = rows[-1]
+    assert fit["threads"] == "auto" and fit["steps"] == 2 and fit["chosen"].startswith("threads")
+    assert thread_policy.active() is None
