@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                type=nonnegative_int),
         Option("network_breadth", "branches per hidden layer of rotor-network and givens projections (default "
                                   "%(default)s)"),
+        Option("recompute", "keep only each projection's input for the backward pass and run the projection again "
+                            "there: less memory (a rotor network's stage outputs are not held), one more forward "
+                            "pass of the projections"),
     ])
 
     group = parser.add_argument_group("training")

@@ -57,7 +57,10 @@ def _is_power_of_two(value) -> bool:
 
 
 def _finite_or_raise(named_tensors, owner: str):
-    bad = [name for name, tensor in named_tensors if tensor is not None and not bool(torch.isfinite(tensor).all())]
+    # detached: torch.isfinite composes abs, whose autograd node would keep a parameter for a
+    # backward pass that never comes (and a first call would save more than a recomputed one)
+    bad = [name for name, tensor in named_tensors
+           if tensor is not None and not bool(torch.isfinite(tensor.detach()).all())]
     if bad:
         raise ValueError(
             f"{owner}: non-finite values (NaN or inf) in {', '.join(bad)}; this usually follows an "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 
 from galinear._util import count_parameters
@@ -161,8 +162,12 @@ def make_projection(kind: str, d_in: int, d_out: int, *, bias: bool = False, ran
     return layer
 
 
-def apply_projection(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``module(x)``: every kind, rotor layers included, follows torch.autocast itself."""
+def apply_projection(module: nn.Module, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
+    """``module(x)``: every kind, rotor layers included, follows torch.autocast itself. With
+    ``recompute`` and autograd on, only ``x`` is kept for the backward pass, which runs the
+    module again (:func:`torch.utils.checkpoint.checkpoint`, non-reentrant)."""
+    if recompute and torch.is_grad_enabled():
+        return torch.utils.checkpoint.checkpoint(module, x, use_reentrant=False)
     return module(x)
 
 
@@ -194,7 +199,7 @@ class Block(nn.Module):
     def __init__(self, config: LMConfig):
         super().__init__()
         d, f = config.width, config.mlp_width
-        self.heads = config.heads
+        self.heads, self.recompute = config.heads, config.recompute
         self.norm1, self.norm2 = _norm(config), _norm(config)
         self.q, self.k, self.v, self.o = (_projection(config, d, d) for _ in range(4))
         self.up, self.down = _projection(config, d, f), _projection(config, f, d)
@@ -206,11 +211,12 @@ class Block(nn.Module):
         def split(t):  # (B, T, d) -> (B, heads, T, d / heads)
             return t.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
 
-        q, k, v = (split(apply_projection(p, h)) for p in (self.q, self.k, self.v))
+        again = self.recompute
+        q, k, v = (split(apply_projection(p, h, again)) for p in (self.q, self.k, self.v))
         a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + apply_projection(self.o, a.transpose(1, 2).reshape(batch, length, width))
+        x = x + apply_projection(self.o, a.transpose(1, 2).reshape(batch, length, width), again)
         h = _autocast_dtype(self.norm2(x))
-        return x + apply_projection(self.down, nn.functional.gelu(apply_projection(self.up, h)))
+        return x + apply_projection(self.down, nn.functional.gelu(apply_projection(self.up, h, again)), again)
 
 
 class TransformerLM(nn.Module):

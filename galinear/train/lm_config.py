@@ -95,6 +95,11 @@ class LMConfig:
         Hidden layers and branches of every "rotor-network" and "givens" projection (the paper's
         2 and 3).
     rotor_gradient : {"exact", "power-step"}
+    recompute : bool
+        Keep only each projection's input for the backward pass and run the projection again
+        there (``torch.utils.checkpoint``): a rotor network's stage outputs are not held between
+        the passes, for one more forward pass of the projections. Memory and speed only, not part
+        of a run's identity.
     """
 
     projection: str = "dense"
@@ -116,6 +121,7 @@ class LMConfig:
     network_layers: int = 2
     network_breadth: int = 3
     rotor_gradient: str = "exact"
+    recompute: bool = False
 
     @property
     def mlp_width(self) -> int:

@@ -192,12 +192,13 @@ def heldout_ln_ppl(model: nn.Module, windows, batch_size: int = 16, config: LMTr
 
 
 # ---------------------------------------------------------------------------------- run folders
-_NOT_COMPARED = {"model": ("backend",), "train": ("checkpoint_every", "max_seconds", "compile_backend")}
+_NOT_COMPARED = {"model": ("backend", "recompute"), "train": ("checkpoint_every", "max_seconds", "compile_backend")}
 
 
 def _comparable(config: dict) -> dict:
-    """The configuration as a rerun compares it: without the settings that change speed or the
-    run's cadence, not its result (the sandwich backend, checkpoint cadence, time budget), and
+    """The configuration as a rerun compares it: without the settings that change speed, memory or
+    the run's cadence, not its result (the sandwich backend, recomputation, checkpoint cadence,
+    time budget), and
     without the data fingerprints (compared by :func:`~galinear.train.run_folder.check_same_data`).
     A model field a saved configuration lacks takes its :class:`LMConfig` default."""
     out = without_identity(json.loads(json.dumps(config)))
