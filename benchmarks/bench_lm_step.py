@@ -8,7 +8,8 @@ A model is a projection kind (by default every one: ``dense``, ``rotor`` (RotorL
 ``rotor-network`` (RotorNetwork), ``givens`` (GivensNetwork, the rotor network's Givens control),
 ``kron`` (a Kronecker sum), ``lowrank`` and ``monarch``), optionally followed by ``,field=value``
 settings of ``galinear.train.lm_config.LMConfig`` (``dense,width=48``: the dense model of width 48;
-``kron,terms=4``: four Kronecker terms).
+``kron,terms=4``: four Kronecker terms; ``rotor-network,recompute=true``: its activations recomputed in
+the backward pass).
 ``--backends`` runs every rotor model (``rotor``, ``rotor-network``) once per sandwich backend
 named (``rotor-network,backend=spinor`` and so on), so that one run compares the backends the
 dispatcher can pick (``python benchmarks/bench_lm_step.py --models dense rotor-network
@@ -65,13 +66,16 @@ KINDS = ("dense", "rotor", "rotor-network", "givens", "kron", "lowrank", "monarc
 
 
 def parse_model(text: str) -> tuple[str, dict]:
-    """``"kind,field=value,..."`` -> (kind, {field: int or float or str})."""
+    """``"kind,field=value,..."`` -> (kind, {field: bool (``true``/``false``) or int or float or str})."""
     kind, *settings = text.split(",")
     if kind not in KINDS:
         raise SystemExit(f"unknown projection kind {kind!r} in {text!r}; choose from {', '.join(KINDS)}")
     extra = {}
     for setting in settings:
         field, _, value = setting.partition("=")
+        if value.lower() in ("true", "false"):
+            extra[field] = value.lower() == "true"
+            continue
         for convert in (int, float, str):
             try:
                 extra[field] = convert(value)

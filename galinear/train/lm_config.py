@@ -132,6 +132,8 @@ class LMConfig:
             raise ValueError(f"unknown projection {self.projection!r}; choose one of {', '.join(PROJECTIONS)}")
         if self.norm not in NORMS:
             raise ValueError(f"unknown norm {self.norm!r}; choose 'rms' or 'layer'")
+        if not isinstance(self.recompute, bool):
+            raise ValueError(f"recompute must be True or False, got {self.recompute!r}")
         if self.rotor_gradient not in ("exact", "power-step"):
             raise ValueError(f"rotor_gradient must be 'exact' or 'power-step', got {self.rotor_gradient!r}")
         _positive(self, ("vocab_size", "width", "layers", "heads", "context", "mlp_ratio", "rank", "terms",
