@@ -77,7 +77,8 @@ def _checked_gadget(gadget):
 
 def _stage_rotors(gadgets):
     """(left, right, spectra) of the chunk pairs of all ``gadgets`` in order: one eigen-decomposition
-    for all of them where they use the exact one, else each gadget's own rotors."""
+    for all of them where they use the exact one, else each gadget's own rotors. The gadgets share
+    n and double_rotor; their numbers of chunk pairs may differ."""
     first = gadgets[0]
     if all(g.decomposition == "exact" for g in gadgets):
         sides = [[g.left_bivectors for g in gadgets]]
@@ -85,7 +86,7 @@ def _stage_rotors(gadgets):
             sides.append([g.right_bivectors for g in gadgets])
         bivectors = torch.cat([b.detach() for side in sides for b in side])
         V, W, spec = F.exact_factors(bivectors, first.n)
-        rows = len(gadgets) * first.pairs
+        rows = sum(g.pairs for g in gadgets)
         parts = [slice(0, rows), slice(rows, 2 * rows)][:len(sides)]
         factors = [(V[s], W[s]) for s in parts]
         spectra = [None if spec is None else Spectrum(spec.mu[s], spec.U[s]) for s in parts]
@@ -96,6 +97,17 @@ def _stage_rotors(gadgets):
     left = tuple(_joined([r[0][i] for r in rotors]) for i in range(2))
     right = None if rotors[0][1] is None else tuple(_joined([r[1][i] for r in rotors]) for i in range(2))
     return left, right, (None, None)
+
+
+def _gadget_blocks(gadgets):
+    """(pairs, 2, c/2, c/2): the parity blocks of the chunk pairs of all ``gadgets`` in order (as
+    :func:`_stage_rotors` takes them), in one call with the exact gradient
+    (:func:`~galinear.nn.dexp.exact_parity_blocks`)."""
+    left, right, spectra = _stage_rotors(gadgets)
+    return exact_parity_blocks(
+        _joined([g.left_bivectors for g in gadgets]),
+        None if right is None else _joined([g.right_bivectors for g in gadgets]),
+        left, right, spectra)
 
 
 def _pair_scale(gadget):
@@ -137,7 +149,7 @@ class RotorNetwork(nn.Module):
     matrices with the permutations folded in and the branches of a layer stacked. Under autograd
     (training) every stage runs through its gadgets' structured map, the branches of a hidden
     layer in one call of the backend the dispatcher picks (for "dense" one batched product of
-    the chunk pairs' parity blocks), and the stage's chunk sum, permutations, LayerNorm, PReLU
+    the chunk pairs' parity blocks, those of all stages of one n built in one call), and the stage's chunk sum, permutations, LayerNorm, PReLU
     and branch sum in one autograd Function that keeps only the rotor maps' outputs
     (:meth:`_structured_forward`); larger batches without autograd run gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
@@ -405,7 +417,9 @@ class RotorNetwork(nn.Module):
         """Training (and any call under autograd): every stage through its gadgets' structured map,
         the branches of a hidden layer in one call, and the stage's chunk sum, permutations,
         LayerNorm, PReLU and branch sum in one autograd Function
-        (:func:`galinear.nn.functional.branches.branch_sum`).
+        (:func:`galinear.nn.functional.branches.branch_sum`). The stages that run parity
+        blocks with the exact decomposition build them together, one eigen-decomposition and one
+        block call per n (:meth:`_network_blocks`).
 
         Kept for the backward pass, per stage: the rotor maps' outputs (tokens x branches x
         pairs x chunk, i.e. tokens x branches x hidden for the default chunks), which the exact
@@ -415,30 +429,70 @@ class RotorNetwork(nn.Module):
         PReLU output. Nothing of size hidden x hidden is built.
         """
         lead = x.shape[:-1]
-        h = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None,
-                        x.reshape(-1, self.in_features))
+        x = x.reshape(-1, self.in_features)
+        blocks = self._network_blocks(x)
+        h = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None, x, blocks[0])
         for layer, gadgets in enumerate(self.hidden_gadgets):
-            h = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h)
-        return self._output(h).reshape(*lead, self.out_features)
+            h = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h,
+                            blocks[1 + layer])
+        return self._output(h, blocks[-1]).reshape(*lead, self.out_features)
 
-    def _output(self, h):
-        """The output gadget on h (T, hidden): as parity blocks (:meth:`_stage_blocks`) where its
-        stage would run them, else its own call."""
+    def _stages(self):
+        """The gadgets of every stage in order: input, each hidden layer's branches, output."""
+        return [[self.input_gadget], *(list(layer) for layer in self.hidden_gadgets), [self.output_gadget]]
+
+    def _network_blocks(self, x):
+        """Per stage the parity blocks (pairs, 2, c/2, c/2) of its gadgets' chunk pairs for x
+        (T, in_features), None for a stage that builds its own: the stages that take the
+        parity-block path (:meth:`_stage_blocks`) with the exact decomposition build theirs
+        together, one :func:`~galinear.nn.functional.exact_factors` and one
+        :func:`~galinear.nn.dexp.exact_parity_blocks` call for all stages of one n and rotor kind
+        (single or double)."""
+        stages = self._stages()
+        groups = {}
+        for index, stage in enumerate(stages):
+            first = stage[0]
+            if not all(isinstance(g, RotorLinear) and g.n == first.n > 0 and g.double_rotor == first.double_rotor
+                       and g.gradient == "exact" and g.decomposition == "exact" and g.bias is None
+                       for g in stage):
+                continue
+            plan = first._plan(x.shape[0], x, first.training, network_stage=True)
+            if not plan.decode and plan.backend == "dense":
+                groups.setdefault((first.n, first.double_rotor), []).append(index)
+        blocks = [None] * len(stages)
+        for indices in groups.values():
+            gadgets = [g for index in indices for g in stages[index]]
+            for g in gadgets:
+                _checked_gadget(g)
+            parts = _gadget_blocks(gadgets).split([sum(g.pairs for g in stages[index]) for index in indices])
+            for index, part in zip(indices, parts):
+                blocks[index] = part
+        return blocks
+
+    def _output(self, h, blocks=None):
+        """The output gadget on h (T, hidden): as parity blocks (:meth:`_stage_blocks`; ``blocks``:
+        its chunk pairs' blocks, when already built) where its stage would run them, else its own
+        call."""
         gadget = self.output_gadget
-        if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
-            return gadget(h)
-        plan = gadget._plan(h.shape[0], h, gadget.training, network_stage=True)
-        if plan.decode or plan.backend != "dense":
-            return gadget(h)
-        _checked_gadget(gadget)
-        y, scale, dest = self._stage_blocks([gadget], h)
+        if blocks is None:
+            if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
+                return gadget(h)
+            plan = gadget._plan(h.shape[0], h, gadget.training, network_stage=True)
+            if plan.decode or plan.backend != "dense":
+                return gadget(h)
+            _checked_gadget(gadget)
+        y, scale, dest = self._stage_blocks([gadget], h, blocks)
         S, T, _, Kp = y.shape
         flat = (y[:, :, 0] * scale.view(S, 1, Kp)).permute(1, 0, 2).reshape(T, S * Kp)
         return flat.new_zeros(T, self.out_features).index_add(1, dest, flat)
 
-    def _stage(self, gadgets, permutations, weights, h):
-        """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``."""
-        y, scale, dest = self._stage_maps(gadgets, h)
+    def _stage(self, gadgets, permutations, weights, h, blocks=None):
+        """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``; ``blocks``:
+        the gadgets' parity blocks, when already built (then the stage runs :meth:`_stage_blocks`)."""
+        if blocks is None:
+            y, scale, dest = self._stage_maps(gadgets, h)
+        else:
+            y, scale, dest = self._stage_blocks(gadgets, h, blocks)
         return branch_sum(y, scale, weights, self.activation.weight, dest, permutations, self.hidden, self.eps)
 
     def _stage_maps(self, gadgets, h):
@@ -474,7 +528,7 @@ class RotorNetwork(nn.Module):
         dest = out.view(J, 1, c).expand(J, I, c).reshape(-1)
         return mapped.view(1, T, B, J * I * c), scale.reshape(B, -1), dest
 
-    def _stage_blocks(self, gadgets, h):
+    def _stage_blocks(self, gadgets, h, blocks=None):
         """The stage's chunk pairs as parity blocks: every chunk-pair map keeps the parity of a
         blade, so in the basis of :func:`~galinear.nn.functional.matrices.parity_order` it is
         two c/2 x c/2 blocks (half the work of a c x c matrix). The blocks of all gadgets and
@@ -483,16 +537,14 @@ class RotorNetwork(nn.Module):
         (c/2, B J c/2) matrix, and the stage is one batched product over the 2 I (chunk,
         parity) parts: forward and backward are large GEMMs of half the dense layer's work, and
         no d x d matrix is built. y comes out as (2 I, T, B, J c/2), the layout ``branch_sum``
-        reads directly."""
+        reads directly. ``blocks``: the gadgets' parity blocks when already built
+        (:meth:`_network_blocks`), else built here."""
         first = gadgets[0]
         T = h.shape[0]
         c, I, J, B = first.chunk_size, first.input_chunks, first.output_chunks, len(gadgets)
         half = c // 2
-        left, right, spectra = _stage_rotors(gadgets)
-        blocks = exact_parity_blocks(
-            _joined([g.left_bivectors for g in gadgets]),
-            None if right is None else _joined([g.right_bivectors for g in gadgets]),
-            left, right, spectra)                                                  # (B J I, 2, c/2, c/2)
+        if blocks is None:
+            blocks = _gadget_blocks(gadgets)                                       # (B J I, 2, c/2, c/2)
         # weight[(i, parity), column, (b, j, row)] = blocks[b, j, i, parity, row, column]
         weight = blocks.view(B, J, I, 2, half, half).permute(2, 3, 5, 0, 1, 4).reshape(2 * I, half, B * J * half)
         order = parity_order(first.n, h.device)

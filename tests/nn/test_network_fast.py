@@ -198,3 +198,86 @@ def test_no_hidden_square_matrix_is_built_in_training():
         gadget._chunk_weight = lambda *a, original=original: calls.append(1) or original(*a)
     net(torch.randn(8, 256)).sum().backward()
     assert not calls
+
+
+def _per_stage_blocks(monkeypatch):
+    """Every stage builds its own parity blocks (the path of a network whose stages differ)."""
+    monkeypatch.setattr(RotorNetwork, "_network_blocks", lambda self, x: [None] * (self.hidden_layers + 2))
+
+
+def _counted_block_calls(monkeypatch):
+    """Count the parity-block calls and the eigen-decompositions of the network's stages."""
+    from galinear.nn import functional, network as module
+
+    counts = {"blocks": 0, "factors": 0}
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(module, "exact_parity_blocks", counted("blocks", module.exact_parity_blocks))
+    monkeypatch.setattr(functional, "exact_factors", counted("factors", functional.exact_factors))
+    return counts
+
+
+# (in, out, hidden, chunk, options, calls): the network's parity-block calls in one forward, with
+# the stages of one n sharing theirs and with one call per stage: every stage at n = 4 with 9, 9
+# and 6 chunk pairs per gadget; n = 8 with a 4-pair output gadget; single rotors without hidden
+# layers; input and hidden stages at n = 8 with the output at n = 5; the power decomposition
+# (one call per stage either way); a bias (every gadget its own call, outside these counts)
+NETWORKS = [
+    (40, 24, 48, 16, {}, (1, 4)),
+    (256, 1024, None, None, {}, (1, 4)),
+    (16, 16, None, None, {"double_rotor": False, "hidden_layers": 0}, (1, 2)),
+    (256, 32, None, None, {}, (2, 4)),
+    (40, 24, 48, 16, {"decomposition": "power"}, (4, 4)),
+    (40, 24, 48, 16, {"bias": True}, (0, 0)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", ["random", "zero", "equal_angles"])
+@pytest.mark.parametrize("config", NETWORKS, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-{sorted(c[4])}")
+def test_stages_of_one_n_build_their_blocks_in_one_call(config, case, dtype, monkeypatch):
+    """The blocks of all stages of one n from one eigen-decomposition and one block call give the
+    per-stage path's output and every gradient (x, every bivector, alpha, bias, branch weights,
+    PReLU slope): to float64 rounding (1e-12) and float32 rounding (1e-6), relative to the
+    largest entry, at random bivectors, zero and equal angles."""
+    a, b, hidden, chunk, options, calls = config
+    torch.manual_seed(0)
+    net = RotorNetwork(a, b, hidden=hidden, chunk_size=chunk, dtype=dtype, backend="dense", **options)
+    with torch.no_grad():
+        for index, gadget in enumerate(net._gadgets()):
+            gadget.alpha.uniform_(0.5, 1.5)
+            points = torch.as_tensor(rotor_cases(gadget.n, gadget.pairs, seed=index)[case])
+            gadget.left_bivectors.copy_(points)
+            if gadget.right_bivectors is not None:
+                gadget.right_bivectors.copy_(points.flip(0) * 0.5)
+            if gadget.bias is not None:
+                gadget.bias.uniform_(-1.0, 1.0)
+        net.branch_weights.uniform_(0.5, 1.5)
+        net.activation.weight.fill_(0.3)
+    if options.get("decomposition") == "power":
+        net.eval()  # still under autograd; the power method's warm starts stay as they are between the calls
+    x = torch.randn(2, 7, a, dtype=dtype, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    weight = torch.randn(2, 7, b, dtype=dtype, generator=torch.Generator().manual_seed(2))
+    named = [(name, p) for name, p in net.named_parameters() if p.numel()]  # no branch weights without hidden layers
+    inputs = [x, *(p for _, p in named)]
+    names = ["x", *(name for name, _ in named)]
+    results = []
+    with monkeypatch.context() as patch:
+        counts = _counted_block_calls(patch)
+        for joined in (True, False):
+            if not joined:
+                _per_stage_blocks(patch)
+            counts.update(blocks=0, factors=0)
+            y = net(x)
+            results.append((y.detach(), *torch.autograd.grad(y, inputs, weight)))
+            assert counts["blocks"] == calls[0 if joined else 1]
+            if options.get("decomposition") is None and not options.get("bias"):
+                assert counts["factors"] == counts["blocks"]  # one eigen-decomposition per block call
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    for name, joined, reference in zip(["y", *names], *results):
+        assert relative(joined, reference) <= tol, name
