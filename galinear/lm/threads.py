@@ -11,7 +11,9 @@ Which count is fastest depends on the load of the moment, so it is measured, not
   the most allowed, and the most), interleaved (most, ..., 1, most, ..., 1) so that a change of
   load hits every count alike; the loop goes on at the count of the smallest median step time;
 - the probe is repeated after ``every_seconds`` of step time, and at once when three steps in a
-  row take ``slowdown`` times the chosen count's median (the load changed).
+  row take ``slowdown`` times the chosen count's median (the load changed); each probe that
+  confirms the count in use doubles the wait before the next one (up to ``longest_seconds``),
+  one that changes it (or a slowdown) resets the wait to ``every_seconds``.
 
 Every probe step is a step of the loop, so nothing is computed twice; its cost is the steps
 run at the slower counts. The counts are set for torch (``torch.set_num_threads``, MKL and OpenMP)
@@ -72,6 +74,8 @@ class ThreadGovernor:
         Step time after which the counts are probed again.
     slowdown : float
         Three steps in a row this many times slower than the chosen count's median start a probe.
+    longest_seconds : float, optional
+        The longest wait between probes that keep confirming the count (default 16 x ``every_seconds``).
     apply : callable, optional
         ``apply(count)`` sets the count (default :func:`set_counts`); tests pass a recorder.
 
@@ -80,16 +84,21 @@ class ThreadGovernor:
     """
 
     def __init__(self, most: int | None = None, *, probe_steps: int = 2, every_seconds: float = 60.0,
-                 slowdown: float = 1.5, apply: Callable[[int], None] | None = None):
+                 slowdown: float = 1.5, longest_seconds: float | None = None,
+                 apply: Callable[[int], None] | None = None):
         most = (os.cpu_count() or 1) if most is None else most
         self.candidates = candidate_counts(most)
         if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 1:
             raise ValueError(f"probe_steps must be a positive integer, got {probe_steps!r}")
-        for name, value, low in (("every_seconds", every_seconds, 0.0), ("slowdown", slowdown, 1.0)):
+        longest_seconds = 16.0 * every_seconds if longest_seconds is None else longest_seconds
+        for name, value, low in (("every_seconds", every_seconds, 0.0), ("slowdown", slowdown, 1.0),
+                                 ("longest_seconds", longest_seconds, 0.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value < math.inf:
                 raise ValueError(f"{name} must be a finite number > {low:g}, got {value!r}")
         self.most, self.probe_steps = most, probe_steps
         self.every_seconds, self.slowdown = float(every_seconds), float(slowdown)
+        self.longest_seconds = max(float(longest_seconds), self.every_seconds)
+        self._wait = self.every_seconds  # step seconds until the next probe
         self._apply = set_counts if apply is None else apply
         self.count = None          # the count last set
         self.chosen = most         # the count steps run at outside a probe
@@ -143,13 +152,19 @@ class ThreadGovernor:
             return
         self._since += seconds
         self._streak = self._streak + 1 if self._median is not None and seconds > self.slowdown * self._median else 0
-        if self._since >= self.every_seconds or self._streak >= 3:
+        if self._streak >= 3:
+            self._wait = self.every_seconds
+            self._start_probe()
+        elif self._since >= self._wait:
             self._start_probe()
 
     def _decide(self) -> None:
         medians = {count: statistics.median(times) for count, times in self._samples.items()}
         # the fastest; on a tie the larger count
-        self.chosen = min(medians, key=lambda count: (medians[count], -count))
+        chosen = min(medians, key=lambda count: (medians[count], -count))
+        confirmed = bool(self.decisions) and chosen == self.chosen
+        self._wait = min(2 * self._wait, self.longest_seconds) if confirmed else self.every_seconds
+        self.chosen = chosen
         self._median = medians[self.chosen]
         self._since, self._streak, self._samples = 0.0, 0, {}
         self.decisions.append({"step": self.steps, "count": self.chosen, "medians": medians})

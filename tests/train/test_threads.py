@@ -85,6 +85,30 @@ def test_the_counts_are_probed_again_after_every_seconds_of_steps():
     assert [d["count"] for d in governor.decisions] == [2, 1]
 
 
+def test_each_confirming_probe_doubles_the_wait_up_to_the_longest():
+    machine = Machine({1: 1.0, 2: 0.5})
+    governor = policy.ThreadGovernor(2, every_seconds=2.0, longest_seconds=6.0, apply=machine.apply)
+    machine.run(governor, 5)                      # warm-up and the first probe: 2 chosen
+    waits = []
+    for _ in range(4):                            # steps of 0.5 s at 2 threads until the next probe
+        steps = 0
+        while not governor._queue:
+            assert governor.before_step() == 2
+            governor.after_step(0.5)
+            steps += 1
+        waits.append(steps * 0.5)
+        machine.run(governor, 4)                  # the probe confirms 2
+    assert waits == [2.0, 4.0, 6.0, 6.0]
+    machine.seconds = {1: 1.0, 2: 2.5}            # a change of choice resets the wait
+    steps = 0
+    while not governor._queue:
+        governor.before_step()
+        governor.after_step(0.5 if steps < 11 else 2.5)
+        steps += 1
+    machine.run(governor, 4)
+    assert governor.chosen == 1 and governor._wait == 2.0
+
+
 def test_three_slow_steps_in_a_row_start_a_probe_at_once():
     machine = Machine({1: 1.0, 2: 0.5})
     governor = policy.ThreadGovernor(2, every_seconds=1e6, apply=machine.apply)
