@@ -7,9 +7,11 @@ Which count is fastest depends on the load of the moment, so it is measured, not
 
 - the first step of every loop runs at the current count and is not counted (it compiles
   kernels and fills caches);
-- then a *probe*: ``probe_steps`` real steps at each candidate count (the powers of two below
-  the most allowed, and the most), interleaved (most, ..., 1, most, ..., 1) so that a change of
-  load hits every count alike; the loop goes on at the count of the smallest median step time;
+- then, in the first loop, a *probe*: ``probe_steps`` real steps at each candidate count (the
+  powers of two below the most allowed, and the most), interleaved (most, ..., 1, most, ..., 1)
+  so that a change of load hits every count alike; the loop goes on at the count of the smallest
+  median step time. Later loops (the next layer's fit, the distillation) start at the count
+  chosen last and measure their own reference step time over ``probe_steps + 1`` steps;
 - the probe is repeated after ``every_seconds`` of step time, and at once when three steps in a
   row take ``slowdown`` times the chosen count's median (the load changed); each probe that
   confirms the count in use doubles the wait before the next one (up to ``longest_seconds``),
@@ -104,7 +106,8 @@ class ThreadGovernor:
         self.chosen = most         # the count steps run at outside a probe
         self.decisions: list[dict] = []
         self.steps = 0
-        self._median = None        # the chosen count's median at the last probe
+        self._median = None        # the chosen count's step time in this loop (None: not known yet)
+        self._reference: list[float] = []
         self._warmup = True
         self._queue: list[int] = []
         self._samples: dict[int, list[float]] = {}
@@ -113,9 +116,11 @@ class ThreadGovernor:
 
     def start_loop(self) -> None:
         """A new loop starts (its steps may cost more or less than the last loop's): its first
-        step is not counted and a probe follows it, if there is anything to choose between."""
+        step is not counted; then a probe if none has chosen a count yet, else the loop's own
+        reference step time at the chosen count (the wait before the next probe goes on)."""
         self._warmup = True
         self._queue, self._samples = [], {}
+        self._median, self._reference, self._streak = None, [], 0
 
     def _start_probe(self) -> None:
         if len(self.candidates) == 1:
@@ -143,7 +148,8 @@ class ThreadGovernor:
             return  # a step whose time could not be measured says nothing
         if self._warmup:
             self._warmup = False
-            self._start_probe()
+            if not self.decisions:
+                self._start_probe()
             return
         if self._queue:
             self._samples[self._queue.pop(0)].append(float(seconds))
@@ -151,6 +157,10 @@ class ThreadGovernor:
                 self._decide()
             return
         self._since += seconds
+        if self._median is None:
+            self._reference.append(float(seconds))
+            if len(self._reference) > self.probe_steps:
+                self._median = statistics.median(self._reference)
         self._streak = self._streak + 1 if self._median is not None and seconds > self.slowdown * self._median else 0
         if self._streak >= 3:
             self._wait = self.every_seconds

@@ -128,15 +128,22 @@ def test_three_slow_steps_in_a_row_start_a_probe_at_once():
     assert len(governor.decisions) == 1
 
 
-def test_a_new_loop_skips_its_first_step_and_probes_again():
+def test_a_new_loop_skips_its_first_step_and_keeps_the_count_chosen():
     machine = Machine({1: 1.0, 2: 0.5})
-    governor = policy.ThreadGovernor(2, apply=machine.apply)
+    governor = policy.ThreadGovernor(2, every_seconds=1000.0, apply=machine.apply)
     machine.run(governor, 3)      # warm-up and half a probe
     governor.start_loop()         # e.g. the next layer's fit: steps of another cost
     machine.seconds = {1: 50.0, 2: 100.0}
     counts = machine.run(governor, 6)
-    assert counts == [2, 2, 1, 2, 1, 1]
+    assert counts == [2, 2, 1, 2, 1, 1]  # no decision yet: the probe starts over, after the warm-up
     assert governor.decisions[-1]["medians"] == {1: 50.0, 2: 100.0}  # no sample of the earlier loop
+    governor.start_loop()         # after a decision: the loop goes on at the count chosen
+    machine.seconds = {1: 5.0, 2: 10.0}
+    assert machine.run(governor, 4) == [1, 1, 1, 1] and len(governor.decisions) == 1
+    assert governor._median == 5.0  # this loop's reference: the median of its 3 steps after the warm-up
+    machine.seconds = {1: 8.0, 2: 4.0}  # the load changed: three slow steps start a probe
+    assert machine.run(governor, 3 + 4 + 1) == [1, 1, 1, 2, 1, 2, 1, 2]
+    assert governor.chosen == 2
 
 
 def test_one_core_probes_nothing_and_unmeasured_steps_are_ignored():
