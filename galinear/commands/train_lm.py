@@ -6,7 +6,7 @@ import os
 
 from galinear.commands._config_options import (
     Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, optional_positive_int,
-    positive_float, positive_int, probability, run_tag, thread_count,
+    probability, run_tag, thread_count,
 )
 
 HELP = ("Train small transformers with dense / rotor / rotor-network / givens / kron / low-rank / Monarch "
@@ -275,8 +275,6 @@ def run(args) -> int:
         data.validate()
         for seed in args.seeds:
             train_config(seed).validate()
-    import torch
-
     apply_threads(args.threads)
     if not args.report_only:
         from galinear.train.lm_loop import check_device
