@@ -101,7 +101,10 @@ def measure(name: str, threads, batch_size: int, steps: int, warmup: int, width:
 
     kind, extra = parse_model(name)
     governor = thread_policy.ThreadGovernor(os.cpu_count() or 1) if threads == "auto" else None
-    thread_policy.set_counts((os.cpu_count() or 1) if governor else threads)
+    if governor is not None:
+        governor.calibrate()  # as --threads auto does before the model is built
+    else:
+        thread_policy.set_counts(threads)
     torch.manual_seed(0)
     config = LMConfig(**{"projection": kind, "width": width, "layers": layers, "context": context, **extra})
     model = build_lm(config)

@@ -86,6 +86,7 @@ def apply_threads(threads):
 
     if threads == "auto":
         governor = policy.ThreadGovernor()
+        governor.calibrate()
         policy.use(governor)
         return governor
     if threads:

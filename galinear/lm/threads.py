@@ -17,6 +17,10 @@ Which count is fastest depends on the load of the moment, so it is measured, not
   confirms the count in use doubles the wait before the next one (up to ``longest_seconds``),
   one that changes it (or a slowdown) resets the wait to ``every_seconds``.
 
+Before the first loop the work of a command (loading, captures, evaluations) runs at the count
+:meth:`ThreadGovernor.calibrate` picks: the same interleaved comparison on a few float32 matrix
+products of a training step's shape (a fraction of a second).
+
 Every probe step is a step of the loop, so nothing is computed twice; its cost is the steps
 run at the slower counts. The counts are set for torch (``torch.set_num_threads``, MKL and OpenMP)
 and numba's parallel loops alike. A thread count can change the last bits of torch's parallel
@@ -105,6 +109,7 @@ class ThreadGovernor:
         self.count = None          # the count last set
         self.chosen = most         # the count steps run at outside a probe
         self.decisions: list[dict] = []
+        self.calibration: dict[int, float] = {}
         self.steps = 0
         self._median = None        # the chosen count's step time in this loop (None: not known yet)
         self._reference: list[float] = []
@@ -113,6 +118,33 @@ class ThreadGovernor:
         self._samples: dict[int, list[float]] = {}
         self._since = 0.0
         self._streak = 0
+
+    def calibrate(self, products: int = 4, rows: int = 2048, width: int = 256) -> dict:
+        """Time ``products`` products (rows x width) @ (width x width) at each candidate count,
+        twice, interleaved, and start at the fastest (the first loop still probes its own steps).
+        Returns ``{count: median seconds}`` (empty with one candidate)."""
+        if len(self.candidates) == 1:
+            return {}
+        import time
+
+        import torch
+
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(rows, width, generator=generator)
+        b = torch.randn(width, width, generator=generator)
+        times: dict[int, list[float]] = {count: [] for count in self.candidates}
+        for count in sorted(self.candidates, reverse=True) * 2:
+            self._set(count)
+            torch.mm(a, b)  # the pool at this count is up before the clock starts
+            started = time.perf_counter()
+            for _ in range(products):
+                torch.mm(a, b)
+            times[count].append(time.perf_counter() - started)
+        medians = {count: statistics.median(values) for count, values in times.items()}
+        self.chosen = min(medians, key=lambda count: (medians[count], -count))
+        self._set(self.chosen)
+        self.calibration = medians
+        return medians
 
     def start_loop(self) -> None:
         """A new loop starts (its steps may cost more or less than the last loop's): its first
@@ -182,6 +214,9 @@ class ThreadGovernor:
     def summary(self) -> str:
         """One line: the probes' choices (e.g. ``threads chosen by step time: 2 at step 5 (2: 0.31 s, 1: 0.52 s)``)."""
         if not self.decisions:
+            if self.calibration:
+                products = ", ".join(f"{c}: {s:.3g} s" for c, s in sorted(self.calibration.items(), reverse=True))
+                return f"threads: {self.chosen} (from matrix products: {products}; no training step probed)"
             return f"threads: {self.chosen} (nothing probed)"
         parts = []
         for d in self.decisions[-3:]:

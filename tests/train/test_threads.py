@@ -224,3 +224,17 @@ def test_the_option_takes_a_count_or_auto(text, expected):
 def test_the_option_refuses_anything_else(text):
     with pytest.raises(argparse.ArgumentTypeError, match="positive integer or 'auto'"):
         thread_count(text)
+
+
+def test_calibrate_times_matrix_products_at_each_count_and_starts_at_the_fastest():
+    machine = Machine({})
+    governor = policy.ThreadGovernor(2, apply=machine.apply)
+    medians = governor.calibrate(products=1, rows=64, width=32)
+    assert set(medians) == {1, 2} and all(seconds > 0 for seconds in medians.values())
+    assert governor.chosen == min(medians, key=lambda count: (medians[count], -count))
+    assert machine.applied[:4] == [2, 1, 2, 1] and governor.count == governor.chosen
+    assert governor.calibration == medians and governor.decisions == []
+    # the first loop still probes its own steps
+    machine.seconds = {1: 1.0, 2: 0.5}
+    assert machine.run(governor, 5)[1:] == [2, 1, 2, 1]
+    assert policy.ThreadGovernor(1, apply=machine.apply).calibrate() == {}

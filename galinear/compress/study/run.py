@@ -75,6 +75,7 @@ class Study:
 
             most = distributed.default_threads(self.ranks) or os.cpu_count() or 1
             self.governor = thread_policy.ThreadGovernor(most)
+            self.governor.calibrate()  # the model load, captures and evaluations run at its count
             thread_policy.use(self.governor)
         threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
