@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import time
 from typing import Callable
 
 __all__ = ["ThreadGovernor", "active", "candidate_counts", "set_counts", "use"]
@@ -125,8 +126,6 @@ class ThreadGovernor:
         Returns ``{count: median seconds}`` (empty with one candidate)."""
         if len(self.candidates) == 1:
             return {}
-        import time
-
         import torch
 
         generator = torch.Generator().manual_seed(0)
