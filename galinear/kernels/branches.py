@@ -20,10 +20,13 @@ LayerNorm's mean and variance take one pass, accumulated in float64 around the v
 value x_0 (the variance as E[d^2] - E[d]^2 with d = x - x_0: since (x_0 - mean)^2 <= H variance,
 its relative rounding is at most about H + 1 times float64's).
 
-- A branch whose ``slot`` is a permutation (S Kp = H and no coordinate shares a slot, as with one
-  chunk pair per gadget) is normalised in the coordinates' own order, straight from y; the one indirect loop
-  reads the output's values through the inverse permutation (forward), the output gradient
-  through ``slot`` (backward).
+- When every branch's ``slot`` is a permutation (S Kp = H and no coordinate shares a slot, as with
+  one chunk pair per gadget; and 4 H <= 2^16), each branch is normalised in the coordinates' own
+  order, straight from y. The one
+  indirect loop of the forward pass sums the weighted values of all branches, reading them
+  through the inverse permutations, packed four branches to one index load
+  (:func:`_packed_sources`); that of the backward pass reads the output gradient through
+  ``slot``.
 - Otherwise the scatter-add is computed as a gather (:func:`gather_plan`, built once per call):
   hidden coordinate h reads its first coordinate (the smallest k with slot k = h) at a fixed
   offset from the token's first value of y, times its factor (a hidden coordinate that no
