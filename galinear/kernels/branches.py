@@ -35,6 +35,10 @@ its relative rounding is at most about H + 1 times float64's).
   the sum of the scatter-add in the same order, without clearing the vector first. The backward
   pass reads the hidden gradient through ``slot``.
 
+The backward pass's reads through ``slot`` fill a contiguous vector first, loading the indices
+of four coordinates at a time (:func:`_packed_slots`), so that the loops writing the gradient of
+y vectorise.
+
 The backward pass reads y and the output gradient once, recomputes the normalised values (the
 same operations as the forward pass, so the same values), and writes the gradient of y in y's
 order. Its sums over one token's values are accumulated in y's dtype; the sums over tokens (the
@@ -123,16 +127,30 @@ def _packed_sources(source, K: int):
     return packed
 
 
-def _layout(slot, scale, H: int, y_shape):
+def _packed_slots(slot, H: int):
+    """(B, K // 4) int64: field j (bits 16 j to 16 j + 15) of entry i of branch b is
+    slot[b, 4 i + j] (one load of indices for four coordinates); (B, 0) for H > 2^16."""
+    B, K = slot.shape
+    if H > 1 << 16:
+        return np.zeros((B, 0), dtype=np.int64)
+    quads = slot[:, :K - K % 4].reshape(B, K // 4, 4).astype(np.int64)
+    return quads[..., 0] | quads[..., 1] << 16 | quads[..., 2] << 32 | quads[..., 3] << 48
+
+
+def _layout(slot, scale, H: int, y_shape, backward: bool = False):
     """(permuted, packed, gather plan) of a call: ``permuted`` when every branch's slot is a
     permutation (S Kp = H) and 4 S Kp fits 16 bits; ``packed`` its sources
-    (:func:`_packed_sources`), else an empty (0, H) array."""
+    (:func:`_packed_sources`), or for ``backward`` its packed slots (:func:`_packed_slots`), else
+    an empty array."""
     S, T, B, Kp = y_shape
     K = S * Kp
     plan = gather_plan(slot, scale, H, y_shape)
     permuted = K == H and 4 * K <= 1 << 16 and not plan[-1].any()
-    packed = _packed_sources(plan[0], K) if permuted else np.zeros((0, H), dtype=np.int64)
-    return permuted, packed, plan
+    if backward:
+        return permuted, _packed_slots(slot, H), plan
+    if not permuted:
+        return permuted, np.zeros((0, 0), dtype=np.int64), plan
+    return permuted, _packed_sources(plan[0], K), plan
 
 
 @jit(fastmath=_FASTMATH)
@@ -271,7 +289,7 @@ def _activation_backward(u, g, gu, mean, rstd, w, slope, typed):
 
 
 @jit(parallel=True, nogil=True, fastmath=_FASTMATH)
-def _backward_kernel(y, flat, slot, scale, permuted, first_offset, first_factor, extra_slot, extra_offset,
+def _backward_kernel(y, flat, slot, scale, permuted, packed, first_offset, first_factor, extra_slot, extra_offset,
                      extra_factor, counts, weights, slope, eps, grad, grad_y, part_scale, part_weights, part_slope):
     S, T, B, Kp = y.shape
     H = grad.shape[1]
@@ -301,7 +319,14 @@ def _backward_kernel(y, flat, slot, scale, permuted, first_offset, first_factor,
                     _moments(u, eps, typed)
                     mean = typed[0]
                     rstd = typed[1]
-                    for k in range(K):
+                    pb = packed[b]
+                    for i in range(pb.shape[0]):
+                        x = pb[i]
+                        gz[4 * i] = g[x & 0xFFFF]
+                        gz[4 * i + 1] = g[(x >> 16) & 0xFFFF]
+                        gz[4 * i + 2] = g[(x >> 32) & 0xFFFF]
+                        gz[4 * i + 3] = g[(x >> 48) & 0xFFFF]
+                    for k in range(4 * pb.shape[0], K):
                         gz[k] = g[lb[k]]
                     dot_w, grad_slope, sum_gn, sum_gnu = _activation_backward(u, gz, gu, mean, rstd, w, slope,
                                                                               typed)
@@ -332,12 +357,21 @@ def _backward_kernel(y, flat, slot, scale, permuted, first_offset, first_factor,
                 mgu = sum_gnu * inverse_h
                 for h in range(H):
                     guh[h] = rstd * (guh[h] - mg - uh[h] * mgu)
+                pb = packed[b]
+                for i in range(pb.shape[0]):
+                    x = pb[i]
+                    gz[4 * i] = guh[x & 0xFFFF]
+                    gz[4 * i + 1] = guh[(x >> 16) & 0xFFFF]
+                    gz[4 * i + 2] = guh[(x >> 32) & 0xFFFF]
+                    gz[4 * i + 3] = guh[(x >> 48) & 0xFFFF]
+                for k in range(4 * pb.shape[0], K):
+                    gz[k] = guh[lb[k]]
                 for s in range(S):
                     yt = y[s, t, b]
                     gy = grad_y[s, t, b]
                     base = s * Kp
                     for q in range(Kp):
-                        value = guh[lb[base + q]]
+                        value = gz[base + q]
                         gy[q] = value * sb[base + q]
                         ab[base + q] += value * yt[q]
         for b in range(B):
@@ -370,7 +404,7 @@ def stage_backward(y, scale, slot, weights, slope: float, eps: float, grad):
     part_scale = np.empty((jobs, B, K), dtype=np.float64)
     part_weights = np.zeros((jobs, B), dtype=np.float64)
     part_slope = np.zeros(jobs, dtype=np.float64)
-    permuted, _, plan = _layout(slot, scale, H, y.shape)
-    _backward_kernel(y, y.reshape(-1), slot, scale, permuted, *plan[1:], weights, y.dtype.type(slope), eps, grad, grad_y,
+    permuted, packed, plan = _layout(slot, scale, H, y.shape, backward=True)
+    _backward_kernel(y, y.reshape(-1), slot, scale, permuted, packed, *plan[1:], weights, y.dtype.type(slope), eps, grad, grad_y,
                      part_scale, part_weights, part_slope)
     return grad_y, part_scale.sum(0), part_weights.sum(0), float(part_slope.sum())

@@ -1,5 +1,5 @@
 """The numba kernels of a RotorNetwork stage's branch sum (galinear.kernels.branches) against a
-float64 numpy reference built from dense placement matrices, and their thread-count independence."""
+float64 torch autograd reference, and their thread-count independence."""
 import numpy as np
 import pytest
 import torch
@@ -28,18 +28,16 @@ def _case(S, T, B, Kp, H, dtype, seed=0):
 
 def _reference(y, scale, slot, weights, grad, H):
     """(out, grad_y, grad_scale, grad_weights, grad_slope) in float64 torch autograd, the
-    placement of each branch a dense (H, K) matrix."""
+    placement a scatter-add of every branch's coordinates."""
     S, T, B, Kp = y.shape
     K = S * Kp
-    placement = np.zeros((B, H, K))
-    for b in range(B):
-        placement[b, slot[b], np.arange(K)] += 1.0  # unique (h, k) pairs: no lost additions
     y64 = torch.tensor(y, dtype=torch.float64, requires_grad=True)
     s64 = torch.tensor(scale, dtype=torch.float64, requires_grad=True)
     w64 = torch.tensor(weights, dtype=torch.float64, requires_grad=True)
     a64 = torch.tensor([SLOPE], dtype=torch.float64, requires_grad=True)
     coords = y64.permute(1, 2, 0, 3).reshape(T, B, K) * s64                      # (T, B, K)
-    hidden = torch.einsum("bhk,tbk->tbh", torch.tensor(placement), coords)
+    index = torch.as_tensor(slot).unsqueeze(0).expand(T, B, K)
+    hidden = coords.new_zeros(T, B, H).scatter_add(2, index, coords)
     mean = hidden.mean(-1, keepdim=True)
     variance = ((hidden - mean) ** 2).mean(-1, keepdim=True)
     normed = (hidden - mean) / torch.sqrt(variance + EPS)
@@ -57,8 +55,11 @@ def _kernels(y, scale, slot, weights, grad, H):
 
 # (S, T, B, Kp, H): several coordinates per slot (S Kp > H); slots that no coordinate reaches
 # (S Kp < H); a permutation (S Kp = H) over several token blocks with a partial last one; a
-# permutation for five branches (the output sums a group of four branches and one of one)
-SHAPES = [(3, 70, 3, 8, 10), (2, 9, 2, 4, 12), (2, 150, 3, 32, 64), (2, 40, 5, 8, 16)]
+# permutation for five branches (the output sums a group of four branches and one of one); a
+# permutation of 10 coordinates (indices read four at a time, then the last two); a permutation
+# of more than 2^16 coordinates (the gather, indices read one at a time)
+SHAPES = [(3, 70, 3, 8, 10), (2, 9, 2, 4, 12), (2, 150, 3, 32, 64), (2, 40, 5, 8, 16), (2, 20, 2, 5, 10),
+          (1, 3, 1, 65540, 65540)]
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 5e-6)])
@@ -68,7 +69,8 @@ def test_kernels_match_the_dense_reference(shape, dtype, tol):
     *dims, H = shape
     case = _case(*dims, H, dtype)
     # both layouts of the kernels are covered: a permutation normalises in the coordinates' order
-    assert branches._layout(case[2], case[1], H, case[0].shape)[0] == (dims[0] * dims[3] == H)
+    permutation = dims[0] * dims[3] == H and 4 * H <= 1 << 16
+    assert branches._layout(case[2], case[1], H, case[0].shape)[0] == permutation
     for name, got, want in zip(["out", "grad_y", "grad_scale", "grad_weights", "grad_slope"],
                                _kernels(*case, H), _reference(*case, H)):
         assert got.shape == want.shape, name
