@@ -262,6 +262,20 @@ def _forward_kernel(y, flat, permuted, packed, first_offset, first_factor, extra
                     _add_permuted(o, p[4 * g * K:], packed[g], min(4, B - 4 * g), g == 0)
 
 
+@jit
+def _read_slots(out, values, packed_b, slot_b):
+    """out[k] = values[slot_b[k]], the indices of four coordinates at a time from packed_b
+    (:func:`_packed_slots`), the rest one at a time."""
+    for i in range(packed_b.shape[0]):
+        x = packed_b[i]
+        out[4 * i] = values[x & 0xFFFF]
+        out[4 * i + 1] = values[(x >> 16) & 0xFFFF]
+        out[4 * i + 2] = values[(x >> 32) & 0xFFFF]
+        out[4 * i + 3] = values[(x >> 48) & 0xFFFF]
+    for k in range(4 * packed_b.shape[0], slot_b.shape[0]):
+        out[k] = values[slot_b[k]]
+
+
 @jit(fastmath=_FASTMATH)
 def _activation_backward(u, g, gu, mean, rstd, w, slope, typed):
     """u := its normalised values v (in place), gu := the gradient of the normalised values
@@ -319,15 +333,7 @@ def _backward_kernel(y, flat, slot, scale, permuted, packed, first_offset, first
                     _moments(u, eps, typed)
                     mean = typed[0]
                     rstd = typed[1]
-                    pb = packed[b]
-                    for i in range(pb.shape[0]):
-                        x = pb[i]
-                        gz[4 * i] = g[x & 0xFFFF]
-                        gz[4 * i + 1] = g[(x >> 16) & 0xFFFF]
-                        gz[4 * i + 2] = g[(x >> 32) & 0xFFFF]
-                        gz[4 * i + 3] = g[(x >> 48) & 0xFFFF]
-                    for k in range(4 * pb.shape[0], K):
-                        gz[k] = g[lb[k]]
+                    _read_slots(gz, g, packed[b], lb)
                     dot_w, grad_slope, sum_gn, sum_gnu = _activation_backward(u, gz, gu, mean, rstd, w, slope,
                                                                               typed)
                     part_weights[job, b] += dot_w
@@ -357,15 +363,7 @@ def _backward_kernel(y, flat, slot, scale, permuted, packed, first_offset, first
                 mgu = sum_gnu * inverse_h
                 for h in range(H):
                     guh[h] = rstd * (guh[h] - mg - uh[h] * mgu)
-                pb = packed[b]
-                for i in range(pb.shape[0]):
-                    x = pb[i]
-                    gz[4 * i] = guh[x & 0xFFFF]
-                    gz[4 * i + 1] = guh[(x >> 16) & 0xFFFF]
-                    gz[4 * i + 2] = guh[(x >> 32) & 0xFFFF]
-                    gz[4 * i + 3] = guh[(x >> 48) & 0xFFFF]
-                for k in range(4 * pb.shape[0], K):
-                    gz[k] = guh[lb[k]]
+                _read_slots(gz, guh, packed[b], lb)
                 for s in range(S):
                     yt = y[s, t, b]
                     gy = grad_y[s, t, b]
