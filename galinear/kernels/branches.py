@@ -52,7 +52,7 @@ import numpy as np
 
 from galinear._numba import jit, prange
 
-__all__ = ["TOKENS_PER_JOB", "gather_plan", "stage_forward", "stage_backward"]
+__all__ = ["TOKENS_PER_JOB", "gather_plan", "stage_backward", "stage_forward"]
 
 #: Tokens per parallel job (and per partial sum of the token sums).
 TOKENS_PER_JOB = 64
@@ -105,7 +105,7 @@ def gather_plan(slot, scale, H: int, y_shape):
     (source (B, H), first_offset (B, H), first_factor (B, H), extra_slot (B, E), extra_offset (B, E),
     extra_factor (B, E), counts (B,)); offsets are into y flattened, relative to y[0, t, b, 0].
     A branch with ``counts[b] == 0`` and S Kp = H has slot[b] a permutation, source[b] its inverse."""
-    S, T, B, Kp = y_shape
+    _, T, B, Kp = y_shape
     source = np.empty((B, H), dtype=np.int64)
     first_offset = np.empty((B, H), dtype=np.int64)
     first_factor = np.empty((B, H), dtype=scale.dtype)
@@ -142,8 +142,7 @@ def _layout(slot, scale, H: int, y_shape, backward: bool = False):
     permutation (S Kp = H) and 4 S Kp fits 16 bits; ``packed`` its sources
     (:func:`_packed_sources`), or for ``backward`` its packed slots (:func:`_packed_slots`), else
     an empty array."""
-    S, T, B, Kp = y_shape
-    K = S * Kp
+    K = y_shape[0] * y_shape[3]
     plan = gather_plan(slot, scale, H, y_shape)
     permuted = K == H and 4 * K <= 1 << 16 and not plan[-1].any()
     if backward:
@@ -403,6 +402,6 @@ def stage_backward(y, scale, slot, weights, slope: float, eps: float, grad):
     part_weights = np.zeros((jobs, B), dtype=np.float64)
     part_slope = np.zeros(jobs, dtype=np.float64)
     permuted, packed, plan = _layout(slot, scale, H, y.shape, backward=True)
-    _backward_kernel(y, y.reshape(-1), slot, scale, permuted, packed, *plan[1:], weights, y.dtype.type(slope), eps, grad, grad_y,
-                     part_scale, part_weights, part_slope)
+    _backward_kernel(y, y.reshape(-1), slot, scale, permuted, packed, *plan[1:], weights, y.dtype.type(slope), eps,
+                     grad, grad_y, part_scale, part_weights, part_slope)
     return grad_y, part_scale.sum(0), part_weights.sum(0), float(part_slope.sum())
