@@ -124,16 +124,19 @@ def test_gadget_path_gradient_matches_central_differences_at_n8(backend):
     assert_gradient_matches_fd(f, net.get_parameter(name).detach(), rtol=1e-7, step=STEP, directions=3)
 
 
+# (S, T, B, Kp, H): two parts of 8 coordinates per branch placed onto 10 hidden coordinates (sums
+# and overlaps), onto 16 (a permutation), and two parts of 4 onto 12 (hidden coordinates that
+# receive nothing)
+@pytest.mark.parametrize("shape", [(2, 5, 3, 8, 10), (2, 5, 3, 8, 16), (2, 5, 2, 4, 12)])
 @pytest.mark.parametrize("kernel", [True, False])
-def test_branch_sum_gradient_matches_central_differences(kernel, monkeypatch):
+def test_branch_sum_gradient_matches_central_differences(kernel, shape, monkeypatch):
     """The fused Function alone, every input, at zero rows (LayerNorm of a constant row) too, on
     the numba kernels and on the torch operations."""
     if not kernel:
         monkeypatch.setattr(branches, "_kernel_usable", lambda y: False)
     else:
         assert branches._kernel_usable(torch.zeros(1, dtype=torch.float64))
-    # two parts of 8 coordinates per branch, placed onto 10 hidden coordinates (sums and overlaps)
-    (y, scale, weights, slope), dest, permutation, H, weight = _branch_case((2, 5, 3, 8, 10), torch.float64)
+    (y, scale, weights, slope), dest, permutation, H, weight = _branch_case(shape, torch.float64)
     args = [y, scale, weights, slope]
     for position in range(4):
         if position == 0:
@@ -168,9 +171,10 @@ def _branch_case(shape, dtype, seed=0):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-# (S, T, B, Kp, H): parts summed onto fewer hidden coordinates; one branch; the n = 8 stage of
-# the parity-block path (2 parts of 128 per branch)
-@pytest.mark.parametrize("shape", [(4, 70, 3, 8, 12), (1, 5, 1, 16, 16), (2, 130, 3, 128, 256)])
+# (S, T, B, Kp, H): parts summed onto fewer hidden coordinates; parts onto more hidden coordinates
+# (some receive nothing); one branch; the n = 8 stage of the parity-block path (2 parts of 128 per
+# branch)
+@pytest.mark.parametrize("shape", [(4, 70, 3, 8, 12), (2, 70, 2, 4, 12), (1, 5, 1, 16, 16), (2, 130, 3, 128, 256)])
 def test_branch_sum_kernels_equal_the_torch_operations(shape, dtype, monkeypatch):
     """The numba kernels (CPU) and the torch operations (every other device): outputs and every
     gradient agree to float64 rounding (1e-12) and float32 rounding (2e-6), relative to the
