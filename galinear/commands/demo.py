@@ -1,5 +1,7 @@
 """``galinear demo``: the best known compression recipe in about ten minutes (``--paper``: the paper's
 own one-layer protocol; ``--full``: the larger study)."""
+from galinear.commands._config_options import thread_count
+
 HELP = ("Replace the q/k/v projections of two consecutive layers (12, 13) of SmolLM2-135M-Instruct by the rotor "
         "network, the one-term Kronecker sum and LR* at about 0.5 percent of their parameters, fitted to each layer's "
         "attention output and then distilled jointly to the original's next-token distribution; print ln PPL on "
@@ -11,8 +13,6 @@ RUNS = {"demo": ("demo", "runs/demo"), "paper": ("paper", "runs/demo-paper"), "f
 
 
 def add_arguments(parser):
-    from galinear.commands._config_options import thread_count
-
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--paper", action="store_true",
                        help="the paper's own protocol instead: layer 15 alone, each of q, k, v fitted to its own "

@@ -62,8 +62,8 @@ def set_counts(count: int) -> None:
     try:
         from galinear import _numba
     except ImportError:  # numba missing: torch's pool only
-        pass
-    else:
+        _numba = None
+    if _numba is not None:
         _numba.set_threads(count)
     torch.set_num_threads(count)
 

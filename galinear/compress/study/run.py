@@ -24,6 +24,7 @@ Protocol (paper-notes section 6, with its leaks fixed):
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import numpy as np
@@ -41,6 +42,7 @@ from galinear.compress.study.captures import Captures
 from galinear.compress.study.config import StudyConfig, check, check_loaded
 from galinear.compress.study.context import Context, Log, show_bars
 from galinear.lm import models
+from galinear.lm import threads as thread_policy
 from galinear.lm import windows as win
 
 
@@ -69,19 +71,13 @@ class Study:
         check(config, loaded, texts)
         self.governor = None
         if config.threads == "auto":  # every fit's and distillation's steps at the count measured fastest
-            import os
-
-            from galinear.lm import threads as thread_policy
-
             most = distributed.default_threads(self.ranks) or os.cpu_count() or 1
             self.governor = thread_policy.ThreadGovernor(most)
             self.governor.calibrate()  # the model load, captures and evaluations run at its count
             thread_policy.use(self.governor)
         threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
-            from galinear.lm.threads import set_counts
-
-            set_counts(threads)
+            thread_policy.set_counts(threads)
         self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
         self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
         self.log(f"model {self.loaded.name} loaded")
