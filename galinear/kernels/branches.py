@@ -137,13 +137,13 @@ def _packed_slots(slot, H: int):
     return quads[..., 0] | quads[..., 1] << 16 | quads[..., 2] << 32 | quads[..., 3] << 48
 
 
-def _layout(slot, scale, H: int, y_shape, backward: bool = False):
+def _layout(slot, scale, H: int, y_shape, backward: bool = False, plan=None):
     """(permuted, packed, gather plan) of a call: ``permuted`` when every branch's slot is a
     permutation (S Kp = H) and 4 S Kp fits 16 bits; ``packed`` its sources
     (:func:`_packed_sources`), or for ``backward`` its packed slots (:func:`_packed_slots`), else
-    an empty array."""
+    an empty array. ``plan``: :func:`gather_plan` of the same arguments, when already built."""
     K = y_shape[0] * y_shape[3]
-    plan = gather_plan(slot, scale, H, y_shape)
+    plan = gather_plan(slot, scale, H, y_shape) if plan is None else plan
     permuted = K == H and 4 * K <= 1 << 16 and not plan[-1].any()
     if backward:
         return permuted, _packed_slots(slot, H), plan
@@ -381,18 +381,20 @@ def _jobs(T: int) -> int:
     return (T + TOKENS_PER_JOB - 1) // TOKENS_PER_JOB
 
 
-def stage_forward(y, scale, slot, weights, slope: float, eps: float, H: int):
+def stage_forward(y, scale, slot, weights, slope: float, eps: float, H: int, plan=None):
     """out (T, H) of a stage (module docstring); arrays C-contiguous, y, scale and weights of one
-    float dtype, slot int64 with values in 0..H-1."""
+    float dtype, slot int64 with values in 0..H-1; ``plan``: :func:`gather_plan` of
+    (slot, scale, H, y.shape) when the caller keeps it for the backward pass (built here if None)."""
     out = np.empty((y.shape[1], H), dtype=y.dtype)
-    permuted, packed, plan = _layout(slot, scale, H, y.shape)
+    permuted, packed, plan = _layout(slot, scale, H, y.shape, plan=plan)
     _forward_kernel(y, y.reshape(-1), permuted, packed, *plan[1:], scale, weights, y.dtype.type(slope), eps, out)
     return out
 
 
-def stage_backward(y, scale, slot, weights, slope: float, eps: float, grad):
+def stage_backward(y, scale, slot, weights, slope: float, eps: float, grad, plan=None):
     """(grad_y (S, T, B, Kp), grad_scale (B, K), grad_weights (B,), grad_slope) of a stage for the
-    output gradient ``grad`` (T, H); the normalised values are recomputed from y."""
+    output gradient ``grad`` (T, H); the normalised values are recomputed from y. ``plan``: the
+    forward pass's :func:`gather_plan` (built here if None)."""
     S, T, B, Kp = y.shape
     K = S * Kp
     H = grad.shape[1]
@@ -401,7 +403,7 @@ def stage_backward(y, scale, slot, weights, slope: float, eps: float, grad):
     part_scale = np.empty((jobs, B, K), dtype=np.float64)
     part_weights = np.zeros((jobs, B), dtype=np.float64)
     part_slope = np.zeros(jobs, dtype=np.float64)
-    permuted, packed, plan = _layout(slot, scale, H, y.shape, backward=True)
+    permuted, packed, plan = _layout(slot, scale, H, y.shape, backward=True, plan=plan)
     _backward_kernel(y, y.reshape(-1), slot, scale, permuted, packed, *plan[1:], weights, y.dtype.type(slope), eps,
                      grad, grad_y, part_scale, part_weights, part_slope)
     return grad_y, part_scale.sum(0), part_weights.sum(0), float(part_slope.sum())

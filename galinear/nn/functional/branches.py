@@ -90,10 +90,12 @@ class _BranchSum(torch.autograd.Function):
         if ctx.kernel:
             from galinear.kernels import branches as kernels
 
-            factors, slot = _slots(y, scale, dest, permutation, H)
+            factors, slot = (_array(t) for t in _slots(y, scale, dest, permutation, H))
+            plan = kernels.gather_plan(slot, factors, H, y.shape)
+            ctx.layout = factors, slot, plan  # the backward pass's too (scale is saved: an in-place edit raises)
             with intra_op_threads(torch.get_num_threads()):
-                out = kernels.stage_forward(_array(y), _array(factors), _array(slot),
-                                            _array(_weights_or_ones(weights, y)), float(slope), eps, H)
+                out = kernels.stage_forward(_array(y), factors, slot, _array(_weights_or_ones(weights, y)),
+                                            float(slope), eps, H, plan)
             return torch.from_numpy(out)
         z = _place(y, scale, dest, H)
         normed = _normalised(z, permutation, eps)[0]
@@ -104,7 +106,7 @@ class _BranchSum(torch.autograd.Function):
     def backward(ctx, grad):
         y, scale, weights, slope, dest, permutation = ctx.saved_tensors
         if ctx.kernel:
-            return _BranchSum._kernel_backward(ctx, grad, y, scale, weights, slope, dest, permutation)
+            return _BranchSum._kernel_backward(ctx, grad, y, scale, weights, slope)
         # recomputed: the placed chunks and their normalised permutation (as in the forward pass)
         normed, _, rstd = _normalised(_place(y, scale, dest, ctx.H), permutation, ctx.eps)
         T, B, H = normed.shape
@@ -142,14 +144,14 @@ class _BranchSum(torch.autograd.Function):
         return grad_y, grad_scale, grad_weights, grad_slope, None, None, None, None
 
     @staticmethod
-    def _kernel_backward(ctx, grad, y, scale, weights, slope, dest, permutation):
+    def _kernel_backward(ctx, grad, y, scale, weights, slope):
         from galinear.kernels import branches as kernels
 
-        factors, slot = _slots(y, scale, dest, permutation, ctx.H)
+        factors, slot, plan = ctx.layout
         with intra_op_threads(torch.get_num_threads()):
             grad_y, grad_scale, grad_weights, grad_slope = kernels.stage_backward(
-                _array(y), _array(factors), _array(slot), _array(_weights_or_ones(weights, y)),
-                float(slope), ctx.eps, _array(grad.to(y.dtype)))
+                _array(y), factors, slot, _array(_weights_or_ones(weights, y)),
+                float(slope), ctx.eps, _array(grad.to(y.dtype)), plan)
         dtype = y.dtype
         return (torch.from_numpy(grad_y) if ctx.needs_input_grad[0] else None,
                 torch.from_numpy(grad_scale).to(dtype).view(scale.shape) if ctx.needs_input_grad[1] else None,
