@@ -85,10 +85,7 @@ def apply_threads(threads):
     from galinear.lm import threads as policy
 
     if threads == "auto":
-        governor = policy.ThreadGovernor()
-        governor.calibrate()
-        policy.use(governor)
-        return governor
+        return policy.install()
     if threads:
         policy.set_counts(threads)
     return None

@@ -39,7 +39,7 @@ import statistics
 import time
 from typing import Callable
 
-__all__ = ["ThreadGovernor", "active", "candidate_counts", "set_counts", "use"]
+__all__ = ["ThreadGovernor", "active", "candidate_counts", "install", "set_counts", "use"]
 
 
 def candidate_counts(most: int) -> tuple[int, ...]:
@@ -241,3 +241,12 @@ def use(governor: ThreadGovernor | None) -> ThreadGovernor | None:
 def active() -> ThreadGovernor | None:
     """The governor installed by :func:`use`, or None."""
     return _ACTIVE
+
+
+def install(most: int | None = None) -> ThreadGovernor:
+    """What ``--threads auto`` does: a :class:`ThreadGovernor` for at most ``most`` threads
+    (default: the CPU cores), its starting count calibrated, installed with :func:`use`."""
+    governor = ThreadGovernor(most)
+    governor.calibrate()
+    use(governor)
+    return governor

@@ -238,3 +238,14 @@ def test_calibrate_times_matrix_products_at_each_count_and_starts_at_the_fastest
     machine.seconds = {1: 1.0, 2: 0.5}
     assert machine.run(governor, 5)[1:] == [2, 1, 2, 1]
     assert policy.ThreadGovernor(1, apply=machine.apply).calibrate() == {}
+
+
+def test_install_makes_calibrates_and_installs_one_governor():
+    before = torch.get_num_threads()
+    try:
+        governor = policy.install(2)
+        assert policy.active() is governor and governor.most == 2
+        assert set(governor.calibration) == {1, 2} and torch.get_num_threads() == governor.chosen
+    finally:
+        policy.use(None)
+        policy.set_counts(before)

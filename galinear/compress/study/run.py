@@ -24,7 +24,6 @@ Protocol (paper-notes section 6, with its leaks fixed):
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -71,10 +70,8 @@ class Study:
         check(config, loaded, texts)
         self.governor = None
         if config.threads == "auto":  # every fit's and distillation's steps at the count measured fastest
-            most = distributed.default_threads(self.ranks) or os.cpu_count() or 1
-            self.governor = thread_policy.ThreadGovernor(most)
-            self.governor.calibrate()  # the model load, captures and evaluations run at its count
-            thread_policy.use(self.governor)
+            # calibrated now: the model load, captures and evaluations run at its count
+            self.governor = thread_policy.install(distributed.default_threads(self.ranks))
         threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
             thread_policy.set_counts(threads)
