@@ -208,9 +208,10 @@ class GivensNetwork(RotorNetwork):
         with torch.no_grad():
             self.branch_weights.fill_(1.0)
 
-    def _output(self, h, blocks=None):
+    def _output(self, h, blocks=None, remake=None):
         """The output gadget on h (T, hidden): its own call (the rotor parity-block path does not
-        apply: ``blocks`` is None, :meth:`_network_blocks` builds none for Givens gadgets)."""
+        apply: ``blocks`` and ``remake`` are None, :meth:`_network_blocks` builds none for Givens
+        gadgets)."""
         return self.output_gadget(h)
 
     def _decode_forward(self, x):

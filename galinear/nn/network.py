@@ -22,6 +22,7 @@ from galinear.nn.dexp import exact_parity_blocks, exact_rotor_sandwich
 from galinear.nn.functional.branches import branch_sum
 from galinear.nn.functional.decomposition import Spectrum
 from galinear.nn.functional.matrices import parity_order
+from galinear.nn.functional.recompute import recomputed
 from galinear.nn.rotor import RotorLinear, fitting_chunk_size
 
 __all__ = ["RotorNetwork", "check_permutations"]
@@ -117,6 +118,13 @@ def _pair_scale(gadget):
     if gadget.alpha is not None:
         return gadget.alpha.view(J, I, 1) * scale
     return scale.expand(J, I, c)
+
+
+def _block_inputs(gadget):
+    """(I c,) the coordinates of its input that a gadget's parity blocks read, chunk by chunk in
+    the blocks' order (:func:`~galinear.nn.functional.matrices.parity_order`)."""
+    order = parity_order(gadget.n, gadget.input_index.device)
+    return gadget.input_index.view(gadget.input_chunks, gadget.chunk_size)[:, order].reshape(-1)
 
 
 def _output_coordinates(gadget):
@@ -431,11 +439,18 @@ class RotorNetwork(nn.Module):
         lead = x.shape[:-1]
         x = x.reshape(-1, self.in_features)
         blocks = self._network_blocks(x)
-        h = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None, x, blocks[0])
+        # a later stage on parity blocks whose chunks cover h once reads h in the blocks' order:
+        # the stage before writes it so (its permutations composed with that order), and the
+        # product takes a view of h instead of a gathered copy
+        reads = [None if index == 0 or blocks[index] is None or not stage[0]._plain_input else _block_inputs(stage[0])
+                 for index, stage in enumerate(self._stages())]
+        h, remake = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None, x, blocks[0],
+                                order=reads[1])
         for layer, gadgets in enumerate(self.hidden_gadgets):
-            h = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h,
-                            blocks[1 + layer])
-        return self._output(h, blocks[-1]).reshape(*lead, self.out_features)
+            h, remake = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h,
+                                    blocks[1 + layer], order=reads[2 + layer],
+                                    remake=None if reads[1 + layer] is None else remake)
+        return self._output(h, blocks[-1], None if reads[-1] is None else remake).reshape(*lead, self.out_features)
 
     def _stages(self):
         """The gadgets of every stage in order: input, each hidden layer's branches, output."""
@@ -469,10 +484,10 @@ class RotorNetwork(nn.Module):
                 blocks[index] = part
         return blocks
 
-    def _output(self, h, blocks=None):
+    def _output(self, h, blocks=None, remake=None):
         """The output gadget on h (T, hidden): as parity blocks (:meth:`_stage_blocks`; ``blocks``:
-        its chunk pairs' blocks, when already built) where its stage would run them, else its own
-        call."""
+        its chunk pairs' blocks, when already built; ``remake``: h is in the blocks' order) where
+        its stage would run them, else its own call."""
         gadget = self.output_gadget
         if blocks is None:
             if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
@@ -481,19 +496,26 @@ class RotorNetwork(nn.Module):
             if plan.decode or plan.backend != "dense":
                 return gadget(h)
             _checked_gadget(gadget)
-        y, scale, dest = self._stage_blocks([gadget], h, blocks)
+        y, scale, dest = self._stage_blocks([gadget], h, blocks, remake)
         S, T, _, Kp = y.shape
         flat = (y[:, :, 0] * scale.view(S, 1, Kp)).permute(1, 0, 2).reshape(T, S * Kp)
         return flat.new_zeros(T, self.out_features).index_add(1, dest, flat)
 
-    def _stage(self, gadgets, permutations, weights, h, blocks=None):
-        """h (T, hidden) of one stage: ``gadgets`` applied to h, then ``branch_sum``; ``blocks``:
-        the gadgets' parity blocks, when already built (then the stage runs :meth:`_stage_blocks`)."""
+    def _stage(self, gadgets, permutations, weights, h, blocks=None, order=None, remake=None):
+        """(h, remake) of one stage on h (T, hidden): ``gadgets`` applied to h, then ``branch_sum``;
+        ``blocks``: the gadgets' parity blocks, when already built (then the stage runs
+        :meth:`_stage_blocks`, with ``remake`` where h is in their order). ``order``: the
+        coordinates the next stage reads, the order the result is written in (None: the
+        hidden order). The returned remake recomputes the result (:meth:`_stage_blocks`)."""
         if blocks is None:
             y, scale, dest = self._stage_maps(gadgets, h)
         else:
-            y, scale, dest = self._stage_blocks(gadgets, h, blocks)
-        return branch_sum(y, scale, weights, self.activation.weight, dest, permutations, self.hidden, self.eps)
+            y, scale, dest = self._stage_blocks(gadgets, h, blocks, remake)
+        if order is not None:
+            permutations = permutations[:, order]
+        args = (y, scale, weights, self.activation.weight, dest, permutations, self.hidden, self.eps)
+        guards = tuple(t for t in args[:4] if t is not None)
+        return branch_sum(*args), (lambda: branch_sum(*args), guards)
 
     def _stage_maps(self, gadgets, h):
         """(y, scale, dest) of :func:`~galinear.nn.functional.branches.branch_sum` for the
@@ -528,7 +550,7 @@ class RotorNetwork(nn.Module):
         dest = out.view(J, 1, c).expand(J, I, c).reshape(-1)
         return mapped.view(1, T, B, J * I * c), scale.reshape(B, -1), dest
 
-    def _stage_blocks(self, gadgets, h, blocks=None):
+    def _stage_blocks(self, gadgets, h, blocks=None, remake=None):
         """The stage's chunk pairs as parity blocks: every chunk-pair map keeps the parity of a
         blade, so in the basis of :func:`~galinear.nn.functional.matrices.parity_order` it is
         two c/2 x c/2 blocks (half the work of a c x c matrix). The blocks of all gadgets and
@@ -538,7 +560,14 @@ class RotorNetwork(nn.Module):
         parity) parts: forward and backward are large GEMMs of half the dense layer's work, and
         no d x d matrix is built. y comes out as (2 I, T, B, J c/2), the layout ``branch_sum``
         reads directly. ``blocks``: the gadgets' parity blocks when already built
-        (:meth:`_network_blocks`), else built here."""
+        (:meth:`_network_blocks`), else built here.
+
+        The product's input is not kept for the backward pass but recomputed there
+        (:func:`~galinear.nn.functional.recompute.recomputed`): with ``remake`` = (recompute,
+        guards) from :meth:`_stage`, h is already in the blocks' order and is recomputed from the
+        stage before (one ``branch_sum`` pass over what that stage keeps anyway); otherwise the
+        input is gathered from h, and gathered again from it (h is then kept: for the input
+        stage, the network's own input, which q, k and v networks share)."""
         first = gadgets[0]
         T = h.shape[0]
         c, I, J, B = first.chunk_size, first.input_chunks, first.output_chunks, len(gadgets)
@@ -547,10 +576,16 @@ class RotorNetwork(nn.Module):
             blocks = _gadget_blocks(gadgets)                                       # (B J I, 2, c/2, c/2)
         # weight[(i, parity), column, (b, j, row)] = blocks[b, j, i, parity, row, column]
         weight = blocks.view(B, J, I, 2, half, half).permute(2, 3, 5, 0, 1, 4).reshape(2 * I, half, B * J * half)
+        if remake is None:
+            inputs = _block_inputs(first)
+            source = h.index_select(1, inputs)
+            remake = (lambda: h.index_select(1, inputs), (h,))
+        else:
+            source = h
+        parts = source.view(T, 2 * I, half).transpose(0, 1)                      # (2 I, T, c/2)
+        with recomputed(source, *remake):
+            y = torch.bmm(parts, weight).view(2 * I, T, B, J * half)
         order = parity_order(first.n, h.device)
-        inputs = first.input_index.view(I, c)[:, order].reshape(-1)
-        parts = h.index_select(1, inputs).view(T, 2 * I, half).transpose(0, 1)     # (2 I, T, c/2)
-        y = torch.bmm(parts, weight).view(2 * I, T, B, J * half)
         # factors and destinations in the same (i, parity, j, row) order
         scale = torch.stack([_pair_scale(g) for g in gadgets])[..., order]         # (B, J, I, c)
         scale = scale.view(B, J, I, 2, half).permute(0, 2, 3, 1, 4).reshape(B, -1)
