@@ -121,10 +121,11 @@ def _pair_scale(gadget):
 
 
 def _block_inputs(gadget):
-    """(I c,) the coordinates of its input that a gadget's parity blocks read, chunk by chunk in
-    the blocks' order (:func:`~galinear.nn.functional.matrices.parity_order`)."""
+    """(I c,) the coordinates of its input that a gadget's parity blocks read: parity by parity
+    (:func:`~galinear.nn.functional.matrices.parity_order`), then chunk by chunk."""
     order = parity_order(gadget.n, gadget.input_index.device)
-    return gadget.input_index.view(gadget.input_chunks, gadget.chunk_size)[:, order].reshape(-1)
+    I, half = gadget.input_chunks, gadget.chunk_size // 2
+    return gadget.input_index.view(I, gadget.chunk_size)[:, order].view(I, 2, half).transpose(0, 1).reshape(-1)
 
 
 def _output_coordinates(gadget):
@@ -429,12 +430,14 @@ class RotorNetwork(nn.Module):
         blocks with the exact decomposition build them together, one eigen-decomposition and one
         block call per n (:meth:`_network_blocks`).
 
-        Kept for the backward pass, per stage: the rotor maps' outputs (tokens x branches x
-        pairs x chunk, i.e. tokens x branches x hidden for the default chunks), which the exact
-        gradient needs anyway, and for the parity-block path of the backend "dense" the stage's
-        input in the blocks' order (tokens x input chunks x chunk). Recomputed in the backward
-        pass: the chunk sum, the permuted and normalised values, LayerNorm's statistics and the
-        PReLU output. Nothing of size hidden x hidden is built.
+        Kept for the backward pass, per stage: the rotor maps' outputs, which the exact gradient
+        needs anyway (on the parity-block path of the backend "dense" tokens x branches x output
+        coordinates, the input chunks summed in the product; on a rotor backend tokens x
+        branches x pairs x chunk), and the network's input x. Recomputed in the backward pass:
+        on the parity-block path each stage's input (the previous stage's ``branch_sum`` over
+        what it keeps, or a gather of x; :meth:`_stage_blocks`), and in every stage the chunk
+        sum, the permuted and normalised values, LayerNorm's statistics and the PReLU output.
+        Nothing of size hidden x hidden is built.
         """
         lead = x.shape[:-1]
         x = x.reshape(-1, self.in_features)
@@ -555,12 +558,13 @@ class RotorNetwork(nn.Module):
         blade, so in the basis of :func:`~galinear.nn.functional.matrices.parity_order` it is
         two c/2 x c/2 blocks (half the work of a c x c matrix). The blocks of all gadgets and
         pairs, built in one call with the exact gradient
-        (:func:`~galinear.nn.dexp.exact_parity_blocks`), form per input chunk and parity one
-        (c/2, B J c/2) matrix, and the stage is one batched product over the 2 I (chunk,
-        parity) parts: forward and backward are large GEMMs of half the dense layer's work, and
-        no d x d matrix is built. y comes out as (2 I, T, B, J c/2), the layout ``branch_sum``
-        reads directly. ``blocks``: the gadgets' parity blocks when already built
-        (:meth:`_network_blocks`), else built here.
+        (:func:`~galinear.nn.dexp.exact_parity_blocks`) and weighted by their alphas, form per
+        parity one (I c/2, B J c/2) matrix, and the stage is one batched product over the two
+        parities that also sums the input chunks: forward and backward are large GEMMs of half
+        the dense layer's work, and no d x d matrix is built. y comes out as (2, T, B, J c/2),
+        the layout ``branch_sum`` reads directly, with each coordinate's output factor (the
+        averaging over covering chunks) and destination. ``blocks``: the gadgets' parity blocks
+        when already built (:meth:`_network_blocks`), else built here.
 
         The product's input is not kept for the backward pass but recomputed there
         (:func:`~galinear.nn.functional.recompute.recomputed`): with ``remake`` = (recompute,
@@ -574,23 +578,27 @@ class RotorNetwork(nn.Module):
         half = c // 2
         if blocks is None:
             blocks = _gadget_blocks(gadgets)                                       # (B J I, 2, c/2, c/2)
-        # weight[(i, parity), column, (b, j, row)] = blocks[b, j, i, parity, row, column]
-        weight = blocks.view(B, J, I, 2, half, half).permute(2, 3, 5, 0, 1, 4).reshape(2 * I, half, B * J * half)
+        blocks = blocks.view(B, J, I, 2, half, half)
+        if any(g.alpha is not None for g in gadgets):
+            alpha = torch.stack([blocks.new_ones(J, I) if g.alpha is None else g.alpha.view(J, I) for g in gadgets])
+            blocks = blocks * alpha.view(B, J, I, 1, 1, 1)
+        # weight[parity, (i, column), (b, j, row)] = alpha[b, j, i] blocks[b, j, i, parity, row, column]:
+        # the input chunks are summed inside the product
+        weight = blocks.permute(3, 2, 5, 0, 1, 4).reshape(2, I * half, B * J * half)
         if remake is None:
             inputs = _block_inputs(first)
             source = h.index_select(1, inputs)
             remake = (lambda: h.index_select(1, inputs), (h,))
         else:
             source = h
-        parts = source.view(T, 2 * I, half).transpose(0, 1)                      # (2 I, T, c/2)
+        parts = source.view(T, 2, I * half).transpose(0, 1)                      # (2, T, I c/2)
         with recomputed(source, *remake):
-            y = torch.bmm(parts, weight).view(2 * I, T, B, J * half)
+            y = torch.bmm(parts, weight).view(2, T, B, J * half)
+        # each coordinate's output factor and destination in the same (parity, j, row) order
         order = parity_order(first.n, h.device)
-        # factors and destinations in the same (i, parity, j, row) order
-        scale = torch.stack([_pair_scale(g) for g in gadgets])[..., order]         # (B, J, I, c)
-        scale = scale.view(B, J, I, 2, half).permute(0, 2, 3, 1, 4).reshape(B, -1)
-        out = _output_coordinates(first)[:, order].view(J, 2, half).transpose(0, 1)
-        dest = out.unsqueeze(0).expand(I, 2, J, half).reshape(-1)
+        scale = torch.stack([g.output_scale[_output_coordinates(g)[:, order]] for g in gadgets])   # (B, J, c)
+        scale = scale.view(B, J, 2, half).transpose(1, 2).reshape(B, -1)
+        dest = _output_coordinates(first)[:, order].view(J, 2, half).transpose(0, 1).reshape(-1)
         return y, scale, dest
 
     def num_parameters(self) -> int:

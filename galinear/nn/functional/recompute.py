@@ -45,13 +45,14 @@ def recomputed(source: torch.Tensor, recompute, guards=()):
     if _hooks_active() or not torch.is_grad_enabled():
         yield
         return
-    storage = source.untyped_storage().data_ptr()
+    # the hooks hold only what identifies the source, never the tensor: autograd keeps them
+    storage, offset, dtype, device = (source.untyped_storage().data_ptr(), source.storage_offset(), source.dtype,
+                                      source.device)
 
     def pack(t):
-        if t.dtype != source.dtype or t.device != source.device or t.untyped_storage().data_ptr() != storage:
+        if t.dtype != dtype or t.device != device or t.untyped_storage().data_ptr() != storage:
             return t
-        return _Recipe(tuple(t.shape), t.stride(), t.storage_offset() - source.storage_offset(),
-                       tuple(g._version for g in guards))
+        return _Recipe(tuple(t.shape), t.stride(), t.storage_offset() - offset, tuple(g._version for g in guards))
 
     def unpack(packed):
         if not isinstance(packed, _Recipe):
