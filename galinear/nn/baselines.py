@@ -10,7 +10,12 @@ from galinear._util import count_parameters
 from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_input, _check_positive
 from galinear.nn.functional import fwht
 
-__all__ = ["LowRankLinear", "BlockHadamardLinear"]
+__all__ = ["LowRankLinear", "BlockHadamardLinear", "low_rank_parameters"]
+
+
+def low_rank_parameters(in_features: int, out_features: int, rank: int, bias: bool = False) -> int:
+    """Parameters of a :class:`LowRankLinear`: rank (in + out), plus out_features for the bias."""
+    return rank * (in_features + out_features) + (out_features if bias else 0)
 
 
 class LowRankLinear(nn.Module):
@@ -25,7 +30,7 @@ class LowRankLinear(nn.Module):
             _check_positive(name, value)
         owner = f"LowRankLinear({in_features}, {out_features}, rank={rank})"
         _check_float_dtype(owner, dtype)
-        _check_allocation(owner, rank * (in_features + out_features) + out_features * bool(bias), dtype, device,
+        _check_allocation(owner, low_rank_parameters(in_features, out_features, rank, bias), dtype, device,
                           fix="use a smaller rank or smaller widths")
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.rank = in_features, out_features, rank

@@ -21,7 +21,8 @@ from galinear.nn.checks import _check_allocation, _check_float_dtype, _check_inp
 from galinear.nn.functional import fwht
 
 __all__ = ["KroneckerSumLinear", "MonarchLinear", "MixedBlockHadamardLinear", "nearest_kronecker_sum",
-           "monarch_projection", "default_kronecker_factors", "kronecker_sum_parameters", "kronecker_rearrange"]
+           "monarch_projection", "monarch_parameters", "default_kronecker_factors", "kronecker_sum_parameters",
+           "kronecker_rearrange"]
 
 
 def _closest_divisor(size: int) -> int:
@@ -43,6 +44,13 @@ def kronecker_sum_parameters(in_features: int, out_features: int, terms: int, bi
     shapes: terms (m1 n1 + m2 n2), plus out_features for the bias."""
     (m1, n1), (m2, n2) = default_kronecker_factors(in_features, out_features)
     return terms * (m1 * n1 + m2 * n2) + (out_features if bias else 0)
+
+
+def monarch_parameters(in_features: int, out_features: int, blocks: int, bias: bool = False) -> int:
+    """Parameters of a :class:`MonarchLinear` with ``blocks`` (dividing both widths): b q p for R
+    and q b^2 for L (p = in / b, q = out / b), plus out_features for the bias."""
+    p, q = _monarch_shape(in_features, out_features, blocks)
+    return blocks * q * (p + blocks) + (out_features if bias else 0)
 
 
 def _bias_and_factory(module, out_features, bias, device, dtype):
@@ -218,7 +226,7 @@ class MonarchLinear(nn.Module):
         p, q = _monarch_shape(in_features, out_features, blocks)
         owner = f"MonarchLinear({in_features}, {out_features}, blocks={blocks})"
         _check_float_dtype(owner, dtype)
-        _check_allocation(owner, blocks * q * (p + blocks) + out_features * bool(bias), dtype, device,
+        _check_allocation(owner, monarch_parameters(in_features, out_features, blocks, bias), dtype, device,
                           fix="use a number of blocks near sqrt(in_features)")
         self.in_features, self.out_features, self.blocks = in_features, out_features, blocks
         self.block_in, self.block_out = p, q

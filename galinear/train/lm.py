@@ -29,7 +29,8 @@ import torch.utils.checkpoint
 from torch import nn
 
 from galinear._util import count_parameters
-from galinear.train.lm_config import PROJECTIONS, ROTOR_PROJECTIONS, LMConfig
+from galinear.train.lm_config import (PROJECTIONS, ROTOR_PROJECTIONS, LMConfig, closed_form_parameters, default_blocks,
+                                      max_kronecker_terms)
 
 __all__ = ["ByteTokenizer", "load_tokenizer", "tokenizer_sha256", "make_projection", "apply_projection", "TransformerLM", "build_lm",
            "projection_shapes", "projection_parameters", "match_parameters", "default_blocks",
@@ -93,11 +94,6 @@ def tokenizer_sha256(tokenizer) -> str:
         backend = getattr(tokenizer, "backend_tokenizer", None)
         payload = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-def default_blocks(width: int) -> int:
-    """The largest divisor of ``width`` that is <= sqrt(width) (Monarch's fewest parameters)."""
-    return max(b for b in range(1, math.isqrt(width) + 1) if width % b == 0)
 
 
 def is_rotor_module(module: nn.Module) -> bool:
@@ -271,18 +267,10 @@ def projection_shapes(config: LMConfig) -> list[tuple[int, int]]:
     return [(d, d)] * 4 * config.layers + [(d, f), (f, d)] * config.layers
 
 
-def _lowrank_count(shapes, rank, bias) -> int:
-    return sum(rank * (a + b) + b * bias for a, b in shapes)
-
-
-def _kron_count(shapes, terms, bias) -> int:
-    from galinear.nn.structured import kronecker_sum_parameters
-
-    return sum(kronecker_sum_parameters(a, b, terms, bias) for a, b in shapes)
-
-
-def _monarch_count(shapes, blocks, bias) -> int:
-    return sum(blocks * (b // blocks) * (a // blocks + blocks) + b * bias for a, b in shapes)
+def _closed_count(config: LMConfig, shapes, setting=None) -> int:
+    """The closed-form parameter count of ``config``'s projections of ``shapes`` (``setting``: another
+    rank, number of terms or of blocks; :func:`~galinear.train.lm_config.closed_form_parameters`)."""
+    return sum(closed_form_parameters(config, a, b, setting) for a, b in shapes)
 
 
 def projection_parameters(config: LMConfig) -> int:
@@ -292,12 +280,8 @@ def projection_parameters(config: LMConfig) -> int:
     shapes = projection_shapes(config)
     if config.projection == "dense":
         return sum(a * b + b * config.bias for a, b in shapes)
-    if config.projection == "kron":
-        return _kron_count(shapes, config.terms, config.bias)
-    if config.projection == "lowrank":
-        return _lowrank_count(shapes, config.rank, config.bias)
-    if config.projection == "monarch":
-        return _monarch_count(shapes, config.blocks or default_blocks(config.width), config.bias)
+    if config.projection in ("kron", "lowrank", "monarch"):
+        return _closed_count(config, shapes)
     distinct = {}
     for a, b in shapes:
         if (a, b) not in distinct:
@@ -321,16 +305,14 @@ def match_parameters(config: LMConfig, target: int) -> tuple[LMConfig, dict]:
         raise ValueError(f"the target parameter count must be a positive integer, got {target!r}")
     shapes = projection_shapes(config)
     if config.projection == "lowrank":
-        candidates = [(abs(_lowrank_count(shapes, r, config.bias) - target), r) for r in range(1, config.width)]
+        candidates = [(abs(_closed_count(config, shapes, r) - target), r) for r in range(1, config.width)]
         setting = "rank"
     elif config.projection == "monarch":
         divisors = [b for b in range(1, config.width + 1) if config.width % b == 0]
-        candidates = [(abs(_monarch_count(shapes, b, config.bias) - target), b) for b in divisors]
+        candidates = [(abs(_closed_count(config, shapes, b) - target), b) for b in divisors]
         setting = "blocks"
     elif config.projection == "kron":
-        from galinear.train.lm_config import max_kronecker_terms
-
-        candidates = [(abs(_kron_count(shapes, t, config.bias) - target), t)
+        candidates = [(abs(_closed_count(config, shapes, t) - target), t)
                       for t in range(1, max_kronecker_terms(config) + 1)]
         setting = "terms"
     else:

@@ -327,6 +327,28 @@ class LMDataConfig:
         return asdict(self)
 
 
+def default_blocks(width: int) -> int:
+    """The largest divisor of ``width`` that is <= sqrt(width) (Monarch's fewest parameters)."""
+    return max(b for b in range(1, math.isqrt(width) + 1) if width % b == 0)
+
+
+def closed_form_parameters(config: LMConfig, d_in: int, d_out: int, setting: int | None = None) -> int:
+    """Parameters of one low-rank, Kronecker-sum or Monarch projection d_in -> d_out of ``config``
+    (the module's own count, without building it); ``setting``: another rank, number of terms or
+    of blocks than the config's. Monarch's default blocks: :func:`default_blocks` of gcd(d_in, d_out)."""
+    from galinear.nn.baselines import low_rank_parameters
+    from galinear.nn.structured import kronecker_sum_parameters, monarch_parameters
+
+    if config.projection == "lowrank":
+        return low_rank_parameters(d_in, d_out, setting or config.rank, config.bias)
+    if config.projection == "kron":
+        return kronecker_sum_parameters(d_in, d_out, setting or config.terms, config.bias)
+    if config.projection == "monarch":
+        blocks = setting or config.blocks or default_blocks(math.gcd(d_in, d_out))
+        return monarch_parameters(d_in, d_out, blocks, config.bias)
+    raise ValueError(f"{config.projection!r} projections have no closed-form parameter count")
+
+
 def max_kronecker_terms(config: LMConfig) -> int:
     """The most Kronecker terms every projection of ``config`` admits: min(m1 n1, m2 n2) over the
     default factor shapes ((m1, n1), (m2, n2)) of its d -> d, d -> f and f -> d maps."""
@@ -344,16 +366,8 @@ def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int,
 
     if config.projection == "dense":
         return d_in * d_out + d_out * config.bias, 0, 0
-    if config.projection == "lowrank":
-        return config.rank * (d_in + d_out) + d_out * config.bias, 0, 0
-    if config.projection == "kron":
-        from galinear.nn.structured import kronecker_sum_parameters
-
-        return kronecker_sum_parameters(d_in, d_out, config.terms, config.bias), 0, 0
-    if config.projection == "monarch":
-        blocks = config.blocks or max(b for b in range(1, math.isqrt(math.gcd(d_in, d_out)) + 1)
-                                      if math.gcd(d_in, d_out) % b == 0)
-        return blocks * (d_out // blocks) * (d_in // blocks + blocks) + d_out * config.bias, 0, 0
+    if config.projection in ("lowrank", "kron", "monarch"):
+        return closed_form_parameters(config, d_in, d_out), 0, 0
 
     def gadget(a, b):
         cap = chunk_layout(a, b)[0]

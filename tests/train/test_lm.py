@@ -229,6 +229,22 @@ def test_what_decays():
     assert total == len(list(model.parameters()))
 
 
+@pytest.mark.parametrize("kind, settings", [
+    ("lowrank", {}), ("lowrank", {"rank": 3, "bias": True}), ("monarch", {}), ("monarch", {"blocks": 2, "bias": True}),
+    ("kron", {"terms": 2, "bias": True}), ("dense", {"bias": True}),
+])
+def test_closed_form_counts_equal_the_built_projections(kind, settings):
+    """projection_parameters and train-lm's size estimate (one projection) count what is built."""
+    from galinear.train.lm_config import _projection_size
+
+    config = _model(kind, **settings)
+    built = build_lm(config)
+    assert projection_parameters(config) == sum(p.numel() for _, m in built.projections() for p in m.parameters())
+    for _, module in built.projections():
+        d_out, d_in = module.dense_weight().shape if kind != "dense" else module.weight.shape
+        assert _projection_size(config, d_in, d_out)[0] == sum(p.numel() for p in module.parameters())
+
+
 def test_parameter_matching_picks_the_nearest():
     rotor = projection_parameters(_model("rotor"))
     model = build_lm(_model("rotor"))
