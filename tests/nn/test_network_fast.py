@@ -211,7 +211,7 @@ def _per_stage_blocks(monkeypatch):
 
 def _counted_block_calls(monkeypatch):
     """Count the parity-block calls and the eigen-decompositions of the network's stages."""
-    from galinear.nn import functional, network as module
+    from galinear.nn import functional, network_stages as module
 
     counts = {"blocks": 0, "factors": 0}
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from galinear.nn import RotorNetwork
-from galinear.nn import network as network_module
+from galinear.nn import network_stages as network_module
 from galinear.nn.functional.recompute import recomputed
 
 TOLERANCE = {torch.float64: 0.0, torch.float32: 0.0}  # the same operations on the same values
