@@ -1,6 +1,7 @@
 """Activations recomputed in the backward pass instead of kept (galinear.nn.functional.recompute),
 and a RotorNetwork's stage inputs under it: the same gradients as when autograd keeps them, and
 the inputs not alive between the forward and the backward pass."""
+import contextlib
 import gc
 import weakref
 
@@ -50,6 +51,22 @@ def test_a_dropped_input_is_rebuilt_in_the_backward_pass():
     assert probe() is not None and calls == [1]        # kept, never recomputed
     y.square().sum().backward()
     assert torch.equal(got[0], a.grad) and torch.equal(got[1], w.grad)
+
+
+def test_a_graph_of_the_backward_pass_reaches_through_the_rebuilt_input():
+    """create_graph: the rebuilt input carries its history, so second derivatives are those of the
+    kept input."""
+    a = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+
+    def second(kept):
+        with _kept_as_usual() if kept else contextlib.nullcontext():
+            y, _ = _toy(a, w, [])
+        grad_a, grad_w = torch.autograd.grad(y.pow(3).sum(), (a, w), create_graph=True)
+        return torch.autograd.grad(grad_a.square().sum() + grad_w.square().sum(), (a, w))
+
+    for got, want in zip(second(False), second(True)):
+        assert torch.equal(got, want)
 
 
 def test_an_in_place_change_of_what_it_is_rebuilt_from_raises():

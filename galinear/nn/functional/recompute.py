@@ -38,10 +38,12 @@ def _hooks_active() -> bool:
 def recomputed(source: torch.Tensor, recompute, guards=()):
     """Within the block, a tensor that autograd saves and that is ``source`` or a view of its
     storage is not kept: the backward pass calls ``recompute()``, which must return a tensor laid
-    out as ``source`` (same shape, strides and values), and reads the same view of it. ``guards``:
-    the tensors ``recompute`` reads; changing one in place between the forward and the backward
-    pass raises the error autograd raises for the tensors it keeps. Where saved-tensor hooks are
-    already in force (``torch.utils.checkpoint``), everything is kept as usual and they decide."""
+    out as ``source`` (same shape, strides and values), and reads the same view of it; a graph of
+    the backward pass (``create_graph``) still reaches the source's history, which autograd gives
+    the unpacked tensor. ``guards``: the tensors ``recompute`` reads; changing one in place
+    between the forward and the backward pass raises the error autograd raises for the tensors it
+    keeps. Where saved-tensor hooks are already in force (``torch.utils.checkpoint``), everything
+    is kept as usual and they decide."""
     if _hooks_active() or not torch.is_grad_enabled():
         yield
         return
@@ -61,7 +63,7 @@ def recomputed(source: torch.Tensor, recompute, guards=()):
             raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
                                "inplace operation: a RotorNetwork stage's input is recomputed in the backward pass "
                                "from tensors that changed after the forward pass; run the forward pass again")
-        with torch.no_grad():
+        with torch.no_grad():  # autograd gives the unpacked tensor the saved one's history (create_graph too)
             base = recompute()
         return base.as_strided(packed.size, packed.stride, base.storage_offset() + packed.offset)
 
