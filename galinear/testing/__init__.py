@@ -44,6 +44,7 @@ __all__ = [
     "assert_orthogonal",
     "assert_simple",
     "rotor_cases",
+    "rotor_network",
     "central_difference_gradient",
     "assert_gradient_matches_fd",
     "check_rotor_backend",
@@ -272,6 +273,26 @@ def assert_simple(alg, b, rtol=None, scale=None) -> None:
 # ---------------------------------------------------------------------------------------------
 # Conformance of rotor backends: values and gradients of y = exp(B) x exp(C)~ on one case list.
 # torch is imported inside the functions, so importing this module stays numpy-only.
+
+def rotor_network(shape, dtype, backend: str = "auto", seed: int = 0):
+    """A :class:`~galinear.nn.RotorNetwork` for tests of its paths and gradients: ``shape`` = (in,
+    out, hidden, chunk_size) (None: the defaults); its alphas and branch weights drawn from
+    U(0.5, 1.5) and its PReLU slope 0.3, away from their initial values so that every one of their
+    gradients carries weight."""
+    import torch
+
+    from galinear.nn import RotorNetwork
+
+    torch.manual_seed(seed)
+    a, b, hidden, chunk = shape
+    net = RotorNetwork(a, b, hidden=hidden, chunk_size=chunk, backend=backend, dtype=dtype)
+    with torch.no_grad():
+        for gadget in net._gadgets():
+            gadget.alpha.uniform_(0.5, 1.5)
+        net.branch_weights.uniform_(0.5, 1.5)
+        net.activation.weight.fill_(0.3)
+    return net
+
 
 def rotor_cases(n: int, pairs: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     r"""Named bivector batches (pairs, C(n, 2)) of Euclidean Cl(n) at the points where rotor maths breaks.

@@ -12,6 +12,7 @@ from galinear.nn import RotorNetwork
 from galinear.nn.functional import branches
 from galinear.nn.functional.branches import branch_sum
 from galinear.testing import assert_gradient_matches_fd, rotor_cases
+from galinear.testing import rotor_network as network  # the network with its weights away from their start
 
 BACKENDS = ["auto", "dense", "spinor", "numba", "factored"]
 # (in, out, hidden, chunk): one chunk per gadget; overlapping and wrapping chunks (3 input chunks
@@ -36,18 +37,6 @@ def gadget_by_gadget(net, x):
         h = sum(net.branch_weights[layer, b] * block(g, net.hidden_permutations[layer, b], h)
                 for b, g in enumerate(gadgets))
     return net.output_gadget(h)
-
-
-def network(shape, dtype, backend="auto", seed=0):
-    torch.manual_seed(seed)
-    a, b, hidden, chunk = shape
-    net = RotorNetwork(a, b, hidden=hidden, chunk_size=chunk, backend=backend, dtype=dtype)
-    with torch.no_grad():  # alphas, branch weights and slope away from their initial values
-        for gadget in net._gadgets():
-            gadget.alpha.uniform_(0.5, 1.5)
-        net.branch_weights.uniform_(0.5, 1.5)
-        net.activation.weight.fill_(0.3)
-    return net
 
 
 def relative(actual, expected):

@@ -8,9 +8,9 @@ import weakref
 import pytest
 import torch
 
-from galinear.nn import RotorNetwork
 from galinear.nn import network_stages as network_module
 from galinear.nn.functional.recompute import recomputed
+from galinear.testing import rotor_network
 
 TOLERANCE = {torch.float64: 0.0, torch.float32: 0.0}  # the same operations on the same values
 
@@ -87,18 +87,6 @@ def test_without_grad_mode_nothing_is_installed():
         assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
 
 
-def _network(dtype, shape):
-    torch.manual_seed(0)
-    a, b, hidden, chunk = shape
-    net = RotorNetwork(a, b, hidden=hidden, chunk_size=chunk, backend="dense", dtype=dtype)
-    with torch.no_grad():
-        for gadget in net._gadgets():
-            gadget.alpha.uniform_(0.5, 1.5)
-        net.branch_weights.uniform_(0.5, 1.5)
-        net.activation.weight.fill_(0.3)
-    return net
-
-
 def _gradients(net, x):
     net.zero_grad(set_to_none=True)
     x = x.detach().requires_grad_(True)
@@ -115,7 +103,7 @@ SHAPES = [(16, 8, None, None), (40, 24, 48, 16), (256, 64, None, None)]
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_network_gradients_equal_those_with_every_stage_input_kept(dtype, shape):
-    net = _network(dtype, shape)
+    net = rotor_network(shape, dtype, "dense")
     x = torch.randn(64, shape[0], dtype=dtype)
     recomputing = _gradients(net, x)
     with _kept_as_usual():
@@ -127,7 +115,7 @@ def test_network_gradients_equal_those_with_every_stage_input_kept(dtype, shape)
 def test_network_stage_inputs_are_not_alive_between_the_passes(monkeypatch):
     """Every stage's output (the next stage's input) and the gathered copy of the network's input
     are freed after the forward pass; the backward pass recomputes each of them once."""
-    net = _network(torch.float64, (16, 8, None, None))
+    net = rotor_network((16, 8, None, None), torch.float64, "dense")
     outputs, calls = [], []
     original = network_module.branch_sum
 
