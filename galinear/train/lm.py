@@ -29,8 +29,8 @@ import torch.utils.checkpoint
 from torch import nn
 
 from galinear._util import count_parameters
-from galinear.train.lm_config import (PROJECTIONS, ROTOR_PROJECTIONS, LMConfig, closed_form_parameters, default_blocks,
-                                      max_kronecker_terms)
+from galinear.train.lm_config import (CLOSED_FORMS, PROJECTIONS, ROTOR_PROJECTIONS, LMConfig, closed_form_parameters,
+                                      default_blocks, max_kronecker_terms)
 
 __all__ = ["ByteTokenizer", "load_tokenizer", "tokenizer_sha256", "make_projection", "apply_projection", "TransformerLM", "build_lm",
            "projection_shapes", "projection_parameters", "match_parameters", "default_blocks",
@@ -278,9 +278,7 @@ def projection_parameters(config: LMConfig) -> int:
     head excluded). Dense, Kronecker-sum, low-rank and Monarch counts are closed forms; rotor kinds
     and their Givens control are built."""
     shapes = projection_shapes(config)
-    if config.projection == "dense":
-        return sum(a * b + b * config.bias for a, b in shapes)
-    if config.projection in ("kron", "lowrank", "monarch"):
+    if config.projection in CLOSED_FORMS:
         return _closed_count(config, shapes)
     distinct = {}
     for a, b in shapes:

@@ -19,6 +19,8 @@ __all__ = ["LMConfig", "LMTrainConfig", "LMDataConfig", "PROJECTIONS", "ROTOR_PR
 
 #: Kinds of projection (q, k, v, o, MLP up and down) a model can use.
 PROJECTIONS = ("dense", "rotor", "rotor-network", "givens", "kron", "lowrank", "monarch")
+#: the projections whose parameter count is a closed form (:func:`closed_form_parameters`)
+CLOSED_FORMS = ("dense", "kron", "lowrank", "monarch")
 #: The kinds built of rotor-shaped gadgets (chunks of 2**n coordinates): the rotor sandwiches and
 #: their Givens control. Their widths must be powers of two.
 ROTOR_PROJECTIONS = ("rotor", "rotor-network", "givens")
@@ -333,9 +335,12 @@ def default_blocks(width: int) -> int:
 
 
 def closed_form_parameters(config: LMConfig, d_in: int, d_out: int, setting: int | None = None) -> int:
-    """Parameters of one low-rank, Kronecker-sum or Monarch projection d_in -> d_out of ``config``
-    (the module's own count, without building it); ``setting``: another rank, number of terms or
-    of blocks than the config's. Monarch's default blocks: :func:`default_blocks` of gcd(d_in, d_out)."""
+    """Parameters of one dense, low-rank, Kronecker-sum or Monarch projection d_in -> d_out of
+    ``config`` (the module's own count, without building it); ``setting``: another rank, number of
+    terms or of blocks than the config's. Monarch's default blocks: :func:`default_blocks` of
+    gcd(d_in, d_out)."""
+    if config.projection == "dense":
+        return d_in * d_out + (d_out if config.bias else 0)
     from galinear.nn.baselines import low_rank_parameters
     from galinear.nn.structured import kronecker_sum_parameters, monarch_parameters
 
@@ -364,9 +369,7 @@ def _projection_size(config: LMConfig, d_in: int, d_out: int) -> tuple[int, int,
     from galinear._generated.rotor_spec import chunk_layout
     from galinear._limits import rotor_linear_size
 
-    if config.projection == "dense":
-        return d_in * d_out + d_out * config.bias, 0, 0
-    if config.projection in ("lowrank", "kron", "monarch"):
+    if config.projection in CLOSED_FORMS:
         return closed_form_parameters(config, d_in, d_out), 0, 0
 
     def gadget(a, b):
