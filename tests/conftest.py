@@ -53,6 +53,23 @@ def rng(request):
 
 
 @pytest.fixture
+def benchmark_script():
+    """load(name): the script benchmarks/<name>.py as a module, loaded from the checkout (benchmarks
+    are not part of the package)."""
+    import importlib.util
+    from pathlib import Path
+
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture
 def no_loading(monkeypatch):
     """Loading a model, a data set or a text fails the test: the checks must come first."""
     from galinear.lm import models

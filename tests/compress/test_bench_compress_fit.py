@@ -1,9 +1,7 @@
 """benchmarks/bench_compress_fit.py: a smoke run on a tiny random Llama saved to disk (every method
 fits one layer through the study's own code), the subprocess command line, the tables' ratios and
 the answers to its two questions, and its refusals of bad settings."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
@@ -13,19 +11,14 @@ pytest.importorskip("tokenizers")
 
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compress_fit.py"
+
+@pytest.fixture
+def bench(benchmark_script):
+    """benchmarks/bench_compress_fit.py, loaded from the checkout."""
+    return benchmark_script("bench_compress_fit")
 
 
-def _bench():
-    """The script, loaded from the checkout (benchmarks are not part of the package)."""
-    spec = importlib.util.spec_from_file_location("bench_compress_fit", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_quick_run_fits_one_layer_with_every_method(tmp_path, capsys):
-    bench = _bench()
+def test_quick_run_fits_one_layer_with_every_method(bench, tmp_path, capsys):
     folder = tiny_model_folder(tmp_path / "model", layers=2)
     rows = bench.main(["--quick", "--no-write", "--in-process", "--model", folder, "--layer", "1", "--threads", "1",
                        "--hidden", "64"])
@@ -55,8 +48,7 @@ def test_quick_run_fits_one_layer_with_every_method(tmp_path, capsys):
     assert "| question |" in out and "capture s (wall)" in out
 
 
-def test_child_command_carries_every_setting():
-    bench = _bench()
+def test_child_command_carries_every_setting(bench):
     parser = bench.build_parser()
     args = parser.parse_args(["--model", "/some/model", "--layer", "3", "--steps", "5", "--eval-every", "4",
                               "--train-windows", "2", "--valid-windows", "1", "--budget", "0.02", "--hidden", "128",
@@ -76,8 +68,7 @@ def _row(kind, threads, fit, step):
             "peak_rss_bytes": 2**20}
 
 
-def test_tables_take_ratios_at_the_same_thread_count():
-    bench = _bench()
+def test_tables_take_ratios_at_the_same_thread_count(bench):
     rows = [_row("rotor", 1, 3.0, 0.5), _row("kron", 1, 2.0, 0.25), _row("givens", 1, 4.0, 1.0),
             _row("lr-cf", 1, 1.0, None), _row("rotor", 2, 1.0, 0.2), _row("kron", 2, 4.0, 0.8)]
     answers = bench.answers(rows)
@@ -99,24 +90,24 @@ def test_tables_take_ratios_at_the_same_thread_count():
     (["--budget", "1.5"], "--budget must be a fraction in (0, 1]"),
     (["--methods", "rotor", "rotor"], "method rotor is given twice"),
 ])
-def test_bad_settings_are_refused_before_anything_runs(argv, message):
+def test_bad_settings_are_refused_before_anything_runs(bench, argv, message):
     with pytest.raises(SystemExit, match=message.replace("(", r"\(").replace(")", r"\)")):
-        _bench().main([*argv, "--no-write"])
+        bench.main([*argv, "--no-write"])
 
 
 @pytest.mark.parametrize("value", ["0", "x", "-1"])
-def test_thread_counts_are_counts_or_auto(value, capsys):
+def test_thread_counts_are_counts_or_auto(bench, value, capsys):
     with pytest.raises(SystemExit):
-        _bench().main(["--threads", value, "--no-write"])
+        bench.main(["--threads", value, "--no-write"])
     assert "expected a thread count of at least 1 or 'auto'" in capsys.readouterr().err
-    assert _bench().build_parser().parse_args(["--threads", "1", "auto"]).threads == [1, "auto"]
+    assert bench.build_parser().parse_args(["--threads", "1", "auto"]).threads == [1, "auto"]
 
 
-def test_threads_auto_fits_under_the_governor_and_removes_it(tmp_path):
+def test_threads_auto_fits_under_the_governor_and_removes_it(bench, tmp_path):
     from galinear.lm import threads as thread_policy
 
     folder = tiny_model_folder(tmp_path / "model", layers=2)
-    rows = _bench().main(["--quick", "--no-write", "--in-process", "--model", folder, "--layer", "1", "--threads",
+    rows = bench.main(["--quick", "--no-write", "--in-process", "--model", folder, "--layer", "1", "--threads",
                           "auto", "--methods", "kron", "--hidden", "64"])
     fit = rows[-1]
     assert fit["threads"] == "auto" and fit["steps"] == 2 and fit["chosen"].startswith("threads")

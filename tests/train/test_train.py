@@ -223,20 +223,8 @@ def test_rotor_init_std_sets_bivector_spread():
     assert 1.6 < values.std().item() < 2.4  # 3 x 2 x 28 = 168 draws of N(0, 4)
 
 
-def _mlp_step_benchmark():
-    """benchmarks/bench_mlp_step.py, loaded from the checkout (benchmarks are not part of the package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_mlp_step.py"
-    spec = importlib.util.spec_from_file_location("bench_mlp_step", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_timing_rows_side_by_side():
-    compare_backends = _mlp_step_benchmark().compare_backends
+def test_timing_rows_side_by_side(benchmark_script):
+    compare_backends = benchmark_script("bench_mlp_step").compare_backends
 
     rows = compare_backends(hidden=8, depth=1, batch_size=4, steps=1, backends=["dense", "factored"])
     assert [r["backend"] for r in rows] == ["-", "dense", "factored"]
@@ -248,10 +236,10 @@ def test_timing_rows_side_by_side():
         assert row["ratio_to_dense"] == pytest.approx(row["cpu_seconds"] / rows[0]["cpu_seconds"])
 
 
-def test_step_seconds_grows_with_the_work():
+def test_step_seconds_grows_with_the_work(benchmark_script):
     import torch
 
-    step_seconds = _mlp_step_benchmark().step_seconds
+    step_seconds = benchmark_script("bench_mlp_step").step_seconds
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # process CPU time: idle pool threads spinning on a busy machine would count
     try:
