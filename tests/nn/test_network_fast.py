@@ -274,3 +274,22 @@ def test_stages_of_one_n_build_their_blocks_in_one_call(config, case, dtype, mon
     tol = 1e-12 if dtype == torch.float64 else 1e-6
     for name, joined, reference in zip(["y", *names], *results):
         assert relative(joined, reference) <= tol, name
+
+
+def test_a_graph_of_the_backward_pass_is_refused_with_the_route_that_has_one():
+    """create_graph through the fused stage function would give wrong second derivatives: it raises and
+    names torch.func, whose gadget-by-gadget path gives them (checked against central differences of
+    the gradient)."""
+    net = network((16, 8, None, None), torch.float64, "dense")
+    x = torch.randn(3, 16, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="differentiable once.*torch.func"):
+        torch.autograd.grad(net(x).square().sum(), x, create_graph=True)
+    point = torch.randn(3, 16, dtype=torch.float64)
+    gradient = torch.func.grad(lambda z: net(z).square().sum())
+    hessian = torch.func.jacrev(gradient)(point).reshape(48, 48)
+    step = 1e-5
+    for k in (0, 17, 40):
+        e = torch.zeros(48, dtype=torch.float64)
+        e[k] = step
+        column = (gradient(point + e.view(3, 16)) - gradient(point - e.view(3, 16))).reshape(-1) / (2 * step)
+        torch.testing.assert_close(hessian[:, k], column, rtol=1e-6, atol=1e-6)

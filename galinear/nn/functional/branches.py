@@ -104,6 +104,12 @@ class _BranchSum(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "a RotorNetwork under autograd is differentiable once: its stage function has no graph of its "
+                "backward pass (create_graph=True), so second derivatives would be wrong; for higher derivatives "
+                "call the network under torch.func (torch.func.grad, jacrev, hessian), which runs it gadget by "
+                "gadget in plain torch operations")
         y, scale, weights, slope, dest, permutation = ctx.saved_tensors
         if ctx.kernel:
             return _BranchSum._kernel_backward(ctx, grad, y, scale, weights, slope)
