@@ -14,8 +14,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-__all__ = ["Option", "add_config_options", "config_from_args", "positive_int", "nonnegative_int",
-           "positive_float", "nonnegative_float", "probability", "optional_positive_int", "run_tag", "thread_count"]
+__all__ = ["Option", "add_config_options", "config_from_args", "positive_int", "nonnegative_int", "int_in",
+           "positive_float", "nonnegative_float", "probability", "optional_positive_int", "run_tag", "thread_count",
+           "SEED_LIMIT", "seed"]
+
+#: Largest seed a command takes: torch.manual_seed and numpy's generators accept every integer up to it.
+SEED_LIMIT = 2**64 - 1
 
 
 def positive_int(text):
@@ -67,6 +71,29 @@ def nonnegative_int(text):
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
     return value
+
+
+def int_in(low: int, high: int, what: str = "an integer"):
+    """The parser of an integer in ``low..high`` (both included): a request whose size a user types
+    is bounded before any work starts."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} in {low:,}..{high:,}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} in {low:,}..{high:,}, got {text}")
+        return value
+
+    return parse
+
+
+def seed(text):
+    """A seed: an integer in 0..2**64 - 1 (every seed torch.manual_seed takes)."""
+    try:
+        return int_in(0, SEED_LIMIT)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer in 0..2**64 - 1, got {text}") from None
 
 
 def optional_positive_int(text):

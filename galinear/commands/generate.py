@@ -1,11 +1,17 @@
 """``galinear generate``: a greedy continuation from the original and a compressed model, side by side."""
 import os
 
+from galinear.commands._config_options import int_in
 from galinear.commands._report import fail
 
 HELP = ("Print a greedy continuation of a prompt from the original model and from a compressed model kept with "
         "`galinear compress` (under OUT/models, or --save DIR), side by side")
 DEFAULT_PROMPT = "The history of the printing press begins"
+#: Most new tokens: each one runs the model over the whole sequence again (no cache), so the time grows
+#: with the square of the count.
+MAX_TOKENS = 4096
+#: Output widths: two columns of at least 10 characters and " | " between them, up to a wide terminal's.
+MIN_WIDTH, MAX_WIDTH = 23, 1000
 _FIX = "check that the folder is the one `galinear compress` wrote, and write it again if it was changed"
 
 
@@ -13,11 +19,19 @@ def add_arguments(parser):
     parser.add_argument("folder", help="a compressed-model folder written by `galinear compress` (OUT/models/NAME "
                                        "or --save DIR/NAME; or the folder holding it when it holds one model)")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
-    parser.add_argument("--tokens", type=int, default=40, help="new tokens to generate (default 40)")
+    parser.add_argument("--tokens", type=int_in(1, MAX_TOKENS), default=40,
+                        help=f"new tokens to generate, 1..{MAX_TOKENS} (default 40)")
     parser.add_argument("--model", default=None,
                         help="load the original model from here instead of the source recorded in the folder")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
-    parser.add_argument("--width", type=int, default=100, help="line width of the side-by-side output")
+    parser.add_argument("--width", type=int_in(MIN_WIDTH, MAX_WIDTH), default=100,
+                        help=f"line width of the side-by-side output, {MIN_WIDTH}..{MAX_WIDTH} (default 100)")
+
+
+def check_tokens(tokens) -> None:
+    """``--tokens`` in 1..MAX_TOKENS (the command line parses it so; this is for callers of :func:`compare`)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MAX_TOKENS:
+        raise ValueError(f"--tokens must be an integer in 1..{MAX_TOKENS}, got {tokens!r}")
 
 
 def greedy(model, prompt_ids, tokens: int, eos=None) -> list:
@@ -59,9 +73,13 @@ def compare(model, tokenizer, folder: str, prompt: str, tokens: int = 40) -> dic
     """
     from galinear.compress.storage import model_folder
 
-    if tokens < 1:
-        raise ValueError(f"--tokens must be >= 1, got {tokens}")
+    check_tokens(tokens)
     ids = prompt_ids(tokenizer, prompt)
+    context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(context, int) and len(ids) + tokens > context:
+        raise ValueError(f"the prompt's {len(ids)} tokens and --tokens {tokens} make {len(ids) + tokens}, more than "
+                         f"the model's context of {context} positions; give --tokens {max(1, context - len(ids))} or "
+                         "fewer, or a shorter --prompt")
     eos = getattr(tokenizer, "eos_token_id", None)
     original = greedy(model, ids, tokens, eos)
     model_folder.load(folder, model)
@@ -92,6 +110,12 @@ def run(args):
     from galinear.lm import models
 
     try:
+        check_tokens(args.tokens)
+        if not args.prompt.strip():
+            raise ValueError("--prompt is empty; give the text to continue")
+        if args.gguf_file and not args.model:
+            raise ValueError("--gguf-file has no effect without --model, whose folder holds the file it names (the "
+                             "folder's recorded source has its own); drop --gguf-file or add --model")
         config = model_folder.read_config(args.folder)
         model_folder.checked_replacements(config)  # the folder's own checks come before any model loads
         if args.model:

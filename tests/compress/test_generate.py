@@ -75,7 +75,7 @@ def test_bad_input_is_named(tmp_path, capsys):
 
     assert main(["generate", str(tmp_path)]) == 2
     assert "not a compressed model written by galinear" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="--tokens must be >= 1"):
+    with pytest.raises(ValueError, match=r"--tokens must be an integer in 1..4096"):
         generate.compare(tiny_llama(), DecodingCharTokenizer(), str(tmp_path), "ab", tokens=0)
     with pytest.raises(ValueError, match="the prompt is empty"):
         generate.prompt_ids(DecodingCharTokenizer(), "")
@@ -88,3 +88,25 @@ def test_side_by_side_wraps_each_column():
     assert lines[:4] == ["original      | compressed", "--------------+--------------",
                          "a a a a a a a | b b b b b b b", "a a a a a a a | b b b"]
     assert lines[4:] == ["a a a a a a a |"] * 2 + ["a a           |"]
+
+
+@pytest.mark.parametrize("option, value", [("--tokens", "-1"), ("--tokens", "0"), ("--tokens", "1000000000000"),
+                                           ("--width", "0"), ("--width", "-5"), ("--width", "1000000000")])
+def test_sizes_are_bounded_before_the_folder_or_model_is_read(tmp_path, capsys, no_loading, option, value):
+    from galinear.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["generate", str(tmp_path), option, value])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"argument {option}: expected an integer in" in err and value in err
+
+
+def test_prompt_and_context_checked(tmp_path, capsys, no_loading):
+    from galinear.cli import main
+
+    assert main(["generate", str(tmp_path), "--prompt", " "]) == 2
+    assert "--prompt is empty" in capsys.readouterr().err
+    assert main(["generate", str(tmp_path), "--gguf-file", "m.gguf"]) == 2
+    assert "--gguf-file has no effect without --model" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="more than the model's context of 128 positions; give --tokens 121"):
+        generate.compare(tiny_llama(), DecodingCharTokenizer(), str(tmp_path), "abc def", tokens=200)
