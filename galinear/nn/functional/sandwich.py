@@ -61,6 +61,8 @@ def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> 
     left, right : factor pairs (V, W), each (P, k, n), k = floor(n/2); see the module docstring.
     backend : a registered backend name or "auto".
 
+    Notes
+    -----
     The backend that runs is the one of :func:`galinear.nn.functional.plan.plan` with
     ``sandwich=True``: "auto" means what it means for
     :class:`~galinear.nn.RotorLinear` (the chunk matrices, ``"dense"``, for small n, else
