@@ -33,11 +33,17 @@ a module that imports neither of them.
 from __future__ import annotations
 
 import ast
+import configparser
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.core  # the source and a fresh interpreter: runs in the core install too
 
 PACKAGE = "galinear"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
@@ -453,13 +459,13 @@ def test_layers_keep_their_dependencies(collected, layer):
 #: the tests and is not ranked; neither are the package's own ``__init__``, ``__main__`` and
 #: ``cli`` (entry points that name every layer).
 LAYER_ORDER = (
-    ("galinear._io", "galinear._limits", "galinear._numba", "galinear._progress", "galinear._switch_points",
+    ("galinear._extras", "galinear._io", "galinear._limits", "galinear._numba", "galinear._progress", "galinear._switch_points",
      "galinear._util", "galinear._version", "galinear.blades", "galinear.symbolic", "galinear.proofs",
      "galinear._generated"),
     ("galinear.core", "galinear.kernels", "galinear.matrix_rep", "galinear.data"),
     ("galinear.compiler",),
     ("galinear.nn",),
-    ("galinear.lm",),
+    ("galinear.lm", "galinear.plot"),
     ("galinear.compress", "galinear.train"),
     ("galinear.commands",),
 )
@@ -599,3 +605,158 @@ def test_fitting_imports_nothing_from_study(edges):
     lines = [f"  {module_files()[e.source].relative_to(ROOT.parent)}:{e.line} imports {e.target} ({e.kind})"
              for e in found]
     assert not lines, "galinear.compress.fitting imports galinear.compress.study:\n" + "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- the core install
+#: What ``pip install galinear`` brings (setup.cfg, ``install_requires``) and what those bring.
+CORE_REQUIRES = ("numpy", "sympy", "numba")
+CORE_PACKAGES = {*CORE_REQUIRES, "llvmlite", "mpmath"}
+#: What the core install offers (README.md, "Install"): the package, Algebra and MultiVector, the
+#: compiler and the prover, the symbolic layer and its proofs, and the commands verify, codegen and
+#: tour (and the parser of every command, which imports only the standard library).
+CORE_ENTRY_POINTS = ("galinear", "galinear.core", "galinear.kernels", "galinear.compiler", "galinear.symbolic",
+                     "galinear.blades", "galinear.proofs", "galinear.cli", "galinear.commands.verify",
+                     "galinear.commands.codegen", "galinear.commands.tour")
+#: Modules that ``import galinear.nn`` must not load: they cost seconds (torch._dynamo alone takes
+#: longer than the rest of torch) and the layers use none of them until asked.
+HEAVY_FOR_NN = ("torch._dynamo", "torch._inductor", "sympy", "numba", "scipy", "matplotlib", "transformers",
+                "triton", "onnx", "onnxruntime", "safetensors")
+
+
+def _setup_cfg() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    config.read(ROOT.parent / "setup.cfg", encoding="utf-8")
+    return config
+
+
+def _requirement_names(text: str) -> list[str]:
+    return [re.split(r"[<>=!~;\[ ]", line.strip(), maxsplit=1)[0].lower()
+            for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_core_install_requires_only_numpy_sympy_numba():
+    config = _setup_cfg()
+    assert sorted(_requirement_names(config["options"]["install_requires"])) == sorted(CORE_REQUIRES)
+    extras = {name: _requirement_names(value) for name, value in config["options.extras_require"].items()}
+    assert "torch" in extras["torch"] and "torch" in extras["all"]
+    everything = set(extras["all"])
+    missing = {name: sorted(set(reqs) - everything) for name, reqs in extras.items() if set(reqs) - everything}
+    assert not missing, f"extras whose packages `all` leaves out: {missing}"
+
+
+def test_every_extra_package_is_named_in_the_messages():
+    """galinear._extras.EXTRAS maps each package of an extra to its extra (the error names it)."""
+    from galinear._extras import EXTRAS
+
+    config = _setup_cfg()
+    import_names = {"lm-eval": "lm_eval", "pytest-xdist": "xdist", "mkdocs-material": "material", "mkdocstrings-python": "mkdocstrings"}
+    for extra, value in config["options.extras_require"].items():
+        if extra == "all":
+            continue
+        for requirement in _requirement_names(value):
+            name = import_names.get(requirement, requirement.replace("-", "_"))
+            assert name in EXTRAS, f"{requirement} (extra {extra}) is missing from galinear._extras.EXTRAS"
+
+
+def test_the_core_imports_only_core_packages(collected):
+    """Importing a module of the core install loads, at module level, only the standard library,
+    numpy, sympy and numba (a lazy import inside a function is for a feature of an extra)."""
+    edges, external = collected
+    problems = []
+    for module in sorted(_reach(edges, CORE_ENTRY_POINTS)):
+        for package, line, eager in external[module]:
+            if eager and package not in CORE_PACKAGES and package not in sys.stdlib_module_names \
+                    and package != "__future__":
+                problems.append(f"{module_files()[module].relative_to(ROOT.parent)}:{line} imports {package}")
+    assert not problems, ("modules of the core install import packages the core does not install "
+                          "(move the import into the function that needs it):\n" + "\n".join(problems))
+
+
+def test_the_core_check_sees_a_planted_import(tmp_path):
+    root = tmp_path / "galinear"
+    root.mkdir()
+    (root / "__init__.py").write_text("from galinear import core\n")
+    (root / "core.py").write_text("import numpy\nimport torch\n\ndef f():\n    import matplotlib\n")
+    edges, external = _collect(module_files(root))
+    reached = _reach(edges, ["galinear"])
+    assert reached == {"galinear", "galinear.core"}
+    eager = {pkg for m in reached for pkg, _, is_eager in external[m] if is_eager}
+    assert eager - CORE_PACKAGES == {"torch"}
+
+
+def _python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter (this one's), from the checkout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT.parent)
+
+
+def _loaded(statement: str, names) -> list[str]:
+    done = _python(f"import sys\n{statement}\nprint(sorted(m for m in {tuple(names)!r} if m in sys.modules))")
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout.strip().splitlines()[-1])  # a list of str printed by the child
+
+
+def test_import_galinear_loads_no_layer():
+    """``import galinear`` loads its version and the table of lazy names: no torch, numba, sympy."""
+    assert _loaded("import galinear", ("torch", "numba", "sympy", "numpy", "scipy", "matplotlib")) == []
+
+
+def test_the_core_runs_without_torch():
+    """Algebra, MultiVector, compile (numpy target) and prove with torch blocked: nothing imports it."""
+    code = """
+import sys
+sys.modules["torch"] = None  # any import of torch now raises
+import numpy as np
+import galinear
+alg = galinear.Algebra(3)
+e = galinear.MultiVector.basis(alg)
+x = (0.5 * e["e12"]).exp() @ e["e1"]
+kernel = galinear.compile(lambda a, b: a ^ b, alg, {"a": 1, "b": 1}, target="numpy")
+out = kernel(np.eye(3), np.roll(np.eye(3), 1, axis=0))
+report = galinear.prove(lambda a, b: (a ^ b, -(b ^ a)), {"a": 1, "b": 1}, [(2, 0, 0)])
+print(type(out).__name__, report.holds)
+"""
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ndarray", "True"]
+
+
+def test_galinear_nn_without_torch_names_the_extra():
+    done = _python("import sys\nsys.modules['torch'] = None\nimport galinear.nn")
+    assert done.returncode != 0
+    assert "galinear.nn needs torch: pip install 'galinear[torch]'" in done.stderr.splitlines()[-1]
+    assert "MissingExtraError" in done.stderr.splitlines()[-1]
+
+
+def test_a_command_without_torch_names_the_extra():
+    """A command that needs torch says which extra to install, on one line, exit status 2."""
+    done = _python("import sys\nsys.modules['torch'] = None\nfrom galinear.cli import main\n"
+                   "sys.exit(main(['train-mlp', '--epochs', '1']))")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "galinear train-mlp: error: this command needs torch: pip install 'galinear[torch]'"
+
+
+def test_missing_extra_names_only_missing_extras():
+    from galinear._extras import MissingExtraError, missing_extra
+
+    error = missing_extra(ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib.pyplot"), "a figure")
+    if _python("import matplotlib").returncode == 0:  # installed: a broken import is not a missing extra
+        assert not isinstance(error, MissingExtraError)
+    else:
+        assert isinstance(error, MissingExtraError) and error.name == "matplotlib"
+        assert str(error) == "a figure needs matplotlib: pip install 'galinear[plot]'"
+    unknown = ModuleNotFoundError("No module named 'no_such_package'", name="no_such_package")
+    assert missing_extra(unknown, "x") is unknown
+    other = ImportError("cannot import name 'x'")
+    assert missing_extra(other, "x") is other
+    made = MissingExtraError("galinear.nn", "torch")
+    assert isinstance(made, ImportError) and made.name == "torch" and made.extra == "torch"
+    assert str(made) == "galinear.nn needs torch: pip install 'galinear[torch]'"
+
+
+def test_import_galinear_nn_loads_no_compiler_or_other_heavy_module():
+    """``import galinear.nn`` costs about ``import torch``: no torch._dynamo (the decorators that
+    keep functions eager under torch.compile wait for torch.compile), no sympy, numba or scipy."""
+    pytest.importorskip("torch")
+    assert _loaded("import galinear.nn", HEAVY_FOR_NN) == []

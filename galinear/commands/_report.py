@@ -10,6 +10,8 @@ and ``galinear X: error:`` always names the command that refused.
   one line with exit status 2: ValueError and its subclasses (bad arguments, damaged or foreign
   files, ``TooLargeError``, ``IdxFormatError``), a diverging run's ``FloatingPointError`` and a
   missing data set's ``DatasetNotFoundError``;
+- a package of an extra that is not installed (torch for ``compress``, matplotlib for a figure)
+  becomes ``galinear X: error: ... needs torch: pip install 'galinear[torch]'`` (galinear._extras);
 - Ctrl-C (KeyboardInterrupt) becomes one line, ``galinear X: interrupted; ... run the same
   command again to resume``, with exit status 130 (128 + SIGINT, what a shell reports);
 - anything else is a bug in galinear and keeps its traceback.
@@ -61,4 +63,10 @@ def run_command(command: str, run, args, on_interrupt: str = DEFAULT_ON_INTERRUP
     except Exception as error:  # noqa: BLE001  (sorted below: galinear's own errors, or a bug)
         if isinstance(error, _own_errors()):
             return fail(command, str(error) or type(error).__name__)
+        if isinstance(error, ModuleNotFoundError):
+            from galinear._extras import MissingExtraError, missing_extra
+
+            error = missing_extra(error, "this command")
+            if isinstance(error, MissingExtraError):
+                return fail(command, str(error))
         raise

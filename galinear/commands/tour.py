@@ -156,7 +156,10 @@ def _torch_steps(rng, report, expm) -> None:
     try:
         import torch
     except ImportError:
-        print("  (torch not installed: the torch motor and the rotor-layer inspection are skipped)")
+        from galinear._extras import install_command
+
+        print("  (torch not installed: the torch motor and the rotor-layer inspection are skipped; "
+              f"{install_command('torch')} to run them)")
         return
     from galinear import Algebra
     from galinear.core.rotors import wedge

@@ -10,14 +10,18 @@
 - :func:`freeze`: every rotor layer of a model in its inference form (:class:`FrozenLinear`,
   :class:`FrozenNetwork`: maps read from buffers), for ONNX, ``torch.export`` and ``torch.jit.trace``.
 """
-from galinear.nn import functional, motors
-from galinear.nn.baselines import BlockHadamardLinear, LowRankLinear
-from galinear.nn.network import RotorNetwork
-from galinear.nn.checks import check_finite
-from galinear.nn.rotor import RotorLinear
-from galinear.nn.givens import GivensLinear, GivensNetwork
-from galinear.nn.structured import KroneckerSumLinear, MixedBlockHadamardLinear, MonarchLinear
-from galinear.nn.freeze import FrozenLinear, FrozenNetwork, freeze
+from galinear._extras import require as _require
+
+_require("torch", "galinear.nn")  # without torch: "galinear.nn needs torch: pip install 'galinear[torch]'"
+
+from galinear.nn import functional, motors  # noqa: E402
+from galinear.nn.baselines import BlockHadamardLinear, LowRankLinear  # noqa: E402
+from galinear.nn.network import RotorNetwork  # noqa: E402
+from galinear.nn.checks import check_finite  # noqa: E402
+from galinear.nn.rotor import RotorLinear  # noqa: E402
+from galinear.nn.givens import GivensLinear, GivensNetwork  # noqa: E402
+from galinear.nn.structured import KroneckerSumLinear, MixedBlockHadamardLinear, MonarchLinear  # noqa: E402
+from galinear.nn.freeze import FrozenLinear, FrozenNetwork, freeze  # noqa: E402
 
 __all__ = ["RotorLinear", "RotorNetwork", "LowRankLinear", "BlockHadamardLinear", "KroneckerSumLinear", "MonarchLinear",
            "MixedBlockHadamardLinear", "GivensLinear", "GivensNetwork", "check_finite", "functional", "motors",

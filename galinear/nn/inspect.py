@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from galinear._extras import missing_extra
+
 __all__ = ["RotorPlanes", "planes", "rotor_layers", "plot_angle_spectra"]
 
 
@@ -160,8 +162,8 @@ def plot_angle_spectra(module, path=None, bins: int = 40):
 
         matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
-    except ImportError:
-        raise ImportError("plot_angle_spectra needs matplotlib: pip install matplotlib") from None
+    except ImportError as error:
+        raise missing_extra(error, "plot_angle_spectra") from None
     layers = rotor_layers(module)
     if not layers:
         raise ValueError(f"{type(module).__name__} holds no RotorLinear layer")

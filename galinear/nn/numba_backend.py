@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from galinear.kernels import resident, rotor_chain
+from galinear.nn._eager import eager_under_compile
 
 __all__ = ["numba_sandwich"]
 
@@ -44,7 +45,7 @@ def _apply(x, VL, WL, VR, WR, tile, kernel):
 
 # numba kernels are opaque to dynamo: under torch.compile this function runs eagerly (a graph
 # break), so compiled modules work with the default "auto" backend.
-@torch.compiler.disable
+@eager_under_compile
 def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None, kernel: str = "auto"):
     """Backend function ``fn(x, VL, WL, VR, WR) -> y`` for factor pairs as in docs/nn.md (x (..., P, 2**n), CPU).
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from galinear._generated import rotor_spec
 from galinear.nn import functional as F
+from galinear.nn._eager import eager_under_compile
 from galinear.nn.functional._common import _capturing, _Untraced
 from galinear._limits import check_count, check_max_iter, check_tolerance, rotor_linear_size
 from galinear._util import count_parameters
@@ -266,7 +267,7 @@ class RotorLinear(DecodeMethods, nn.Module):
             return V, W, spec
         return self._iterate(bivectors, warm, update)
 
-    @torch.compiler.disable
+    @eager_under_compile
     def _iterate(self, bivectors, warm, update):
         """The power method (or the paper's gradient), eagerly under torch.compile: its per-row
         stop test is a data-dependent loop that would otherwise be unrolled max_iter times."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from galinear.nn._eager import eager_under_compile
+
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 #: Constant tables per (kind, n, device[, dtype]), built once from galinear.blades.
 _TABLE_CACHE: dict = {}
@@ -78,7 +80,7 @@ def cached_table(build):
     """Decorator for the constant tables of the kernels: ``build(*args)`` runs once per argument
     tuple (devices keyed by name), eagerly even inside torch.compile (the builders read numpy
     tables), and later calls return the cached tensors, which compiled graphs take as constants."""
-    eager = torch.compiler.disable(build)
+    eager = eager_under_compile(build)
     name = build.__qualname__
 
     def lookup(*args):

@@ -13,6 +13,7 @@ import torch
 
 from galinear._generated import rotor_spec
 from galinear.blades import bivector_pairs
+from galinear.nn._eager import eager_under_compile
 from galinear.nn.functional._common import _HALF_TYPES, _compiling, cached_table
 
 
@@ -216,7 +217,7 @@ def _exact_factors(matrix, k):
     return planes_from_spectrum(matrix, spec, k)
 
 
-@torch.compiler.disable
+@eager_under_compile
 def invariant_decomposition(
     bivector: torch.Tensor,
     warm_start: torch.Tensor | None = None,
