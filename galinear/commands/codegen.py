@@ -5,6 +5,7 @@ an expression of the user's (``"M * x * ~M"``, parsed with :mod:`ast`, never eva
 Python) with :func:`galinear.compile` for numba, numpy, torch, C or Triton.
 """
 import argparse
+import re
 
 from galinear.commands._report import fail
 
@@ -12,6 +13,7 @@ HELP = ("generate straight-line kernels: --op for the shipped operations (numba 
         "any expression of multivectors (numba, numpy, torch, c, triton)")
 
 OPS = ("gp", "op", "lc", "rc", "sandwich", "sandwich2")
+#: The compiler's targets (galinear.symbolic.emit.TARGETS, named here so --help needs no sympy).
 TARGETS = ("numba", "numpy", "torch", "c", "triton")
 #: Largest n of --n and --signature (2**n coefficients per multivector, 4**n products).
 MAX_N = 8
@@ -36,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", action="append", metavar="NAME=PATTERN",
                         help="with --expr: an input and what it holds (repeat for each input, in argument order)")
     parser.add_argument("--n", type=int, help=f"Euclidean Cl(n), 1 <= n <= {MAX_N}")
+    # "-1,0,0" reads as a value (and is refused by its check), not as an unknown option
+    parser._negative_number_matcher = re.compile(r"^-[0-9][0-9,]*$")
     parser.add_argument("--signature", help="p,q,r instead of --n (clifford's order: r null, p positive, q negative)")
     parser.add_argument("--target", choices=TARGETS, default="numba",
                         help="kernel language (default numba; --op offers numba and torch)")
@@ -126,6 +130,11 @@ def _run_expression(args) -> int:
     signature = _signature(args)  # ValueErrors: one line, exit 2 (the command boundary)
     inputs = parse_inputs(args.input)
     func = parse_expression(args.expr, list(inputs))
+    unused = [n for n in inputs if n not in func.used_inputs]
+    if unused:
+        return fail("codegen", f"--input {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used by "
+                    f"--expr {args.expr!r}; remove {'it' if len(unused) == 1 else 'them'} or use "
+                    f"{'it' if len(unused) == 1 else 'them'} in the expression")
     if args.out:
         _check_out_folder(args.out)
 

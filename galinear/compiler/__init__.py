@@ -38,9 +38,12 @@ def _metric_of(algebra):
     raise TypeError(f"algebra must be a galinear.Algebra (or (p, q, r)), got {type(algebra).__name__}")
 
 
-def compile(func, algebra, inputs: dict, target: str = "numba", *, grad: bool = False,
+def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *, grad: bool = False,
             strategy: str = "auto", name: str | None = None, cache: bool = True):
     """Compile ``func`` (a Python function of multivectors) for ``target``.
+
+    As a decorator, leave out the function: ``@galinear.compile(alg, {"M": "even", "x": 1})``
+    above ``def f(M, x): ...`` makes ``f`` the compiled :class:`Kernel`.
 
     Parameters
     ----------
@@ -66,6 +69,11 @@ def compile(func, algebra, inputs: dict, target: str = "numba", *, grad: bool = 
     from galinear.compiler.build import build
     from galinear.symbolic.emit import TARGETS as targets
 
+    if inputs is None and isinstance(algebra, dict) and not callable(func):  # the decorator form
+        options = dict(target=target, grad=grad, strategy=strategy, name=name, cache=cache)
+        return lambda function: compile(function, func, algebra, **options)
+    if inputs is None:
+        raise TypeError("compile(func, algebra, inputs) needs the inputs: a dict {parameter: pattern}")
     if not callable(func):
         raise TypeError(f"func must be a function of multivectors, got {type(func).__name__}")
     if target not in targets:

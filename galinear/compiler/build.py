@@ -15,6 +15,7 @@ import json
 import sys
 import textwrap
 import types
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,7 +28,10 @@ from galinear.symbolic.emit import emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
 from galinear.symbolic.trace import trace
 
-__all__ = ["Built", "build", "cache_key", "cache_folder"]
+__all__ = ["Built", "build", "cache_key", "cache_folder", "Uncacheable", "CacheWarning", "grad_input_name"]
+
+#: Version of the cache's file layout (2: inputs stored as an ordered list of pairs).
+FORMAT = 2
 
 
 @dataclass
@@ -51,52 +55,192 @@ class Built:
     from_cache: bool = False
 
 
-def _describe_value(value, depth: int = 0) -> str:
-    if isinstance(value, types.ModuleType):
-        return f"module:{value.__name__}"
-    library = str(getattr(value, "__module__", "") or "").split(".")[0] in ("galinear", "numpy", "math", "sympy")
-    if isinstance(value, types.FunctionType) and not library and depth < 8:
-        return _function_identity(value, depth + 1)  # a helper of the user's: its code counts too
-    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
-        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', repr(value))}"
-    return repr(value)
+class CacheWarning(UserWarning):
+    """galinear.compile built a kernel without its cache (the note says why)."""
+
+
+class Uncacheable(ValueError):
+    """A value the function reads cannot be keyed exactly: the kernel is built without the cache."""
+
+
+#: Most values one cache key describes (closure, defaults, globals and what they reach).
+MAX_KEY_VALUES = 20000
+_LIBRARIES = ("galinear", "numpy", "math", "cmath", "sympy", "builtins", "functools", "operator")
+
+
+def _is_library(value) -> bool:
+    module = getattr(value, "__module__", None) or getattr(value, "__name__", "")
+    return str(module).split(".")[0] in _LIBRARIES
+
+
+class _Describer:
+    """Exact, JSON-able descriptions of the values a function reads (see :func:`cache_key`).
+
+    Numbers are keyed by their exact value (floats by their bits), arrays and multivectors by
+    dtype, shape and content, sympy objects by ``srepr``; a module, class or plain object of the
+    user's by the values of the attributes the function's code names (``names``). Anything else
+    raises :class:`Uncacheable`: a wrong kernel from a stale key is worse than a rebuild."""
+
+    def __init__(self, names: set):
+        self.names = names
+        self.count = 0
+        self.active: set = set()
+
+    def __call__(self, value, depth: int = 0):
+        self.count += 1
+        if self.count > MAX_KEY_VALUES or depth > 24:
+            raise Uncacheable("the function reads more values than the cache key describes")
+        if value is None or isinstance(value, (bool, str)):
+            return [type(value).__name__, value]
+        if isinstance(value, int):
+            return ["int", str(value)]
+        if isinstance(value, float):
+            return ["float", value.hex()]
+        if isinstance(value, complex):
+            return ["complex", value.real.hex(), value.imag.hex()]
+        if isinstance(value, bytes):
+            return ["bytes", value.hex()]
+        if id(value) in self.active:
+            return ["cycle"]
+        self.active.add(id(value))
+        try:
+            return self._compound(value, depth)
+        finally:
+            self.active.discard(id(value))
+
+    def _compound(self, value, depth):
+        import numpy as np
+        import sympy as sp
+
+        if isinstance(value, (np.ndarray, np.generic)):
+            array = np.asarray(value)
+            if array.dtype.hasobject:
+                return ["object-array", [self(v, depth + 1) for v in array.reshape(-1).tolist()], list(array.shape)]
+            data = np.ascontiguousarray(array).tobytes()
+            return ["array", array.dtype.str, list(array.shape), hashlib.sha256(data).hexdigest()]
+        if isinstance(value, (tuple, list, set, frozenset)):
+            items = [self(v, depth + 1) for v in value]
+            if isinstance(value, (set, frozenset)):
+                items = sorted(items, key=json.dumps)
+            return [type(value).__name__, items]
+        if isinstance(value, dict):
+            items = [[self(k, depth + 1), self(v, depth + 1)] for k, v in value.items()]
+            return ["dict", sorted(items, key=json.dumps)]
+        if isinstance(value, sp.Basic):
+            return ["sympy", sp.srepr(value)]
+        if isinstance(value, types.ModuleType):
+            if _is_library(value):
+                return ["module", value.__name__]
+            return ["module", value.__name__, self._attributes(value, vars(value), depth)]
+        if isinstance(value, types.FunctionType):
+            if _is_library(value):
+                return ["function", f"{value.__module__}.{value.__qualname__}"]
+            return ["function", _function_identity(value, self, depth + 1)]
+        if isinstance(value, types.MethodType):
+            return ["method", self(value.__func__, depth + 1), self(value.__self__, depth + 1)]
+        if isinstance(value, types.BuiltinFunctionType):
+            owner = getattr(value, "__self__", None)
+            if owner is None or isinstance(owner, types.ModuleType):
+                return ["builtin", f"{getattr(value, '__module__', '')}.{value.__qualname__}"]
+            return ["builtin-method", value.__qualname__, self(owner, depth + 1)]
+        import functools
+
+        if isinstance(value, functools.partial):
+            return ["partial", self(value.func, depth + 1), self(value.args, depth + 1),
+                    self(value.keywords, depth + 1)]
+        described = self._galinear(value, depth)
+        if described is not None:
+            return described
+        if isinstance(value, type):
+            name = f"{value.__module__}.{value.__qualname__}"
+            if _is_library(value):
+                return ["class", name]
+            return ["class", name, self._attributes(value, vars(value), depth)]
+        if _is_library(type(value)):
+            raise Uncacheable(f"a {type(value).__module__}.{type(value).__qualname__} value cannot be keyed exactly")
+        state = getattr(value, "__dict__", None)
+        if state is None:
+            raise Uncacheable(f"a {type(value).__qualname__} value (no __dict__) cannot be keyed exactly")
+        return ["object", f"{type(value).__module__}.{type(value).__qualname__}",
+                self._attributes(value, state, depth), self(type(value), depth + 1)]
+
+    def _galinear(self, value, depth):
+        """galinear's numeric and symbolic multivectors and algebras, by their values."""
+        from galinear.core.layout import Layout
+        from galinear.symbolic.multivector import MultiVector as SymbolicMultiVector
+
+        if isinstance(value, Layout):
+            return ["algebra", type(value).__qualname__, list(value.metric)]
+        if isinstance(value, SymbolicMultiVector):
+            return ["symbolic-multivector", list(value.metric), [self(c, depth + 1) for c in value.coefficients]]
+        values, algebra = getattr(value, "values", None), getattr(value, "algebra", None)
+        if isinstance(algebra, Layout) and values is not None:
+            return ["multivector", list(algebra.metric), self(values, depth + 1)]
+        return None
+
+    def _attributes(self, owner, state, depth) -> list:
+        """The values of the attributes the code names that ``owner`` holds (its own or its class's)."""
+        out = []
+        for name in sorted(self.names):
+            if name in state:
+                out.append([name, self(state[name], depth + 1)])
+            elif not isinstance(owner, (type, types.ModuleType)) and hasattr(type(owner), name):
+                try:
+                    attribute = getattr(owner, name)
+                except Exception:  # noqa: BLE001 - a property that fails cannot be keyed
+                    raise Uncacheable(f"the attribute {name!r} cannot be read to key the cache") from None
+                if not isinstance(attribute, types.MethodType):
+                    out.append([name, self(attribute, depth + 1)])
+        return out
 
 
 def _code_identity(code) -> list:
     """The behaviour of a code object: bytecode, constants (nested code too), names, arguments."""
     consts = [(_code_identity(c) if isinstance(c, types.CodeType) else repr(c)) for c in code.co_consts]
-    return [code.co_code.hex(), consts, list(code.co_names), list(code.co_varnames), code.co_argcount]
+    return [code.co_code.hex(), consts, list(code.co_names), list(code.co_varnames), code.co_argcount,
+            code.co_kwonlyargcount, code.co_filename, code.co_firstlineno]  # the guards name the line
 
 
-def _function_identity(func, depth: int = 0) -> str:
-    """What the cache key holds of ``func``: its code (bytecode, constants, names; the source of a
-    function built from an expression string), its closure values and the globals it names."""
-    code = getattr(func, "__code__", None)
+def _code_names(code) -> set:
+    """Every name the code (and the code nested in it) reads as a global or an attribute."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def _function_identity(func, describe: _Describer | None = None, depth: int = 0) -> str:
+    """What the cache key holds of ``func``: its code (bytecode, constants, names; the text of a
+    function built from an expression string, which is all it depends on), its defaults, its
+    closure values and the values of the globals and attributes its code names."""
     explicit = getattr(func, "__galinear_source__", None)
     if explicit is not None:
-        source = str(explicit)
-    elif code is not None:
-        source = json.dumps([sys.version, _code_identity(code)])
-    else:
-        try:
-            source = textwrap.dedent(inspect.getsource(func))
-        except (OSError, TypeError):
-            raise ValueError("the function has no code object or source to key the cache on") from None
-    closure = []
+        return json.dumps({"source": str(explicit)})
     code = getattr(func, "__code__", None)
-    if code is not None and func.__closure__:
-        for name, cell in zip(code.co_freevars, func.__closure__):
-            try:
-                closure.append((name, _describe_value(cell.cell_contents, depth)))
-            except ValueError:
-                closure.append((name, "<empty>"))
+    if code is None:
+        raise Uncacheable(f"{type(func).__name__} has no code object to key the cache on")
+    names = _code_names(code)
+    if describe is None:
+        describe = _Describer(names)
+    else:
+        describe.names = describe.names | names
+    closure = []
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        try:
+            closure.append([name, describe(cell.cell_contents, depth)])
+        except ValueError as error:
+            if isinstance(error, Uncacheable):
+                raise
+            closure.append([name, "<empty>"])
     named = []
-    if code is not None:
-        g = getattr(func, "__globals__", {})
-        for name in sorted(set(code.co_names)):
-            if name in g:
-                named.append((name, _describe_value(g[name], depth)))
-    return json.dumps({"source": source, "closure": closure, "globals": named})
+    g = getattr(func, "__globals__", {})
+    for name in sorted(names):
+        if name in g:
+            named.append([name, describe(g[name], depth)])
+    defaults = [describe(func.__defaults__, depth), describe(func.__kwdefaults__, depth)]
+    return json.dumps({"source": [sys.version, _code_identity(code)], "defaults": defaults,
+                       "closure": closure, "globals": named})
 
 
 @lru_cache(maxsize=1)
@@ -109,13 +253,15 @@ def generator_digest() -> str:
 
 
 def cache_key(func, metric, inputs: dict, target: str, strategy: str, grad: bool) -> str:
+    """SHA-256 of everything the generated source depends on; raises :class:`Uncacheable` when a
+    value the function reads cannot be keyed exactly."""
     payload = json.dumps({
         "generator": generator_digest(),
         "function": _function_identity(func),
         "metric": list(metric),
-        "inputs": {k: v if isinstance(v, (str, int)) else list(v) for k, v in inputs.items()},
+        "inputs": [[k, v if isinstance(v, (str, int)) else list(v)] for k, v in inputs.items()],
         "target": target, "strategy": strategy, "grad": bool(grad), "version": __version__,
-        "format": 1,
+        "format": FORMAT,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -159,12 +305,12 @@ def _load_cached(folder: Path, key: str) -> Built | None:
         texts[field] = text
     try:
         return Built(key=key, name=meta["name"], target=meta["target"],
-                     input_blades={k: tuple(v) for k, v in meta["input_blades"].items()},
+                     input_blades={str(k): tuple(v) for k, v in meta["input_blades"]},
                      output_blades=tuple(meta["output_blades"]), operations=dict(meta["operations"]),
                      strategy=meta["strategy"], guards=tuple(meta["guards"]),
                      backward_operations=meta.get("backward_operations"),
                      backward_guards=tuple(meta.get("backward_guards") or ()), from_cache=True, **texts)
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, ValueError):
         return None
 
 
@@ -172,7 +318,7 @@ def _store(folder: Path, built: Built) -> None:
     from galinear._io import atomic_write_text
 
     meta = {"key": built.key, "name": built.name, "target": built.target,
-            "input_blades": {k: list(v) for k, v in built.input_blades.items()},
+            "input_blades": [[k, list(v)] for k, v in built.input_blades.items()],  # parameter order
             "output_blades": list(built.output_blades), "operations": built.operations,
             "strategy": built.strategy, "guards": list(built.guards),
             "backward_operations": built.backward_operations,
@@ -183,6 +329,14 @@ def _store(folder: Path, built: Built) -> None:
         if text is not None:
             atomic_write_text(str(folder / f"{built.key}.{field}"), text)
     atomic_write_text(str(folder / f"{built.key}.json"), json.dumps(meta, indent=1, sort_keys=True))
+
+
+def grad_input_name(inputs) -> str:
+    """The name of a backward kernel's output-gradient input: ``grad``, unless an input has it."""
+    name = "grad"
+    while name in inputs:
+        name += "_output"
+    return name
 
 
 def _header(name: str, target: str, metric, inputs, outputs, ops, strategy) -> str:
@@ -199,8 +353,15 @@ def _header(name: str, target: str, metric, inputs, outputs, ops, strategy) -> s
 def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", grad: bool = False,
           name: str = "kernel", use_cache: bool = True) -> Built:
     """Trace ``func``, lower it and print it for ``target`` (and its backward when ``grad``)."""
-    key = cache_key(func, metric, inputs, target, strategy, grad)
     folder = cache_folder() if use_cache else None
+    key = ""
+    if folder is not None:
+        try:
+            key = cache_key(func, metric, inputs, target, strategy, grad)
+        except Uncacheable as error:
+            warnings.warn(f"galinear.compile: built without the cache ({error}); pass cache=False to "
+                          "silence this", CacheWarning, stacklevel=3)
+            folder = None
     if folder is not None:
         cached = _load_cached(folder, key)
         if cached is not None:
@@ -219,7 +380,8 @@ def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", gr
                   guards=tuple(guard_messages(program)))
     if grad:
         back = backward(program)
-        bheader = _header(f"{name}_backward", target, metric, {**in_blades, "grad": graph.output_blades},
+        bheader = _header(f"{name}_backward", target, metric,
+                          {**in_blades, grad_input_name(in_blades): graph.output_blades},
                           [f"grad of {k}" for k in in_blades], back.operations, back.strategy)
         emitted = emit(back, target, f"{name}_backward", bheader)
         built.backward_source, built.backward_header = emitted if isinstance(emitted, tuple) else (emitted, None)

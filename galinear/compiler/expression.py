@@ -9,7 +9,8 @@ multivector class: the traced multivectors of :func:`galinear.compile`, the nume
 
 Allowed:
 
-- the declared input names, and int or float literals;
+- the declared input names, blade names (``e1``, ``e12``: constants of the inputs' algebra, e.g.
+  CGA's ``e4 + e5``; a declared input of the same name wins), and finite int or float literals;
 - the binary operators ``* ^ | << >> & @ + - /``; the unary ``~ - +``;
 - ``x ** k`` with an integer literal k (``|k| <= 64``; negative powers use the inverse);
 - the functions ``exp, inv, sqrt, norm, dual, undual, reverse`` (one argument) and
@@ -30,6 +31,8 @@ from __future__ import annotations
 import ast
 import inspect
 import keyword
+import math
+import re
 
 __all__ = ["parse_expression", "parse_identity", "parse_inputs", "parse_signature", "FUNCTIONS",
            "MAX_EXPRESSION_CHARS", "MAX_POWER"]
@@ -44,6 +47,8 @@ MAX_POWER = 64
 _BINARY = {ast.Mult: "*", ast.BitXor: "^", ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>",
            ast.BitAnd: "&", ast.MatMult: "@", ast.Add: "+", ast.Sub: "-", ast.Div: "/", ast.Pow: "**"}
 _UNARY = {ast.Invert: "~", ast.USub: "-", ast.UAdd: "+"}
+#: Names an expression may use without declaring them: blades (``e1``, ``e12``, ``e1234``).
+_BLADE_NAME = r"e[0-9]+"
 
 
 def _where(node) -> str:
@@ -83,6 +88,7 @@ class _Checker:
     def __init__(self, names):
         self.names = names
         self.used = set()
+        self.blades = set()
 
     def check(self, node) -> None:
         method = getattr(self, f"_{_node_name(node)}", None)
@@ -97,13 +103,19 @@ class _Checker:
         if node.id in FUNCTIONS:
             _refuse(node, f"the function {node.id!r} must be called, e.g. {node.id}(x)")
         if node.id not in self.names:
+            if re.fullmatch(_BLADE_NAME, node.id):
+                self.blades.add(node.id)
+                return
             known = ", ".join(self.names) or "none"
-            _refuse(node, f"unknown name {node.id!r} (declared inputs: {known}; functions: {', '.join(FUNCTIONS)})")
+            _refuse(node, f"unknown name {node.id!r} (declared inputs: {known}; blade names such as e1 or e12; "
+                    f"functions: {', '.join(FUNCTIONS)})")
         self.used.add(node.id)
 
     def _Constant(self, node):
         if type(node.value) not in (int, float):
             _refuse(node, f"the literal {node.value!r} is not allowed (only int and float numbers)")
+        if not math.isfinite(node.value):
+            _refuse(node, f"the literal {node.value!r} is not finite (a float literal beyond 1.8e308 reads as inf)")
 
     def _BinOp(self, node):
         if type(node.op) not in _BINARY:
@@ -216,7 +228,16 @@ class _Evaluator:
         return self.run(node.body)
 
     def _Name(self, node):
-        return self.env[node.id]
+        if node.id in self.env:
+            return self.env[node.id]
+        from galinear.symbolic.trace import blade
+
+        like = next(iter(self.env.values()))  # the algebra of the inputs
+        try:
+            return blade(like, node.id)
+        except (ValueError, KeyError, IndexError) as error:
+            raise ValueError(f"expression {self.text!r}: {node.id!r} is not a blade of this algebra "
+                             f"({error}){_where(node)}") from None
 
     def _Constant(self, node):
         return node.value
@@ -328,17 +349,21 @@ def _parse(text: str) -> ast.Expression:
         raise ValueError(f"expression {text!r} cannot be parsed ({type(error).__name__}: {error})") from None
 
 
-def _check(tree, text: str, names, kind: str = "expression") -> None:
+def _check(tree, text: str, names, kind: str = "expression") -> set:
+    """The input names ``tree`` reads, after checking every node (ValueError naming a refused one)."""
+    checker = _Checker(names)
     try:
-        _Checker(names).check(tree)
+        checker.check(tree)
+        return checker.used
     except _Refused as error:
         raise ValueError(f"{kind} {text!r}: {error}") from None
     except RecursionError:
         raise ValueError(f"{kind} {text!r} is nested too deeply") from None
 
 
-def _make_function(names, text: str, evaluate, kind: str):
-    """A function with one named parameter per input whose cache identity is ``text``."""
+def _make_function(names, text: str, evaluate, kind: str, used=()):
+    """A function with one named parameter per input whose cache identity is ``text``; ``used``
+    (the inputs the text reads) becomes its ``used_inputs``."""
     signature = inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
 
     def function(*args, **kwargs):
@@ -350,6 +375,7 @@ def _make_function(names, text: str, evaluate, kind: str):
     function.__doc__ = f"{kind} {text!r} of ({', '.join(names)})"
     function.__galinear_source__ = f"{kind} text, inputs ({', '.join(names)}): {text}"
     function.expression = text
+    function.used_inputs = tuple(n for n in names if n in set(used))
     return function
 
 
@@ -367,9 +393,9 @@ def parse_expression(text: str, names):
     """
     names = _check_names(names)
     tree = _parse(text)
-    _check(tree, text, names)
+    used = _check(tree, text, names)
     canonical = text.strip()
-    return _make_function(names, canonical, lambda env: _Evaluator(canonical, env).run(tree), "expression")
+    return _make_function(names, canonical, lambda env: _Evaluator(canonical, env).run(tree), "expression", used)
 
 
 def parse_identity(text: str, names):
@@ -384,15 +410,16 @@ def parse_identity(text: str, names):
         ops = ", ".join(type(op).__name__ for op in body.ops)
         raise ValueError(f"identity {text!r}: needs exactly one top-level == between two expressions, got {ops}")
     sides = (ast.Expression(body=body.left), ast.Expression(body=body.comparators[0]))
+    used = set()
     for side in sides:
-        _check(side, text, names, "identity")
+        used |= _check(side, text, names, "identity")
     canonical = text.strip()
 
     def evaluate(env):
         evaluator = _Evaluator(canonical, env)
         return evaluator.run(sides[0]), evaluator.run(sides[1])
 
-    return _make_function(names, canonical, evaluate, "identity")
+    return _make_function(names, canonical, evaluate, "identity", used)
 
 
 # ---------------------------------------------------------------------------- command-line helpers
@@ -407,7 +434,7 @@ def parse_pattern(text: str):
     if not text or not all(items):
         raise ValueError(f"pattern {text!r} is empty or has an empty item; give a grade (2), grades (0,2), "
                          "even, odd, full or blade names (e12,e13)")
-    if all(t.lstrip("-").isdigit() for t in items):
+    if all(re.fullmatch(r"-?[0-9]+", t) for t in items):
         if any(len(t) > 3 for t in items):
             raise ValueError(f"grade {text!r} is out of range; grades are 0..8")
         grades = [int(t) for t in items]
@@ -441,8 +468,9 @@ def parse_signature(text: str, max_n: int, label: str = "signature") -> tuple[in
     """``"3,0,1"`` -> ``(3, 0, 1)``, checked (non-negative, ``1 <= p+q+r <= max_n``) before anything
     is built from it; ``label`` names the option in the messages."""
     parts = [part.strip() for part in str(text).split(",")]
-    if len(parts) != 3 or not all(part.lstrip("-").isdigit() for part in parts):
-        raise ValueError(f"{label} must look like 3,0,1 (p,q,r), got {text!r}")
+    if len(parts) != 3 or not all(re.fullmatch(r"-?[0-9]+", part) for part in parts):
+        raise ValueError(f"{label} must be three integers p,q,r written with the digits 0-9, e.g. 3,0,1; "
+                         f"got {text!r}")
     if any(part.startswith("-") for part in parts):
         raise ValueError(f"{label} {text!r}: p, q and r must be non-negative")
     if any(len(part) > 4 for part in parts):

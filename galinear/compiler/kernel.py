@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from galinear._numba import generated_folder, load_generated, readonly
-from galinear.compiler.build import Built
+from galinear.compiler.build import Built, grad_input_name
 from galinear.symbolic.trace import KernelDomainError
 
 __all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS"]
@@ -102,8 +102,9 @@ class _Loaded:
         bad = np.flatnonzero(codes)
         if bad.size:
             code = int(codes[bad[0]])
+            rows = ", ".join(str(int(r)) for r in bad[:5]) + (", ..." if bad.size > 5 else "")
             raise KernelDomainError(
-                f"{self.guards[code - 1]} at {bad.size} of {codes.size} rows (first: row {int(bad[0])}); "
+                f"{self.guards[code - 1]} at {bad.size} of {codes.size} rows (rows {rows}); "
                 "give inputs inside the domain of every step (an invertible argument of inv() and /, a "
                 "non-negative argument of sqrt())")
 
@@ -260,7 +261,7 @@ class Kernel:
         self.target = built.target
         self.is_backward = backward
         if backward:
-            self.input_blades = {**built.input_blades, "grad": built.output_blades}
+            self.input_blades = {**built.input_blades, grad_input_name(built.input_blades): built.output_blades}
             self.output_blades = tuple(f"grad_{k}" for k in built.input_blades)
             self.source, self.header = built.backward_source, built.backward_header
             self.operations = dict(built.backward_operations)
@@ -315,10 +316,86 @@ class Kernel:
             out.append(v)
         return names, out
 
-    def __call__(self, *args, out=None, parallel=False, **kwargs):
-        """The kernel on coefficient arrays; ``out=`` (numba and c) writes into the given array(s)
-        of the result's shape and dtype instead of fresh ones; ``parallel`` (numba) runs the
-        ``prange`` variant over rows (True, or "auto" for large batches of long programs)."""
+    def _algebra(self):
+        """The numeric :class:`galinear.Algebra` of the kernel (made from a signature if needed)."""
+        from galinear.core import Algebra
+        from galinear.core.layout import Layout
+
+        if isinstance(self.algebra, Layout):
+            return self.algebra
+        from galinear.compiler import _metric_of
+
+        metric = _metric_of(self.algebra)
+        return Algebra(metric.count(1), metric.count(-1), metric.count(0))
+
+    def _unpack(self, name: str, value):
+        """The coefficients of ``input_blades[name]`` from a :class:`galinear.MultiVector`
+        (refused when it holds a blade outside the input's pattern: it would be dropped)."""
+        from galinear.blades import blade_index
+
+        algebra = value.algebra
+        metric = tuple(self._algebra().metric)
+        if tuple(algebra.metric) != metric:
+            raise ValueError(f"input {name!r} is a multivector of metric {tuple(algebra.metric)}; the kernel was "
+                             f"compiled for metric {metric}")
+        index = [blade_index(algebra.n, b) for b in self.input_blades[name]]
+        values = np.asarray(value.values)
+        rest = np.ones(values.shape[-1], bool)
+        rest[index] = False
+        if np.any(values[..., rest] != 0):
+            present = np.any(values.reshape(-1, values.shape[-1]) != 0, axis=0)
+            names = [algebra.blade_names[i] for i in np.flatnonzero(rest & present)]
+            raise ValueError(f"input {name!r} holds blades {', '.join(names)} outside its compiled pattern "
+                             f"({', '.join(self.input_blades[name])}); compile with a pattern that includes them")
+        return values[..., index]
+
+    def _pack(self, result):
+        """A :class:`galinear.MultiVector` holding the output coefficients in their blades."""
+        from galinear.blades import blade_index
+        from galinear.core import MultiVector
+
+        algebra = self._algebra()
+        array = result.detach().cpu().numpy() if _is_tensor(result) else np.asarray(result)
+        full = np.zeros(array.shape[:-1] + (algebra.dim,), array.dtype)
+        full[..., [blade_index(algebra.n, b) for b in self.output_blades]] = array
+        return MultiVector(algebra, full)
+
+    def __call__(self, *args, **kwargs):
+        """The kernel on coefficient arrays, by position (the function's parameter order) or by
+        name; ``out=`` (numba and c) writes into the given array(s) of the result's shape and
+        dtype instead of fresh ones; ``parallel`` (numba) runs the ``prange`` variant over rows
+        (True, or "auto" for large batches of long programs).
+
+        An input named ``out`` or ``parallel`` takes that keyword; the option is then given
+        through :meth:`run`. Inputs may be :class:`galinear.MultiVector`s (their blades of the
+        input's pattern are read); a forward kernel given one returns a
+        :class:`galinear.MultiVector` too."""
+        options = {k: kwargs.pop(k) for k in ("out", "parallel") if k in kwargs and k not in self.input_blades}
+        return self.run(args, kwargs, **options)
+
+    def run(self, args=(), kwargs=None, *, out=None, parallel=False):
+        """The kernel on the inputs ``args`` (by position) and ``kwargs`` (a dict, by name); the
+        options as in ``__call__``, whatever the inputs are called."""
+        from galinear.core import MultiVector
+
+        if isinstance(args, dict):
+            args, kwargs = (), {**args, **(kwargs or {})}
+        args, kwargs = tuple(args), dict(kwargs or {})
+
+        multivectors = any(isinstance(v, MultiVector) for v in (*args, *kwargs.values()))
+        if multivectors:
+            names = list(self.input_blades)
+            args = tuple(self._unpack(n, v) if isinstance(v, MultiVector) else v for n, v in zip(names, args))
+            kwargs = {k: self._unpack(k, v) if isinstance(v, MultiVector) and k in self.input_blades else v
+                      for k, v in kwargs.items()}
+            if out is not None:
+                raise ValueError("out= takes arrays; with multivector inputs the kernel returns a new MultiVector")
+        result = self._call_arrays(args, out, parallel, kwargs)
+        if multivectors and not self.is_backward and len(self._program.out_widths) == 1:
+            return self._pack(result)
+        return result
+
+    def _call_arrays(self, args, out, parallel, kwargs):
         names, values = self._arguments(args, kwargs)
         tensors = any(_is_tensor(v) for v in values)
         many = len(self._program.out_widths) > 1 or self.is_backward  # a backward: one gradient per input

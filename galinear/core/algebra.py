@@ -493,6 +493,27 @@ class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, Subsp
         _init(self, self.algebra, values, infer_pattern(self.algebra, values) if pattern is None else pattern)
 
 
+def _deferring(method):
+    """``method`` returning NotImplemented for operands that ask to handle mixed operations
+    themselves (``_galinear_defers``: the traced multivectors of :func:`galinear.compile`), so
+    ``C * x`` with a numeric constant C and a traced x reaches ``x.__rmul__``."""
+
+    def operator(self, other):
+        if getattr(other, "_galinear_defers", False):
+            return NotImplemented
+        return method(self, other)
+
+    operator.__name__ = operator.__qualname__ = method.__name__
+    operator.__doc__ = method.__doc__
+    return operator
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__xor__", "__rxor__",
+              "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__or__", "__ror__", "__and__",
+              "__rand__", "__matmul__", "__truediv__", "__rtruediv__"):
+    setattr(MultiVector, _name, _deferring(getattr(MultiVector, _name)))
+del _name
+
 _new = object.__new__
 _set_algebra = MultiVector.algebra.__set__
 _set_values = MultiVector._values.__set__

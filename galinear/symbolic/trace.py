@@ -31,6 +31,10 @@ cheaper of two orders) is :mod:`galinear.symbolic.lowering`.
 from __future__ import annotations
 
 import inspect
+import linecache
+import math
+import os
+import sys
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -180,6 +184,8 @@ class _Recorder:
         self.metric = metric
         self.steps: list[Step] = []
         self.counter = 0
+        self._in_inputs: dict = {}
+        self._expanded_steps = 0
 
     def fresh(self, prefix="t"):
         self.counter += 1
@@ -197,15 +203,62 @@ class _Recorder:
     def barrier(self, kind, expr, what, order=0):
         sym = self.fresh({"recip": "r", "sqrt": "q", "abs": "a", "g": "g"}[kind])
         arg = self.let(expr)
-        self.steps.append(Step(sym, arg, kind, order, what))
+        where = _user_location()
+        self.steps.append(Step(sym, arg, kind, order, f"{what} {where}" if where else what))
         return sym
+
+    def in_inputs(self, expr):
+        """``expr`` (in the staged symbols) expanded in the input symbols (and the non-polynomial
+        steps' symbols): how facts such as "this bivector is simple" are decided exactly."""
+        for step in self.steps[self._expanded_steps:]:
+            if step.kind == "let":
+                self._in_inputs[step.symbol] = sp.expand(step.expr.xreplace(self._in_inputs))
+        self._expanded_steps = len(self.steps)
+        return sp.expand(sp.sympify(expr).xreplace(self._in_inputs))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_location() -> str:
+    """Where in the user's code the operation being traced was written: ``file:line (source)``,
+    or the expression text and column for a function made by ``parse_expression``."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE + os.sep):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            return f"at {os.path.basename(filename)}:{frame.f_lineno}" + (f" ({line})" if line else "")
+        evaluator, node = frame.f_locals.get("self"), frame.f_locals.get("node")
+        if type(evaluator).__name__ == "_Evaluator" and hasattr(node, "col_offset"):
+            return f"in {evaluator.text!r} at column {node.col_offset + 1}"
+        frame = frame.f_back
+    return ""
+
+
+def exact_number(value) -> sp.Rational:
+    """A Python or numpy number as an exact rational: a float by the decimal of its shortest
+    ``repr`` (``0.1`` is 1/10, and prints back as the same float); inf and nan are refused."""
+    if isinstance(value, bool):
+        raise TypeError("a bool is not a number of the algebra; use 0 or 1")
+    if isinstance(value, int):
+        return sp.Integer(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"the constant {number!r} is not finite; a kernel computes with finite numbers")
+    return sp.Rational(repr(number))
 
 
 class Traced:
     """A multivector inside :func:`trace`: the operators of :class:`galinear.symbolic.MultiVector`
-    with each product's coefficients assigned to fresh symbols (the staged program)."""
+    with each product's coefficients assigned to fresh symbols (the staged program).
+
+    Numeric :class:`galinear.MultiVector` constants combine on either side: the numeric class
+    returns ``NotImplemented`` for operands that set ``_galinear_defers``, so Python asks this
+    class's reflected operator."""
 
     __array_priority__ = 1000
+    _galinear_defers = True
 
     def __init__(self, mv: MultiVector, rec: _Recorder):
         self.mv = mv
@@ -227,8 +280,10 @@ class Traced:
         if isinstance(other, MultiVector):
             return self.mv._coerce(other)
         if isinstance(other, (int, float)) and not isinstance(other, bool):
-            return self.mv._coerce(sp.nsimplify(other) if isinstance(other, float) else sp.Integer(other))
+            return self.mv._coerce(exact_number(other))
         if isinstance(other, sp.Expr):
+            if other.has(sp.zoo, sp.oo, sp.nan, -sp.oo):
+                raise ValueError(f"the constant {other} is not finite; a kernel computes with finite numbers")
             return self.mv._coerce(other)
         values, algebra = getattr(other, "values", None), getattr(other, "algebra", None)
         if values is not None and algebra is not None:  # a numeric galinear.MultiVector constant
@@ -239,7 +294,7 @@ class Traced:
                 else None
             if flat is None:
                 raise ValueError("constants in a traced function must be single multivectors, not batches")
-            return MultiVector(self.mv.metric, [sp.Rational(v) for v in flat])
+            return MultiVector(self.mv.metric, [exact_number(v) for v in flat])
         raise TypeError(f"cannot combine a traced multivector with {type(other).__name__}; use multivectors "
                         "and Python numbers")
 
@@ -305,10 +360,14 @@ class Traced:
         return self._wrap(self._other(other).regressive(self.mv))
 
     def __matmul__(self, other):
-        if not isinstance(other, (Traced, MultiVector)):
+        if isinstance(other, (int, float, sp.Expr)):
             raise TypeError(f"R @ x needs a multivector x, got {type(other).__name__}")
-        t = self * other
-        return t * self.reverse()
+        x = Traced(self._other(other), self._rec)  # traced, symbolic or numeric
+        return self * x * self.reverse()
+
+    def __rmatmul__(self, other):
+        R = Traced(self._other(other), self._rec)
+        return R * self * R.reverse()
 
     def __pow__(self, exponent):
         if isinstance(exponent, bool) or not isinstance(exponent, int):
@@ -345,12 +404,10 @@ class Traced:
 
     # -- division
     def __truediv__(self, other):
-        if isinstance(other, (Traced, MultiVector)):
-            scalar = self._scalar(other)
-            if scalar is None:
-                return self * Traced(self._other(other), self._rec).inv()
-            other = scalar
-        value = self._other(other).coefficients[0]
+        divisor = self._other(other)  # a number, or a traced, symbolic or numeric multivector
+        if any(c != 0 for c in divisor.coefficients[1:]):
+            return self * Traced(divisor, self._rec).inv()
+        value = divisor.coefficients[0]
         if value.is_Number:
             if value == 0:
                 raise KernelDomainError("division by the constant 0 in the traced function")
@@ -429,7 +486,7 @@ class Traced:
         """Square root of a scalar (a multivector whose only part is grade 0); guarded ``>= 0``."""
         scalar = self._scalar(self)
         if scalar is None:
-            raise ValueError("sqrt() is traced for scalars only (take x.grade(0) or norm(x) first)")
+            raise ValueError("sqrt() is compiled for scalars only: take the grade-0 part first (x(0), or grade(x, 0)) or use norm(x)")
         q = self._rec.barrier("sqrt", scalar, "sqrt()")
         return self._wrap(self.mv._coerce(q), stage=False)
 
@@ -454,13 +511,15 @@ def _exp(B: Traced) -> Traced:
     if mv.n > 5:
         raise ValueError(f"exp() is compiled for n <= 5 (closed forms of k = floor(n/2) <= 2); n = {mv.n}")
     W2 = mv.op(mv).applyfunc(lambda c: sp.expand(c) / 2)
-    if mv.n <= 3 or all(c == 0 for c in W2.coefficients):
+    # simplicity is decided on the coefficients expanded in the inputs, as prove() decides it
+    # (exp(a ^ b) is simple in every signature, though its staged W2 is not visibly 0)
+    if mv.n <= 3 or all(rec.in_inputs(c) == 0 for c in W2.coefficients):
         lam = sp.expand(mv.gp(mv).coefficients[0])
         c = rec.barrier("g", lam, "exp()", 0)
         s1 = rec.barrier("g", lam, "exp()", 1)
         return B._wrap(mv * (2 * s1) + c)
     sigma2 = sp.expand(W2.gp(W2).coefficients[0])
-    if sigma2 != 0:
+    if sigma2 != 0 and rec.in_inputs(sigma2) != 0:
         raise ValueError(
             "exp() of a general bivector in this algebra needs both invariants of the decomposition "
             "(sigma_2 = <W2 W2>_0 is not identically 0); compiled kernels cover simple bivectors (n <= 3, "

@@ -130,7 +130,7 @@ def test_verify_identity_all_signatures(capsys):
     (["--signatures", "3,0,0", "--timeout", "-5"], "--timeout must be"),
     (["--signatures", "3,0,0", "--timeout", "1e300"], "--timeout must be"),
     ([], "give --signatures"),
-    (["--signatures", "3,0"], "must look like 3,0,1"),
+    (["--signatures", "3,0"], "three integers p,q,r"),
     (["--signatures", "9,0,0"], "n = p+q+r = 9"),
     (["--signatures", "all", "--max-n", "12"], "--max-n"),
     (["--signatures", "3,0,0", "--n", "3"], "do not combine"),

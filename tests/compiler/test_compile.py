@@ -178,13 +178,16 @@ def test_the_cache_is_keyed_on_source_and_checked(tmp_path, monkeypatch):
 
     monkeypatch.setattr(build, "cache_folder", lambda: tmp_path)
     alg = galinear.Algebra(3)
-    first = build.build(lambda a, b: a * b, alg.metric, {"a": 1, "b": 1}, "numpy")
-    again = build.build(lambda a, b: a * b, alg.metric, {"a": 1, "b": 1}, "numpy")
+    def mul(a, b):  # one definition: the key holds its code and where it is (guards name the line)
+        return a * b
+
+    first = build.build(mul, alg.metric, {"a": 1, "b": 1}, "numpy")
+    again = build.build(mul, alg.metric, {"a": 1, "b": 1}, "numpy")
     assert not first.from_cache and again.from_cache and again.source == first.source
     other = build.build(lambda a, b: a ^ b, alg.metric, {"a": 1, "b": 1}, "numpy")
     assert not other.from_cache and other.key != first.key
     (tmp_path / f"{first.key}.source").write_text("import os\n")
-    tampered = build.build(lambda a, b: a * b, alg.metric, {"a": 1, "b": 1}, "numpy")
+    tampered = build.build(mul, alg.metric, {"a": 1, "b": 1}, "numpy")
     assert not tampered.from_cache and tampered.source == first.source
     assert not list(tmp_path.glob("*.pkl"))
 

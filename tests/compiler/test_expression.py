@@ -220,7 +220,8 @@ def test_command_line_helpers():
         with pytest.raises(ValueError):
             parse_inputs(bad)
     assert parse_signature("3,0,1", 8) == (3, 0, 1)
-    for bad, message in [("3,0", "must look like"), ("a,b,c", "must look like"), ("-1,0,0", "non-negative"),
+    for bad, message in [("3,0", "three integers"), ("a,b,c", "three integers"), ("-1,0,0", "non-negative"),
+                         ("\u00b2,0,0", "digits 0-9"), ("\u0663,0,0", "digits 0-9"),
                          ("9,0,0", "n = p\\+q\\+r = 9"), ("0,0,0", "n = p\\+q\\+r = 0"),
                          ("1" + "0" * 40 + ",0,0", "too large")]:
         with pytest.raises(ValueError, match=message):
