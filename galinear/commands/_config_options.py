@@ -16,10 +16,7 @@ from dataclasses import dataclass
 
 __all__ = ["Option", "add_config_options", "config_from_args", "positive_int", "nonnegative_int", "int_in",
            "positive_float", "nonnegative_float", "probability", "optional_positive_int", "run_tag", "thread_count",
-           "SEED_LIMIT", "seed"]
-
-#: Largest seed a command takes: torch.manual_seed and numpy's generators accept every integer up to it.
-SEED_LIMIT = 2**64 - 1
+           "seed"]
 
 
 def positive_int(text):
@@ -90,6 +87,8 @@ def int_in(low: int, high: int, what: str = "an integer"):
 
 def seed(text):
     """A seed: an integer in 0..2**64 - 1 (every seed torch.manual_seed takes)."""
+    from galinear.train.config import SEED_LIMIT
+
     try:
         return int_in(0, SEED_LIMIT)(text)
     except argparse.ArgumentTypeError:

@@ -6,7 +6,7 @@ import os
 
 from galinear.commands._config_options import (
     Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, optional_positive_int,
-    probability, run_tag, thread_count,
+    probability, run_tag, seed, thread_count,
 )
 
 HELP = ("Train small transformers with dense / rotor / rotor-network / givens / kron / low-rank / Monarch "
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         Option("heldout_fraction", "fraction of window groups held out (default %(default)s)", type=probability),
         Option("eval_windows", "held-out windows scored at every evaluation (default %(default)s; 'all' for every one)",
                type=optional_positive_int),
-        Option("split_seed", "seed of the train / held-out split (default %(default)s)", type=nonnegative_int),
+        Option("split_seed", "seed of the train / held-out split (default %(default)s)", type=seed),
     ])
 
     group = parser.add_argument_group("model")
@@ -92,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ])
 
     group = parser.add_argument_group("training")
-    group.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0])
+    group.add_argument("--seeds", nargs="+", type=seed, default=[0], help="one run per seed, each an integer in "
+                       "0..2**64 - 1 (default 0)")
     add_config_options(group, LMTrainConfig, [
         Option("steps", "(default %(default)s)"),
         Option("batch_size", "windows per step, all ranks together (default %(default)s)"),
@@ -221,6 +222,9 @@ def check_options(args) -> None:
          f"{listed} has none of them"),
         ("chunk_size", bool(chunked), f"--chunk-size sets the chunks of rotor and givens projections, and {listed} has "
                                       "none"),
+        ("chunk_size", args.chunk_size is None or args.chunk_size <= args.width,
+         f"every projection caps its chunks at the width, so --chunk-size {args.chunk_size} runs as --chunk-size "
+         f"{args.width} (--width {args.width}); give at most {args.width}"),
         ("backend", bool(rotor), f"--backend chooses the sandwich of rotor projections, and {listed} has none"),
         ("rotor_init_std", bool(chunked), f"--rotor-init-std draws rotor bivectors and givens angles, and {listed} has "
                                           "neither"),

@@ -3,7 +3,7 @@ import argparse
 
 from galinear.commands._config_options import (
     Option, add_config_options, config_from_args, nonnegative_float, nonnegative_int, positive_int, probability, run_tag,
-    thread_count,
+    seed, thread_count,
 )
 
 HELP = "Train rotor / dense / low-rank MLPs on Fashion-MNIST or MNIST; write JSON, a table and a plot."
@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "then /usr/share/datasets/fashion-mnist)")
     parser.add_argument("--model", nargs="+", choices=MODEL_KINDS, default=["rotor", "dense"],
                         help="one or more model kinds, trained one after another (default: rotor dense)")
-    parser.add_argument("--seeds", nargs="+", type=nonnegative_int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=seed, default=[0, 1, 2],
+                        help="one run per seed and model, each an integer in 0..2**64 - 1 (default 0 1 2)")
     add_config_options(parser, MLPConfig, [
         Option("hidden", "hidden width (default %(default)s)"),
         Option("depth", "hidden layers (default %(default)s)"),
@@ -72,9 +73,22 @@ ON_INTERRUPT = "every finished epoch is kept in its run's checkpoint (no file is
 _REPORT_OPTIONS = ("out", "data", "hidden", "depth", "progress")
 
 
+def _rotor_widths(args) -> list:
+    """(d_in, d_out) of every rotor map of the models asked (28 x 28 images, 10 classes)."""
+    from galinear.train.data import class_count
+
+    widths = []
+    if "rotor" in args.model:
+        widths += [(28 * 28, args.hidden)] + [(args.hidden, args.hidden)] * (args.depth - 1)
+    if args.head == "rotor":
+        widths.append((args.hidden, class_count(args.data)))
+    return widths or [(1, 1)]
+
+
 def check_options(args) -> None:
     """Refuse an option that has no effect in the combination given, naming both options."""
     from galinear.commands._options import refuse_repeats, refuse_unused, refuse_with_report_only
+    from galinear.train.config import largest_chunk
 
     refuse_with_report_only(args, _REPORT_OPTIONS)
     kinds = set(args.model)
@@ -88,6 +102,10 @@ def check_options(args) -> None:
                                 "has none"),
         ("rotor_gradient", rotor_maps, f"--rotor-gradient is the gradient of rotor maps, and {listed} with --head "
                                        f"{args.head} has none"),
+        ("chunk_size", not rotor_maps or args.chunk_size <= largest_chunk(_rotor_widths(args)),
+         f"every rotor map caps its chunks at the largest power of two <= both its widths, {largest_chunk(_rotor_widths(args))} "
+         f"at most here (--hidden {args.hidden}), so --chunk-size {args.chunk_size} runs as that; give at most "
+         f"{largest_chunk(_rotor_widths(args))}"),
         ("rotor_init_std", "rotor" in kinds, f"--rotor-init-std draws the bivectors of rotor models, and {listed} "
                                              "has none"),
     ])

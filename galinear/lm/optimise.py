@@ -16,9 +16,9 @@ Step t = start + 1, ..., ``steps`` (t counts from 1):
 3. ``loss(t)``: a differentiable scalar (a closure that draws its own rows, e.g. from :class:`Batches`);
 4. zero_grad, backward, the global gradient norm over ``clip_params`` clipped to ``grad_clip`` (when
    > 0), the optimiser's step, the schedule's step;
-5. the step's number ``loss_value(loss)`` (default ``loss.item()``); when it is not finite, a
-   FloatingPointError with the message ``nonfinite`` (after the step, so that every rank of a
-   distributed run, which sees the same averaged number, stops at the same step);
+5. the step's number ``loss_value(loss)`` (default ``loss.item()``); when it is not finite or above
+   ``ceiling``, a FloatingPointError with the message ``nonfinite`` (after the step, so that every
+   rank of a distributed run, which sees the same averaged number, stops at the same step);
 6. ``on_step(run)`` (if given), with :attr:`Run.step`, the number in ``run.recent[-1]`` and the
    step's seconds (3 to 5) in :attr:`Run.step_seconds`.
 
@@ -207,7 +207,7 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
           start: int = 0, grad_clip: float = 0.0, clip_params=None, loss_value=None, stop=None, on_step=None,
           validate=None, eval_every: int = 25, plateau: Plateau | None = None, resume: dict | None = None,
           on_check=None, nonfinite="non-finite loss at step {step}; lower the learning rate", name: str = "loss",
-          progress: str | None = None, threads=None) -> Run:
+          progress: str | None = None, threads=None, ceiling: float | None = None) -> Run:
     """Minimise ``loss`` with ``optimizer``; returns the :class:`Run` (see the module's text for the loop).
 
     Parameters
@@ -244,6 +244,9 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
     nonfinite : str or callable
         The message of the FloatingPointError for a non-finite loss: a str with ``{step}`` and
         ``{value}`` filled in, or ``nonfinite(step, value)`` -> the message.
+    ceiling : float, optional
+        A step's number above it ends the run as a non-finite one does (the same message): a loss
+        out of all bounds (a diverged run) stops it before it reaches infinity.
     name, progress : str
         What the loss is called in the progress notes, and the :class:`galinear._progress.Progress`
         label (None: silent).
@@ -300,7 +303,7 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
         run.step_seconds = time.perf_counter() - started
         if governor is not None:
             governor.after_step(run.step_seconds)
-        if not math.isfinite(number):
+        if not math.isfinite(number) or ceiling is not None and number > ceiling:
             raise FloatingPointError(nonfinite(step, number) if callable(nonfinite)
                                      else nonfinite.format(step=step, value=number))
         run.recent = (run.recent + [number])[-10:]

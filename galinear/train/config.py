@@ -12,12 +12,39 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-__all__ = ["MLPConfig", "TrainConfig", "MODEL_KINDS", "ACTIVATIONS", "HEADS", "ROTOR_GRADIENTS"]
+__all__ = ["MLPConfig", "TrainConfig", "MODEL_KINDS", "ACTIVATIONS", "HEADS", "ROTOR_GRADIENTS", "check_decay",
+           "largest_chunk", "SEED_LIMIT", "check_seed"]
+
+#: Largest training seed: torch.manual_seed and numpy's generators take every integer in 0..2**64 - 1.
+SEED_LIMIT = 2**64 - 1
 
 MODEL_KINDS = ("dense", "rotor", "lowrank")
 ACTIVATIONS = ("relu", "gelu", "prelu", "tanh")
 HEADS = ("dense", "rotor")
 ROTOR_GRADIENTS = ("exact", "power-step")
+
+
+def check_decay(lr: float, weight_decay: float, lr_flag: str = "--lr") -> None:
+    """Refuse a decoupled weight decay that the step alone makes diverge: AdamW multiplies every decayed
+    weight by 1 - lr x weight_decay at each step (lr the peak rate), so from lr x weight_decay >= 1 the
+    weights are zeroed or flip sign every step and grow without bound past 2."""
+    if weight_decay > 0 and lr * weight_decay >= 1:
+        raise ValueError(f"--weight-decay {weight_decay:g} with {lr_flag} {lr:g}: each AdamW step multiplies every "
+                         f"decayed weight by 1 - {lr_flag.lstrip('-')} x weight_decay = {1 - lr * weight_decay:g}, so "
+                         f"the decay alone destroys the weights; choose --weight-decay below 1 / {lr_flag.lstrip('-')} "
+                         f"= {1 / lr:g} (usually 0 to 0.1), or a lower {lr_flag}")
+
+
+def check_seed(seed, name: str = "seed") -> None:
+    """``seed`` is an integer in 0..SEED_LIMIT (2**64 - 1)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_LIMIT:
+        raise ValueError(f"{name} must be an integer in 0..2**64 - 1 (what torch.manual_seed takes), got {seed!r}")
+
+
+def largest_chunk(widths) -> int:
+    """The largest rotor chunk any map of ``widths`` ((d_in, d_out) pairs) uses: each map caps its chunks
+    at the largest power of two <= both its widths, so a larger chunk size runs as this one."""
+    return max(1 << (min(a, b).bit_length() - 1) for a, b in widths)
 
 
 @dataclass
@@ -149,3 +176,5 @@ class TrainConfig:
             raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        check_decay(self.lr, self.weight_decay)
+        check_seed(self.seed)

@@ -37,6 +37,13 @@ def image_tensors(name: str, folder=None, limit_train: int | None = None, limit_
     """
     train = load_dataset(name, "train", folder)
     test = load_dataset(name, "test", folder)
+    if train.images.shape[1:] != test.images.shape[1:]:
+        from galinear.data.idx import IdxFormatError
+
+        (rows, cols), (test_rows, test_cols) = train.images.shape[1:], test.images.shape[1:]
+        raise IdxFormatError(f"the training images of {train.source} are {rows} x {cols} pixels but the test images of "
+                             f"{test.source} are {test_rows} x {test_cols}: the train-images and t10k-images files do "
+                             "not belong together; put the two splits of one data set in the folder")
     train_images, train_labels = train.images[:limit_train], train.labels[:limit_train]
     test_images, test_labels = test.images[:limit_test], test.labels[:limit_test]
     x_train, x_test = standardise(train_images, test_images)

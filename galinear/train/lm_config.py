@@ -270,6 +270,12 @@ class LMTrainConfig:
                 raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)!r}")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        from galinear.train.config import check_decay, check_seed
+
+        check_seed(self.seed)
+        check_decay(self.lr, self.weight_decay)
+        if self.decay_bivectors and self.rotor_lr is not None:
+            check_decay(self.rotor_lr, self.weight_decay, "--rotor-lr")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.max_seconds is not None and not (self.max_seconds > 0 and math.isfinite(self.max_seconds)):
@@ -320,6 +326,9 @@ class LMDataConfig:
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ValueError(f"heldout_fraction must lie in (0, 1), got {self.heldout_fraction!r}")
         _positive(self, ("group",))
+        from galinear.train.config import check_seed
+
+        check_seed(self.split_seed, "split_seed")
         for name in ("max_tokens", "eval_windows"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -120,6 +120,11 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     return loss_sum / x.shape[0], correct / x.shape[0]
 
 
+#: A training loss above this many times that of a uniform guess (ln of the class count) stops the run as
+#: diverged: no learning run passes it, while a diverging one gets there long before it overflows.
+DIVERGED_FACTOR = 100
+
+
 def _check_finite(model: nn.Module, epoch: int, step: int) -> None:
     for name, parameter in model.named_parameters():
         if not torch.isfinite(parameter).all():
@@ -197,6 +202,7 @@ def train_classifier(
             log(f"{description}: resuming after epoch {len(history['epochs'])}")
 
     start_epoch = len(history["epochs"])
+    ceiling = DIVERGED_FACTOR * max(1.0, math.log(model_config.num_classes))
     if progress:
         from tqdm.auto import tqdm
     for epoch in range(start_epoch, train_config.epochs):
@@ -218,7 +224,11 @@ def train_classifier(
 
         def diverged(step: int, value: float) -> str:
             _check_finite(model, epoch, step - 1)
-            return f"training loss became {value} at epoch {epoch + 1}, step {step - 1}; lower --lr"
+            return (f"the training loss became {value:.4g} at epoch {epoch + 1}, step {step}" +
+                    ("" if not math.isfinite(value) else f", above {ceiling:.4g} ({DIVERGED_FACTOR} times the loss of "
+                     f"a uniform guess over {model_config.num_classes} classes): the run diverged") +
+                    f"; lower --lr (now {train_config.lr:g})" +
+                    (" or give --warmup-steps" if not train_config.warmup_steps else ""))
 
         def add(run) -> None:
             size = rows(run.step).shape[0]
@@ -230,7 +240,7 @@ def train_classifier(
                     bar.set_postfix(loss=f"{sums['loss'] / sums['seen']:.4f}")
 
         optimise.train(optimizer, batch_loss, steps=steps_per_epoch, scheduler=scheduler, nonfinite=diverged,
-                       on_step=add)
+                       on_step=add, ceiling=ceiling)
         loss_sum, seen = sums["loss"], sums["seen"]
         if bar is not None:
             bar.close()

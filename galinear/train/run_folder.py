@@ -93,6 +93,21 @@ def restore_state(state: dict, model, optimizer, scheduler, path, fix: str) -> N
                                                f"parameter of shape {tuple(parameter.shape)}", fix)
 
 
+def _first_nonfinite(tree, where: str):
+    """The path (``model/layers.0.weight``) of the first floating-point tensor of ``tree`` (nested dicts
+    and lists) that holds a NaN or an infinity, or None."""
+    import torch
+
+    if isinstance(tree, torch.Tensor):
+        return where if tree.is_floating_point() and not bool(torch.isfinite(tree).all()) else None
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, (list, tuple)) else ()
+    for key, value in items:
+        found = _first_nonfinite(value, f"{where}/{key}")
+        if found is not None:
+            return found
+    return None
+
+
 def _check_regular(path: Path, fix: str) -> None:
     if os.path.lexists(path) and not path.is_file():
         kind = "a folder" if path.is_dir() else "not a regular file"
@@ -234,7 +249,8 @@ class RunFormat:
         The folder must be (or become) a writable folder; ``config.json``, ``history.json`` and
         ``checkpoint.pt`` regular readable files where they exist; the configuration saved in
         ``config.json`` and inside the checkpoint must be ``config`` and the data fingerprints
-        the same; the checkpoint's history whole, no longer than the run, with an optimiser state.
+        the same; the checkpoint's history whole, no longer than the run, with an optimiser state and
+        finite model and optimiser tensors.
         """
         run_dir = Path(run_dir)
         other = f"choose another --out (or --tag), or delete the run folder {run_dir} to start this run again"
@@ -265,6 +281,10 @@ class RunFormat:
         self.check_history(state["history"], checkpoint, fix, config)
         if not isinstance(state["optimizer"], dict) or not isinstance(state["optimizer"].get("state"), dict):
             raise _io.CorruptFileError(checkpoint, "holds no optimiser state", fix)
+        for part in ("model", "optimizer"):
+            where = _first_nonfinite(state.get(part), part)
+            if where is not None:  # a resumed run would only carry NaN or infinity on
+                raise _io.CorruptFileError(checkpoint, f"holds non-finite values (NaN or infinity) in {where}", fix)
         return state
 
     def collect(self, root, finished, log=None) -> dict[str, dict[int, dict]]:

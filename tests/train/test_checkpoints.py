@@ -93,3 +93,15 @@ def test_train_resumes_from_plain_tensor_checkpoint_of_older_galinear(tmp_path):
     resumed = _train(tmp_path / "old", epochs=2)
     for p, q in zip(full["model"].parameters(), resumed["model"].parameters()):
         assert torch.equal(p, q)
+
+
+def test_a_checkpoint_with_nan_weights_is_named_before_training(tmp_path):
+    _train(tmp_path / "run", epochs=1)
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    state = _io.load_state(checkpoint)
+    name = next(iter(state["model"]))
+    state["model"][name][0] = float("nan")
+    _io.save_state(checkpoint, state)
+    with pytest.raises(_io.CorruptFileError, match=rf"checkpoint\.pt: holds non-finite values \(NaN or infinity\) in "
+                                                   rf"model/{name}; delete .*checkpoint\.pt"):
+        _train(tmp_path / "run", epochs=1)

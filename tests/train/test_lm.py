@@ -527,6 +527,11 @@ def no_model(monkeypatch):
     (["--rank", "16"], ["lowrank"], ["--rank 16 at width 16"]),
     (["--terms", "17"], ["kron"], ["--terms 17 at width 16", "choose --terms 16 or fewer"]),
     (["--width", "24"], ["givens"], ["givens projections need power-of-two widths", "--width 16 or 32"]),
+    (["--chunk-size", "1024"], ["rotor"], ["--chunk-size has no effect", "--chunk-size 1024 runs as --chunk-size 16",
+                                           "give at most 16"]),
+    (["--weight-decay", "1e9"], ["dense"], ["--weight-decay 1e+09 with --lr 0.001", "choose --weight-decay below 1 / lr"]),
+    (["--weight-decay", "50", "--decay-bivectors", "--rotor-lr", "0.5"], ["rotor"],
+     ["--weight-decay 50 with --rotor-lr 0.5"]),
 ])
 def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, projection, fragments):
     code, _, err = _main(_tiny(tmp_path, *extra, projection=projection), capsys)
@@ -597,7 +602,7 @@ def test_devices_and_compile_backends_are_checked_first(capsys, tmp_path, no_mod
 
 
 def test_a_diverging_run_is_one_line(capsys, tmp_path):
-    code, _, err = _main(_tiny(tmp_path, "--lr", "1e8", "--grad-clip", "0", steps=6), capsys)
+    code, _, err = _main(_tiny(tmp_path, "--lr", "1e8", "--grad-clip", "0", "--weight-decay", "0", steps=6), capsys)
     _one_line_error(code, err, "the training loss became", "lower --lr")
 
 
@@ -749,3 +754,11 @@ def test_recompute_gives_the_same_loss_and_gradients(kind):
     for (name, a), (_, b) in zip(kept.named_parameters(), again.named_parameters()):
         assert b.grad is not None, name
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-12, atol=1e-14, msg=name)
+
+
+def test_seeds_beyond_what_torch_takes_are_refused_by_the_parser(capsys, tmp_path, no_model):
+    with pytest.raises(SystemExit):
+        _main(_tiny(tmp_path, "--seeds", str(2**70)), capsys)
+    assert f"argument --seeds: expected a seed, an integer in 0..2**64 - 1, got {2**70}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"seed must be an integer in 0..2\*\*64 - 1"):
+        LMTrainConfig(seed=-1).validate()

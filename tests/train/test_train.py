@@ -321,6 +321,10 @@ def test_a_run_never_resumes_on_other_data(rng, tmp_path, capsys):
     (["--model", "rotor", "--chunk-size", "2"], ["rotor chunk of 2 coordinates", "--chunk-size 4 or more"]),
     (["--model", "lowrank", "--rank", "64", "--hidden", "64"], ["--rank 64 at hidden width 64"]),
     (["--model", "dense", "--threads", "100000"], ["--threads 100,000 is more than the"]),
+    (["--model", "rotor", "--hidden", "64", "--chunk-size", "1024"], ["--chunk-size has no effect",
+                                                                       "64 at most here", "give at most 64"]),
+    (["--model", "dense", "--weight-decay", "1e9", "--lr", "1e-3"], ["--weight-decay 1e+09 with --lr 0.001",
+                                                                     "below 1 / lr = 1000"]),
 ])
 def test_options_without_effect_and_meaningless_sizes_are_refused(tmp_path, capsys, no_loading, argv, fragments):
     code, lines, _ = _mlp_cli(capsys, *argv, "--out", str(tmp_path / "out"))
@@ -337,3 +341,33 @@ def test_a_damaged_optimiser_state_is_named_before_an_epoch_trains(rng, tmp_path
     _io.save_state(tmp_path / "checkpoint.pt", state)
     with pytest.raises(_io.CorruptFileError, match=r"optimiser exp_avg of shape \(2, 2\)"):
         train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64, seed=0), data, tmp_path, progress=False)
+
+
+def test_seeds_beyond_what_torch_takes_are_refused_by_the_parser(tmp_path, capsys, no_loading):
+    from galinear.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train-mlp", "--seeds", str(2**70), "--out", str(tmp_path)])
+    assert f"expected a seed, an integer in 0..2**64 - 1, got {2**70}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"seed must be an integer in 0..2\*\*64 - 1"):
+        TrainConfig(seed=2**64).validate()
+
+
+def test_a_diverging_loss_stops_the_run_before_it_overflows(rng):
+    data = gaussian_blobs(rng)
+    with pytest.raises(FloatingPointError, match=r"the run diverged; lower --lr \(now 1e\+09\) or give --warmup-steps"):
+        train_classifier(_tiny(), TrainConfig(epochs=2, batch_size=32, lr=1e9, warmup_steps=0), data, None,
+                         progress=False, log=lambda *_: None)
+
+
+def test_training_and_test_images_of_other_sizes_name_the_folders(rng, tmp_path):
+    from galinear.data.idx import IdxFormatError, write_idx
+    from galinear.train.data import image_tensors
+
+    for split, shape, folder in (("train", (6, 5, 7), "a"), ("t10k", (4, 28, 28), "a")):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        write_idx(tmp_path / folder / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, shape).astype(np.uint8))
+        write_idx(tmp_path / folder / f"{split}-labels-idx1-ubyte.gz", rng.integers(0, 10, shape[0]).astype(np.uint8))
+    with pytest.raises(IdxFormatError, match=r"training images of .*a are 5 x 7 pixels but the test images of .*a are "
+                                             r"28 x 28: the train-images and t10k-images files do not belong together"):
+        image_tensors("fashion-mnist", tmp_path / "a")
