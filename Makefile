@@ -166,3 +166,10 @@ clean:
 .PHONY: docs
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The gallery (docs/gallery): run every example script, write the pictures into docs/gallery/images/
+# and the page docs/gallery/index.md (each picture with its script). One example:
+# $(PY) docs/gallery/build.py --only pga_motor
+.PHONY: gallery
+gallery: $(STAMP)
+	$(PY) docs/gallery/build.py

@@ -292,12 +292,14 @@ def draw(*objects, ax=None, labels=None, colors=None, extent=None, size: float =
     return _mpl.finish(ax, legend=any(label is not None for label in labels))
 
 
-def draw_motor_path(B, X, ax=None, steps: int = 60, frames: int = 5, color=None, label=None, axis: bool = True):
+def draw_motor_path(B, X, ax=None, steps: int = 60, frames: int = 5, color=None, label=None, axis: bool = True,
+                    extent: float = 1.5):
     """Draw the motion of X (points, lines or planes) under the motors ``exp(t B)``, t in [0, 1].
 
     Points get their trajectory (a helix for a screw) with the start hollow and the end filled;
-    lines and planes are drawn at ``frames`` times, fading in. In 3D, ``axis=True`` also draws the
-    screw axis (:func:`screw_axis`) dashed. Returns the axes.
+    lines and planes are drawn at ``frames`` times, fading in, over ``extent`` about their points
+    nearest the scene's centre. In 3D, ``axis=True`` also draws the screw axis (:func:`screw_axis`)
+    dashed. Returns the axes.
     """
     d = _dimension(B.algebra)
     ax = _mpl.new_axes(ax, three_d=d == 3)
@@ -320,7 +322,7 @@ def draw_motor_path(B, X, ax=None, steps: int = 60, frames: int = 5, color=None,
         for n, t in enumerate(picks):
             alpha = 0.25 + 0.75 * n / max(1, frames - 1)
             frame = _mv(B.algebra, np.asarray(path.values)[t])
-            draw(frame, ax=ax, colors=[color], labels=[label] if (label and n == frames - 1) else None)
+            draw(frame, ax=ax, colors=[color], labels=[label] if (label and n == frames - 1) else None, extent=extent)
             for artist in (ax.lines[-1:] if ax.lines else []):
                 artist.set_alpha(alpha)
     if axis and d == 3:
