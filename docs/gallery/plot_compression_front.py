@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt
 from galinear.plot.results import find_table, mean_std, number
 
 root = Path(__file__).resolve().parents[2]
-rows = find_table(["budget", "method", "params / layer", "% of q/k/v (these layers)"], [root / "docs", root / "benchmarks"])
+rows = find_table(["budget", "method", "params / layer", "% of q/k/v (these layers)"],
+                  [root / "docs", root / "benchmarks"])
 methods = {}
 for row in rows:
     name = row["method"].split(",")[0].split("(")[0].strip()

@@ -20,7 +20,8 @@ crossing = line ^ floor  # where the line PQ meets the floor
 edge = floor ^ wall  # where the two planes meet
 
 print("line PQ crosses the floor at", pga.coordinates(crossing).round(3))
-ax = draw_pga(points, line, floor, wall, crossing, edge, labels=["P, Q", "line P & Q", "floor z = 0", "wall x = 1.5", "(P & Q) ^ floor", "floor ^ wall"], extent=2.0)
+labels = ["P, Q", "line P & Q", "floor z = 0", "wall x = 1.5", "(P & Q) ^ floor", "floor ^ wall"]
+ax = draw_pga(points, line, floor, wall, crossing, edge, labels=labels, extent=2.0)
 ax.view_init(elev=22, azim=-58)
 ax.set_title("3D PGA: points, lines, planes and their meets", fontsize=10)
 out = Path(os.environ.get("GALLERY_OUT", Path(__file__).resolve().parent / "images"))

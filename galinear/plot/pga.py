@@ -329,7 +329,8 @@ def draw_motor_path(B, X, ax=None, steps: int = 60, frames: int = 5, color=None,
         line = screw_axis(B)
         if line is not None:
             support, direction = line_parameters(line)
-            known = np.concatenate([np.reshape(s, (-1, 3)) for s in _mpl.scene(ax)]) if _mpl.scene(ax) else np.zeros((1, 3))
+            drawn = _mpl.scene(ax)
+            known = np.concatenate([np.reshape(s, (-1, 3)) for s in drawn]) if drawn else np.zeros((1, 3))
             reach = float(np.linalg.norm(known - support, axis=1).max()) if len(known) else 1.0
             foot = support + np.dot(known.mean(axis=0) - support, direction) * direction
             ends = np.stack([foot - reach * direction, foot + reach * direction])
