@@ -3,7 +3,8 @@
 Two-hidden-layer MLPs trained from scratch (`galinear train-mlp`, 10 epochs), rotor layers
 (`RotorLinear`, chunk 128 at width 1024 and 256 at width 2048) against `torch.nn.Linear`,
 beside the numbers that Pence, Yamada and Singh (2025) published. Final test accuracy against
-parameters, read from the first two committed tables of docs/results.md ("Fashion-MNIST"); bars are the spread over seeds.
+parameters, read from the first two committed tables of docs/results.md ("Fashion-MNIST");
+bars are the spread over seeds.
 """
 import os
 from pathlib import Path
