@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
 
 __all__ = [
     "UnreadableFileError", "CorruptFileError", "PickleRefusedError",
-    "atomic_write", "atomic_write_text", "atomic_folder", "save_json", "load_json", "read_regular_file",
+    "atomic_write", "atomic_write_text", "atomic_folder", "save_json", "load_json", "parse_json", "read_regular_file",
     "save_state", "load_state", "load_cache", "STATE_FORMAT",
 ]
 
@@ -177,6 +178,44 @@ def read_regular_file(path, max_bytes: int | None = None, fix: str = "") -> byte
         os.close(fd)
 
 
+#: Deepest nesting of brackets a JSON document galinear reads may have: the files galinear writes nest a
+#: few levels, and Python's JSON reader recurses once per level (a deep enough file would exhaust the stack).
+MAX_JSON_DEPTH = 200
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in the JSON ``text`` (brackets inside strings not counted)."""
+    depth = deepest = 0
+    for char in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_json(text, where, fix: str = "", hint: str = "the file is damaged or truncated"):
+    """The value of the JSON document ``text`` (str or UTF-8 bytes), read by every JSON and JSON Lines
+    loader of galinear; ``where`` (a path, or a path and line) names it in errors.
+
+    A document that is not JSON (``hint`` says why that may be), or nests brackets deeper than
+    :data:`MAX_JSON_DEPTH`, raises :class:`CorruptFileError` naming ``where`` with ``fix``, before
+    Python's reader could run out of stack.
+    """
+    try:
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")
+        if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(text) > MAX_JSON_DEPTH:
+            raise CorruptFileError(where, f"nests brackets more than {MAX_JSON_DEPTH} deep, which no galinear file "
+                                   "does; it is damaged or not the file expected", fix)
+        return json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CorruptFileError(where, f"not valid JSON ({error})" + (f"; {hint}" if hint else ""), fix) from None
+    except RecursionError:  # a nesting under the limit that still exhausts a small stack
+        raise CorruptFileError(where, "nests brackets too deep to read; it is damaged or not the file expected",
+                               fix) from None
+
+
 def load_json(path, fix: str = "", max_bytes: int | None = None):
     """Parse the JSON file ``path``; a damaged file raises :class:`CorruptFileError` naming it.
 
@@ -188,10 +227,7 @@ def load_json(path, fix: str = "", max_bytes: int | None = None):
             raw = handle.read()
     else:
         raw = read_regular_file(path, max_bytes, fix)
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CorruptFileError(path, f"not valid JSON ({error}); the file is damaged or truncated", fix) from None
+    return parse_json(raw, path, fix)
 
 
 # ---------------------------------------------------------------------------------------- packing
@@ -358,9 +394,10 @@ def load_state(path, fix: str = "", *, pickles: bool = True):
         raise CorruptFileError(path, f"damaged or truncated ({error})", fix) from None
     if header.get("format") != STATE_FORMAT or "galinear" not in header:
         raise CorruptFileError(path, f"not a galinear state file (format {header.get('format')!r})", fix)
+    tree = parse_json(header["galinear"], path, fix)
     try:
-        return _unpack(json.loads(header["galinear"]), tensors)
-    except (ValueError, KeyError, TypeError) as error:
+        return _unpack(tree, tensors)
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
         raise CorruptFileError(path, f"damaged state structure ({error})", fix) from None
 
 

@@ -64,3 +64,17 @@ def test_atomic_write_leaves_old_file_on_interrupt(tmp_path):
         _io.atomic_write(path, interrupted)
     assert _io.load_json(path) == {"old": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_json_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path):
+    from safetensors.torch import save_file
+
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "deep.json").write_text(deep)
+    with pytest.raises(_io.CorruptFileError, match=r"deep\.json: nests brackets more than 200 deep.*; rewrite it"):
+        _io.load_json(tmp_path / "deep.json", fix="rewrite it")
+    save_file({"x": torch.zeros(1)}, str(tmp_path / "deep.pt"), metadata={"format": _io.STATE_FORMAT, "galinear": deep})
+    with pytest.raises(_io.CorruptFileError, match=r"deep\.pt: nests brackets more than 200 deep"):
+        _io.load_state(tmp_path / "deep.pt")
+    text = '{"a": "[[[[", "b": [' + "[" * 150 + "]" * 150 + "]}"
+    assert _io.parse_json(text, "x")["a"] == "[[[["  # brackets inside strings do not count

@@ -344,7 +344,7 @@ def test_a_run_folder_that_is_a_file_is_refused_before_training(tmp_path, no_loa
 def test_tag_with_a_slash_is_refused():
     with pytest.raises(CommandFailed, match=r"'a/b' cannot be a tag: it becomes part of a run folder's name.*not '/'"):
         cli("train-mlp", "--tag", "a/b", "--report-only")
-    with pytest.raises(CommandFailed, match=r"--seeds: expected an integer >= 0, got -1"):
+    with pytest.raises(CommandFailed, match=r"--seeds: expected a seed, an integer in 0..2\*\*64 - 1, got -1"):
         cli("train-mlp", "--seeds", "-1", "--report-only")
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import glob
 import importlib.util
-import json
 import os
 
 DATASETS = ("wikipedia", "shakespeare", "kjv")
@@ -76,9 +75,11 @@ def _data_path(name: str) -> str:
 
 def load_wikipedia() -> str:
     """Lead paragraphs of the offline Wikipedia summaries, sorted by title, blank-line separated."""
+    from galinear._io import parse_json
+
     path = _data_path("wikipedia")
-    with open(path, encoding="utf-8") as handle:
-        articles = json.load(handle)
+    with open(path, "rb") as handle:
+        articles = parse_json(handle.read(), path, f"reinstall it with `{install_command('wikipedia')} --force-reinstall`")
     items = articles.values() if isinstance(articles, dict) else articles
     extracts = sorted((a.get("title", ""), a.get("extract", "")) for a in items)
     return "\n\n".join(text.strip() for _, text in extracts if text and text.strip())
@@ -102,10 +103,10 @@ def load_kjv() -> str:
     path = _data_path("kjv")
     verses = []
     with open(path, encoding="utf-8") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, 1):
             line = line.strip()
             if line:
-                verses.append(json.loads(line)["text"].strip())
+                verses.append(_record(path, number, line, "text"))
     return "\n".join(verses)
 
 
@@ -193,13 +194,12 @@ def _check_size(path: str, size: int) -> None:
 
 def _record(path: str, number: int, line: str, field: str, offset: int | None = None) -> str:
     """The text in ``field`` of line ``number`` of a .jsonl file (ValueError naming the line otherwise)."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        where = f"line {number}" + ("" if offset is None else f" (byte offset {offset})")
-        plain = "" if path.lower().endswith(".jsonl") else (
-            "; if it is plain text, drop --text-field (it names the field of .jsonl records)")
-        raise ValueError(f"{path}, {where}: not JSON ({error.msg}); give one JSON object per line{plain}") from None
+    from galinear._io import parse_json
+
+    where = f"line {number}" + ("" if offset is None else f" (byte offset {offset})")
+    plain = "" if path.lower().endswith(".jsonl") else (
+        "; if it is plain text, drop --text-field (it names the field of .jsonl records)")
+    record = parse_json(line, f"{path}, {where}", f"give one JSON object per line{plain}", hint="")
     if not isinstance(record, dict) or field not in record:
         raise ValueError(f"{path}, line {number}: no field {field!r}; "
                          f"fields there: {sorted(record) if isinstance(record, dict) else type(record).__name__}")

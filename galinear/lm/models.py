@@ -247,6 +247,10 @@ def check_model(model, layers, targets=PROJECTIONS) -> None:
         raise ValueError(f"layer list {list(layers)} repeats a layer")
 
 
+#: Largest config.json read before a model loads (a model's configuration is a few kB).
+CONFIG_BYTES = 1 << 20
+
+
 def layer_count(source: str = DEFAULT_MODEL, gguf_file: str | None = None) -> int | None:
     """Number of decoder layers of a model, read from its configuration without loading weights.
 
@@ -254,7 +258,7 @@ def layer_count(source: str = DEFAULT_MODEL, gguf_file: str | None = None) -> in
     or the GGUF header (``<architecture>.block_count``). None when it cannot be told cheaply (a
     hub name, an unusual layout): the check then happens after loading.
     """
-    import json
+    from galinear import _io
 
     try:
         name = source
@@ -271,9 +275,8 @@ def layer_count(source: str = DEFAULT_MODEL, gguf_file: str | None = None) -> in
                                            "config.json"))
         for path in configs:
             if os.path.isfile(path):
-                with open(path, encoding="utf-8") as handle:
-                    config = json.load(handle)
-                for key in ("num_hidden_layers", "n_layer", "num_layers"):
+                config = _io.load_json(path, max_bytes=CONFIG_BYTES)
+                for key in ("num_hidden_layers", "n_layer", "num_layers") if isinstance(config, dict) else ():
                     if isinstance(config.get(key), int):
                         return config[key]
         if gguf_file is not None and os.path.isfile(os.path.join(folder, gguf_file)):

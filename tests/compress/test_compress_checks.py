@@ -96,7 +96,7 @@ def test_a_text_the_study_cannot_use_is_refused_before_the_model_loads(capsys, n
     empty.write_text(" \n\n")
     rows.write_text('{"body": "one"}\n{"body": "two"}\n')
     err = _refused(capsys, "--text", str(plain), "--text-field", "text")
-    assert "plain.txt, line 1: not JSON" in err and "drop --text-field" in err
+    assert "plain.txt, line 1: not valid JSON" in err and "drop --text-field" in err
     assert "empty.txt' holds no text" in _refused(capsys, "--text", str(empty))
     assert "rows.jsonl, line 1: no field 'text'; fields there: ['body']" in _refused(capsys, "--text", str(rows),
                                                                                        "--text-field", "text")

@@ -244,3 +244,31 @@ def test_impossible_entries_are_one_line_errors(tmp_path, capsys, field, value, 
     err = capsys.readouterr().err
     assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert message in err and "rerun `galinear compress`" in err
+
+
+@pytest.mark.parametrize("kind, message", [("folder", "is a folder, not a regular file"),
+                                           ("fifo", "is a FIFO (named pipe), not a regular file"),
+                                           ("zero", "is a device, not a regular file"),
+                                           ("dangling", "which does not exist")])
+def test_a_results_json_that_is_not_a_file_is_named_as_such(tmp_path, capsys, kind, message):
+    import os
+
+    folder = tmp_path / "r"
+    folder.mkdir()
+    path = folder / "results.json"
+    {"folder": lambda: path.mkdir(), "fifo": lambda: os.mkfifo(path), "zero": lambda: path.symlink_to("/dev/zero"),
+     "dangling": lambda: path.symlink_to(tmp_path / "gone")}[kind]()
+    with pytest.raises(SystemExit) as info:
+        pareto.main([str(folder)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and message in err and "results.json" in err
+
+
+def test_md_and_png_given_a_folder_are_refused_before_reading(tmp_path, capsys):
+    folder = run(tmp_path / "r", [original(), entry("a", 0, 3.4)])
+    for flag in ("--md", "--png"):
+        with pytest.raises(SystemExit) as info:
+            pareto.main([folder, flag, str(tmp_path)])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and f"{flag} {tmp_path} is a folder; give the file to write" in err
+        assert ".tmp" not in err

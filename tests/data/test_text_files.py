@@ -38,7 +38,7 @@ def test_a_record_without_the_field_past_the_sample(write):
 def test_a_line_that_is_not_json_past_the_sample(write):
     lines = _records(600) + ["{not json"]
     path = write("broken.jsonl", "\n".join(lines).encode())
-    _both_refuse(path, "text", "line 601 .*not JSON")
+    _both_refuse(path, "text", "line 601 .*not valid JSON")
 
 
 def test_records_whose_fields_are_all_empty(write):
@@ -71,3 +71,8 @@ def test_a_large_good_jsonl_passes(write):
     path = write("good.jsonl", "\n".join(_records(2000, text="caf\u00e9 words " * 8)).encode())
     check_text_file(path, "text")
     assert load_text_file(path, "text").count("caf\u00e9") == 16_000
+
+
+def test_a_record_nested_100000_deep_is_one_line(write):
+    path = write("deep.jsonl", ("[" * 100_000 + "]" * 100_000).encode())
+    _both_refuse(path, "text", r"deep\.jsonl, line 1.*: nests brackets more than 200 deep")

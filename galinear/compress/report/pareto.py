@@ -73,11 +73,19 @@ def kept_fraction(n_replaced: int, params_per_layer: int, dense_params_per_layer
             / (layers_total * dense_params_per_layer))
 
 
+#: Largest results.json read: a study of every method, seed and layer set writes a few MB.
+RESULTS_BYTES = 256 << 20
+_RERUN = "rerun `galinear compress` into a fresh folder"
+
+
 def _read(folder: str) -> dict:
     path = os.path.join(folder, "results.json")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise ValueError(f"{folder}: no results.json there; each RUN must be a folder written by `galinear compress --out`")
-    payload = _io.load_json(path, fix="rerun `galinear compress` into a fresh folder")
+    if not os.path.exists(path):
+        raise ValueError(f"{path} is a link to {os.readlink(path)}, which does not exist; {_RERUN}")
+    # a folder, a FIFO or a device (a link to /dev/zero) is named as such, never read
+    payload = _io.load_json(path, fix=_RERUN, max_bytes=RESULTS_BYTES)
     if not isinstance(payload, dict) or not isinstance(payload.get("entries"), dict):
         raise ValueError(f"{path}: no \"entries\" mapping; not a `galinear compress --out` results file")
     return payload["entries"]
@@ -302,6 +310,10 @@ def main(argv=None) -> int:
     parser.add_argument("--md", help="write the table there")
     args = parser.parse_args(argv)
     try:
+        for flag, path in (("--md", args.md), ("--png", args.png)):
+            if path is not None and (os.path.isdir(path) or path.endswith(os.sep)):
+                raise ValueError(f"{flag} {path} is a folder; give the file to write, e.g. "
+                                 f"{os.path.join(path, 'front.' + flag[2:])}")
         points = collect(args.runs, args.dataset, args.layers_total, args.mixed_subsets, args.per_layer)
         if not points:
             raise ValueError(f"no {args.dataset} entries in {', '.join(args.runs)}")

@@ -325,17 +325,16 @@ def qkv_shapes(model, layer_sets) -> list:
 def _config_qkv_shapes(c: StudyConfig):
     """The q/k/v shapes of a standard attention from a save_pretrained config.json, or None where
     they are not told cheaply (a GGUF file, a hub name, the embedded model, an unreadable file)."""
-    import json
+    from galinear import _io
 
     if c.gguf_file is not None or not os.path.isdir(str(c.model)):
         return None
     try:
-        with open(os.path.join(c.model, "config.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
+        config = _io.load_json(os.path.join(c.model, "config.json"), max_bytes=models.CONFIG_BYTES)
         d_model, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
         head_dim = int(config.get("head_dim") or d_model // heads)
         kv_heads = int(config.get("num_key_value_heads") or heads)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, ZeroDivisionError):
         return None
     return [("q_proj", d_model, heads * head_dim, None), ("k_proj/v_proj", d_model, kv_heads * head_dim, None)]
 
