@@ -3,6 +3,8 @@
 Float64 throughout (the fits run in float64); tolerances: 1e-8 relative for fits against numpy
 solves on the raw rows, exact integers for parameter counts.
 """
+import re
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -237,6 +239,25 @@ def test_new_method_specs_build_their_modules_and_have_distinct_tags():
     assert methods.display_name("kron-cf") == "Kron*" and methods.CLOSED_FORM["bhh"] == "bhh-cf"
     with pytest.raises(ValueError, match="terms must be a positive integer"):
         methods.MethodSpec(name="kron", terms=0)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(name="lr1-cf", rank=10**9), "rank sets the size of lr and lr-cf; method lr1-cf has no rank"),
+    (dict(name="lr", terms=3), "terms sets the size of kron and kron-cf; method lr has no terms"),
+    (dict(name="rotor", blocks=4), "blocks sets the size of bh1 and bh1-cf, monarch and monarch-cf, bhh and bhh-cf"),
+    (dict(name="lr1", epochs="nan"), "epochs must be a finite number > 0, got 'nan'"),
+    (dict(name="lr1", epochs=float("inf")), "epochs must be a finite number > 0, got inf"),
+    (dict(name="lr1", lr="0.1"), "lr must be a finite number > 0 or None, got '0.1'"),
+    (dict(name="lr1", batch_size="256"), "batch_size must be an integer >= 1, got '256'"),
+    (dict(name="rotor", max_steps=1.5), "max_steps must be a positive integer or None, got 1.5"),
+])
+def test_method_records_out_of_range_are_refused_naming_the_field(fields, message):
+    """What a kept folder records is checked as the command line checks it (a rank on a fixed-rank
+    method, a number written as a string)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        methods.MethodSpec(**fields)
+    with pytest.raises(ValueError, match=r"rank 40 is more than min\(d_in, d_out\) = 32"):
+        methods.build_module(methods.MethodSpec(name="lr", rank=40), 32, 64)
 
 
 def test_study_with_the_structured_baselines(tmp_path, tiny):

@@ -131,16 +131,26 @@ class MethodSpec:
                                                # (galinear.compress.fitting.objective)
 
     def __post_init__(self):
-        if self.name not in METHODS:
+        import math
+
+        if not isinstance(self.name, str) or self.name not in METHODS:
             raise ValueError(f"unknown method {self.name!r}; choose from {', '.join(METHODS)}")
-        if not self.epochs > 0:
-            raise ValueError(f"epochs must be positive, got {self.epochs}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        for knob in ("hidden", "blocks", "rank", "terms", "chunk"):
+        for field, optional in (("epochs", False), ("lr", True)):
+            value = getattr(self, field)
+            if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                                     or not math.isfinite(value) or value <= 0):
+                raise ValueError(f"{field} must be a finite number > 0{' or None' if optional else ''}, got {value!r}")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
+        for knob in ("hidden", "blocks", "rank", "terms", "chunk", "max_steps", "eval_every", "patience"):
             value = getattr(self, knob)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{knob} must be a positive integer or None, got {value!r}")
+        for knob, families in (("rank", ("lr",)), ("terms", ("kron",)), ("blocks", ("bh1", "monarch", "bhh"))):
+            if getattr(self, knob) is not None and base_name(self.name) not in families:
+                owners = ", ".join(f"{f} and {f}-cf" for f in families)
+                raise ValueError(f"{knob} sets the size of {owners}; method {self.name} has no {knob}: drop "
+                                 f"{knob} for it")
         if self.chunk is not None:
             if base_name(self.name) not in ("rotor", "givens"):
                 raise ValueError(f"chunk sets the gadgets of rotor and givens; method {self.name} has none: "
@@ -304,6 +314,9 @@ def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
         return cls(d_in, d_out, hidden=spec.hidden or DEFAULT_ROTOR_HIDDEN, chunk_size=spec.chunk, bias=bias)
     if base in ("lr1", "lr4", "lr"):
         rank = {"lr1": 1, "lr4": 4}.get(base, spec.rank or DEFAULT_LOW_RANK)
+        if spec.rank is not None and rank > min(d_in, d_out):
+            raise ValueError(f"rank {rank} is more than min(d_in, d_out) = {min(d_in, d_out)} of a {d_in} -> {d_out} "
+                             f"projection, the largest rank it has; choose rank {min(d_in, d_out)} or less")
         return cls(d_in, d_out, rank=rank, bias=bias)
     if base == "kron":
         if spec.terms is None:  # the default, capped at the most independent terms of the default factors

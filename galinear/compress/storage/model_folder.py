@@ -113,6 +113,8 @@ MAX_JSON_BYTES = 16 << 20
 _HEADER_ROOM = (1 << 20)
 _FIX = ("rerun the `galinear compress` study that wrote it, which writes the folder again (its cached fits make "
         "this quick)")
+#: The projections that write the hidden state (the others read it): their out_features is the model's width.
+_OUTPUT_TO_HIDDEN = ("o_proj", "down_proj")
 _TENSOR_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16"}
 
 
@@ -360,15 +362,24 @@ def _check_config(config: dict, path: str) -> None:
             raise bad(f"layer {layer} {proj}: settings must hold positive integers in_features and out_features")
         if not isinstance(entry.get("bias"), bool) or not isinstance(entry.get("class"), str):
             raise bad(f"layer {layer} {proj}: bias must be true or false and class a name")
+        hidden = saved.get("hidden_size")
+        side = "out_features" if proj in _OUTPUT_TO_HIDDEN else "in_features"
+        if hidden is not None and settings[side] != hidden:
+            raise bad(f"layer {layer} {proj}: {side} {settings[side]:,} disagrees with the model's hidden_size "
+                      f"{hidden:,} recorded in the same file (a {proj} {'writes' if side == 'out_features' else 'reads'} "
+                      "the hidden state)")
         tensors = entry.get("tensors")
         if not isinstance(tensors, dict):  # empty for a module without tensors (the zero baseline)
             raise bad(f"layer {layer} {proj}: tensors must describe the module's tensors")
         for key, info in tensors.items():
-            ok = (isinstance(info, dict) and isinstance(info.get("shape"), list)
-                  and all(integer(d) for d in info["shape"]) and isinstance(info.get("sha256"), str)
-                  and len(info["sha256"]) == 64)
-            if not ok:
-                raise bad(f"layer {layer} {proj} tensor {key!r}: needs a shape, a dtype and a sha256")
+            where = f"layer {layer} {proj} tensor {key!r}"
+            if not isinstance(info, dict) or not all(name in info for name in ("shape", "dtype", "sha256")):
+                raise bad(f"{where}: needs a shape, a dtype and a sha256")
+            if not isinstance(info["shape"], list) or not all(integer(d) for d in info["shape"]):
+                raise bad(f"{where} has shape {info['shape']!r}; a shape is a list of sizes >= 0")
+            sha = info["sha256"]
+            if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+                raise bad(f"{where} has sha256 {sha!r}; a SHA-256 is 64 hex digits")
             if info.get("dtype") not in _TENSOR_DTYPES:
                 raise bad(f"layer {layer} {proj} tensor {key!r} has dtype {info.get('dtype')!r}; replacements hold "
                           + ", ".join(sorted(_TENSOR_DTYPES)))
@@ -455,10 +466,17 @@ def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
     import torch
 
     s = entry["settings"]
-    if entry["class"] == "Linear":
-        module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
-    else:
-        module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
+    try:
+        if entry["class"] == "Linear":
+            from galinear._limits import check_memory
+
+            check_memory(f"Linear({s['in_features']:,}, {s['out_features']:,})",
+                         4 * s["in_features"] * (s["out_features"] + 1))
+            module = torch.nn.Linear(s["in_features"], s["out_features"], bias=entry["bias"])
+        else:
+            module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
+    except ValueError as error:  # a size the module refuses (TooLargeError included): the folder's record
+        raise ValueError(f"{where}: the recorded module cannot be built ({error}); {_FIX}") from None
     if check_class and entry["class"] is not None and type(module).__name__ != entry["class"]:
         raise ValueError(f"{where} is a {entry['class']}, but method {spec.name} builds a {type(module).__name__}; "
                          f"the folder is damaged or from another galinear: {_FIX}")
