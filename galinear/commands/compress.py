@@ -362,7 +362,17 @@ def unused_option_problem(args):
     distill_off = "without --distill, which runs the stage it {}"
     multi = any(len(s) > 1 or s == ("all",) for s in layer_sets)
     single = any(len(s) == 1 and s != ("all",) for s in layer_sets)
+    distill_steps, distill_every = (base.distill_max_steps if isinstance(args.distill_max_steps, StudyDefault)
+                                    else args.distill_max_steps,
+                                    base.distill_eval_every if isinstance(args.distill_eval_every, StudyDefault)
+                                    else args.distill_eval_every)
     rules = (  # (option, its destination, whether it has an effect here, why not: the other option)
+        ("--distill-eval-every", "distill_eval_every", not (distill and isinstance(distill_every, int)
+                                                            and isinstance(distill_steps, int)
+                                                            and distill_every > distill_steps),
+         f"with --distill-steps {distill_steps}: a check every {distill_every} steps falls past the stage's "
+         f"{distill_steps} steps, so only its first and last checks run, as with --distill-eval-every "
+         f"{distill_steps} (give at most {distill_steps})"),
         ("--distill-steps", "distill_max_steps", distill, distill_off.format("sizes")),
         ("--distill-lr", "distill_lr", distill, distill_off.format("sets")),
         ("--distill-eval-every", "distill_eval_every", distill, distill_off.format("sets")),

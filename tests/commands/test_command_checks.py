@@ -123,3 +123,19 @@ def test_training_memory_estimate_grows_with_the_model():
     big = training_bytes(MLPConfig(kind="dense", hidden=4096), batch_size=32)
     weights = 4 * 4 * (784 * 4096 + 4096 * 4096)  # weight, gradient, two Adam moments (float32)
     assert small < big and big >= weights
+
+
+def test_compress_distill_checks_past_the_last_step_are_refused(capsys, no_loading):
+    code, out = _compress(capsys, "--distill", "--distill-steps", "4", "--distill-eval-every", "50")
+    assert code == 2 and "--distill-eval-every has no effect with --distill-steps 4" in out and "give at most 4" in out
+    code, out = _compress(capsys, "--distill", "--distill-steps", "60", "--distill-eval-every", "50", "--layers", "-1")
+    assert code == 2 and "--distill-eval-every" not in out  # within the steps: the next check speaks
+
+
+def test_compress_all_and_a_range_of_every_layer_are_one_set(tmp_path, capsys, no_loading):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 3}))
+    code, out = _compress(capsys, "--model", str(tmp_path), "--layers", "all;0-2")
+    assert code == 2 and "--layers gives the set 0-2 and 'all', which on this model of 3 decoder layers are the " \
+                         "same layers (0-2); give it once" in out
+    with pytest.raises(AssertionError, match="loaded before"):  # two different sets pass to the model load
+        _compress(capsys, "--model", str(tmp_path), "--layers", "all;0-1")

@@ -71,8 +71,16 @@ def parse_layer_sets(text: str) -> tuple:
 
 
 def expand_layer_sets(layer_sets, count: int) -> tuple:
-    """Replace each ``('all',)`` set by ``(0, 1, ..., count-1)``; other sets are kept as they are."""
-    return tuple(tuple(range(count)) if tuple(s) == (ALL,) else tuple(s) for s in layer_sets)
+    """Replace each ``('all',)`` set by ``(0, 1, ..., count-1)``; other sets are kept as they are.
+
+    A set that 'all' makes the same as another one ('all;0-2' on a model of 3 layers) is refused: it
+    would fit and report the same layers twice."""
+    expanded = tuple(tuple(range(count)) if tuple(s) == (ALL,) else tuple(s) for s in layer_sets)
+    if has_all(layer_sets) and len(set(expanded)) < len(expanded):
+        given = [s for s in layer_sets if tuple(s) != (ALL,) and tuple(s) == tuple(range(count))]
+        raise ValueError(f"--layers gives the set {compact(given[0]) if given else ALL} and 'all', which on this model "
+                         f"of {count} decoder layers are the same layers ({compact(range(count))}); give it once")
+    return expanded
 
 
 def compact(layers) -> str:
