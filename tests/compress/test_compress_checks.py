@@ -140,3 +140,48 @@ def test_a_diverging_distillation_ends_in_one_line(capsys, tmp_path):
     last = err.rstrip("\n").split("\n")[-1]
     assert code == 2 and "Traceback" not in err, err
     assert last.startswith("galinear compress: error: ") and re.search(r"non-finite .*--distill-lr", last), last
+
+
+def test_a_text_too_short_for_a_window_or_the_training_windows_is_refused_before_the_model_loads(
+        capsys, no_loading, tmp_path):
+    short, some = tmp_path / "short.txt", tmp_path / "some.txt"
+    short.write_text("a few words only")
+    some.write_text("abcdefghijklmno\n" * 373)  # 5,968 bytes: 372 windows of 32 at stride 16
+    err = _refused(capsys, "--text", str(short), "--texts", "", "--window", "32", "--stride", "16")
+    assert "the short text has at most 16 tokens (one per UTF-8 byte), fewer than one window of 32" in err
+    err = _refused(capsys, "--text", str(some), "--texts", "", "--window", "32", "--stride", "16",
+                   "--train-windows", "400")
+    assert re.search(r"--train-windows 400: the some text gives at most \d+ training windows beside its held-out "
+                     r"ones \(at most 5,968 tokens", err) and "give --train-windows" in err, err
+    assert "--until-converged needs for validation" in err
+
+
+def test_training_windows_beyond_the_tokenised_text_are_refused_naming_the_count(tmp_path):
+    """After tokenising (fewer tokens than bytes), the exact count: never a quiet cap, never a failure
+    after the fits that names an option nobody gave."""
+    import dataclasses
+
+    import numpy as np
+
+    from galinear.compress.study.run import split_text
+    from galinear.testing.compression import tiny_config
+
+    config = tiny_config(tmp_path, datasets=("a",), train_windows=3)
+    tokens = np.arange(16 * 12 + 32) % 50
+    assert len(split_text("a", tokens, config).train) == 3
+    with pytest.raises(ValueError, match=r"--train-windows 1000: the a text gives \d+ training windows beside its "
+                                         r"held-out ones \(224 tokens, --window 32, --stride 16\); give --train-windows"):
+        split_text("a", tokens, dataclasses.replace(config, train_windows=1000))
+    converged = dataclasses.replace(config, until_converged=True, train_windows=1000)
+    with pytest.raises(ValueError, match="one of which the stopping rule of --until-converged needs for validation"):
+        split_text("a", tokens, converged)
+    from galinear.lm.windows import split_windows
+
+    pool = len(split_windows(tokens, 32, 16, config.heldout_fraction, config.split_seed, config.group,
+                             max_heldout=config.eval_windows).train)
+    with pytest.raises(ValueError, match=rf"--train-windows {pool} takes every training window of the a text \({pool}\), "
+                                         rf"leaving none for the validation windows the stopping rule of --until-converged "
+                                         rf"draws; give --train-windows {pool - 1} or fewer"):
+        split_text("a", tokens, dataclasses.replace(converged, train_windows=pool))
+    with pytest.raises(ValueError, match=r"the a text has 20 tokens, fewer than one window of 32"):
+        split_text("a", tokens[:20], config)

@@ -45,6 +45,50 @@ from galinear.lm import threads as thread_policy
 from galinear.lm import windows as win
 
 
+def _load_text(name: str, files: dict, config: StudyConfig) -> str:
+    """The text ``name``: a --text file, or a built-in corpus."""
+    if name in files:
+        from galinear.data.text import load_text_file
+
+        return load_text_file(files[name], config.text_field)
+    from galinear.data.text import load_text
+
+    return load_text(name)
+
+
+def split_text(name: str, tokens, config: StudyConfig, bos=None, upper_bound: bool = False) -> win.Windows:
+    """The windows of one text, split as ``config`` says; a text too short for a window, for a
+    train / held-out split, for --train-windows or for the validation windows of the stopping rules
+    raises ValueError naming the text and the option to change. ``upper_bound``: ``tokens`` holds as
+    many tokens as the text can give at most (checked before the tokenizer is loaded)."""
+    counted = f"at most {len(tokens):,} tokens (one per UTF-8 byte)" if upper_bound else f"{len(tokens):,} tokens"
+    if len(tokens) < config.window:
+        raise ValueError(f"the {name} text has {counted}, fewer than one window of {config.window}; give a longer text "
+                         "or a smaller --window")
+    try:
+        windows = win.split_windows(tokens, config.window, config.stride, config.heldout_fraction, config.split_seed,
+                                    config.group, max_train=config.train_windows, max_heldout=config.eval_windows,
+                                    max_valid=config.valid_windows if config.draws_valid else None, bos=bos)
+    except ValueError as error:
+        raise ValueError(f"the {name} text, {counted}: {error} (--window {config.window}, --stride "
+                         f"{config.stride})") from None
+    train, spare = len(windows.train), config.draws_valid and not len(windows.valid)
+    if train < config.train_windows or spare:
+        rules = " and ".join(rule for rule, on in (("the stopping rule of --until-converged", config.until_converged),
+                                                   ("--distill", config.distill)) if on)
+        most = train - 1 if config.draws_valid else train
+        fix = f"give --train-windows {most} or fewer, or a longer text" if most >= 1 else "give a longer text"
+        why = (f"the {name} text gives {'at most ' if upper_bound else ''}{train} training windows beside its held-out "
+               f"ones ({counted}, --window {config.window}, --stride {config.stride})")
+        if train < config.train_windows:
+            raise ValueError(f"--train-windows {config.train_windows}: {why}" + (
+                f", one of which {rules} needs for validation" if config.draws_valid else "")
+                + f"; {fix}")
+        raise ValueError(f"--train-windows {config.train_windows} takes every training window of the {name} text "
+                         f"({train}), leaving none for the validation windows {rules} draws; {fix}")
+    return windows
+
+
 class Study:
     """A resumable compression study. ``Study(config).run()`` does everything.
 
@@ -75,6 +119,16 @@ class Study:
         threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
         if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
             thread_policy.set_counts(threads)
+        files = dict(config.text_files)
+        raw = {name: texts[name] if texts is not None and name in texts else _load_text(name, files, config)
+               for name in config.datasets}
+        budget = config.stride * (3 * config.train_windows + 4 * config.eval_windows + 4 * config.group + 8)
+        for name, text in raw.items():  # before the model loads: no text gives more tokens than UTF-8 bytes
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"the {name} text is empty; give a text with at least one window of "
+                                 f"{config.window} tokens")
+            most = budget + config.window if len(text) >= budget + config.window else len(text.encode("utf-8", "replace"))
+            split_text(name, np.zeros(most, dtype=np.int64), config, upper_bound=True)
         self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
         self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
         self.log(f"model {self.loaded.name} loaded")
@@ -88,30 +142,13 @@ class Study:
             models.check_model(self.model, list(s), config.targets)
         check_loaded(config, self.model, given=loaded is not None)  # before any fit
         self.windows = {}
-        files = dict(config.text_files)
         bos = win.bos_token(self.loaded.tokenizer)
         if bos is not None:
             self.log(f"the tokenizer adds a BOS token (id {bos}): every window starts with it")
-        for name in config.datasets:
-            if texts is not None and name in texts:
-                text = texts[name]
-            elif name in files:
-                from galinear.data.text import load_text_file
-
-                text = load_text_file(files[name], config.text_field)
-            else:
-                from galinear.data.text import load_text
-
-                text = load_text(name)
-            budget = config.stride * (3 * config.train_windows + 4 * config.eval_windows + 4 * config.group + 8)
+        for name, text in raw.items():
             tokens = win.tokenize(self.loaded.tokenizer, text, max_tokens=budget + config.window)
-            if len(tokens) < config.window:
-                raise ValueError(f"the {name} text has {len(tokens)} tokens, fewer than one window of "
-                                 f"{config.window}; give a longer text")
-            self.windows[name] = win.split_windows(
-                tokens, config.window, config.stride, config.heldout_fraction, config.split_seed,
-                config.group, max_train=config.train_windows, max_heldout=config.eval_windows,
-                max_valid=config.valid_windows if config.draws_valid else None, bos=bos)
+            self.windows[name] = split_text(name, tokens, config, bos)
+        del raw
         self.log("texts tokenised and split")
         self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config), self.log)
         if self.ranks.rank == 0:  # --out and --save hold this study only (galinear.compress.study.folders)
