@@ -1,6 +1,7 @@
 # galinear: every target installs what it needs into $(VENV) first.
-#   make test    install, then run the test suite (what CI runs)
-#   make demo    install, then run the main job on the embedded default
+#   make test       install everything, then run the test suite (what CI runs)
+#   make test-core  the core install alone (no torch) in a fresh $(CORE_VENV), and its tests (CI too)
+#   make demo       install, then run the main job on the embedded default
 # Choose another torch build with e.g. `make test TORCH="torch==2.5.1"`.
 
 PYTHON   ?= python3
@@ -15,10 +16,10 @@ STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install test test-durations test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile bench-generated-motor verify codegen fashion-mnist clean help
+.PHONY: install test test-core test-durations test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile bench-generated-motor verify codegen fashion-mnist clean help
 
 help:
-	@sed -n '1,5p' Makefile
+	@sed -n '1,6p' Makefile
 
 install: $(STAMP)
 
@@ -39,6 +40,20 @@ XDIST ?= -n 2 --dist loadfile
 
 test: $(STAMP)
 	$(PYTEST) $(XDIST) -m "not slow" -q --durations=30
+
+# The core install alone, as `pip install galinear` gives it (numpy, sympy, numba; no torch), plus
+# the test extra (pytest, hypothesis and the reference libraries, none of which needs torch), in a
+# fresh venv, and the tests marked `core` (tests/conftest.py, CORE_TESTS). They share numba's cache
+# folder with `make test` (numba recompiles what another numba version left there).
+CORE_VENV ?= .venv-core
+CORE_PY   := $(CORE_VENV)/bin/python
+test-core:
+	rm -rf $(CORE_VENV)
+	$(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_PY) -m pip install --quiet --no-compile -e ".[test]"
+	$(CORE_PY) -c "import importlib.util, sys; sys.exit('torch is installed in the core venv' if importlib.util.find_spec('torch') else 0)"
+	install -d -m 0700 $(NUMBA_CACHE_DIR)
+	$(CORE_PY) -m pytest $(XDIST) -m "core and not slow" -q
 
 # Measure make test's files (cold or warm cache, as it finds it) and store their order for conftest.py.
 test-durations: $(STAMP)
@@ -159,7 +174,7 @@ fashion-mnist:
 	test -d /usr/share/datasets/fashion-mnist || apt-get install -y dataset-fashion-mnist
 
 clean:
-	rm -rf $(VENV) .cache build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CORE_VENV) .cache build *.egg-info .pytest_cache .hypothesis
 
 # The docs site (mkdocs.yml) into site/: --strict, so a broken link, a missing page or a docstring
 # the reference cannot parse fails the build. Nothing is fetched: it builds offline.

@@ -6,11 +6,65 @@ runs every property test that way). A property sets no example count of its own,
 derived from the profile's (``settings.default.max_examples``), so both profiles reach it.
 """
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "numba"))
+
+TESTS = Path(__file__).resolve().parent
+#: Test folders and files (relative to tests/) that need only the core install: numpy, sympy,
+#: numba and the test extra, no torch. Their tests get the ``core`` mark, and ``make test-core``
+#: runs them (``pytest -m core``) in a fresh venv without torch. A test among them that needs torch
+#: starts with ``pytest.importorskip("torch")``, so that it skips there; one parametrized with
+#: ``target="torch"`` (or ``"triton"``, a galinear.compile target) skips without that package.
+CORE_TESTS = (
+    "core",
+    "symbolic",
+    "compiler",
+    "data",
+    "commands/test_cli_tour.py",
+    "commands/test_codegen_expr.py",
+    "commands/test_config_options.py",
+    "kernels/test_rotor_chain.py",
+    "kernels/test_spinor_kernels.py",
+    "test_benchmarks_common.py",
+    "test_blades.py",
+    "test_cache_trust.py",
+    "test_import_graph.py",
+    "test_matrix_rep.py",
+    "test_test_layout.py",
+)
+#: Values of a test's ``target`` parameter that need a package of an extra.
+TARGET_PACKAGES = {"torch": "torch", "triton": "triton"}
+
+
+def _relative(path) -> str | None:
+    try:
+        return Path(path).resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return None
+
+
+def is_core_test(path) -> bool:
+    """Whether the test file ``path`` is in :data:`CORE_TESTS`."""
+    relative = _relative(path)
+    return relative is not None and any(relative == c or relative.startswith(c + "/") for c in CORE_TESTS)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With ``-m core`` (or ``-m "core and ..."``), the files outside :data:`CORE_TESTS` are not
+    collected: none of their tests could run, and their module-level imports need torch."""
+    expression = (config.getoption("markexpr", "") or "").strip()
+    if expression != "core" and not expression.startswith("core and "):
+        return None
+    relative = _relative(collection_path)
+    if relative in (None, ".") or collection_path.name in ("conftest.py", "__init__.py"):
+        return None
+    if is_core_test(collection_path) or any(c.startswith(relative + "/") for c in CORE_TESTS):
+        return None
+    return True
 
 try:
     from hypothesis import HealthCheck, settings
@@ -34,14 +88,16 @@ def pytest_configure(config):
     if not os.environ.get("PYTEST_XDIST_WORKER") or workers < 2:
         return
     share = max(1, (os.cpu_count() or 1) // workers)
-    import torch
-
     try:
         from galinear import _numba
 
         _numba.set_threads(share)  # first: starting numba's pool may change torch's count
     except ImportError:  # numba missing: torch's threads only
         pass
+    try:
+        import torch
+    except ImportError:  # the core install (make test-core): numba's threads only
+        return
     torch.set_num_threads(share)
 
 
@@ -95,11 +151,28 @@ def _file_seconds() -> dict:
         return {}
 
 
+@pytest.hookimpl(tryfirst=True)  # the marks first, then ``-m`` selects by them
 def pytest_collection_modifyitems(config, items):
-    """Longest test files first (tests/durations.json, measured): pytest-xdist's ``--dist loadfile``
+    """The ``core`` mark on the tests of :data:`CORE_TESTS`, and a skip on those whose ``target``
+    parameter needs a package that is not installed (:data:`TARGET_PACKAGES`).
+
+    Longest test files first (tests/durations.json, measured): pytest-xdist's ``--dist loadfile``
     hands files out in this order, so the long ones start at once on both workers instead of
     leaving one worker alone with a long file at the end. Tests keep their order within a file;
     files not measured come last, in collection order."""
+    import importlib.util
+
+    from galinear._extras import install_command, extra_of
+
+    missing = {target: package for target, package in TARGET_PACKAGES.items()
+               if importlib.util.find_spec(package) is None}
+    for item in items:
+        if is_core_test(item.path):
+            item.add_marker(pytest.mark.core)
+        target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+        if isinstance(target, str) and target in missing:
+            item.add_marker(pytest.mark.skip(
+                reason=f"the {target} target needs {missing[target]} ({install_command(extra_of(missing[target]))})"))
     seconds = _file_seconds()
     if not seconds:
         return

@@ -179,7 +179,7 @@ def test_torchvision_fallback_downloads_into_cache(tmp_path, monkeypatch, small_
     import sys
     import types
 
-    import torch
+    torch = pytest.importorskip("torch")
 
     images, labels = small_images
     calls = []

@@ -167,6 +167,7 @@ def test_paper_parameter_counts():
     "d_in,d_out,hidden", [(2048, 2048, None), (2048, 512, None), (1536, 1536, 2048), (1536, 256, 2048), (40, 24, 32)]
 )
 def test_parameter_counts_match_galinear_nn(d_in, d_out, hidden):
+    pytest.importorskip("torch")
     import galinear.nn as nn
     net = nn.RotorNetwork(d_in, d_out, hidden=hidden)
     expected = rotor_network_parameter_count(d_in, d_out, hidden=d_in if hidden is None else hidden)
@@ -175,6 +176,7 @@ def test_parameter_counts_match_galinear_nn(d_in, d_out, hidden):
 
 @pytest.mark.parametrize("d_in,d_out,double,alpha,bias", [(24, 40, True, True, False), (64, 8, False, False, True), (7, 5, True, True, True)])
 def test_gadget_count_matches_rotor_linear(d_in, d_out, double, alpha, bias):
+    pytest.importorskip("torch")
     import galinear.nn as nn
     layer = nn.RotorLinear(d_in, d_out, bias=bias, double_rotor=double, alpha=alpha)
     expected = rotor_gadget_parameter_count(d_in, d_out, double=double, alpha=alpha, bias=bias)

@@ -168,7 +168,7 @@ def test_unit_rotor_sandwich_is_orthogonal_and_keeps_grades(rng):
 
 @pytest.mark.parametrize("op,n", [("gp", 3), ("gp", 5), ("sandwich", 4), ("sandwich2", 3)])
 def test_torch_kernels_match_reference_and_differentiate(op, n, rng):
-    import torch
+    torch = pytest.importorskip("torch")
     kernel = written_kernel(op, n, "torch")
     for dtype, np_dtype in ((torch.float32, np.float32), (torch.float64, np.float64)):
         if op == "gp":
