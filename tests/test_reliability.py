@@ -537,3 +537,33 @@ def test_bh_blocks_of_a_model_told_only_once_loaded_is_checked_before_any_fit():
     assert problem(((1,),), 3) == ("--bh-blocks 3 does not divide the q_proj shape 32 -> 32 of "
                                    "layer 1; pick a common divisor of 32 and 32")
     assert "k_proj shape 32 -> 16" in problem(((0,),), 32)
+
+
+# ------------------------------------------------------------------ issue 53, section 4: the trust boundary of --proofs-dir
+_ECHO = "import sys\nIDENTITY = 'anything at all'\nN_MIN = 1\nN_DEFAULT = 1000000\nprint(sys.argv)\n"
+_FORGED_HEADER = ("IDENTITY = 'x = x'\nN_MIN = 1\nN_DEFAULT = 3\nprint('proof: x = x (n = 1..3)')\n"
+                  "print('PROVED: 0/0 checks exact, 0.0 s')\n")
+
+
+@pytest.mark.parametrize("body", [_ECHO, _FORGED_HEADER], ids=["prints its arguments", "no check made"])
+def test_a_script_that_exits_0_without_the_verdict_is_not_proved(tmp_path, capsys, body):
+    from galinear.cli import main
+
+    (tmp_path / "echo.py").write_text(body)
+    assert main(["verify", "--proofs-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "NO VERDICT" in out and "proved  " not in out and "0/1 proofs passed" in out
+    assert f"{tmp_path / 'echo.py'}: not counted as proved: it exited 0 without" in out
+
+
+def test_proofs_dir_help_states_the_trust_boundary(capsys):
+    from galinear.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Trust boundary: verify RUNS every script of DIR with Python, as you, with your rights" in text
+    assert "PROVED: k/k checks exact, S s" in text
+    from galinear.commands.verify import verdict_problem
+
+    assert verdict_problem("proof: x = x (n = 1..3)\n  ok  a\nPROVED: 1/1 checks exact, 0.1 s\n", "x = x", 1, 3) is None

@@ -1,6 +1,7 @@
 """`galinear verify`: run the exact proofs shipped in galinear.proofs and print a table, or prove
 an identity of the user's (``--identity "lhs == rhs"``) in the signatures given."""
 import argparse
+import re
 
 from galinear.commands._report import fail
 
@@ -16,8 +17,11 @@ EPILOG = """examples:
 functions exp inv sqrt norm dual undual reverse grade, x(k) for grade parts); --input name=pattern: a grade
 (1), grades (0,2), even, odd, full, or blade names (e12,e13); --signatures p,q,r ... or all (every
 signature with p+q+r <= --max-n).
-exit status: 0 every proof (or every signature) proved; 1 one failed, timed out, was refuted or undecided;
-2 bad input."""
+--proofs-dir DIR: a trust boundary. The scripts of DIR run as Python programs with your rights (give only a
+folder you trust); one counts as proved only when it exits 0 AND prints galinear's verdict (run_proof's header
+and its last line "PROVED: k/k checks exact, S s"); exit 0 without it is reported as NO VERDICT.
+exit status: 0 every proof (or every signature) proved; 1 one failed, timed out, gave no verdict, was refuted
+or undecided; 2 bad input."""
 
 #: Largest --n accepted. A dense product in Cl(n) has 4**n terms, so every n above a proof's
 #: default multiplies its time by at least 4; the defaults (n = 4..7) take a few minutes in all.
@@ -36,7 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"largest n for every proof, at most {N_LIMIT} (default: each script's own bound)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
                         help="run only this proof (script name without .py; repeatable)")
-    parser.add_argument("--proofs-dir", default=None, help="folder with proof scripts of your own (default: the proofs shipped in galinear.proofs)")
+    parser.add_argument("--proofs-dir", default=None, metavar="DIR",
+                        help="folder with proof scripts of your own (default: the proofs shipped in galinear.proofs). "
+                             "Trust boundary: verify RUNS every script of DIR with Python, as you, with your rights; "
+                             "give only a folder whose scripts you would run yourself. A script counts as proved only "
+                             "when it exits 0 and prints galinear's own verdict (galinear.symbolic.proving.run_proof): "
+                             "the line 'proof: IDENTITY (n = N_MIN..N)' with the IDENTITY it defines, then as its last "
+                             "line 'PROVED: k/k checks exact, S s' with k >= 1")
     parser.add_argument("--timeout", type=float, default=None,
                         help=f"seconds allowed per proof (default {PROOF_TIMEOUT:g}); with --identity, to the exact "
                              f"step of each signature (default {IDENTITY_TIMEOUT:g})")
@@ -129,6 +139,26 @@ def _constants(path):
     return values
 
 
+_VERDICT = re.compile(r"PROVED: (\d+)/(\d+) checks exact, \d+(?:\.\d+)? s")
+
+
+def verdict_problem(output: str, identity: str, n_min: int, n_max: int):
+    """Why the standard output of a proof script that exited 0 is not a proof, or None.
+
+    A proof is the output of :func:`galinear.symbolic.proving.run_proof`: the header line
+    ``proof: IDENTITY (n = N_MIN..N)`` for the identity the script declares and the range asked
+    for, and as the last line ``PROVED: k/k checks exact, S s`` with k >= 1. An exit status of 0
+    alone proves nothing (a script that only prints its arguments exits 0)."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    header = f"proof: {identity} (n = {n_min}..{n_max})"
+    if header not in lines:
+        return f"it exited 0 without the header line {header!r} of galinear's proofs"
+    match = _VERDICT.fullmatch(lines[-1])
+    if match is None or match.group(1) != match.group(2) or int(match.group(1)) < 1:
+        return "it exited 0 without ending on galinear's verdict line 'PROVED: k/k checks exact, S s' (k >= 1)"
+    return None
+
+
 def find_proofs(directory=None):
     """Mapping name -> (path, IDENTITY, N_MIN, N_DEFAULT) for every proof script.
 
@@ -213,11 +243,14 @@ def run(args) -> int:
         except subprocess.TimeoutExpired:
             code, log = 124, f"timed out after {timeout:.0f} s"
         seconds = time.perf_counter() - start
-        result = "proved" if code == 0 else ("timeout" if code == 124 else "FAILED")
-        failed += code != 0
+        problem = verdict_problem(done.stdout, identity, n_min, n_max) if code == 0 else None
+        result = ("NO VERDICT" if problem else "proved") if code == 0 else ("timeout" if code == 124 else "FAILED")
+        failed += code != 0 or problem is not None
         rows.append((name, identity, f"{n_min}..{n_max}", result, f"{seconds:.1f}"))
-        if args.verbose or code != 0:
+        if args.verbose or code != 0 or problem:
             print(log.rstrip())
+        if problem:
+            print(f"{path}: not counted as proved: {problem}")
     headers = ("proof", "identity", "n range", "result", "seconds")
     widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(5)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
