@@ -236,6 +236,12 @@ def check_options(args) -> None:
         ("network_breadth", bool(networks), f"--network-breadth shapes rotor-network and givens projections, and "
                                             f"{listed} has none"),
         ("compile_backend", args.compile, "--compile-backend is the backend of --compile, which is not given"),
+        ("eval_every", args.eval_every <= args.steps,
+         f"--eval-every {args.eval_every} is past --steps {args.steps}: only the evaluations at the start and after the "
+         f"last step run, as with --eval-every {args.steps}; give at most {args.steps}"),
+        ("checkpoint_every", args.checkpoint_every <= args.steps,
+         f"--checkpoint-every {args.checkpoint_every} is past --steps {args.steps}: only the checkpoint after the last "
+         f"step is written, as with --checkpoint-every {args.steps}; give at most {args.steps}"),
     ])
     refuse_repeats(args.seeds, "--seeds")
     refuse_repeats(args.projection, "--projection")

@@ -201,6 +201,9 @@ def train_classifier(
             atomic_write_json(run_dir / "history.json", history)  # whole again, if it was damaged or deleted
             log(f"{description}: resuming after epoch {len(history['epochs'])}")
 
+    chunks = [int(m.chunk_size) for m in model.modules() if type(m).__name__ == "RotorLinear"]
+    if chunks:  # what ran: each rotor map caps --chunk-size at the largest power of two <= both its widths
+        history["rotor_chunk_sizes"] = chunks
     start_epoch = len(history["epochs"])
     ceiling = DIVERGED_FACTOR * max(1.0, math.log(model_config.num_classes))
     if progress:

@@ -559,6 +559,8 @@ def test_sizes_that_mean_nothing_are_refused(capsys, tmp_path, no_model, extra, 
     (["--text-field", "body"], None, ["--text-field has no effect", "--text-file"]),
     (["--text", "kjv"], ["dense"], ["--text has no effect", "--text-file replaces"]),
     (["--seeds", "1", "1"], ["dense"], ["--seeds lists 1 twice"]),
+    (["--eval-every", "50"], ["dense"], ["--eval-every has no effect", "--eval-every 50 is past --steps 2"]),
+    (["--checkpoint-every", "9"], ["dense"], ["--checkpoint-every has no effect", "give at most 2"]),
     (["--report-only", "--steps", "5", "--lr", "0.1"], ["dense"], ["--lr, --", "no effect with --report-only"]),
 ])
 def test_options_without_effect_are_refused_naming_both(capsys, tmp_path, no_model, extra, projection, fragments):

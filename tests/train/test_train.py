@@ -343,6 +343,12 @@ def test_a_damaged_optimiser_state_is_named_before_an_epoch_trains(rng, tmp_path
         train_classifier(_tiny(), TrainConfig(epochs=1, batch_size=64, seed=0), data, tmp_path, progress=False)
 
 
+def test_the_history_records_the_chunk_sizes_that_ran(rng):
+    history = train_classifier(_tiny("rotor", chunk_size=1024), TrainConfig(epochs=1, batch_size=64), gaussian_blobs(rng),
+                               None, progress=False, log=lambda *_: None)
+    assert history["config"]["model"]["chunk_size"] == 1024 and history["rotor_chunk_sizes"] == [8, 8]
+
+
 def test_seeds_beyond_what_torch_takes_are_refused_by_the_parser(tmp_path, capsys, no_loading):
     from galinear.cli import main
 
