@@ -7,7 +7,9 @@ benchmarks/results/bench_compile.{md,json}; ``--markdown`` prints the section of
 Expressions (the same Python function for every library where the operators agree):
 PGA Cl(3,0,1) motor applied to a point and to a plane (``M * x * ~M``), join of two points
 (``a & b``), meet of two planes (``a ^ b``), the geometric product of two even multivectors;
-CGA Cl(4,1) up-projection of a Euclidean point (``x + 0.5 * x * x * n_inf + n_o``, x on e1..e3 only);
+CGA Cl(4,1) up-projection of a Euclidean point (``x + 0.5 * x * x * n_inf + n_o``, x on e1..e3 only),
+and the chain of an up-projection, a motor sandwich and a down-projection (a division by
+``-(Y | n_inf)``, which the rational order cancels to ``R x ~R / |R|^2 + t``);
 rotor sandwiches in Cl(3) and Cl(4); an STA Cl(1,3) boost ``R * x * ~R``; the commutator
 ``(a * b - b * a) / 2`` of two bivectors of Cl(4).
 
@@ -104,6 +106,20 @@ def cga_up_function(n_inf, n_o):
     return cga_up
 
 
+def cga_chain_function(n_inf, n_o):
+    """Up-project x, move it by the motor (1 - t n_inf / 2) R, project down: R x ~R / |R|^2 + t."""
+
+    def cga_chain(x, R, t):
+        X = x + 0.5 * x * x * n_inf + n_o
+        M = (1 - 0.5 * t * n_inf) * R
+        Y = M * X * ~M
+        Y = Y / (-(Y | n_inf))
+        E = n_inf ^ n_o
+        return (Y ^ E) * E
+
+    return cga_chain
+
+
 #: name, label, (p, q, r), function, inputs (galinear patterns), needs the CGA constants
 CASES = [
     ("pga_motor_point", "PGA motor on a point `M * x * ~M` (M even, x grade 3)", (3, 0, 1), sandwich,
@@ -116,6 +132,9 @@ CASES = [
      {"a": "even", "b": "even"}),
     ("cga_up", "CGA up-projection `x + 0.5 * x * x * n_inf + n_o` (x on e1, e2, e3)", (4, 1, 0), "cga_up",
      {"x": ["e1", "e2", "e3"]}),
+    ("cga_chain", "CGA up-projection, motor `(1 - t n_inf / 2) R` sandwich, down-projection (x, t on e1..e3; "
+     "R in 1, e12, e13, e23)", (4, 1, 0), "cga_chain",
+     {"x": ["e1", "e2", "e3"], "R": ["1", "e12", "e13", "e23"], "t": ["e1", "e2", "e3"]}),
     ("cl3_rotor", "Cl(3) rotor sandwich `R * x * ~R` (R even, x grade 1)", (3, 0, 0), sandwich,
      {"M": "even", "x": 1}),
     ("cl4_rotor", "Cl(4) rotor sandwich `R * x * ~R` (R even, x grade 1)", (4, 0, 0), sandwich,
@@ -125,6 +144,9 @@ CASES = [
     ("cl4_commutator", "Cl(4) commutator `(a * b - b * a) / 2` of two bivectors", (4, 0, 0), commutator,
      {"a": 2, "b": 2}),
 ]
+
+
+CGA_FACTORIES = {"cga_up": cga_up_function, "cga_chain": cga_chain_function}
 
 
 def _galinear_cga_constants(metric):
@@ -145,18 +167,18 @@ def _galinear_cga_constants(metric):
 
 def galinear_function(case):
     name, _, signature, func, _ = case
-    if func == "cga_up":
+    if func in CGA_FACTORIES:
         from galinear import Algebra
 
-        return cga_up_function(*_galinear_cga_constants(Algebra(*signature).metric))
+        return CGA_FACTORIES[func](*_galinear_cga_constants(Algebra(*signature).metric))
     return func
 
 
 def kingdon_function(case, kalg):
     func = case[3]
-    if func == "cga_up":
+    if func in CGA_FACTORIES:
         e4, e5 = kalg.blades.e4, kalg.blades.e5
-        return cga_up_function(e4 + e5, 0.5 * (e5 - e4))
+        return CGA_FACTORIES[func](e4 + e5, 0.5 * (e5 - e4))
     return func
 
 

@@ -156,7 +156,7 @@ COMMAND_LINE = [
     ("galinear codegen --n 2 --signature 2,0,0", lambda d: cli("codegen", "--op", "gp", "--n", "2", "--signature", "2,0,0"),
      CommandFailed, r"exactly one of --n N or --signature"),
     ("galinear codegen --signature 2,x", lambda d: cli("codegen", "--op", "gp", "--signature", "2,x"), CommandFailed,
-     r"--signature must look like 3,0,1"),
+     r"--signature must be three integers p,q,r"),
     ("galinear codegen --n 20", lambda d: cli("codegen", "--op", "gp", "--n", "20", "--print"), CommandFailed, r"n <= 8"),
     ("galinear codegen without --out", lambda d: cli("codegen", "--op", "gp", "--n", "2"), CommandFailed, r"give --out DIR"),
     ("galinear codegen --out a file", lambda d: cli("codegen", "--op", "gp", "--n", "2", "--out", str(d / "ok.idx")),

@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=TARGETS, default="numba",
                         help="kernel language (default numba; --op offers numba and torch)")
     parser.add_argument("--grad", action="store_true", help="with --expr: also generate the backward kernel")
+    parser.add_argument("--max-terms", type=int, default=None, metavar="N",
+                        help="with --expr: refuse the compile once its traced products hold more than N terms "
+                             "(default about two minutes of compiling; 0: no bound)")
     parser.add_argument("--name", default=None,
                         help="with --expr: name of the generated function and files (default expression)")
     parser.add_argument("--out", help="output folder (--op: <op>_<metric code>.py; --expr: <name>.py, or <name>.c "
@@ -78,7 +81,8 @@ def run(args) -> int:
     from galinear.symbolic.spec import KernelSpec
 
     only_expr = [flag for flag, given in (("--input", args.input), ("--grad", args.grad), ("--name", args.name),
-                                          ("--verify", args.verify)) if given]
+                                          ("--verify", args.verify), ("--max-terms", args.max_terms is not None))
+                 if given]
     if args.all:
         if args.op or args.n is not None or args.signature or args.out or only_expr:
             return fail("codegen", "--all regenerates the shipped kernels; do not combine it with "
@@ -128,6 +132,11 @@ def _run_expression(args) -> int:
     from galinear.compiler.expression import parse_expression, parse_inputs
 
     signature = _signature(args)  # ValueErrors: one line, exit 2 (the command boundary)
+    from galinear.symbolic.trace import MAX_TRACE_TERMS
+
+    if args.max_terms is not None and args.max_terms < 0:
+        return fail("codegen", f"--max-terms must be 0 (no bound) or a positive count, got {args.max_terms}")
+    max_terms = MAX_TRACE_TERMS if args.max_terms is None else (args.max_terms or None)
     inputs = parse_inputs(args.input)
     func = parse_expression(args.expr, list(inputs))
     unused = [n for n in inputs if n not in func.used_inputs]
@@ -146,13 +155,15 @@ def _run_expression(args) -> int:
     kernel = None
     try:
         if args.verify:
-            kernel = compile_kernel(func, Algebra(*signature), inputs, target=args.target, grad=args.grad, name=name)
+            kernel = compile_kernel(func, Algebra(*signature), inputs, target=args.target, grad=args.grad, name=name,
+                                    max_terms=max_terms)
             forward = kernel[0] if args.grad else kernel
             files = [("", forward.header, forward.source)]
             if forward.backward is not None:
                 files.append(("_backward", forward.backward.header, forward.backward.source))
         else:
-            built = build(func, metric_from_signature(*signature), inputs, args.target, grad=args.grad, name=name)
+            built = build(func, metric_from_signature(*signature), inputs, args.target, grad=args.grad, name=name,
+                          max_terms=max_terms)
             files = [("", built.header, built.source), ("_backward", built.backward_header, built.backward_source)]
     except RuntimeError as exc:  # a missing C compiler, triton without a GPU or its interpreter
         return fail("codegen", str(exc))

@@ -15,31 +15,21 @@ Docs: docs/codegen.md.
 """
 from __future__ import annotations
 
+from galinear.compiler.build import metric_of as _metric_of
 from galinear.compiler.kernel import Kernel, KernelPair
 from galinear.compiler.prove import ProofReport, prove
 from galinear.symbolic.emit import TARGETS
-from galinear.symbolic.trace import KernelDomainError, blade, dual, exp, grade, inv, norm, reverse, sqrt, undual
+from galinear.symbolic.trace import (MAX_TRACE_TERMS, CompileTooLarge, KernelDomainError, blade, dual, exp, grade,
+                                     inv, norm, reverse, sqrt, undual)
 
-__all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "TARGETS", "prove", "ProofReport",
+__all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "CompileTooLarge", "TARGETS", "prove", "ProofReport",
            "parse_expression",
            "blade", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
 
 
-def _metric_of(algebra):
-    from galinear.blades import metric_from_signature
-
-    metric = getattr(algebra, "metric", None)
-    if metric is not None:
-        return tuple(int(m) for m in metric)
-    if isinstance(algebra, tuple) and len(algebra) in (1, 2, 3):
-        return metric_from_signature(*algebra)
-    if isinstance(algebra, int) and not isinstance(algebra, bool):
-        return (1,) * algebra
-    raise TypeError(f"algebra must be a galinear.Algebra (or (p, q, r)), got {type(algebra).__name__}")
-
-
 def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *, grad: bool = False,
-            strategy: str = "auto", name: str | None = None, cache: bool = True):
+            strategy: str = "auto", name: str | None = None, cache: bool = True,
+            max_terms: int | None = MAX_TRACE_TERMS):
     """Compile ``func`` (a Python function of multivectors) for ``target``.
 
     As a decorator, leave out the function: ``@galinear.compile(alg, {"M": "even", "x": 1})``
@@ -65,12 +55,15 @@ def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *,
         Name of the generated function (default: the function's name).
     cache : bool
         Reuse generated sources from galinear's private cache folder.
+    max_terms : int or None
+        Refuse (:class:`CompileTooLarge`, before any expansion) once the traced products hold
+        more terms than this; the default is about two minutes of compiling. None: no bound.
     """
     from galinear.compiler.build import build
     from galinear.symbolic.emit import TARGETS as targets
 
     if inputs is None and isinstance(algebra, dict) and not callable(func):  # the decorator form
-        options = dict(target=target, grad=grad, strategy=strategy, name=name, cache=cache)
+        options = dict(target=target, grad=grad, strategy=strategy, name=name, cache=cache, max_terms=max_terms)
         return lambda function: compile(function, func, algebra, **options)
     if inputs is None:
         raise TypeError("compile(func, algebra, inputs) needs the inputs: a dict {parameter: pattern}")
@@ -83,7 +76,8 @@ def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *,
         name = getattr(func, "__name__", "kernel")
         if not name.isidentifier() or name == "<lambda>":
             name = "kernel"
-    built = build(func, metric, inputs, target, strategy=strategy, grad=grad, name=name, use_cache=cache)
+    built = build(func, metric, inputs, target, strategy=strategy, grad=grad, name=name, use_cache=cache,
+                  max_terms=max_terms)
     kernel = Kernel(built, func, algebra, inputs)
     return KernelPair(kernel) if grad else kernel
 

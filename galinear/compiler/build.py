@@ -1,11 +1,11 @@
 """From a user's function to generated sources: trace, lower, emit, with a SHA-256-checked cache.
 
-The cache holds, per key, one JSON file (blade names, operation counts, the SHA-256 of each
-source) and the sources themselves; nothing is pickled. The key is the SHA-256 of the function's
-source (or its ``__galinear_source__``, for functions made from expression text), the values
-its closure and the globals it names hold (their ``repr``), the metric, the
-input patterns, the target, the lowering strategy and the galinear version. A source whose
-digest differs from the JSON's is regenerated.
+The cache holds, per key, one JSON file (blade names in parameter order, operation counts, the
+SHA-256 of each source) and the sources themselves; nothing is pickled. The key is the SHA-256 of
+the function's code (or its ``__galinear_source__``, for functions made from expression text),
+the exact values it reads (defaults, closure cells, named globals and attributes: see
+:class:`_Describer`), the metric, the input patterns, the target, the lowering strategy and the
+galinear version. A source whose digest differs from the JSON's is regenerated.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from galinear.symbolic import lowering as _lowering_module
 from galinear.symbolic import trace as _trace_module
 from galinear.symbolic.emit import emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
-from galinear.symbolic.trace import trace
+from galinear.symbolic.trace import MAX_TRACE_TERMS, trace
 
-__all__ = ["Built", "build", "cache_key", "cache_folder", "Uncacheable", "CacheWarning", "grad_input_name"]
+__all__ = ["Built", "build", "cache_key", "cache_folder", "metric_of", "Uncacheable", "CacheWarning", "grad_input_name"]
 
 #: Version of the cache's file layout (2: inputs stored as an ordered list of pairs).
 FORMAT = 2
@@ -53,6 +53,20 @@ class Built:
     backward_operations: dict | None = None
     backward_guards: tuple = ()
     from_cache: bool = False
+
+
+def metric_of(algebra) -> tuple:
+    """The metric of a galinear.Algebra, a signature (p, q, r) or an int n (Euclidean)."""
+    from galinear.blades import metric_from_signature
+
+    metric = getattr(algebra, "metric", None)
+    if metric is not None:
+        return tuple(int(m) for m in metric)
+    if isinstance(algebra, tuple) and len(algebra) in (1, 2, 3):
+        return metric_from_signature(*algebra)
+    if isinstance(algebra, int) and not isinstance(algebra, bool):
+        return (1,) * algebra
+    raise TypeError(f"algebra must be a galinear.Algebra (or (p, q, r)), got {type(algebra).__name__}")
 
 
 class CacheWarning(UserWarning):
@@ -351,7 +365,7 @@ def _header(name: str, target: str, metric, inputs, outputs, ops, strategy) -> s
 
 
 def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", grad: bool = False,
-          name: str = "kernel", use_cache: bool = True) -> Built:
+          name: str = "kernel", use_cache: bool = True, max_terms: int | None = MAX_TRACE_TERMS) -> Built:
     """Trace ``func``, lower it and print it for ``target`` (and its backward when ``grad``)."""
     folder = cache_folder() if use_cache else None
     key = ""
@@ -366,7 +380,7 @@ def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", gr
         cached = _load_cached(folder, key)
         if cached is not None:
             return cached
-    graph = trace(func, metric, inputs, name)
+    graph = trace(func, metric, inputs, name, max_terms=max_terms)
     if not graph.outputs:
         raise ValueError("the function's result is identically zero for these input patterns: there is "
                          "nothing to compute (check the patterns, e.g. a wedge of parallel grades)")

@@ -230,13 +230,17 @@ class _Evaluator:
     def _Name(self, node):
         if node.id in self.env:
             return self.env[node.id]
+        return self._blade(node.id, node)
+
+    def _blade(self, name: str, node):
+        """The blade ``name`` in the algebra (and multivector kind) of the inputs."""
         from galinear.symbolic.trace import blade
 
-        like = next(iter(self.env.values()))  # the algebra of the inputs
+        like = next(iter(self.env.values()))
         try:
-            return blade(like, node.id)
+            return blade(like, name)
         except (ValueError, KeyError, IndexError) as error:
-            raise ValueError(f"expression {self.text!r}: {node.id!r} is not a blade of this algebra "
+            raise ValueError(f"expression {self.text!r}: {name!r} is not a blade of this algebra "
                              f"({error}){_where(node)}") from None
 
     def _Constant(self, node):
@@ -289,6 +293,8 @@ class _Evaluator:
         try:
             if isinstance(func, ast.Name) and func.id in FUNCTIONS:
                 arg = self.run(node.args[0])
+                if _is_number(arg):  # a function of a plain number: of the scalar of the inputs' algebra
+                    arg = self._blade("1", node) * arg
                 if func.id == "grade":
                     return self.functions["grade"](arg, *(_int_literal(a) for a in node.args[1:]))
                 return self.functions[func.id](arg)

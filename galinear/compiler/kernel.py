@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from galinear._numba import generated_folder, load_generated, readonly
-from galinear.compiler.build import Built, grad_input_name
+from galinear.compiler.build import Built, grad_input_name, metric_of
 from galinear.symbolic.trace import KernelDomainError
 
 __all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS"]
@@ -323,9 +323,7 @@ class Kernel:
 
         if isinstance(self.algebra, Layout):
             return self.algebra
-        from galinear.compiler import _metric_of
-
-        metric = _metric_of(self.algebra)
+        metric = metric_of(self.algebra)
         return Algebra(metric.count(1), metric.count(-1), metric.count(0))
 
     def _unpack(self, name: str, value):

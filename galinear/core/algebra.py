@@ -242,6 +242,14 @@ class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, Subsp
     def dtype(self):
         return self._data().dtype
 
+    def __bool__(self) -> bool:
+        """True when any coefficient is nonzero (clifford's rule); a batch has no single truth
+        value (numpy's rule): use ``mv.values.any()`` or ``(mv.values != 0).any(axis=-1)``."""
+        if self._data().ndim > 1:
+            raise ValueError("the truth value of a batch of multivectors is ambiguous; use mv.values.any() or "
+                             "(mv.values != 0).any(axis=-1) for one value per multivector")
+        return bool(np.any(self._data() != 0))
+
     def __len__(self) -> int:
         if self._data().ndim == 1:
             raise TypeError("len() of an unbatched MultiVector; it has no batch axis")

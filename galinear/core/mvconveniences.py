@@ -123,7 +123,8 @@ class ConvenienceMethods:
         zero-based ``e0...`` names in PGA, see :mod:`galinear.core.mvindexing`). A coefficient may
         be an array: the result is batched, with the broadcast shape of all coefficients. The
         grades are those of the named blades. The dtype is float64 unless every coefficient is a
-        float32 array.
+        float32 array. A blade given twice (``{"e12": 2}`` and ``e12=3``, or ``e12`` and ``e21``)
+        is refused rather than summed.
         """
         items = list((coefficients or {}).items()) + list(blades.items())
         if not items:
@@ -142,8 +143,13 @@ class ConvenienceMethods:
         shape = np.broadcast_shapes(*(c.shape for c in arrays))
         values = np.zeros(shape + (algebra.dim,), dtype=dtype)
         pattern = 0
+        seen = {}
         for (name, _), c in zip(items, arrays):
             index, sign = blade_lookup(algebra, name)
+            if index in seen:
+                raise ValueError(f"from_blades: the blade {name!r} is given twice (also as {seen[index]!r}); "
+                                 "give each blade once, e.g. add the coefficients first")
+            seen[index] = name
             values[..., index] += sign * c
             pattern |= 1 << int(algebra.grades[index])
         if not np.isfinite(values).all():

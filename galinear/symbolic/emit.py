@@ -231,7 +231,7 @@ def _scalar_statement(step, pr, lang: str, status: str) -> list[str]:
         cast = "(real)" if lang == "c" else ""
         zero = "(real)0" if lang == "c" else "_zero"
         return [f"{decl}{s} = {cast}{fn}({arg} > {zero} ? {arg} : {zero}){end}" if lang == "c"
-                else f"{s} = math.sqrt({arg}) if {arg} > _zero else _zero * {arg}"]
+                else f"{s} = math.sqrt({arg}) if {arg} > _zero else {arg} - {arg}"]  # nan stays nan
     if step.kind == "abs":
         return [f"{decl}{s} = (real)fabs({arg}){end}" if lang == "c" else f"{s} = abs({arg})"]
     if step.kind == "sign":

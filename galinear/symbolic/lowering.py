@@ -23,17 +23,24 @@ per input.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import reduce
 
 import sympy as sp
 
-from galinear.symbolic.trace import Gm, Graph, Step, substitution_map
+from galinear.symbolic.polynomials import BOUND_CAP, expand_program, term_bound
+from galinear.symbolic.trace import Gm, Graph, Step
 
-__all__ = ["Lowered", "lower", "backward", "count_operations", "MAX_G_ORDER", "EXPANSION_LIMIT"]
+__all__ = ["Lowered", "lower", "backward", "count_operations", "expanded_size_bound", "MAX_G_ORDER",
+           "EXPANSION_LIMIT", "EXPANSION_BOUND_LIMIT", "STRATEGIES"]
 
 #: Highest derivative order of the exp closed forms that the kernels evaluate (G_0 .. G_3).
 MAX_G_ORDER = 3
-#: The expanded order is tried only while the expanded outputs hold fewer terms than this.
+#: The expanded orders are tried only while the exact expansion holds fewer terms than this ...
 EXPANSION_LIMIT = 40000
+#: ... and while the bound on it (made without expanding) is below this.
+EXPANSION_BOUND_LIMIT = 2_000_000
+#: The orders of evaluation :func:`lower` builds.
+STRATEGIES = ("auto", "staged", "expanded", "collected", "rational")
 
 
 @dataclass
@@ -111,6 +118,7 @@ def count_operations(statements, outputs) -> dict:
             tally["divisions"] += 1
         else:
             tally["functions"] += 1
+            tally["additions"] += s.kind == "sqrt"  # the numba branch off the domain: arg - arg
     for _, exprs in outputs:
         for e in exprs:
             _count(sp.sympify(e), tally)
@@ -180,7 +188,20 @@ def _cse(statements: list[Step], outputs, input_symbols: set, prefix: str):
         final.append(replace(s, expr=expr))
     new_outputs = tuple((name, tuple(sp.sympify(e).xreplace(alias) for e in exprs_))
                         for name, exprs_ in new_outputs)
-    return _eliminate_dead(final, new_outputs), new_outputs
+    return _hoist_arguments(_eliminate_dead(final, new_outputs), prefix), new_outputs
+
+
+def _hoist_arguments(statements: list[Step], prefix: str) -> list[Step]:
+    """Every argument of a non-polynomial step that is not a symbol or a number becomes a ``let``
+    of its own: printed once (a guard, a square root and its branches read it), and counted."""
+    out = []
+    for k, s in enumerate(statements):
+        if s.kind != "let" and not s.expr.is_Atom:
+            sym = sp.Symbol(f"{prefix}h{k}")
+            out.append(Step(sym, s.expr))
+            s = replace(s, expr=sym)
+        out.append(s)
+    return out
 
 
 def _input_symbols(inputs) -> set:
@@ -201,29 +222,108 @@ def _staged(graph: Graph):
     return statements, outputs
 
 
-def _expanded(graph: Graph):
-    full = substitution_map(graph)
-    statements = []
-    for s in graph.steps:
-        if s.kind == "let":
-            continue
-        statements.append(replace(s, expr=sp.expand(s.expr.xreplace(full))))
-    outs = tuple(sp.expand(sp.sympify(e).xreplace(full)) for e in graph.outputs)
-    size = sum(len(sp.Add.make_args(e)) for e in outs)
-    if size > EXPANSION_LIMIT:
+def _atoms(graph: Graph) -> list:
+    """The symbols an expansion is written in: the inputs' and the non-polynomial steps' results."""
+    return [sym for _, syms, _ in graph.inputs for sym in syms] + [s.symbol for s in graph.steps if s.kind != "let"]
+
+
+def expanded_size_bound(graph: Graph) -> int:
+    """Upper bound on the terms of the expanded outputs and step arguments (no expansion made)."""
+    exprs = list(graph.outputs) + [s.expr for s in graph.steps if s.kind != "let"]
+    return min(sum(term_bound(e, graph.bounds) for e in exprs), BOUND_CAP)
+
+
+def _expansion(graph: Graph):
+    """(ring, outputs, step arguments) expanded in :func:`_atoms`, or None above EXPANSION_LIMIT."""
+    if expanded_size_bound(graph) > EXPANSION_BOUND_LIMIT:
+        return None  # refused from the bound alone: nothing is expanded
+    barriers = [s for s in graph.steps if s.kind != "let"]
+    found = expand_program(graph.steps, _atoms(graph), list(graph.outputs) + [s.expr for s in barriers],
+                           EXPANSION_LIMIT)
+    if found is None:
         return None
-    return statements, (("out", outs),)
+    ring, _, values = found
+    outs, args = values[:len(graph.outputs)], values[len(graph.outputs):]
+    if sum(len(o) for o in outs) > EXPANSION_LIMIT:
+        return None
+    return ring, outs, list(zip(barriers, args))
 
 
-def _collected(graph: Graph, by: tuple):
-    r"""Expanded, then each output grouped by the monomials of the symbols ``by`` (one input):
-    :math:`\sum_c c \sum_l x_l P_l` with the numeric content c of each coefficient taken out, so a
-    sandwich costs its pairwise products once, one product per (output, monomial) and one per
-    distinct factor."""
-    built = _expanded(graph)
+def _expanded(graph: Graph):
+    found = _expansion(graph)
+    if found is None:
+        return None
+    _, outs, args = found
+    statements = [replace(step, expr=arg.as_expr()) for step, arg in args]
+    return statements, (("out", tuple(o.as_expr() for o in outs)),)
+
+
+def _rational(graph: Graph):
+    r"""Expanded, every division by an expression of the inputs written as one fraction per output
+    and cancelled: :math:`N_i / D_i` with :math:`\gcd(N_i, D_i) = 1`, outputs with equal
+    denominators sharing one reciprocal (the CGA chain's down-projection becomes
+    :math:`(R x \tilde R + t |R|^2) / |R|^2`). Kept only when the new denominators vanish wherever
+    an original one does (each original denominator's factors divide them), so every row the
+    function as written cannot evaluate is still refused by a guard."""
+    found = _expansion(graph)
+    if found is None:
+        return None
+    ring, outs, args = found
+    index = {sym: i for i, sym in enumerate(ring.symbols)}
+    recips = [(step, arg) for step, arg in args if step.kind == "recip"]
+    if not recips:
+        return None
+    recip_index = [index[step.symbol] for step, _ in recips]
+    for step, arg in args:  # a denominator or another step's argument must not hold a reciprocal
+        if any(m[i] for m in arg.monoms() for i in recip_index):
+            return None
+    statements = [replace(step, expr=arg.as_expr()) for step, arg in args if step.kind != "recip"]
+    fractions = []
+    for out in outs:
+        powers = [max((m[i] for m in out.monoms()), default=0) for i in recip_index]
+        numerator = ring(0)
+        for monom, coeff in out.terms():
+            term = ring({tuple(0 if i in recip_index else e for i, e in enumerate(monom)): coeff})
+            for (_, den), i, top in zip(recips, recip_index, powers):
+                if top - monom[i]:
+                    term = term * den ** (top - monom[i])
+            numerator += term
+        denominator = ring(1)
+        for (_, den), top in zip(recips, powers):
+            if top:
+                denominator = denominator * den ** top
+        numerator, denominator = numerator.cancel(denominator)
+        lead = denominator.LC
+        fractions.append((numerator.quo_ground(lead), denominator.quo_ground(lead)))
+    denominators = list(dict.fromkeys(d for _, d in fractions if not d.is_ground))
+    product = reduce(lambda a, b: a * b, denominators, ring(1))
+    for _, den in recips:  # every original denominator's factors are guarded by a new one
+        rest = den
+        while not rest.is_ground:
+            common = rest.gcd(product)
+            if common.is_ground:
+                return None
+            rest = rest.quo(common)
+    symbols = {}
+    for k, den in enumerate(denominators):
+        sym = sp.Symbol(f"_v{k + 1}")
+        what = next(step.what for step, d in recips if not d.gcd(den).is_ground)
+        statements.append(Step(sym, den.as_expr(), "recip", 0, what))
+        symbols[den] = sym
+    new_outs = tuple(n.as_expr() * symbols[d] if not d.is_ground else n.as_expr() for n, d in fractions)
+    return statements, (("out", new_outs),)
+
+
+def _collected(built, by: tuple):
+    r"""``built`` (expanded or rational outputs) with each output grouped by the monomials of the
+    symbols ``by`` (one input, or all inputs but one): :math:`\sum_c c \sum_l x_l P_l` with the
+    numeric content c of each coefficient taken out, so a sandwich costs its pairwise products
+    once, one product per (output, monomial) and one per distinct factor. A trailing reciprocal
+    factor of an output (the rational order) stays outside the grouping."""
     if built is None:
         return None
     statements, ((name, outs),) = built
+    statements = list(statements)
     counter = [0]
 
     def let(expr):
@@ -234,8 +334,14 @@ def _collected(graph: Graph, by: tuple):
         statements.append(Step(sym, expr))
         return sym
 
+    reciprocals = {s.symbol for s in statements if s.kind == "recip" and str(s.symbol).startswith("_v")}
     new_outs = []
     for e in outs:
+        scale = sp.S.One
+        if e.is_Mul and any(f in reciprocals for f in e.args):
+            scale = sp.Mul(*[f for f in e.args if f in reciprocals])
+            e = sp.Mul(*[f for f in e.args if f not in reciprocals])
+        e = sp.expand(e)
         parts = sp.collect(e, list(by), evaluate=False)
         groups: dict = {}
         for monomial, coefficient in parts.items():
@@ -251,25 +357,42 @@ def _collected(graph: Graph, by: tuple):
                 total += content * sp.Add(*terms)
             else:
                 total += content * let(sp.Add(*terms))
-        new_outs.append(total)
+        new_outs.append(total * scale if scale != 1 else total)
     return statements, ((name, tuple(new_outs)),)
 
 
 def lower(graph: Graph, strategy: str = "auto") -> Lowered:
-    """The straight-line program of ``graph``; ``strategy`` ``"staged"``, ``"expanded"`` or
-    ``"auto"`` (fewer multiplications, then fewer additions; staged on a tie)."""
-    if strategy not in ("auto", "staged", "expanded", "collected"):
-        raise ValueError(f"strategy must be 'auto', 'staged', 'expanded' or 'collected', got {strategy!r}")
+    """The straight-line program of ``graph``; ``strategy`` ``"staged"``, ``"expanded"``,
+    ``"collected"``, ``"rational"`` or ``"auto"`` (fewer multiplications, then fewer additions;
+    staged on a tie). The expanded orders are built only when the bound on their size
+    (:func:`expanded_size_bound`, computed without expanding) is below EXPANSION_BOUND_LIMIT and
+    the exact expansion stays below EXPANSION_LIMIT terms; the staged order grows linearly with
+    the traced program."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
     inputs = tuple((name, syms) for name, syms, _ in graph.inputs)
     known = _input_symbols(inputs)
     candidates = []
-    builders = [("staged", _staged), ("expanded", _expanded)]
-    for arg, syms, _ in graph.inputs:
-        builders.append(("collected", lambda g, syms=syms: _collected(g, syms)))
+    groupings = [syms for _, syms, _ in graph.inputs]
+    if len(graph.inputs) > 2:  # all inputs but one: the coefficients are polynomials of that one
+        groupings += [tuple(s for other, syms, _ in graph.inputs if other != name for s in syms)
+                      for name, _, _ in graph.inputs]
+    cache = {}
+
+    def once(key, make):
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    builders = [("staged", lambda: _staged(graph)), ("expanded", lambda: once("e", lambda: _expanded(graph))),
+                ("rational", lambda: once("r", lambda: _rational(graph)))]
+    for syms in groupings:
+        builders.append(("collected", lambda syms=syms: _collected(once("e", lambda: _expanded(graph)), syms)))
+        builders.append(("rational", lambda syms=syms: _collected(once("r", lambda: _rational(graph)), syms)))
     for name, build in builders:
         if strategy not in ("auto", name):
             continue
-        built = build(graph)
+        built = build()
         if built is None:
             continue
         statements, outputs = built
@@ -278,7 +401,8 @@ def lower(graph: Graph, strategy: str = "auto") -> Lowered:
         ops = count_operations(statements, outputs)
         candidates.append(Lowered(inputs, statements, outputs, name, ops))
     if not candidates:
-        raise ValueError(f"the {strategy} program is too large to expand; use strategy='staged'")
+        raise ValueError(f"the {strategy} program is too large to expand or has no division to cancel; use "
+                         "strategy='staged' (or 'auto')")
     best = min(candidates, key=lambda c: (c.operations["multiplications"], c.operations["additions"]))
     _check_orders(best.statements)
     return best

@@ -138,13 +138,13 @@ class MultiVector(MultiVectorInverse, MultiVectorPrinting, MultiVectorSubspaces)
     # ---------------------------------------------------------------- products
     def _product(self, other, keep) -> "MultiVector":
         other = self._coerce(other)
-        out = [sp.S.Zero] * (1 << self.n)
+        terms = [[] for _ in range(1 << self.n)]
         a, b = self.coefficients, other.coefficients
         for i, j, k, sign, gi, gj, gk in product_rules(self.metric):
             if a[i] == 0 or b[j] == 0 or not keep(gi, gj, gk):
                 continue
-            out[k] += sign * a[i] * b[j]
-        return self._new(out)
+            terms[k].append(sign * a[i] * b[j])
+        return self._new([sp.Add(*t) for t in terms])  # one Add per blade: linear, not quadratic
 
     def gp(self, other) -> "MultiVector":
         """Geometric product."""

@@ -41,12 +41,31 @@ import sympy as sp
 
 from galinear import blades
 from galinear.symbolic.multivector import MultiVector, _as_metric
+from galinear.symbolic.polynomials import Probe, term_bound
 
-__all__ = ["Gm", "Traced", "Graph", "Step", "trace", "input_blades", "KernelDomainError",
+__all__ = ["Gm", "Traced", "Graph", "Step", "trace", "input_blades", "KernelDomainError", "CompileTooLarge",
+           "MAX_TRACE_TERMS", "estimate_seconds",
            "MAX_TRACE_N", "blade", "sqrt", "norm", "exp", "inv", "dual", "undual", "reverse", "grade"]
 
 #: Largest n whose functions are traced: 2**n coefficients per multivector, 4**n products.
 MAX_TRACE_N = 8
+
+
+#: Most product terms a traced program may hold before a compile is refused (``max_terms``):
+#: about two minutes of compiling on a 2-core machine (see :func:`estimate_seconds`).
+MAX_TRACE_TERMS = 12_000
+
+
+def estimate_seconds(terms: int) -> float:
+    """Rough seconds from tracing to a numba kernel's first call for ``terms`` product terms:
+    about 12 ms a term, measured with other work on the 2-core machine (the full geometric product
+    of Cl(6), 4,096 terms, took 48 s; of Cl(7), 16,384 terms, 334 s: CSE and numba's compile of
+    the straight-line code grow faster than the terms)."""
+    return 0.012 * terms
+
+
+class CompileTooLarge(ValueError, MemoryError):
+    """A compile was refused before it ran: its program is larger than the stated bound."""
 
 
 class KernelDomainError(ValueError):
@@ -121,6 +140,7 @@ class Graph:
     outputs: tuple = ()  # expressions, one per output blade
     output_blades: tuple = ()
     source_name: str = "kernel"
+    bounds: dict = field(default_factory=dict)  # let symbol -> bound on its expanded terms
 
     @property
     def n(self) -> int:
@@ -184,21 +204,55 @@ class _Recorder:
         self.metric = metric
         self.steps: list[Step] = []
         self.counter = 0
-        self._in_inputs: dict = {}
-        self._expanded_steps = 0
+        self.probe = Probe()
+        self.bounds: dict = {}
+        self.staged_terms = 0
+        self.product_terms = 0
+        self.max_terms = MAX_TRACE_TERMS
 
     def fresh(self, prefix="t"):
         self.counter += 1
         return sp.Symbol(f"_{prefix}{self.counter}")
 
     def let(self, expr):
-        """A symbol for ``expr`` unless it is already atomic (a symbol, a number, -symbol)."""
+        """A symbol for ``expr`` unless it is already atomic (a symbol, a number, -symbol), or 0
+        when ``expr`` is identically zero in the inputs (decided by the probe, see
+        :mod:`galinear.symbolic.polynomials`): later steps then see the exact zero pattern."""
         expr = sp.expand(expr) if expr.is_Add or expr.is_Mul else expr
         if expr.is_Atom or (expr.is_Mul and len(expr.args) == 2 and expr.args[0].is_Number and expr.args[1].is_Atom):
             return expr
+        if self.probe.is_zero(expr):
+            return sp.S.Zero
         sym = self.fresh()
+        self.probe.define(sym, expr)
+        self.bounds[sym] = term_bound(expr, self.bounds)
+        self.staged_terms += len(sp.Add.make_args(expr))
         self.steps.append(Step(sym, expr))
         return sym
+
+    def precharge(self, a, b) -> None:
+        """Count a product's terms (nonzero coefficient pairs, an upper bound) before computing it."""
+        self._count(sum(1 for c in a.coefficients if c != 0) * sum(1 for c in b.coefficients if c != 0))
+
+    def charge(self, mv) -> None:
+        """Count the terms a step produced (duals, norms, exp)."""
+        self._count(sum(len(sp.Add.make_args(c)) for c in mv.coefficients if c != 0))
+
+    def _count(self, terms: int) -> None:
+        """Refuse the compile once the traced products pass ``max_terms`` terms: the count grows
+        with the expression's length and is made before any expansion."""
+        self.product_terms += terms
+        if self.max_terms is not None and self.product_terms > self.max_terms:
+            raise CompileTooLarge(
+                f"this compile is refused before lowering: its traced products hold {self.product_terms:,} "
+                f"terms so far, above max_terms={self.max_terms:,} (estimated compile time at least "
+                f"{estimate_seconds(self.product_terms):.0f} s); pass max_terms=None (--max-terms 0) to compile it anyway, or "
+                "evaluate the function numerically with galinear.MultiVector (e.g. inv() of a batch)")
+
+    def is_zero(self, expr) -> bool:
+        """Whether ``expr`` (in the staged symbols) is identically zero in the inputs and the
+        non-polynomial steps' results (the probe's verdict)."""
+        return self.probe.is_zero(expr)
 
     def barrier(self, kind, expr, what, order=0):
         sym = self.fresh({"recip": "r", "sqrt": "q", "abs": "a", "g": "g"}[kind])
@@ -207,14 +261,6 @@ class _Recorder:
         self.steps.append(Step(sym, arg, kind, order, f"{what} {where}" if where else what))
         return sym
 
-    def in_inputs(self, expr):
-        """``expr`` (in the staged symbols) expanded in the input symbols (and the non-polynomial
-        steps' symbols): how facts such as "this bivector is simple" are decided exactly."""
-        for step in self.steps[self._expanded_steps:]:
-            if step.kind == "let":
-                self._in_inputs[step.symbol] = sp.expand(step.expr.xreplace(self._in_inputs))
-        self._expanded_steps = len(self.steps)
-        return sp.expand(sp.sympify(expr).xreplace(self._in_inputs))
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -269,8 +315,10 @@ class Traced:
     def algebra_n(self) -> int:
         return self.mv.n
 
-    def _wrap(self, mv: MultiVector, stage: bool = True) -> "Traced":
+    def _wrap(self, mv: MultiVector, stage: bool = True, charged: bool = False) -> "Traced":
         if stage:
+            if not charged:
+                self._rec.charge(mv)
             mv = mv._new([self._rec.let(c) if c != 0 else c for c in mv.coefficients])
         return Traced(mv, self._rec)
 
@@ -323,41 +371,49 @@ class Traced:
         return self
 
     # -- products
+    def _product(self, kind: str, other, reflected: bool = False) -> "Traced":
+        """``self kind other`` (``other kind self`` when reflected), its size counted first."""
+        a, b = self.mv, self._other(other)
+        if reflected:
+            a, b = b, a
+        self._rec.precharge(a, b)
+        return self._wrap(getattr(a, kind)(b), charged=True)
+
     def __mul__(self, other):
-        return self._wrap(self.mv.gp(self._other(other)))
+        return self._product("gp", other)
 
     def __rmul__(self, other):
-        return self._wrap(self._other(other).gp(self.mv))
+        return self._product("gp", other, reflected=True)
 
     def __xor__(self, other):
-        return self._wrap(self.mv.op(self._other(other)))
+        return self._product("op", other)
 
     def __rxor__(self, other):
-        return self._wrap(self._other(other).op(self.mv))
+        return self._product("op", other, reflected=True)
 
     def __lshift__(self, other):
-        return self._wrap(self.mv.lc(self._other(other)))
+        return self._product("lc", other)
 
     def __rlshift__(self, other):
-        return self._wrap(self._other(other).lc(self.mv))
+        return self._product("lc", other, reflected=True)
 
     def __rshift__(self, other):
-        return self._wrap(self.mv.rc(self._other(other)))
+        return self._product("rc", other)
 
     def __rrshift__(self, other):
-        return self._wrap(self._other(other).rc(self.mv))
+        return self._product("rc", other, reflected=True)
 
     def __or__(self, other):
-        return self._wrap(self.mv.inner(self._other(other)))
+        return self._product("inner", other)
 
     def __ror__(self, other):
-        return self._wrap(self._other(other).inner(self.mv))
+        return self._product("inner", other, reflected=True)
 
     def __and__(self, other):
-        return self._wrap(self.mv.regressive(self._other(other)))
+        return self._product("regressive", other)
 
     def __rand__(self, other):
-        return self._wrap(self._other(other).regressive(self.mv))
+        return self._product("regressive", other, reflected=True)
 
     def __matmul__(self, other):
         if isinstance(other, (int, float, sp.Expr)):
@@ -428,15 +484,47 @@ class Traced:
                 return self._wrap(self.mv._coerce(1 / scalar), stage=False)
             recip = self._rec.barrier("recip", scalar, "inv() of a scalar")
             return self._wrap(self.mv._coerce(recip), stage=False)
+        versor = self._versor_inverse()
+        if versor is not None:
+            return versor
         if self.mv.n > 5:
-            raise ValueError(f"inv() is traced for n <= 5 (closed forms); this algebra has n = {self.mv.n}")
-        num = self._wrap(self.mv.inverse_numerator())
-        den = sp.expand(self.mv.gp(num.mv).coefficients[0])
-        if den == 0:
+            raise ValueError(f"inv() is traced for n <= 5 (closed forms) unless x ~x is a scalar (a versor); "
+                             f"this algebra has n = {self.mv.n}")
+        num = self._inverse_numerator()
+        den = sp.expand(self.mv.scalar_product(num.mv))
+        if den == 0 or self._rec.is_zero(den):
             raise KernelDomainError("inv(): the traced multivector is never invertible (its denominator "
                                     "<A N(A)>_0 is identically 0, e.g. a null vector)")
         recip = self._rec.barrier("recip", den, "inv() (the denominator <A N(A)>_0)")
         return self._wrap(num.mv * recip, stage=False)
+
+    def _inverse_numerator(self) -> "Traced":
+        """N(A) of the closed-form inverse (Hitzer and Sangwine 2017, n <= 5; the formulas of
+        :meth:`galinear.symbolic.MultiVector.inverse_numerator`), as staged products: each one's
+        size is counted before it is computed."""
+        n = self.mv.n
+        if n <= 2:
+            return self.conjugate()
+        t = self.conjugate() * self.involute() * self.reverse() if n != 4 else self.conjugate()
+        if n == 3:
+            return t
+        flip = (3, 4) if n == 4 else (1, 4)
+        return t * self._wrap((self * t).mv._negate_grades(flip), stage=False)
+
+    def _versor_inverse(self):
+        """:math:`\tilde x / (x \tilde x)` when :math:`x \tilde x` is identically a scalar (every
+        versor: a product of vectors, a rotor, a motor), else None. Exact, and far shorter than
+        the general closed form (inv(a * b) in Cl(4,1): 4 products instead of thousands)."""
+        norm = self._wrap(self.mv.gp(self.mv.reverse()))
+        if any(c != 0 for c in norm.mv.coefficients[1:]):
+            return None
+        den = norm.mv.coefficients[0]
+        if den == 0:
+            raise KernelDomainError("inv(): x ~x is identically 0 (e.g. a null vector): x has no inverse")
+        if den.is_Number:
+            return self._wrap(self.mv.reverse() * (1 / den), stage=False)
+        recip = self._rec.barrier("recip", den, "inv() (the denominator x ~x)")
+        return self._wrap(self.mv.reverse() * recip, stage=False)
 
     # -- unary
     def reverse(self):
@@ -513,13 +601,13 @@ def _exp(B: Traced) -> Traced:
     W2 = mv.op(mv).applyfunc(lambda c: sp.expand(c) / 2)
     # simplicity is decided on the coefficients expanded in the inputs, as prove() decides it
     # (exp(a ^ b) is simple in every signature, though its staged W2 is not visibly 0)
-    if mv.n <= 3 or all(rec.in_inputs(c) == 0 for c in W2.coefficients):
+    if mv.n <= 3 or all(rec.is_zero(c) for c in W2.coefficients):
         lam = sp.expand(mv.gp(mv).coefficients[0])
         c = rec.barrier("g", lam, "exp()", 0)
         s1 = rec.barrier("g", lam, "exp()", 1)
         return B._wrap(mv * (2 * s1) + c)
     sigma2 = sp.expand(W2.gp(W2).coefficients[0])
-    if sigma2 != 0 and rec.in_inputs(sigma2) != 0:
+    if sigma2 != 0 and not rec.is_zero(sigma2):
         raise ValueError(
             "exp() of a general bivector in this algebra needs both invariants of the decomposition "
             "(sigma_2 = <W2 W2>_0 is not identically 0); compiled kernels cover simple bivectors (n <= 3, "
@@ -653,8 +741,9 @@ def _parameters(func, inputs: dict) -> list[str]:
     return names
 
 
-def trace(func, metric, inputs: dict, name: str = "kernel") -> Graph:
-    """Trace ``func`` over Cl(metric) with inputs given as ``{parameter: pattern}``.
+def trace(func, metric, inputs: dict, name: str = "kernel", max_terms: int | None = MAX_TRACE_TERMS) -> Graph:
+    """Trace ``func`` over Cl(metric) with inputs given as ``{parameter: pattern}``; refuse with
+    :class:`CompileTooLarge` once its products pass ``max_terms`` terms (None: no bound).
 
     A pattern is a grade, a list of grades, ``"even"``, ``"odd"``, ``"full"`` or a list of blade
     names (see :func:`input_blades`). ``func`` returns a multivector (or a number).
@@ -670,6 +759,7 @@ def trace(func, metric, inputs: dict, name: str = "kernel") -> Graph:
         if not arg.isidentifier() or arg.startswith("_"):
             raise ValueError(f"input name {arg!r} must be an identifier that does not start with '_'")
     rec = _Recorder(metric)
+    rec.max_terms = max_terms
     all_names = blades.blade_names(n)
     traced_args, graph_inputs = [], []
     for arg in names:
@@ -688,8 +778,9 @@ def trace(func, metric, inputs: dict, name: str = "kernel") -> Graph:
             result = Traced(MultiVector(metric)._coerce(result), rec)
         else:
             raise TypeError(f"the function returned {type(result).__name__}; return a multivector")
-    graph = Graph(metric=metric, inputs=tuple(graph_inputs), steps=rec.steps, source_name=name)
-    nonzero = _nonzero_outputs(graph, result.mv.coefficients)
+    graph = Graph(metric=metric, inputs=tuple(graph_inputs), steps=rec.steps, source_name=name,
+                  bounds=rec.bounds)
+    nonzero = [i for i, c in enumerate(result.mv.coefficients) if c != 0 and not rec.is_zero(c)]
     graph.outputs = tuple(result.mv.coefficients[i] for i in nonzero)
     graph.output_blades = tuple(all_names[i] for i in nonzero)
     return graph
@@ -705,12 +796,4 @@ def substitution_map(graph: Graph, keep_barriers: bool = True) -> dict:
     return full
 
 
-def _nonzero_outputs(graph: Graph, coefficients) -> list[int]:
-    full = substitution_map(graph)
-    out = []
-    for i, c in enumerate(coefficients):
-        if c == 0:
-            continue
-        if sp.expand(sp.sympify(c).xreplace(full)) != 0:
-            out.append(i)
-    return out
+

@@ -17,7 +17,7 @@ def test_fail_writes_one_line_to_stderr(capsys):
     (["verify", "--only", "no_such_proof"], "unknown proof(s) no_such_proof"),
     (["codegen", "--n", "2", "--print"], "give --op"),
     (["codegen", "--op", "gp", "--print"], "give exactly one of --n N or --signature"),
-    (["codegen", "--op", "gp", "--signature", "x", "--print"], "--signature must look like 3,0,1"),
+    (["codegen", "--op", "gp", "--signature", "x", "--print"], "--signature must be three integers p,q,r"),
     (["compress", "--no-progress", "--methods", ","], "no method given"),
     (["train-mlp", "--no-progress", "--hidden", "1000000000"], "smaller --hidden"),
 ])

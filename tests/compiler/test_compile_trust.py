@@ -399,3 +399,121 @@ def test_random_expressions_through_the_cache_in_a_new_process(tmp_path):
     assert not any(r[1] for r in cold) and all(r[1] for r in warm)
     for text, _, ordered, error in cold + warm:
         assert ordered and error < 1e-9, text
+
+
+# ---------------------------------------------------------------------------- kingdon's layout
+def test_kernel_arrays_to_and_from_kingdon_layout():
+    kingdon = pytest.importorskip("kingdon", reason="the layout test compares with kingdon (make test installs it)")
+    from galinear.compiler.layouts import from_kingdon, kingdon_keys, to_kingdon
+
+    pga = galinear.Algebra(3, 0, 1)
+    assert kingdon_keys(pga, ["e1", "e12", "e234"]) == ((1, 3, 14), ("e0", "e01", "e123"))
+
+    def motor_on_point(M, x):
+        return M * x * ~M
+
+    kernel = galinear.compile(motor_on_point, pga, {"M": "even", "x": 3}, target="numpy")
+    arrays = _random_inputs(kernel, rows=5, seed=4)
+    kalg = kingdon.Algebra(3, 0, 1)
+    kmvs = []
+    for name, array in arrays.items():
+        keys, values = to_kingdon(array, pga, kernel.input_blades[name])
+        assert values.shape == (len(keys), 5)
+        kmvs.append(kalg.multivector(values=values, keys=keys))
+    product = kmvs[0] * kmvs[1] * ~kmvs[0]
+    theirs = from_kingdon(product.values(), product.keys(), pga, kernel.output_blades)
+    assert np.allclose(theirs, kernel(**arrays), atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- simplification and bounds
+def cga_motor_chain(x, R, t):
+    """Up-project x, move it by the motor (1 - t n_inf / 2) R, project down."""
+    from galinear.compiler import blade
+
+    n_inf = blade(x, "e4") + blade(x, "e5")
+    n_o = 0.5 * (blade(x, "e5") - blade(x, "e4"))
+    X = x + 0.5 * x * x * n_inf + n_o
+    M = (1 - 0.5 * t * n_inf) * R
+    Y = M * X * ~M
+    Y = Y / (-(Y | n_inf))
+    return (Y ^ (n_inf ^ n_o)) * (n_inf ^ n_o)
+
+
+def test_the_cga_chain_cancels_to_its_rational_form():
+    cga = galinear.Algebra(4, 1, 0)
+    inputs = {"x": ["e1", "e2", "e3"], "R": ["1", "e12", "e13", "e23"], "t": ["e1", "e2", "e3"]}
+    kernel = galinear.compile(cga_motor_chain, cga, inputs, target="numpy")
+    assert kernel.strategy == "rational" and kernel.output_blades == ("e1", "e2", "e3")
+    assert kernel.operations["multiplications"] <= 29  # kingdon's simplify(expand()) program: 29
+    assert kernel.operations["divisions"] == 1  # one reciprocal of |R|^2 shared by the outputs
+    _assert_right(cga, cga_motor_chain, kernel)
+    arrays = _random_inputs(kernel)
+    arrays["R"][2] = 0.0  # |R|^2 = 0: the function as written divides by zero there
+    with pytest.raises(KernelDomainError, match="rows 2"):
+        kernel(**arrays)
+
+
+def test_a_cancelled_division_keeps_its_guard():
+    def unit(x):
+        return x * x.inv()
+
+    kernel = galinear.compile(unit, E3, {"x": 1}, target="numpy")
+    assert np.allclose(kernel(np.ones((2, 3))), 1.0)
+    with pytest.raises(KernelDomainError):
+        kernel(np.zeros((1, 3)))
+
+
+@pytest.mark.parametrize("case", ["ab", "abc", "V"])
+def test_versor_inverses_in_cl41_compile_quickly_and_right(case):
+    import time
+
+    from galinear.compiler import inv
+
+    cga = galinear.Algebra(4, 1, 0)
+    func, inputs = {"ab": (lambda a, b: inv(a * b), {"a": 1, "b": 1}),
+                    "abc": (lambda a, b, c: inv(a * b * c), {"a": 1, "b": 1, "c": 1}),
+                    "V": (lambda V: ~V / (V * ~V), {"V": "even"})}[case]
+    start = time.perf_counter()
+    kernel = galinear.compile(func, cga, inputs, target="numpy", cache=False)
+    assert time.perf_counter() - start < 60
+    _assert_right(cga, func, kernel, tol=1e-7)
+
+
+def test_an_unbounded_compile_is_refused_up_front(capsys):
+    import time
+
+    from galinear.cli import main
+    from galinear.compiler import CompileTooLarge
+
+    start = time.perf_counter()
+    with pytest.raises(CompileTooLarge, match="max_terms=None") as error:
+        galinear.compile(lambda x: x * x * x, galinear.Algebra(8), {"x": "full"}, target="numpy", cache=False)
+    assert "65,536 terms" in str(error.value) and "galinear.MultiVector" in str(error.value)
+    assert main(["codegen", "--expr", "x*x*x", "--input", "x=full", "--n", "8", "--print"]) == 2
+    assert "--max-terms 0" in capsys.readouterr().err
+    assert time.perf_counter() - start < 20
+
+
+def test_a_long_product_of_vectors_compiles_in_linear_form():
+    names = ["a", "b", "c"]
+    func = parse_expression(" * ".join(names[i % 3] for i in range(450)), names)
+    kernel = galinear.compile(func, E3, {n: 1 for n in names}, target="numpy", cache=False)
+    arrays = {n: v / np.linalg.norm(v, axis=-1, keepdims=True) for n, v in _random_inputs(kernel).items()}
+    expected = _reference(E3, func, kernel, arrays)
+    assert np.allclose(kernel(**arrays), expected, atol=1e-9)
+
+
+def test_operations_count_what_the_code_computes():
+    import ast
+
+    def rotor_between(a, b):
+        r = 1 + b * a
+        return r / sqrt((r * ~r)(0))
+
+    kernel = galinear.compile(rotor_between, E3, {"a": 1, "b": 1}, target="numba")
+    body = next(n for n in ast.walk(ast.parse(kernel.source)) if isinstance(n, ast.FunctionDef)
+                and n.name == "kernel_serial")
+    products = sum(1 for n in ast.walk(body) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult))
+    assert products == kernel.operations["multiplications"]
+    sqrt_lines = [line for line in kernel.source.splitlines() if "math.sqrt(" in line]
+    assert len(sqrt_lines) == 2 and all("math.sqrt(_" in line for line in sqrt_lines)  # an argument, once

@@ -97,8 +97,10 @@ def test_keyword_constructor(cl3):
     alg, b = cl3
     x = MultiVector.from_blades(alg, e12=2, e1=1)
     assert x == b["e1"] + 2 * b["e12"] and x.known_grades == (1, 2)
-    y = MultiVector.from_blades(alg, {"e21": 2.0, "1": [1.0, 3.0], "scalar": 1.0})
-    assert y.shape == (2,) and np.array_equal(y.values[:, 0], [2.0, 4.0]) and np.all(y["e12"] == -2.0)
+    y = MultiVector.from_blades(alg, {"e21": 2.0, "1": [1.0, 3.0]})
+    assert y.shape == (2,) and np.array_equal(y.values[:, 0], [1.0, 3.0]) and np.all(y["e12"] == -2.0)
+    with pytest.raises(ValueError, match="'scalar' is given twice"):  # "1" and "scalar" name one blade
+        MultiVector.from_blades(alg, {"1": 1.0, "scalar": 1.0})
     assert MultiVector.from_blades(alg, e1=np.float32(1) * np.ones(2, np.float32)).dtype == np.float32
     with pytest.raises(KeyError, match="no blade named 'e14'"):
         MultiVector.from_blades(alg, e14=1.0)
@@ -191,3 +193,22 @@ def test_algebra_multivector_constructor(cl3):
         alg.multivector({"x": 1.0})
     with pytest.raises(ValueError, match="at least one blade"):
         alg.multivector()
+
+
+def test_a_blade_given_twice_is_refused_not_summed():
+    import galinear
+
+    alg = galinear.Algebra(4)
+    for make in (lambda: alg.multivector({"e12": 2}, e12=3), lambda: alg.multivector(e12=2, e21=3)):
+        with pytest.raises(ValueError, match="given twice"):
+            make()
+    assert alg.multivector(e12=2, e13=3)["e13"] == 3
+
+
+def test_truth_value_of_a_multivector():
+    import galinear
+
+    alg = galinear.Algebra(3)
+    assert bool(alg.multivector(e1=1.0)) and not bool(alg.multivector(e1=0.0))
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(galinear.MultiVector(alg, np.zeros((2, 8))))

@@ -105,7 +105,7 @@ def test_cli_codegen(tmp_path, capsys):
     assert main(["codegen", "--n", "2", "--out", str(tmp_path)]) == 2  # no --op
     assert main(["codegen", "--all", "--n", "2"]) == 2
     assert main(["codegen", "--op", "gp", "--signature", "x", "--out", str(tmp_path)]) == 2
-    assert "--signature must look like" in capsys.readouterr().err
+    assert "--signature must be three integers" in capsys.readouterr().err
 
 
 def test_generated_root_is_the_package():
