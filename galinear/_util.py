@@ -1,7 +1,9 @@
 """Small chores shared by the layers, the training loop and the compression study, defined once.
 
 - :func:`count_parameters`: the parameter count of a module;
-- :func:`cosine_schedule`: the learning-rate factor of a cosine schedule with optional warm-up.
+- :func:`cosine_schedule`: the learning-rate factor of a cosine schedule with optional warm-up;
+- :func:`defer_operators`: binary operators that leave operands marked ``_galinear_defers`` (the
+  traced multivectors of :func:`galinear.compile`) to those operands' reflected operators.
 
 Plain Python (no torch import), so every layer of galinear can use it.
 """
@@ -9,7 +11,34 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["count_parameters", "cosine_schedule"]
+__all__ = ["count_parameters", "cosine_schedule", "defer_operators", "BINARY_OPERATORS"]
+
+#: The binary operators of galinear's multivector classes.
+BINARY_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__xor__", "__rxor__",
+                    "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__or__", "__ror__", "__and__",
+                    "__rand__", "__matmul__", "__rmatmul__", "__truediv__", "__rtruediv__")
+
+
+def defer_operators(cls, names=BINARY_OPERATORS):
+    """Wrap the operators ``names`` that ``cls`` has so that an operand with ``_galinear_defers``
+    gets NotImplemented: Python then asks that operand's reflected operator (``C * x`` with a
+    constant C and a traced x reaches ``x.__rmul__``). Returns ``cls``."""
+
+    def deferring(method):
+        def operator(self, other):
+            if getattr(other, "_galinear_defers", False):
+                return NotImplemented
+            return method(self, other)
+
+        operator.__name__ = operator.__qualname__ = method.__name__
+        operator.__doc__ = method.__doc__
+        return operator
+
+    for name in names:
+        method = getattr(cls, name, None)
+        if method is not None:
+            setattr(cls, name, deferring(method))
+    return cls
 
 
 def count_parameters(module) -> int:

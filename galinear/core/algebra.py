@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from galinear._util import defer_operators
 from galinear.core import graded
 from galinear.core.algebrarotors import RotorMethods
 from galinear.core.inverses import NotInvertibleError, inverse
@@ -501,26 +502,7 @@ class MultiVector(ConstructorMethods, IndexingMethods, ConvenienceMethods, Subsp
         _init(self, self.algebra, values, infer_pattern(self.algebra, values) if pattern is None else pattern)
 
 
-def _deferring(method):
-    """``method`` returning NotImplemented for operands that ask to handle mixed operations
-    themselves (``_galinear_defers``: the traced multivectors of :func:`galinear.compile`), so
-    ``C * x`` with a numeric constant C and a traced x reaches ``x.__rmul__``."""
-
-    def operator(self, other):
-        if getattr(other, "_galinear_defers", False):
-            return NotImplemented
-        return method(self, other)
-
-    operator.__name__ = operator.__qualname__ = method.__name__
-    operator.__doc__ = method.__doc__
-    return operator
-
-
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__xor__", "__rxor__",
-              "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__or__", "__ror__", "__and__",
-              "__rand__", "__matmul__", "__truediv__", "__rtruediv__"):
-    setattr(MultiVector, _name, _deferring(getattr(MultiVector, _name)))
-del _name
+defer_operators(MultiVector)  # a traced multivector on the right takes the operation
 
 _new = object.__new__
 _set_algebra = MultiVector.algebra.__set__

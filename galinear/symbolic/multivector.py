@@ -26,6 +26,7 @@ from itertools import combinations
 import sympy as sp
 
 from galinear import blades
+from galinear._util import defer_operators
 from galinear.symbolic.inverses import MultiVectorInverse
 from galinear.symbolic.printing import MultiVectorPrinting
 from galinear.symbolic.product_table import product_rules
@@ -435,6 +436,9 @@ def bivector(metric, values, **assumptions) -> MultiVector:
 def scalar(metric, value) -> MultiVector:
     metric = _as_metric(metric)
     return MultiVector(metric, [value] + [0] * ((1 << len(metric)) - 1))
+
+
+defer_operators(MultiVector)  # a traced multivector on the right takes the operation
 
 
 def blade(metric, name: str, value=1) -> MultiVector:

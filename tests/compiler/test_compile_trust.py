@@ -517,3 +517,19 @@ def test_operations_count_what_the_code_computes():
     assert products == kernel.operations["multiplications"]
     sqrt_lines = [line for line in kernel.source.splitlines() if "math.sqrt(" in line]
     assert len(sqrt_lines) == 2 and all("math.sqrt(_" in line for line in sqrt_lines)  # an argument, once
+
+
+@pytest.mark.parametrize("op", sorted(OPERATORS))
+def test_a_symbolic_constant_on_the_left_equals_its_numeric_twin(op):
+    import sympy
+
+    from galinear.symbolic import MultiVector as SymbolicMultiVector
+
+    half, three_quarters = sympy.Rational(1, 2), sympy.Rational(3, 4)
+    S = SymbolicMultiVector(E3.metric, [half, 1, 0, 0, 0, 0, -three_quarters, 0])
+    C = E3.multivector({"1": 0.5, "e1": 1.0, "e23": -0.75})
+    apply = OPERATORS[op]
+    symbolic = galinear.compile(lambda x: apply(S, x), E3, {"x": [0, 1, 2]}, target="numpy", cache=False)
+    numeric = galinear.compile(lambda x: apply(C, x), E3, {"x": [0, 1, 2]}, target="numpy", cache=False)
+    x = _random_inputs(numeric)["x"]
+    assert np.allclose(symbolic(x), numeric(x), rtol=1e-12, atol=1e-12)
