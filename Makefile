@@ -176,10 +176,11 @@ fashion-mnist:
 clean:
 	rm -rf $(VENV) $(CORE_VENV) .cache build *.egg-info .pytest_cache .hypothesis
 
-# The docs site (mkdocs.yml) into site/: --strict, so a broken link, a missing page or a docstring
-# the reference cannot parse fails the build. Nothing is fetched: it builds offline.
+# The docs site (mkdocs.yml) into site/, after the gallery's pictures are drawn again: --strict, so
+# a broken link, a missing page or a docstring the reference cannot parse fails the build. Nothing
+# is fetched: it builds offline.
 .PHONY: docs
-docs: $(STAMP)
+docs: gallery
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The gallery (docs/gallery): run every example script, write the pictures into docs/gallery/images/
