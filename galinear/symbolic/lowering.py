@@ -1,6 +1,6 @@
 r"""Lowering a traced :class:`~galinear.symbolic.trace.Graph` to straight-line code (sympy only).
 
-Three orders of evaluation are built and the one with fewer multiplications is kept:
+Several orders of evaluation are built and the one with fewer multiplications is kept:
 
 ``staged``
     One assignment per nonzero coefficient of every product, as the function is written
@@ -13,9 +13,14 @@ Three orders of evaluation are built and the one with fewer multiplications is k
     The expanded outputs grouped by the monomials of one input's coefficients, with the numeric
     content of each group's coefficient taken out (tried for each input): a sandwich
     :math:`R x \tilde R` costs the pairwise products of R's coefficients once, then one
-    product per (output, coefficient of x) and one per distinct factor such as 2.
+    product per (output, coefficient of x) and one per distinct factor such as 2. Tried for
+    each input and, with three inputs or more, for all inputs but one.
+``rational``
+    Every division written as one fraction per output and cancelled (:func:`_rational`), then
+    collected like the above.
 
-Both go through ``sympy.cse``; dead assignments are dropped. :func:`backward` differentiates a
+The expanded orders are built in sympy's sparse polynomial ring and only under a bound on their
+size made without expanding (:func:`expanded_size_bound`). All go through ``sympy.cse``; dead assignments are dropped. :func:`backward` differentiates a
 lowered program in reverse mode, statement by statement with ``sympy.diff``, and lowers the
 adjoints again with CSE: the result is a program from (inputs, output gradient) to one gradient
 per input.
@@ -307,7 +312,7 @@ def _rational(graph: Graph):
     symbols = {}
     for k, den in enumerate(denominators):
         sym = sp.Symbol(f"_v{k + 1}")
-        what = next(step.what for step, d in recips if not d.gcd(den).is_ground)
+        what = next((step.what for step, d in recips if not d.gcd(den).is_ground), "a division")
         statements.append(Step(sym, den.as_expr(), "recip", 0, what))
         symbols[den] = sym
     new_outs = tuple(n.as_expr() * symbols[d] if not d.is_ground else n.as_expr() for n, d in fractions)

@@ -206,7 +206,6 @@ class _Recorder:
         self.counter = 0
         self.probe = Probe()
         self.bounds: dict = {}
-        self.staged_terms = 0
         self.product_terms = 0
         self.max_terms = MAX_TRACE_TERMS
 
@@ -226,7 +225,6 @@ class _Recorder:
         sym = self.fresh()
         self.probe.define(sym, expr)
         self.bounds[sym] = term_bound(expr, self.bounds)
-        self.staged_terms += len(sp.Add.make_args(expr))
         self.steps.append(Step(sym, expr))
         return sym
 
