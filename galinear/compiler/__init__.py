@@ -19,8 +19,8 @@ from galinear.compiler.build import metric_of as _metric_of
 from galinear.compiler.kernel import Kernel, KernelPair
 from galinear.compiler.prove import ProofReport, prove
 from galinear.symbolic.emit import TARGETS
-from galinear.symbolic.trace import (MAX_TRACE_TERMS, CompileTooLarge, KernelDomainError, blade, dual, exp, grade,
-                                     inv, norm, reverse, sqrt, undual)
+from galinear.symbolic.functions import blade, dual, exp, grade, inv, norm, reverse, sqrt, undual
+from galinear.symbolic.trace import MAX_TRACE_TERMS, CompileTooLarge, KernelDomainError
 
 __all__ = ["compile", "Kernel", "KernelPair", "KernelDomainError", "CompileTooLarge", "TARGETS", "prove", "ProofReport",
            "parse_expression",

@@ -23,6 +23,9 @@ from pathlib import Path
 from galinear._version import __version__
 from galinear.symbolic import emit as _emit_module
 from galinear.symbolic import lowering as _lowering_module
+from galinear.symbolic import functions as _functions_module
+from galinear.symbolic import multivector as _multivector_module
+from galinear.symbolic import polynomials as _polynomials_module
 from galinear.symbolic import trace as _trace_module
 from galinear.symbolic.emit import emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
@@ -261,7 +264,8 @@ def _function_identity(func, describe: _Describer | None = None, depth: int = 0)
 def generator_digest() -> str:
     """SHA-256 of the generator's own sources: a changed generator never reuses old kernels."""
     digest = hashlib.sha256()
-    for module in (_trace_module, _lowering_module, _emit_module, sys.modules[__name__]):
+    for module in (_trace_module, _lowering_module, _emit_module, _functions_module, _polynomials_module,
+                   _multivector_module, sys.modules[__name__]):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()
 

@@ -195,9 +195,9 @@ def _describe(node) -> str:
 
 # ---------------------------------------------------------------------------- evaluation
 def _functions():
-    from galinear.symbolic import trace
+    from galinear.symbolic import functions, trace
 
-    table = {name: getattr(trace, name) for name in FUNCTIONS}
+    table = {name: getattr(functions, name) for name in FUNCTIONS}
     helper = table["sqrt"]
 
     def sqrt(x):
@@ -234,7 +234,7 @@ class _Evaluator:
 
     def _blade(self, name: str, node):
         """The blade ``name`` in the algebra (and multivector kind) of the inputs."""
-        from galinear.symbolic.trace import blade
+        from galinear.symbolic.functions import blade
 
         like = next(iter(self.env.values()))
         try:

@@ -11,7 +11,7 @@ from galinear.blades import metric_from_signature
 from galinear.compiler.expression import parse_identity
 from galinear.compiler.prove import ProofReport, all_signatures, prove
 from galinear.symbolic import MultiVector as SymbolicMultiVector
-from galinear.symbolic.trace import exp, inv
+from galinear.symbolic.functions import exp, inv
 
 
 def lc_of_wedge(a, b, c):
