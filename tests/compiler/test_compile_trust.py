@@ -533,3 +533,21 @@ def test_a_symbolic_constant_on_the_left_equals_its_numeric_twin(op):
     numeric = galinear.compile(lambda x: apply(C, x), E3, {"x": [0, 1, 2]}, target="numpy", cache=False)
     x = _random_inputs(numeric)["x"]
     assert np.allclose(symbolic(x), numeric(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_gradients_of_the_rational_and_versor_orders(target):
+    from galinear.compiler import inv
+    from galinear.testing import assert_kernel_gradient, special_points
+
+    cga = galinear.Algebra(4, 1, 0)
+    cases = [(cga_motor_chain, {"x": ["e1", "e2", "e3"], "R": ["1", "e12", "e13", "e23"], "t": ["e1", "e2", "e3"]}),
+             (lambda a, b: inv(a * b), {"a": 1, "b": 1})]
+    rng = np.random.default_rng(7)
+    for func, inputs in cases:
+        pair = galinear.compile(func, cga, inputs, target=target, grad=True)
+        widths = [len(v) for v in pair.forward.input_blades.values()]
+        points = special_points(widths, rng)
+        for name in ("random", "large"):  # zero and tiny are outside the domain of the division
+            arrays = [a + 0.5 * np.sign(a) for a in points[name]]  # away from |R| = 0 and a, b null
+            assert_kernel_gradient(pair, arrays, rtol=1e-6)
