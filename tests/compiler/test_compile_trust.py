@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import galinear
@@ -337,6 +337,9 @@ def _expression(rnd: random.Random, names, depth=0) -> str:
     return f"({a} * {b} * {a})"
 
 
+# each example compiles a kernel: half the CI profile's count; make test-thorough keeps its 500
+@settings(max_examples=max(10, settings.default.max_examples // 2) if settings.default.max_examples <= 40
+          else settings.default.max_examples)
 @given(st.integers(0, 2**32 - 1))
 def test_random_expressions_over_random_names_are_right_or_refused(seed):
     rnd = random.Random(seed)
@@ -393,9 +396,9 @@ def test_random_expressions_through_the_cache_in_a_new_process(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     here = Path(__file__).resolve().parent
-    cold = _python(_WARM, cache, here, 9)
-    warm = _python(_WARM, cache, here, 9)
-    assert len(cold) >= 6 and [r[0] for r in cold] == [r[0] for r in warm]
+    cold = _python(_WARM, cache, here, 6)
+    warm = _python(_WARM, cache, here, 6)
+    assert len(cold) >= 4 and [r[0] for r in cold] == [r[0] for r in warm]
     assert not any(r[1] for r in cold) and all(r[1] for r in warm)
     for text, _, ordered, error in cold + warm:
         assert ordered and error < 1e-9, text
