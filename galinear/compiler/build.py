@@ -173,6 +173,12 @@ class _Describer:
             if _is_library(value):
                 return ["class", name]
             return ["class", name, self._attributes(value, vars(value), depth)]
+        if hasattr(value, "__array__") and not isinstance(value, type):  # torch, jax, ... arrays: by content
+            try:
+                array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+            except Exception:  # noqa: BLE001 - an array-like that will not convert cannot be keyed
+                raise Uncacheable(f"a {type(value).__qualname__} value cannot be read as an array") from None
+            return ["array-like", f"{type(value).__module__}.{type(value).__qualname__}", self(array, depth + 1)]
         if _is_library(type(value)):
             raise Uncacheable(f"a {type(value).__module__}.{type(value).__qualname__} value cannot be keyed exactly")
         state = getattr(value, "__dict__", None)

@@ -554,3 +554,17 @@ def test_gradients_of_the_rational_and_versor_orders(target):
         for name in ("random", "large"):  # zero and tiny are outside the domain of the division
             arrays = [a + 0.5 * np.sign(a) for a in points[name]]  # away from |R| = 0 and a, b null
             assert_kernel_gradient(pair, arrays, rtol=1e-6)
+
+
+def test_the_key_reads_arrays_of_other_libraries_by_content():
+    torch = pytest.importorskip("torch", reason="the case is a torch tensor read by the function")
+    from galinear.compiler.build import cache_key
+
+    weights = torch.tensor([1.0, 2.0])
+
+    def scaled(x):
+        return x * float(weights[0])
+
+    before = cache_key(scaled, E3.metric, {"x": 1}, "numpy", "auto", False)
+    weights[0] = 3.0
+    assert cache_key(scaled, E3.metric, {"x": 1}, "numpy", "auto", False) != before
