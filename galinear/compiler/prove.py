@@ -367,7 +367,7 @@ def _exact(func, names, metric, inputs: dict, seed: int) -> dict:
     difference.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
     try:
-        graph = trace(difference, metric, {n: inputs[n] for n in names}, "identity")
+        graph = trace(difference, metric, {n: inputs[n] for n in names}, "identity", max_terms=None, exact=True)
     except (ValueError, NotImplementedError, ArithmeticError) as error:
         return {"status": "undecided", "note": f"cannot be traced exactly: {error}"}
     if not graph.outputs:

@@ -207,6 +207,9 @@ class _Recorder:
         self.bounds: dict = {}
         self.product_terms = 0
         self.max_terms = MAX_TRACE_TERMS
+        self.exact = False
+        self._in_inputs: dict = {}
+        self._expanded_steps = 0
 
     def fresh(self, prefix="t"):
         self.counter += 1
@@ -219,7 +222,7 @@ class _Recorder:
         expr = sp.expand(expr) if expr.is_Add or expr.is_Mul else expr
         if expr.is_Atom or (expr.is_Mul and len(expr.args) == 2 and expr.args[0].is_Number and expr.args[1].is_Atom):
             return expr
-        if self.probe.is_zero(expr):
+        if self.is_zero(expr):
             return sp.S.Zero
         sym = self.fresh()
         self.probe.define(sym, expr)
@@ -248,8 +251,17 @@ class _Recorder:
 
     def is_zero(self, expr) -> bool:
         """Whether ``expr`` (in the staged symbols) is identically zero in the inputs and the
-        non-polynomial steps' results (the probe's verdict)."""
-        return self.probe.is_zero(expr)
+        non-polynomial steps' results: the probe's verdict, and with ``exact`` (how
+        :func:`galinear.prove` traces) a "zero" confirmed by expanding in the inputs."""
+        if not self.probe.is_zero(expr):
+            return False  # nonzero at a point: certainly nonzero
+        if not self.exact:
+            return True
+        for step in self.steps[self._expanded_steps:]:
+            if step.kind == "let":
+                self._in_inputs[step.symbol] = sp.expand(step.expr.xreplace(self._in_inputs))
+        self._expanded_steps = len(self.steps)
+        return sp.expand(sp.sympify(expr).xreplace(self._in_inputs)) == 0
 
     def barrier(self, kind, expr, what, order=0):
         sym = self.fresh({"recip": "r", "sqrt": "q", "abs": "a", "g": "g"}[kind])
@@ -640,9 +652,12 @@ def _parameters(func, inputs: dict) -> list[str]:
     return names
 
 
-def trace(func, metric, inputs: dict, name: str = "kernel", max_terms: int | None = MAX_TRACE_TERMS) -> Graph:
+def trace(func, metric, inputs: dict, name: str = "kernel", max_terms: int | None = MAX_TRACE_TERMS,
+          exact: bool = False) -> Graph:
     """Trace ``func`` over Cl(metric) with inputs given as ``{parameter: pattern}``; refuse with
     :class:`CompileTooLarge` once its products pass ``max_terms`` terms (None: no bound).
+    ``exact``: a coefficient is dropped as zero only once its expansion in the inputs is 0 (for
+    proofs); otherwise the probe's verdict decides (error probability below 1e-26).
 
     A pattern is a grade, a list of grades, ``"even"``, ``"odd"``, ``"full"`` or a list of blade
     names (see :func:`input_blades`). ``func`` returns a multivector (or a number).
@@ -659,6 +674,7 @@ def trace(func, metric, inputs: dict, name: str = "kernel", max_terms: int | Non
             raise ValueError(f"input name {arg!r} must be an identifier that does not start with '_'")
     rec = _Recorder(metric)
     rec.max_terms = max_terms
+    rec.exact = exact
     all_names = blades.blade_names(n)
     traced_args, graph_inputs = [], []
     for arg in names:

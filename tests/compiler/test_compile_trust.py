@@ -568,3 +568,14 @@ def test_the_key_reads_arrays_of_other_libraries_by_content():
     before = cache_key(scaled, E3.metric, {"x": 1}, "numpy", "auto", False)
     weights[0] = 3.0
     assert cache_key(scaled, E3.metric, {"x": 1}, "numpy", "auto", False) != before
+
+
+def test_exact_tracing_for_proofs_never_drops_on_the_probe_alone(monkeypatch):
+    from galinear.symbolic import polynomials
+    from galinear.symbolic.trace import trace
+
+    monkeypatch.setattr(polynomials.Probe, "is_zero", lambda self, expr: True)  # a probe that is always wrong
+    commutator = trace(lambda a, b: a * b - b * a, E3.metric, {"a": 1, "b": 1}, exact=True)
+    assert commutator.output_blades == ("e12", "e13", "e23")  # the expansion decides, not the probe
+    associator = trace(lambda a, b, c: (a * b) * c - a * (b * c), E3.metric, {"a": 2, "b": 2, "c": 1}, exact=True)
+    assert not associator.outputs
