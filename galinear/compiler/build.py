@@ -9,26 +9,28 @@ galinear version. A source whose digest differs from the JSON's is regenerated.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-import inspect
 import json
 import sys
-import textwrap
 import types
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
+import sympy as sp
 
 from galinear._version import __version__
 from galinear.symbolic import emit as _emit_module
-from galinear.symbolic import lowering as _lowering_module
 from galinear.symbolic import functions as _functions_module
+from galinear.symbolic import lowering as _lowering_module
 from galinear.symbolic import multivector as _multivector_module
 from galinear.symbolic import polynomials as _polynomials_module
 from galinear.symbolic import trace as _trace_module
 from galinear.symbolic.emit import emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
+from galinear.symbolic.multivector import MultiVector as SymbolicMultiVector
 from galinear.symbolic.trace import MAX_TRACE_TERMS, trace
 
 __all__ = ["Built", "build", "cache_key", "cache_folder", "metric_of", "Uncacheable", "CacheWarning", "grad_input_name"]
@@ -126,9 +128,6 @@ class _Describer:
             self.active.discard(id(value))
 
     def _compound(self, value, depth):
-        import numpy as np
-        import sympy as sp
-
         if isinstance(value, (np.ndarray, np.generic)):
             array = np.asarray(value)
             if array.dtype.hasobject:
@@ -160,8 +159,6 @@ class _Describer:
             if owner is None or isinstance(owner, types.ModuleType):
                 return ["builtin", f"{getattr(value, '__module__', '')}.{value.__qualname__}"]
             return ["builtin-method", value.__qualname__, self(owner, depth + 1)]
-        import functools
-
         if isinstance(value, functools.partial):
             return ["partial", self(value.func, depth + 1), self(value.args, depth + 1),
                     self(value.keywords, depth + 1)]
@@ -189,8 +186,7 @@ class _Describer:
 
     def _galinear(self, value, depth):
         """galinear's numeric and symbolic multivectors and algebras, by their values."""
-        from galinear.core.layout import Layout
-        from galinear.symbolic.multivector import MultiVector as SymbolicMultiVector
+        from galinear.core.layout import Layout  # the core is not imported with the compiler
 
         if isinstance(value, Layout):
             return ["algebra", type(value).__qualname__, list(value.metric)]
@@ -266,7 +262,7 @@ def _function_identity(func, describe: _Describer | None = None, depth: int = 0)
                        "closure": closure, "globals": named})
 
 
-@lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=1)
 def generator_digest() -> str:
     """SHA-256 of the generator's own sources: a changed generator never reuses old kernels."""
     digest = hashlib.sha256()

@@ -23,10 +23,6 @@ def _metric(algebra) -> tuple:
     return tuple(int(m) for m in metric)
 
 
-def _mask(name: str) -> int:
-    return 0 if name == "1" else sum(1 << (int(c) - 1) for c in name[1:])
-
-
 def kingdon_keys(algebra, blades) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """kingdon's bitmask keys and names of galinear's ``blades`` (e.g. ``kernel.input_blades["x"]``).
 
@@ -38,12 +34,10 @@ def kingdon_keys(algebra, blades) -> tuple[tuple[int, ...], tuple[str, ...]]:
         raise ValueError(f"metric {metric} is not in the order null, positive, negative that both libraries use")
     n = len(metric)
     start = 0 if 0 in metric else 1
-    known = set(_blades.blade_names(n))
+    bitmasks = _blades.shortlex_bitmasks(n)
     masks, names = [], []
     for blade in blades:
-        if blade not in known:
-            raise ValueError(f"{blade!r} is not a blade name of galinear's Cl{metric} (e.g. 'e12'; '1' is the scalar)")
-        mask = _mask(blade)
+        mask = int(bitmasks[_blades.blade_index(n, blade)])  # a ValueError names an unknown blade
         masks.append(mask)
         names.append("e" + "".join(str(start + i) for i in range(n) if mask >> i & 1))
     return tuple(masks), tuple(names)

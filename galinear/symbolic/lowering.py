@@ -33,7 +33,7 @@ from functools import reduce
 import sympy as sp
 
 from galinear.symbolic.polynomials import BOUND_CAP, expand_program, term_bound
-from galinear.symbolic.trace import Gm, Graph, Step
+from galinear.symbolic.trace import Graph, Step
 
 __all__ = ["Lowered", "lower", "backward", "count_operations", "expanded_size_bound", "MAX_G_ORDER",
            "EXPANSION_LIMIT", "EXPANSION_BOUND_LIMIT", "STRATEGIES"]
