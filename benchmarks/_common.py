@@ -169,7 +169,7 @@ def torch_sync(device) -> Callable | None:
 
 def thread_setting(text: str):
     """An argparse type for a ``--threads`` value: a count >= 1, or ``auto`` (the thread count of
-    every training step chosen by :class:`galinear.lm.threads.ThreadGovernor`)."""
+    every training step chosen by :class:`galinear.optim.threads.ThreadGovernor`)."""
     import argparse
 
     if text == "auto":

@@ -42,7 +42,7 @@ checkpoints and second moments are removed, untimed, before each one). Reported 
   the Givens control's over the rotor network's.
 
 ``--threads auto`` fits as ``galinear compress --threads auto`` does: every Adam step's thread
-count chosen by a :class:`galinear.lm.threads.ThreadGovernor` from the measured step times (its
+count chosen by a :class:`galinear.optim.threads.ThreadGovernor` from the measured step times (its
 warm-up step and probes are steps of the timed fit).
 
 ``--quick`` is a smoke run (2 steps, 1 training window, 1 validation window, no warm-up).
@@ -98,7 +98,7 @@ def measure(kind: str, threads, args, work: str) -> dict:
     """One method (or the capture, ``kind == "capture"``) at one thread count, in this process;
     the study's files under ``work``. ``threads="auto"``: the study's ThreadGovernor chooses every
     fit step's count (its warm-up step and probes timed with the fit), removed afterwards."""
-    from galinear.lm import threads as thread_policy
+    from galinear.optim import threads as thread_policy
 
     try:
         return _measure(kind, threads, args, work)

@@ -16,7 +16,7 @@ dispatcher can pick (``python benchmarks/bench_lm_step.py --models dense rotor-n
 --backends dense spinor numba auto``).
 For every model and thread count, a fresh subprocess builds the model of
 ``galinear.train.lm`` (random token windows, byte vocabulary), runs ``--warmup`` steps, then
-times ``--steps`` optimiser steps of the loop train-lm runs (:func:`galinear.lm.optimise.train`:
+times ``--steps`` optimiser steps of the loop train-lm runs (:func:`galinear.optim.loop.train`:
 forward, cross-entropy, backward, clip, AdamW) with the round-robin timer of ``_common`` (one
 step per sample), and reports:
 
@@ -31,7 +31,7 @@ step per sample), and reports:
   column per thread count.
 
 ``--threads auto`` runs a model as ``galinear train-lm --threads auto`` does: a
-:class:`galinear.lm.threads.ThreadGovernor` sets each step's count (at most the CPU cores) from
+:class:`galinear.optim.threads.ThreadGovernor` sets each step's count (at most the CPU cores) from
 the measured step times; its warm-up step and probes are steps like any other, so they are in the
 timings (the row also gives the mean step and the governor's choices). With ``--steps 12 --warmup 1``
 the probe takes 4 of the 13 steps.
@@ -93,10 +93,10 @@ def measure(name: str, threads, batch_size: int, steps: int, warmup: int, width:
 
     import torch
 
-    from galinear.lm import optimise
+    from galinear.optim import loop as optimise
     from galinear.train.lm import build_lm, count_parameters, projection_parameters
     from galinear.train.lm_config import LMConfig
-    from galinear.lm import threads as thread_policy
+    from galinear.optim import threads as thread_policy
     from galinear.train.lm_loop import peak_memory
 
     kind, extra = parse_model(name)

@@ -465,7 +465,7 @@ LAYER_ORDER = (
     ("galinear.core", "galinear.kernels", "galinear.matrix_rep", "galinear.data"),
     ("galinear.compiler",),
     ("galinear.nn",),
-    ("galinear.lm", "galinear.plot"),
+    ("galinear.lm", "galinear.optim", "galinear.plot"),
     ("galinear.compress", "galinear.train"),
     ("galinear.commands",),
 )

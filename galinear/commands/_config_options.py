@@ -28,7 +28,7 @@ def positive_int(text):
 
 def thread_count(text):
     """``--threads``: a positive integer, or ``auto`` (the count chosen from the step times,
-    :class:`galinear.lm.threads.ThreadGovernor`)."""
+    :class:`galinear.optim.threads.ThreadGovernor`)."""
     if text == "auto":
         return text
     try:

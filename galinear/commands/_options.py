@@ -80,9 +80,9 @@ def refuse_repeats(values, option: str) -> None:
 
 def apply_threads(threads):
     """Apply ``--threads``: a count for torch and numba, or "auto" (a
-    :class:`galinear.lm.threads.ThreadGovernor` installed for every training loop of this
+    :class:`galinear.optim.threads.ThreadGovernor` installed for every training loop of this
     process); None leaves the libraries' defaults. Returns the governor or None."""
-    from galinear.lm import threads as policy
+    from galinear.optim import threads as policy
 
     if threads == "auto":
         return policy.install()

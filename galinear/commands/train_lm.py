@@ -328,7 +328,7 @@ def _threads_text(threads) -> str:
 
 def _train(args, root, rank: int, world: int) -> None:
     """Load the text, fingerprint it and the tokenizer, check every run folder, then train every run."""
-    from galinear.lm import threads as thread_policy
+    from galinear.optim import threads as thread_policy
 
     from galinear.train.lm import load_tokenizer, tokenizer_sha256
     from galinear.train.lm_loop import (check_lm_run_folder, load_text_for, prepare_windows, run_config, text_sha256,

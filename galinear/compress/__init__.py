@@ -1,4 +1,5 @@
-"""Layer-wise compression of a causal LM's attention projections (q/k/v) by rotor networks.
+"""Layer-wise compression of a causal LM's linear projections by rotor networks and their baselines:
+q/k/v by default, with ``--targets`` any of q, k, v, o, gate, up and down, in any layers up to all.
 
 The paper's protocol (Pence, Yamada, Singh, "Composing Linear Layers from Irreducibles",
 NeurIPS 2025, arXiv 2507.11688), with the leaks of its reference code fixed. Main entry points:

@@ -8,13 +8,9 @@
 - :mod:`galinear.lm.wikitext`: the WikiText-2 test split that ships with galinear, checked and
   tokenised once;
 - :mod:`galinear.lm.perplexity`: ln PPL, on held-out windows
-  (:func:`heldout_log_perplexity`) or on a token stream (:func:`stream_log_perplexity`);
-- :mod:`galinear.lm.optimise`: the optimiser loop (:func:`~galinear.lm.optimise.train`) of every
-  gradient fit of compress and of the train commands' runs, with its optimisers, schedule,
-  mini-batches and stopping rule;
-- :mod:`galinear.lm.threads`: :class:`~galinear.lm.threads.ThreadGovernor`, the loop's thread
-  count chosen from its step times (``--threads auto``).
+  (:func:`heldout_log_perplexity`) or on a token stream (:func:`stream_log_perplexity`).
 
+The optimiser loop and its thread governor are :mod:`galinear.optim`'s.
 torch and transformers load on the first call that needs them, not on import.
 """
 from galinear.lm.models import LoadedModel, check_model, load_model

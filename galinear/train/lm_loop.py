@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from galinear import _io
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 from galinear.train.lm import build_lm, is_rotor_module, projection_parameters
 from galinear.train.lm_config import LMConfig, LMDataConfig, LMTrainConfig
 from galinear.train.run_folder import RunFormat, restore_state, without_identity

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from galinear import _io
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 from galinear.train.config import MLPConfig, TrainConfig
 from galinear.train.models import build_mlp, check_training_memory, count_parameters
 from galinear.train.run_folder import RunFormat, restore_state, without_identity

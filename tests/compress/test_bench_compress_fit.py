@@ -104,7 +104,7 @@ def test_thread_counts_are_counts_or_auto(bench, value, capsys):
 
 
 def test_threads_auto_fits_under_the_governor_and_removes_it(bench, tmp_path):
-    from galinear.lm import threads as thread_policy
+    from galinear.optim import threads as thread_policy
 
     folder = tiny_model_folder(tmp_path / "model", layers=2)
     rows = bench.main(["--quick", "--no-write", "--in-process", "--model", folder, "--layer", "1", "--threads",

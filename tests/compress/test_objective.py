@@ -14,7 +14,7 @@ from galinear.compress.fitting import activations, projection, surgery
 from galinear.compress.storage import checkpoints
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.fitting import objective
-from galinear.lm.optimise import Plateau  # noqa: E402
+from galinear.optim.loop import Plateau  # noqa: E402
 
 LAYER = 1
 

@@ -230,7 +230,7 @@ def test_threads_auto_lets_the_governor_choose_every_fit_step(tmp_path, tiny):
     """--threads auto: a ThreadGovernor drives every fit of the study; the results are those of
     a study at a fixed count up to the rounding of a different thread count."""
     from galinear.compress.study.config import check
-    from galinear.lm import threads as thread_policy
+    from galinear.optim import threads as thread_policy
 
     before = torch.get_num_threads()
     fixed = Study(tiny_config(tmp_path / "fixed", methods=("lr1",), layer_sets=((0,),), threads=1), tiny,

@@ -712,7 +712,7 @@ def test_cli_threads_auto_lets_the_governor_choose(capsys, tmp_path):
     run's line names its choice."""
     import torch
 
-    from galinear.lm import threads as thread_policy
+    from galinear.optim import threads as thread_policy
 
     text = tmp_path / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 200)

@@ -1,4 +1,4 @@
-"""The optimiser loop (galinear.lm.optimise): AdamW and Adam under the schedule against torch's
+"""The optimiser loop (galinear.optim.loop): AdamW and Adam under the schedule against torch's
 optimisers driven by hand, the mini-batch order, resumed runs with the same floats, and its hooks
 (stop rule, step callback, loss number, non-finite loss)."""
 import math
@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from galinear._util import cosine_schedule
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 
 
 def _problem(seed=0):

@@ -1,4 +1,4 @@
-"""galinear.lm.threads: the thread count of a training loop chosen from its step times.
+"""galinear.optim.threads: the thread count of a training loop chosen from its step times.
 
 The governor is driven with stated step times (a model of the machine: seconds per step for each
 thread count), so what it chooses is checked exactly, without timing anything.
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from galinear.commands._config_options import thread_count
-from galinear.lm import optimise
-from galinear.lm import threads as policy
+from galinear.optim import loop as optimise
+from galinear.optim import threads as policy
 
 
 class Machine:

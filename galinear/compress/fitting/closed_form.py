@@ -49,7 +49,7 @@ import os
 
 import numpy as np
 
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 
 RIDGE_CUTOFF = 1e-10   # smallest / largest eigenvalue below which C_xx counts as singular
 RIDGE_SCALE = 1e-8     # the ridge, relative to the mean eigenvalue of C_xx
@@ -286,7 +286,7 @@ def fit_on_moments(module, reg: Regression, *, lr: float = 0.05, max_steps: int 
     mini-batch noise. Every ``eval_every`` steps the loss is compared with the best so far; after
     ``patience`` checks without a relative gain of ``min_delta`` the rate is multiplied by
     ``decay`` (``decays`` times), then the fit stops (or at ``max_steps``); the best parameters
-    are kept (the loop and the rule of :func:`galinear.lm.optimise.train`, its check the loss
+    are kept (the loop and the rule of :func:`galinear.optim.loop.train`, its check the loss
     itself, evaluated again). Returns stats with ``train_mse``, ``steps``, ``best_step``, ``stopped`` and
     ``moment_curve`` ([step, training MSE]).
     """

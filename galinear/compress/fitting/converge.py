@@ -9,8 +9,8 @@ see :func:`galinear.lm.windows.split_windows`). An evaluation improves when it i
 improvement the learning rate is multiplied by ``decay`` (at most ``decays`` times, each decay
 restarting the count); the next such plateau, or ``max_steps``, ends the fit. The parameters of
 the best evaluation are restored at the end, so the returned module is the one whose validation
-MSE is recorded. The loop and the rule's bookkeeping (:class:`galinear.lm.optimise.Plateau`) are those of
-:func:`galinear.lm.optimise.train`.
+MSE is recorded. The loop and the rule's bookkeeping (:class:`galinear.optim.loop.Plateau`) are those of
+:func:`galinear.optim.loop.train`.
 
 The learning curve (step, validation MSE) of every fit is returned and kept in the run folder.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from galinear.compress.fitting.projection import adam_regression
-from galinear.lm.optimise import Plateau, train
+from galinear.optim.loop import Plateau, train
 
 
 def _mean_square(target_inputs, weight, bias, module=None, inputs=None, batch_size: int = 4096) -> float:

@@ -7,7 +7,7 @@ distribution on the calibration (training) windows:
     L = mean over windows w and positions t of KL(p_original(. | w_<=t) || p_compressed(. | w_<=t)),
 
 the original distribution recomputed for every step (never stored: one window of logits at a
-time). Adam at a constant rate (:func:`galinear.lm.optimise.train`); the stopping rule of
+time). Adam at a constant rate (:func:`galinear.optim.loop.train`); the stopping rule of
 :mod:`galinear.compress.fitting.converge` on the same KL over the validation windows (training-side windows not used for fitting, never held-out
 ones): every ``eval_every`` steps, a decay of the rate after ``patience`` checks without a 0.1 %
 improvement, the stop at the next plateau or ``max_steps``; the parameters of the best check
@@ -25,7 +25,7 @@ import copy
 from galinear.compress.fitting.seeds import DISTILL_SLOT, fit_seed
 from galinear.compress.fitting.surgery import freeze, swapped
 from galinear.compress.storage.checkpoints import atomic_save, load
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 
 _FORMAT = "galinear-distill-v1"
 

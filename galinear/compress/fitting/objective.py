@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 from galinear.compress.fitting import activations, surgery
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 from galinear.lm import models
 
 OBJECTIVES = ("qkv", "attention", "logits")

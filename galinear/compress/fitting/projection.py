@@ -2,7 +2,7 @@
 
 The regression: rows x (attention inputs captured in the partly compressed network) and targets
 y = W x_orig (the ORIGINAL projection applied to the ORIGINAL network's attention input at the
-same token). Loss: mean squared error; Adam (:func:`galinear.lm.optimise.train`); mini-batches
+same token). Loss: mean squared error; Adam (:func:`galinear.optim.loop.train`); mini-batches
 of 256 rows in a seeded random order; a cosine schedule stepped once per batch with T_max = the
 total number of steps, so the rate falls from lr to 0 exactly once over the whole run:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from galinear.lm import optimise
+from galinear.optim import loop as optimise
 
 
 def summary(what: str, stats: dict) -> str:
@@ -38,7 +38,7 @@ def batch_loss(module, inputs, target_inputs, weight, bias, idx):
 
 def adam_regression(module, inputs, target_inputs, weight, bias, *, batch_size: int, seed: int, progress: str | None,
                     lr: float, optimizer: str = "adam", weight_decay: float | None = None):
-    """The Adam optimiser and the arguments of :func:`galinear.lm.optimise.train` shared by the
+    """The Adam optimiser and the arguments of :func:`galinear.optim.loop.train` shared by the
     regressions of one projection (fixed steps here, until converged in
     :mod:`galinear.compress.fitting.converge`): Adam (``optimizer``, at rate ``lr``, ``weight_decay``
     None: torch's default) over its trainable parameters, the MSE on mini-batches of ``batch_size``

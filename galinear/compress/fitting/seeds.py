@@ -15,7 +15,7 @@ def fit_seed(seed: int, layer: int = 0, slot: int = 0) -> int:
     what is fitted in it: 0, 1, 2 for q, k and v (their index in ``models.PROJECTIONS``),
     :data:`O_PROJ_SLOT` for the o_proj refit, :data:`DISTILL_SLOT` (with layer 0) for the
     distillation stage. The value seeds both the module's initialisation (``torch.manual_seed``
-    before it is built) and its batch order (:class:`galinear.lm.optimise.Batches`), so a fit
+    before it is built) and its batch order (:class:`galinear.optim.loop.Batches`), so a fit
     depends on nothing fitted before it. The multipliers are primes, large enough that every
     (seed, layer < 7600, slot < 131) has a seed of its own. The joint fit of a layer's q, k and v
     (:mod:`galinear.compress.fitting.objective`) draws its batch order from slot 0.

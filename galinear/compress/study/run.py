@@ -7,14 +7,20 @@ Protocol (paper-notes section 6, with its leaks fixed):
    is dropped (:func:`galinear.lm.windows.split_windows`). The regression rows are all
    tokens of the training windows of every text in the study (the same rows for every method).
 2. For one method, seed and layer set, the layers are replaced in increasing order. For layer L
-   the inputs are the attention inputs at L captured in the network whose earlier layers of the
-   set are already replaced BY THIS METHOD AND SEED; the targets are the ORIGINAL model's q/k/v
-   outputs (original weights applied to the original attention input). A capture is cached
+   the inputs are the inputs of the replaced projections at L captured in the network whose earlier
+   layers of the set are already replaced BY THIS METHOD AND SEED; the targets are the ORIGINAL
+   model's outputs of those projections (q/k/v by default, ``--targets``): the original weights
+   applied to the original inputs. A capture is cached
    under the exact network it came from (method tag, seed, replaced layers), so no method ever
    trains on another method's activations; with nothing replaced yet that network is the
    original model, whose capture is the same for every method.
-3. Each (layer, projection) is fitted with MSE, Adam, batches of 256, the method's rate and a
-   cosine schedule over all steps (:mod:`galinear.compress.fitting.projection`); optionally o_proj is refitted
+3. Each (layer, projection) is fitted with MSE, Adam, batches of 256 and the method's rate: for a
+   fixed number of passes under a cosine schedule (:mod:`galinear.compress.fitting.projection`), or
+   with ``--until-converged`` (the presets but full) until the validation MSE stops improving, the rate
+   decayed on each plateau (:mod:`galinear.compress.fitting.converge`); the ``-cf`` methods and
+   rotorlin-m from second moments (:mod:`galinear.compress.fitting.closed_form`); with
+   ``--objective attention`` / ``logits`` a layer's targets jointly to the block's output
+   (:mod:`galinear.compress.fitting.objective`). Optionally o_proj is refitted
    (a dense o_proj started from the original one, AdamW 1e-4, weight decay 1e-2) to the original
    o_proj outputs. Each unit draws its initialisation and batch order from its own seed
    (:func:`galinear.compress.fitting.seeds.fit_seed`) and is checkpointed atomically; a rerun skips finished units.
@@ -41,7 +47,7 @@ from galinear.compress.study.captures import Captures
 from galinear.compress.study.config import StudyConfig, check, check_loaded
 from galinear.compress.study.context import Context, Log, show_bars
 from galinear.lm import models
-from galinear.lm import threads as thread_policy
+from galinear.optim import threads as thread_policy
 from galinear.lm import windows as win
 
 

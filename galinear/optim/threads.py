@@ -27,7 +27,7 @@ and numba's parallel loops alike. A thread count can change the last bits of tor
 reductions: a run under the governor is not bit-for-bit repeatable, one at a fixed count is.
 
 The governor is process-wide, like the thread counts it sets: :func:`use` installs one and
-:func:`galinear.lm.optimise.train` drives it (:meth:`ThreadGovernor.start_loop`,
+:func:`galinear.optim.loop.train` drives it (:meth:`ThreadGovernor.start_loop`,
 :meth:`~ThreadGovernor.before_step`, :meth:`~ThreadGovernor.after_step`) in every loop of the
 process: train-lm's steps, the fits and distillation of ``galinear compress``.
 """

@@ -42,7 +42,7 @@ import time
 
 from galinear import _util
 from galinear._progress import progress_steps
-from galinear.lm import threads as thread_policy
+from galinear.optim import threads as thread_policy
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -250,9 +250,9 @@ def train(optimizer, loss, *, steps: int, scheduler=None, modules: dict | None =
     name, progress : str
         What the loss is called in the progress notes, and the :class:`galinear._progress.Progress`
         label (None: silent).
-    threads : galinear.lm.threads.ThreadGovernor, optional
+    threads : galinear.optim.threads.ThreadGovernor, optional
         Chooses each step's thread count from the step times (``--threads auto``); default: the
-        one installed by :func:`galinear.lm.threads.use`, if any; else the count stays.
+        one installed by :func:`galinear.optim.threads.use`, if any; else the count stays.
     """
     import torch
 
