@@ -2,7 +2,7 @@
 
 ``--op`` writes the kernels of the six shipped operations (numba or torch); ``--expr`` compiles
 an expression of the user's (``"M * x * ~M"``, parsed with :mod:`ast`, never evaluated as
-Python) with :func:`galinear.compile` for numba, numpy, torch, C or Triton.
+Python) with :func:`galinear.compile` for any target of :mod:`galinear.compiler.targets`.
 """
 import argparse
 import re
@@ -10,11 +10,9 @@ import re
 from galinear.commands._report import fail
 
 HELP = ("generate straight-line kernels: --op for the shipped operations (numba or torch), --expr for "
-        "any expression of multivectors (numba, numpy, torch, c, triton)")
+        "any expression of multivectors (any target of galinear.compiler.targets)")
 
 OPS = ("gp", "op", "lc", "rc", "sandwich", "sandwich2")
-#: The compiler's targets (galinear.symbolic.emit.TARGETS, named here so --help needs no sympy).
-TARGETS = ("numba", "numpy", "torch", "c", "triton")
 #: Largest n of --n and --signature (2**n coefficients per multivector, 4**n products).
 MAX_N = 8
 
@@ -41,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # "-1,0,0" reads as a value (and is refused by its check), not as an unknown option
     parser._negative_number_matcher = re.compile(r"^-[0-9][0-9,]*$")
     parser.add_argument("--signature", help="p,q,r instead of --n (clifford's order: r null, p positive, q negative)")
-    parser.add_argument("--target", choices=TARGETS, default="numba",
-                        help="kernel language (default numba; --op offers numba and torch)")
+    parser.add_argument("--target", default="numba",
+                        help="kernel language: one of galinear.compiler.targets.TARGETS (an unknown name is answered "
+                             "with the list; default numba; --op offers numba and torch)")
     parser.add_argument("--grad", action="store_true", help="with --expr: also generate the backward kernel")
     parser.add_argument("--max-terms", type=int, default=None, metavar="N",
                         help="with --expr: refuse the compile once its traced products hold more than N terms "
@@ -74,6 +73,10 @@ def _signature(args) -> tuple:
 
 
 def run(args) -> int:
+    from galinear.compiler.targets import TARGETS
+
+    if args.target not in TARGETS:
+        return fail("codegen", f"unknown --target {args.target!r}; the registered targets are {', '.join(TARGETS)}")
     if args.expr is not None:
         return _run_expression(args)
     from galinear.blades import metric_from_signature
@@ -184,7 +187,9 @@ def _run_expression(args) -> int:
 
 def _sources(target: str, files) -> list:
     """(suffix, text) of each generated file from (suffix, header, source): the header first for C."""
-    ext = ".c" if target == "c" else ".py"
+    from galinear.compiler.targets import target as target_module
+
+    ext = target_module(target).FILE_SUFFIX
     out = []
     for suffix, header, source in files:
         if source is None:

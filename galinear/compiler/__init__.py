@@ -3,7 +3,8 @@ r"""Compile any function of multivectors into straight-line kernels, and prove i
 ``galinear.compile(func, algebra, inputs, target="numba")`` traces ``func`` once with symbolic
 multivectors (:mod:`galinear.symbolic.trace`), lowers it to one straight-line program with the
 structural zeros removed and common subexpressions shared (:mod:`galinear.symbolic.lowering`),
-prints it for the target (:mod:`galinear.symbolic.emit`: numba, numpy, torch, C, Triton) and
+prints it for the target (one module each under :mod:`galinear.compiler.targets`: numba, numpy,
+torch, C, Triton, JAX; the walk over statements they share is :mod:`galinear.symbolic.emit`) and
 loads it as a :class:`Kernel`. ``grad=True`` also generates the backward program by
 differentiating the forward one symbolically.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 from galinear.compiler.build import metric_of as _metric_of
 from galinear.compiler.kernel import Kernel, KernelPair
 from galinear.compiler.prove import ProofReport, prove
-from galinear.symbolic.emit import TARGETS
+from galinear.compiler.targets import TARGETS
 from galinear.symbolic.functions import blade, dual, exp, grade, inv, norm, reverse, sqrt, undual
 from galinear.symbolic.trace import MAX_TRACE_TERMS, CompileTooLarge, KernelDomainError
 
@@ -46,7 +47,8 @@ def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *,
     inputs : dict
         Parameter name -> what it holds: a grade, a list of grades, ``"even"``, ``"odd"``,
         ``"full"`` or a list of blade names.
-    target : {"numba", "numpy", "torch", "c", "triton"}
+    target : {"numba", "numpy", "torch", "c", "triton", "jax"}
+        One of :data:`galinear.compiler.targets.TARGETS`.
     grad : bool
         Also generate the backward kernel; returns a :class:`KernelPair` ``(forward, backward)``.
     strategy : {"auto", "staged", "expanded"}
@@ -60,7 +62,7 @@ def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *,
         more terms than this; the default is about two minutes of compiling. None: no bound.
     """
     from galinear.compiler.build import build
-    from galinear.symbolic.emit import TARGETS as targets
+    from galinear.compiler.targets import target as target_module
 
     if inputs is None and isinstance(algebra, dict) and not callable(func):  # the decorator form
         options = dict(target=target, grad=grad, strategy=strategy, name=name, cache=cache, max_terms=max_terms)
@@ -69,8 +71,7 @@ def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *,
         raise TypeError("compile(func, algebra, inputs) needs the inputs: a dict {parameter: pattern}")
     if not callable(func):
         raise TypeError(f"func must be a function of multivectors, got {type(func).__name__}")
-    if target not in targets:
-        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(targets)}")
+    target_module(target)  # an unknown name is refused, naming the registered targets
     metric = _metric_of(algebra)
     if name is None:
         name = getattr(func, "__name__", "kernel")

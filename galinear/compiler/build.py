@@ -28,6 +28,7 @@ from galinear.symbolic import lowering as _lowering_module
 from galinear.symbolic import multivector as _multivector_module
 from galinear.symbolic import polynomials as _polynomials_module
 from galinear.symbolic import trace as _trace_module
+from galinear.compiler.targets import target as target_module
 from galinear.symbolic.emit import emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
 from galinear.symbolic.multivector import MultiVector as SymbolicMultiVector
@@ -266,9 +267,11 @@ def _function_identity(func, describe: _Describer | None = None, depth: int = 0)
 def generator_digest() -> str:
     """SHA-256 of the generator's own sources: a changed generator never reuses old kernels."""
     digest = hashlib.sha256()
-    for module in (_trace_module, _lowering_module, _emit_module, _functions_module, _polynomials_module,
-                   _multivector_module, sys.modules[__name__]):
-        digest.update(Path(module.__file__).read_bytes())
+    files = [Path(module.__file__) for module in (_trace_module, _lowering_module, _emit_module, _functions_module,
+                                                  _polynomials_module, _multivector_module, sys.modules[__name__])]
+    files += sorted((Path(__file__).parent / "targets").glob("*.py"))  # every target's printer
+    for path in files:
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -393,18 +396,18 @@ def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", gr
     program = lower(graph, strategy)
     in_blades = graph.input_blades()
     header = _header(name, target, metric, in_blades, graph.output_blades, program.operations, program.strategy)
-    emitted = emit(program, target, name, header)
-    source, c_header = emitted if isinstance(emitted, tuple) else (emitted, None)
+    printer = target_module(target)
+    sources = emit(program, printer, name, header)
     built = Built(key=key, name=name, target=target, input_blades=in_blades, output_blades=graph.output_blades,
-                  operations=program.operations, strategy=program.strategy, source=source, header=c_header,
-                  guards=tuple(guard_messages(program)))
+                  operations=program.operations, strategy=program.strategy, source=sources.text,
+                  header=sources.header, guards=tuple(guard_messages(program)))
     if grad:
         back = backward(program)
         bheader = _header(f"{name}_backward", target, metric,
                           {**in_blades, grad_input_name(in_blades): graph.output_blades},
                           [f"grad of {k}" for k in in_blades], back.operations, back.strategy)
-        emitted = emit(back, target, f"{name}_backward", bheader)
-        built.backward_source, built.backward_header = emitted if isinstance(emitted, tuple) else (emitted, None)
+        sources = emit(back, printer, f"{name}_backward", bheader)
+        built.backward_source, built.backward_header = sources.text, sources.header
         built.backward_operations = back.operations
         built.backward_guards = tuple(guard_messages(back))
     if folder is not None:

@@ -5,243 +5,15 @@ order; leading axes broadcast (numpy rules) and the result has shape ``(..., len
 """
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import warnings
-from pathlib import Path
-
 import numpy as np
 
-from galinear._numba import generated_folder, load_generated, readonly
 from galinear.compiler.build import Built, grad_input_name, metric_of
-from galinear.symbolic.trace import KernelDomainError
+from galinear.compiler.targets import target as target_module
+from galinear.compiler.targets._runtime import is_tensor
+from galinear.compiler.targets.numba import PARALLEL_MULTIPLICATIONS, PARALLEL_ROWS
+from galinear.symbolic.emit import Sources
 
-__all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS"]
-
-#: ``parallel="auto"`` runs the numba kernel's ``prange`` variant for batches of at least this many
-#: rows when each row costs at least PARALLEL_MULTIPLICATIONS (shorter programs are bound by memory
-#: traffic). The default is the serial variant: in the side-by-side benchmark the prange variant with
-#: 2 threads was slower than 1 thread on a fresh output array (docs/performance.md).
-PARALLEL_ROWS = 16384
-PARALLEL_MULTIPLICATIONS = 24
-
-
-def _module_folder() -> Path:
-    folder = generated_folder().parent / "galinear_compiled_src"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-    except OSError:
-        folder = generated_folder()
-    return folder
-
-
-def _load_module(source: str, tag: str):
-    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:24]
-    name = f"galinear_compiled_{tag}_{digest}"
-    return load_generated(name, _module_folder() / f"{name}.py", source)
-
-
-def _compile_c(source: str, header: str, name: str) -> ctypes.CDLL:
-    digest = hashlib.sha256((source + header).encode("utf-8")).hexdigest()[:24]
-    folder = _module_folder() / f"c_{name}_{digest}"
-    lib = folder / f"lib{name}.so"
-    if not lib.exists():
-        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-        if not compiler:
-            raise RuntimeError("the C target needs a C compiler: install one (apt install gcc) or set CC")
-        from galinear._io import atomic_write_text
-
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        atomic_write_text(str(folder / f"{name}.c"), source)
-        atomic_write_text(str(folder / f"{name}.h"), header)
-        tmp = folder / f".lib{name}.{os.getpid()}.so"
-        result = subprocess.run([compiler, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(tmp),
-                                 str(folder / f"{name}.c"), "-lm"], capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"{compiler} could not compile the generated C kernel:\n{result.stderr}")
-        os.replace(tmp, lib)
-    return ctypes.CDLL(str(lib))
-
-
-def _is_tensor(x) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-class _Loaded:
-    """One program (forward or backward) loaded for a target."""
-
-    def __init__(self, target: str, source: str, header: str | None, name: str, guards: tuple,
-                 widths: tuple, out_widths: tuple, multiplications: int = 0):
-        self.target, self.name, self.guards = target, name, guards
-        self.multiplications = multiplications
-        self._constant_arrays = {}
-        self._no_status = np.zeros(1, np.uint8)  # never written: a program without guards
-        self.widths, self.out_widths = widths, out_widths
-        if target == "c":
-            lib = _compile_c(source, header, name)
-            self.c_functions = {}
-            for dtype, suffix, ctype in ((np.float64, "f64", ctypes.c_double), (np.float32, "f32", ctypes.c_float)):
-                fn = getattr(lib, f"{name}_{suffix}")
-                ptr = ctypes.POINTER(ctype)
-                fn.argtypes = ([ptr] * (len(widths) + len(out_widths)) + [ctypes.c_longlong,
-                                                                           ctypes.POINTER(ctypes.c_uint8)])
-                fn.restype = ctypes.c_int
-                self.c_functions[np.dtype(dtype)] = (fn, ptr)
-            self.module = None
-        else:
-            if target == "triton":
-                _require_triton()
-            self.module = _load_module(source, f"{name}_{target}")
-
-    # -- helpers
-    def _raise_status(self, status) -> None:
-        codes = np.asarray(status).reshape(-1)
-        bad = np.flatnonzero(codes)
-        if bad.size:
-            code = int(codes[bad[0]])
-            rows = ", ".join(str(int(r)) for r in bad[:5]) + (", ..." if bad.size > 5 else "")
-            raise KernelDomainError(
-                f"{self.guards[code - 1]} at {bad.size} of {codes.size} rows (rows {rows}); "
-                "give inputs inside the domain of every step (an invertible argument of inv() and /, a "
-                "non-negative argument of sqrt())")
-
-    def _flat(self, arrays):
-        dtype = np.result_type(*arrays)
-        if dtype not in (np.float32, np.float64):
-            dtype = np.dtype(np.float64) if dtype.kind in "biu" or dtype == np.float16 or dtype.kind == "f" \
-                else None
-            if dtype is None:
-                raise TypeError(f"kernels take real float arrays; got {np.result_type(*arrays)}")
-        lead = arrays[0].shape[:-1]
-        if any(a.shape[:-1] != lead for a in arrays[1:]):
-            lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
-            arrays = [np.broadcast_to(a, lead + (a.shape[-1],)) for a in arrays]
-        flat = [np.ascontiguousarray(a, dtype).reshape(-1, a.shape[-1]) for a in arrays]
-        return flat, lead, dtype
-
-    def _constants(self, dtype):
-        """The numba kernel's constants in ``dtype`` (read-only, made once per dtype)."""
-        cached = self._constant_arrays.get(dtype)
-        if cached is None:
-            cached = self._constant_arrays[dtype] = readonly(np.asarray(self.module.CONSTANTS, dtype))
-        return cached
-
-    def _check_finite(self, names, flat) -> None:
-        for name, a in zip(names, flat):
-            if not np.isfinite(a).all():
-                row = int(np.flatnonzero(~np.isfinite(a).all(axis=-1))[0])
-                raise ValueError(f"input {name!r} holds inf or nan (first at row {row}); kernels take finite "
-                                 "coefficients")
-
-    def _outputs(self, out, lead, rows, dtype):
-        """Fresh output arrays, or the caller's ``out`` checked (numpy's ``out=`` convention)."""
-        if out is None:
-            return [np.empty((rows, w), dtype) for w in self.out_widths], None
-        given = out if isinstance(out, tuple) else (out,)
-        if len(given) != len(self.out_widths):
-            raise ValueError(f"out must hold {len(self.out_widths)} array(s), got {len(given)}")
-        flat = []
-        for o, w in zip(given, self.out_widths):
-            shape = lead + (w,)
-            if not isinstance(o, np.ndarray) or o.shape != shape or o.dtype != dtype \
-                    or not o.flags.c_contiguous or not o.flags.writeable:
-                got = (getattr(o, "shape", None), getattr(o, "dtype", None))
-                raise ValueError(f"out must be a writable C-contiguous {np.dtype(dtype).name} array of shape "
-                                 f"{shape}; got shape and dtype {got}")
-            flat.append(o.reshape(rows, w))
-        return flat, given
-
-    def use_parallel(self, rows: int, parallel) -> bool:
-        if parallel not in (False, True, "auto"):
-            raise ValueError(f"parallel must be False, True or 'auto', got {parallel!r}")
-        if parallel == "auto":
-            return rows >= PARALLEL_ROWS and self.multiplications >= PARALLEL_MULTIPLICATIONS
-        return bool(parallel)
-
-    def run_numpy_like(self, arrays, names, out=None, parallel=False):
-        """numba, c and numpy: numpy arrays in, numpy arrays out."""
-        if self.target == "numpy":
-            if out is not None:
-                raise ValueError("out= is offered by the numba and c targets")
-            dtype = np.result_type(*arrays)
-            if dtype not in (np.float32, np.float64):
-                dtype = np.dtype(np.float64)
-            arrays = [a.astype(dtype, copy=False) for a in arrays]
-            self._check_finite(names, [a.reshape(-1, a.shape[-1]) for a in arrays])
-            with np.errstate(all="ignore"):
-                outs, status = self.module.kernel(*arrays)
-            if status is not None:
-                self._raise_status(status)
-            return outs
-        flat, lead, dtype = self._flat(arrays)
-        rows = flat[0].shape[0]
-        outs, given = self._outputs(out, lead, rows, dtype)
-        status = np.zeros(rows, np.uint8) if self.guards else self._no_status  # written only by guards
-        if self.target == "numba":
-            fn = self.module.kernel_parallel if self.use_parallel(rows, parallel) else self.module.kernel_serial
-            finite = fn(*[readonly(a) for a in flat], self._constants(dtype), *outs, status)
-            if finite != 0:  # nan and inf compare unequal to 0 as well
-                self._check_finite(names, flat)
-                self._raise_status(status)
-                warnings.warn("the kernel produced inf or nan from finite inputs (overflow)", RuntimeWarning,
-                              stacklevel=4)
-        else:
-            self._check_finite(names, flat)
-            fn, ptr = self.c_functions[np.dtype(dtype)]
-            fn(*[a.ctypes.data_as(ptr) for a in flat], *[o.ctypes.data_as(ptr) for o in outs], rows,
-               status.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)) if self.guards else None)
-        if self.guards:
-            self._raise_status(status)
-        if given is not None:
-            return given
-        return tuple(o.reshape(lead + (o.shape[-1],)) for o in outs)
-
-    def run_torch(self, tensors, check: bool = True):
-        import torch
-
-        if self.target == "triton":
-            lead = torch.broadcast_shapes(*(t.shape[:-1] for t in tensors))
-            flat = [t.expand(*lead, t.shape[-1]).reshape(-1, t.shape[-1]).contiguous() for t in tensors]
-            outs, status = self.module.kernel(*flat)
-            if check:
-                self._raise_status(status.cpu().numpy())
-            return tuple(o.reshape(*lead, o.shape[-1]) for o in outs)
-        outs, status = self.module.kernel(*tensors)
-        if check and status is not None and not _tracing(status):
-            if bool((status != 0).any()):
-                self._raise_status(status.detach().cpu().numpy())
-        return outs
-
-
-def _tracing(t) -> bool:
-    import torch
-
-    try:
-        if torch.compiler.is_compiling():
-            return True
-    except AttributeError:  # pragma: no cover - older torch
-        pass
-    try:
-        from torch._C._functorch import is_functorch_wrapped_tensor
-
-        return bool(is_functorch_wrapped_tensor(t))
-    except ImportError:  # pragma: no cover
-        return False
-
-
-def _require_triton() -> None:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        raise RuntimeError("the triton target needs triton: pip install 'galinear[triton]'") from None
-    import torch
-
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        raise RuntimeError("Triton kernels run on a CUDA GPU; without one set TRITON_INTERPRET=1 (before "
-                           "importing triton) to run them in Triton's interpreter on the CPU")
+__all__ = ["Kernel", "KernelPair", "PARALLEL_ROWS", "PARALLEL_MULTIPLICATIONS"]
 
 
 class Kernel:
@@ -279,8 +51,9 @@ class Kernel:
         self.strategy = built.strategy
         self.name = name
         widths = tuple(len(v) for v in self.input_blades.values())
-        self._program = _Loaded(self.target, self.source, self.header, name, guards, widths, out_widths,
-                                self.operations.get("multiplications", 0))
+        self._target = target_module(self.target)
+        self._program = self._target.Loaded(Sources(self.source, self.header), name, guards, widths, out_widths,
+                                            self.operations.get("multiplications", 0))
         self.backward = None
         if not backward and built.backward_source is not None:
             self.backward = Kernel(built, func, algebra, inputs, backward=True)
@@ -353,7 +126,7 @@ class Kernel:
         from galinear.core import MultiVector
 
         algebra = self._algebra()
-        array = result.detach().cpu().numpy() if _is_tensor(result) else np.asarray(result)
+        array = result.detach().cpu().numpy() if is_tensor(result) else np.asarray(result)
         full = np.zeros(array.shape[:-1] + (algebra.dim,), array.dtype)
         full[..., [blade_index(algebra.n, b) for b in self.output_blades]] = array
         return MultiVector(algebra, full)
@@ -395,32 +168,8 @@ class Kernel:
 
     def _call_arrays(self, args, out, parallel, kwargs):
         names, values = self._arguments(args, kwargs)
-        tensors = any(_is_tensor(v) for v in values)
         many = len(self._program.out_widths) > 1 or self.is_backward  # a backward: one gradient per input
-        if self.target in ("torch", "triton"):
-            import torch
-
-            if out is not None:
-                raise ValueError("out= is offered by the numba and c targets")
-            if not tensors:
-                values = [torch.as_tensor(np.asarray(v)) for v in values]
-            else:
-                values = [v if _is_tensor(v) else torch.as_tensor(np.asarray(v)) for v in values]
-            dtype = values[0].dtype
-            for v in values[1:]:
-                dtype = torch.promote_types(dtype, v.dtype)
-            if not dtype.is_floating_point:
-                dtype = torch.float64
-            values = [v.to(dtype) for v in values]
-            outs = self._program.run_torch(values)
-            if not tensors:
-                outs = tuple(o.detach().cpu().numpy() for o in outs)
-            return outs if many else outs[0]
-        if tensors:
-            raise TypeError(f"the {self.target} target takes numpy arrays; use kernel.torch_function() for "
-                            "tensors (autograd through the generated backward) or target='torch'")
-        arrays = [np.asarray(v) for v in values]
-        outs = self._program.run_numpy_like(arrays, names, out, parallel)
+        outs = self._program.run(values, names, out, parallel)
         return outs if many else outs[0]
 
     # ---------------------------------------------------------------- torch
@@ -431,8 +180,11 @@ class Kernel:
         backward is the generated backward kernel (``compile(..., grad=True)``). For torch and
         triton: the kernel itself (autograd sees its operations; triton needs ``grad=True``).
         """
-        if self.target == "torch":
+        if self._target.AUTOGRAD == "torch":
             return self
+        if self._target.AUTOGRAD is not None:
+            raise ValueError(f"the {self.target} target is differentiated by {self._target.AUTOGRAD} itself "
+                             "(jax.grad through the kernel); torch_function() serves numba, c, torch and triton")
         if self.backward is None:
             raise ValueError("torch_function() needs the generated backward: compile with grad=True")
         from galinear.compiler.autograd import make_function
