@@ -14,6 +14,7 @@ onnx       export of frozen layers to ONNX and its runtime
 eval       lm-eval tasks for compressed models
 plot       figures (reports, galinear.plot): matplotlib
 triton     the Triton kernels (GPU)
+jax        the jax target of galinear.compile (jax.jit, jax.grad, jax.vmap)
 docs       the docs site (mkdocs-material, mkdocstrings)
 test       the test suite's tools and reference libraries
 all        every extra above
@@ -46,6 +47,8 @@ EXTRAS = {
     "lm_eval": "eval",
     "matplotlib": "plot",
     "triton": "triton",
+    "jax": "jax",
+    "jaxlib": "jax",
     "mkdocs": "docs",
     "material": "docs",
     "mkdocstrings": "docs",
