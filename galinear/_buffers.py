@@ -19,6 +19,7 @@ The arrays returned are ordinary ``numpy.ndarray`` objects; their ``base`` is th
 from __future__ import annotations
 
 import threading
+from math import prod
 
 import numpy as np
 
@@ -53,10 +54,7 @@ def empty(shape, dtype=np.float64) -> np.ndarray:
     the memory of earlier arrays of the same size that are gone."""
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    count = 1
-    for n in shape:
-        count *= n
-    nbytes = count * dtype.itemsize
+    nbytes = prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or _state["limit"] <= 0:
         return np.empty(shape, dtype)
     raw = None

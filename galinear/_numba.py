@@ -200,7 +200,7 @@ def readonly(arr):
     if not arr.flags.writeable:
         return arr
     view = arr.view()
-    view.flags.writeable = False
+    view.setflags(write=False)  # a third of the time of `view.flags.writeable = False`
     return view
 
 

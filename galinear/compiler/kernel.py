@@ -54,6 +54,8 @@ class Kernel:
         self._target = target_module(self.target)
         self._program = self._target.Loaded(Sources(self.source, self.header), name, guards, widths, out_widths,
                                             self.operations.get("multiplications", 0))
+        many = len(out_widths) > 1 or backward  # a backward: one gradient per input
+        self._fast = self._program.fast_call(not many)
         self.backward = None
         if not backward and built.backward_source is not None:
             self.backward = Kernel(built, func, algebra, inputs, backward=True)
@@ -141,8 +143,26 @@ class Kernel:
         through :meth:`run`. Inputs may be :class:`galinear.MultiVector`s (their blades of the
         input's pattern are read); a forward kernel given one returns a
         :class:`galinear.MultiVector` too."""
+        if self._fast is not None and (not kwargs or (len(kwargs) == 1 and "out" in kwargs
+                                                      and "out" not in self.input_blades)):
+            result = self._fast(args, kwargs.get("out"))
+            if result is not None:
+                return result
         options = {k: kwargs.pop(k) for k in ("out", "parallel") if k in kwargs and k not in self.input_blades}
         return self.run(args, kwargs, **options)
+
+    @property
+    def unchecked(self):
+        """The numba target's kernel without the call's checks: ``f(*inputs, *outputs)`` on 2-D
+        C-contiguous arrays ``(N, k)`` of one float dtype, the outputs preallocated; callable from
+        your own ``@numba.njit`` code. It checks nothing (shapes, dtypes, finite values: wrong ones
+        give wrong numbers or a crash); a failed guard (a division by 0, a square root of a negative
+        number) raises ValueError. Use the kernel itself unless a profile shows its checks."""
+        module = self._program.module
+        if self.target != "numba" or not hasattr(module, "kernel_unchecked"):
+            raise AttributeError(f"unchecked is offered by the numba target; this kernel's target is "
+                                 f"{self.target!r}")
+        return module.kernel_unchecked
 
     def run(self, args=(), kwargs=None, *, out=None, parallel=False):
         """The kernel on the inputs ``args`` (by position) and ``kwargs`` (a dict, by name); the

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from galinear._buffers import empty
 from galinear._numba import generated_folder, load_generated
 from galinear.symbolic.trace import KernelDomainError
 
@@ -53,6 +54,11 @@ class Loaded:
 
     def run(self, values, names, out=None, parallel=False) -> tuple:
         raise NotImplementedError
+
+    def fast_call(self, single: bool):
+        """A quicker function of the positional inputs for the common case, returning None where
+        the general call must handle it (see the numba target); None when the target has none."""
+        return None
 
     def raise_status(self, status) -> None:
         """Raise :class:`KernelDomainError` naming the first failed guard and its rows, if any."""
@@ -110,7 +116,7 @@ class ArrayLoaded(Loaded):
     def outputs(self, out, lead, rows, dtype):
         """Fresh output arrays, or the caller's ``out`` checked (numpy's ``out=`` convention)."""
         if out is None:
-            return [np.empty((rows, w), dtype) for w in self.out_widths], None
+            return [empty((rows, w), dtype) for w in self.out_widths], None  # large ones recycled
         given = out if isinstance(out, tuple) else (out,)
         if len(given) != len(self.out_widths):
             raise ValueError(f"out must hold {len(self.out_widths)} array(s), got {len(given)}")
