@@ -250,6 +250,12 @@ class Contenders:
         args = d["galinear"]
         return (lambda: self.kernel(*args, out=out)), "serial"
 
+    def galinear_unchecked(self, d):
+        """``kernel.unchecked``: the numba kernel without the call's checks, into a preallocated output."""
+        out = np.empty((d["rows"], len(self.kernel.output_blades)))
+        args, fn = d["galinear"], self.kernel.unchecked
+        return lambda: fn(*args, out)
+
     def galinear_parallel(self, d):
         """The public call with the prange variant (``parallel=True``), on a fresh output."""
         args = d["galinear"]
@@ -392,7 +398,8 @@ def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None
     d = c.data(rows)
     bare, variant = c.galinear_bare(d)
     fns = {"galinear": c.galinear_call(d), "kingdon": c.kingdon_call(d),
-           "galinear_bare": bare, "kingdon_bare": c.kingdon_bare(d), "galinear_parallel": c.galinear_parallel(d)}
+           "galinear_bare": bare, "kingdon_bare": c.kingdon_bare(d), "galinear_parallel": c.galinear_parallel(d),
+           "galinear_unchecked": c.galinear_unchecked(d)}
     error = None
     try:
         fns["galinear"]()
@@ -424,6 +431,7 @@ def time_case(c: Contenders, rows: int, repeats: int, threads: int | None = None
         out["clifford_ms"] *= rows / clifford_rows  # scaled to the batch (a per-row loop)
     out["kingdon_over_galinear"] = None if error else best["kingdon"] / best["galinear"]
     out["bare_kingdon_over_galinear"] = best["kingdon_bare"] / best["galinear_bare"]
+    out["unchecked_kingdon_over_galinear"] = best["kingdon_bare"] / best["galinear_unchecked"]
     if "clifford_ms" in out and not error:
         out["clifford_over_galinear"] = out["clifford_ms"] / out["galinear_ms"]
     return out
@@ -526,7 +534,9 @@ def markdown(result: dict) -> str:
         f"{meta['repeats']} round-robin samples after a warm-up, float64. Ratios above 1: galinear is faster. "
         "\"out=\": galinear's public call writing into a preallocated array (`kernel(*args, out=buffer)`, "
         "numpy's convention), against kingdon's jitted function alone on its value arrays (its bare "
-        "generated code, which allocates what it returns).",
+        "generated code, which allocates what it returns). \"unchecked\": `kernel.unchecked(*args, buffer)`, "
+        "galinear's numba kernel without the call's checks (callable from numba code), against the same "
+        "bare kingdon function.",
         "",
     ]
     if meta.get("provisional"):
@@ -540,9 +550,10 @@ def markdown(result: dict) -> str:
 
     lines.append(markdown_table(
         ["expression", "N", "galinear ms", "kingdon ms", "kingdon / galinear", "out=: kingdon bare / galinear",
-         "galinear parallel=True ms", "clifford ms", "clifford / galinear"],
+         "unchecked: kingdon bare / galinear", "galinear parallel=True ms", "clifford ms", "clifford / galinear"],
         ([row["name"], f"{int(n):,}", _ms(cell), number(cell["kingdon_ms"]), _r(cell["kingdon_over_galinear"]),
-          ratio(cell["bare_kingdon_over_galinear"]), number(cell.get("galinear_parallel_ms")), clifford_ms(n, cell),
+          ratio(cell["bare_kingdon_over_galinear"]), ratio(cell.get("unchecked_kingdon_over_galinear")),
+          number(cell.get("galinear_parallel_ms")), clifford_ms(n, cell),
           number(cell.get("clifford_over_galinear"), 1)]
          for row in result["rows"] for n, cell in row["times"].items())))
     big = str(max(int(n) for n in result["rows"][0]["times"]))
@@ -583,25 +594,32 @@ def markdown(result: dict) -> str:
                                                if any(r["name"] == c[0] for r in result["rows"])) + "."]
     losses = result.get("losses") or []
     if losses:
-        hit = len({x.split(":")[0] for x in losses})
+        hit = len({x.split(":")[0].split(",")[0] for x in losses})
         lines += ["", f"Where galinear fails, is slower or uses more multiplications ({hit} of "
                   f"{len(result['rows'])} expressions):", *[f"- {x}" for x in losses]]
     return "\n".join(lines) + "\n"
 
 
+COMPARISONS = (("kingdon_over_galinear", "galinear_ms", "kingdon_ms", "the public call against kingdon's"),
+               ("bare_kingdon_over_galinear", "galinear_bare_ms", "kingdon_bare_ms",
+                "the public call with out= against kingdon's bare function"),
+               ("unchecked_kingdon_over_galinear", "galinear_unchecked_ms", "kingdon_bare_ms",
+                "kernel.unchecked against kingdon's bare function"))
+
+
 def losses(result: dict) -> list:
+    """Every row, batch and comparison where galinear fails, is slower or multiplies more."""
     out = []
-    big = max(int(n) for n in result["rows"][0]["times"])
     for row in result["rows"]:
-        cell = row["times"][str(big)]
         p = row["program"]
-        if cell.get("galinear_error"):
-            out.append(f"{row['name']}: galinear's call fails at {big:,} rows ({cell['galinear_error']}); its "
-                       f"{cell['galinear_bare_variant']} kernel alone takes {cell['galinear_bare_ms']:.3f} ms against "
-                       f"kingdon's bare {cell['kingdon_bare_ms']:.3f} ms (ratio {cell['bare_kingdon_over_galinear']:.2f})")
-        elif cell["kingdon_over_galinear"] < 1:
-            out.append(f"{row['name']}: slower than kingdon at {big:,} rows ({cell['galinear_ms']:.3f} ms against "
-                       f"{cell['kingdon_ms']:.3f} ms, ratio {cell['kingdon_over_galinear']:.2f})")
+        for n, cell in row["times"].items():
+            if cell.get("galinear_error"):
+                out.append(f"{row['name']}: galinear's call fails at {int(n):,} rows ({cell['galinear_error']})")
+            for key, ours, theirs, what in COMPARISONS:
+                value = cell.get(key)
+                if value is not None and value < 1:
+                    out.append(f"{row['name']}, {int(n):,} rows: {what} is slower ({cell[ours]:.4f} ms against "
+                               f"{cell[theirs]:.4f} ms, ratio {value:.2f})")
         if p["galinear_ast_mult"] > p["kingdon_ast_mult"]:
             out.append(f"{row['name']}: {p['galinear_ast_mult']} multiplications against kingdon's "
                        f"{p['kingdon_ast_mult']} (galinear {p['galinear_strategy']} program, "
@@ -665,6 +683,7 @@ def main(argv=None) -> int:
             row["times"][str(rows_n)] = cell
             print(f"  N={rows_n:>9,}  galinear {_ms(cell)} ms  kingdon {cell['kingdon_ms']:9.4f} ms  "
                   f"kingdon/galinear {_r(cell['kingdon_over_galinear'])}  bare {cell['bare_kingdon_over_galinear']:5.2f}"
+                  f"  unchecked {cell['unchecked_kingdon_over_galinear']:5.2f}"
                   + (f"  clifford/galinear {cell['clifford_over_galinear']:7.1f}" if "clifford_over_galinear" in cell else ""),
                   flush=True)
         row["one_thread"] = time_case(c, big, repeats, threads=1)
