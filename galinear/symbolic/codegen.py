@@ -1,14 +1,20 @@
-r"""Kernel generator: prints a :class:`~galinear.symbolic.spec.Program` as Python source.
+r"""Kernel generator of the shipped operations: prints a :class:`~galinear.symbolic.spec.Program`.
+
+The program goes through the compiler's pipeline: its common subexpressions are shared by the CSE
+of :mod:`galinear.symbolic.lowering` (:func:`~galinear.symbolic.lowering.straight_line`) and its
+statements printed by :func:`galinear.symbolic.emit.statement_lines` with the expression printer of
+every target; only the frame around the body is the shipped kernels' own.
 
 Targets
 -------
 ``numba``
     One ``@jit`` function (``galinear._numba.jit``, ``cache=True``) looping over the batch axis
     in blocks of :data:`ROWS_PER_BLOCK` rows: a block is transposed into (width, rows) buffers,
-    then the straight-line body (inputs loaded into locals, common subexpressions from
-    ``sympy.cse`` assigned once, one sum per output coefficient) runs over contiguous rows, which
-    LLVM vectorises across the batch, and the result is transposed back. The file imports only
-    numpy and ``galinear._numba``, so numba can cache it on disk.
+    then the straight-line body (inputs loaded into locals, common subexpressions assigned once,
+    one sum per output coefficient) runs over contiguous rows, which LLVM vectorises across the
+    batch, and the result is transposed back (:func:`galinear.symbolic.numba_source.print_blocked`,
+    the one printer of generated numba source). The file imports only numpy and
+    ``galinear._numba``, so numba can cache it on disk.
 ``torch``
     A function on tensors with any leading shape (``unbind`` the last axis, straight-line
     arithmetic, ``stack``); differentiable by autograd.
@@ -20,12 +26,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import sympy as sp
-
 from galinear import _io
+from galinear.symbolic.emit import ExpressionPrinter, statement_lines
+from galinear.symbolic.lowering import straight_line
+from galinear.symbolic.numba_source import BODY_END, BODY_START, ROWS_PER_BLOCK, Rules, print_blocked, used_inputs
 from galinear.symbolic.spec import KernelSpec, Program, shipped_specs
 
-__all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "write_rotor_spec", "kernel_path", "GENERATED_ROOT"]
+__all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "write_rotor_spec", "kernel_path", "GENERATED_ROOT",
+           "BODY_START", "BODY_END", "ROWS_PER_BLOCK"]
 
 TARGETS = ("numba", "torch")
 GENERATED_ROOT = Path(__file__).resolve().parent.parent / "_generated"
@@ -67,120 +75,25 @@ def _header(spec: KernelSpec, target: str) -> str:
     )
 
 
-def _cse(assignments, prefix: str):
-    """CSE over a list of expressions, deterministic symbol names ``<prefix>0, <prefix>1, ...``."""
-    replacements, reduced = sp.cse(
-        list(assignments), symbols=sp.numbered_symbols(prefix), order="canonical"
-    )
-    return replacements, reduced
+def _unit(c) -> str:
+    # integer constants would promote float32 arithmetic to float64 inside numba
+    raise ValueError(f"generated expression has the numeric constant {c}; the generator only emits +-1 sums")
 
 
-def _check_constants(expr) -> None:
-    bad = [c for c in expr.atoms(sp.Number) if c not in (1, -1)]
-    if bad:
-        # integer constants would promote float32 arithmetic to float64 inside numba
-        raise ValueError(f"generated expression has numeric constants {bad}; the generator only emits +-1 sums")
+#: The printer of the shipped kernels: galinear.compile's, with the terms of each sum in the
+#: order the kernels have always added them.
+_PRINTER = ExpressionPrinter(_unit, ordered=True)
 
 
-def _expr(expr) -> str:
-    _check_constants(expr)
-    return sp.pycode(expr, fully_qualified_modules=False) if expr != 0 else None
-
-
-def _lower(program: Program):
-    """Sequence of ('let', name, code) and the output codes, after CSE per stage."""
-    lets = []
-    counter = 0
-    for stage in program.stages:
-        names = [s for s, _ in stage]
-        replacements, reduced = _cse([e for _, e in stage], f"c{counter}_")
-        counter += 1
-        for sym, e in replacements:
-            lets.append((str(sym), _expr(e)))
-        for sym, e in zip(names, reduced):
-            code = _expr(e)
-            lets.append((str(sym), code if code is not None else None))
-    replacements, reduced = _cse(program.outputs, f"c{counter}_")
-    for sym, e in replacements:
-        lets.append((str(sym), _expr(e)))
-    outputs = [_expr(e) for e in reduced]
-    return lets, outputs
-
-
-def _used_symbols(program: Program) -> set:
-    used = set()
-    for stage in program.stages:
-        for _, e in stage:
-            used |= {str(s) for s in sp.sympify(e).free_symbols}
-    for e in program.outputs:
-        used |= {str(s) for s in sp.sympify(e).free_symbols}
-    return used
-
-
-#: Rows per block in the numba kernels: each block is transposed into (width, ROWS) buffers so
-#: that the straight-line body runs over contiguous rows and LLVM vectorises it across the batch.
-ROWS_PER_BLOCK = 64
-BODY_START = "# --- straight-line body ---"
-BODY_END = "# --- end of body ---"
-
-
-def _numba_source(spec: KernelSpec, program: Program) -> str:
-    lets, outputs = _lower(program)
-    used = _used_symbols(program)
-    args = [name for name, _ in program.inputs]
-    widths = {name: len(syms) for name, syms in program.inputs}
-    width_out = len(program.outputs)
-    block = ROWS_PER_BLOCK
-    lines = [_header(spec, "numba"), "import numpy as np", "", "from galinear._numba import jit", "", "",
-             "@jit", f"def kernel({', '.join(args)}, out):"]
-    lines.append(f'    """{spec.describe()}; see galinear._generated for the signature."""')
-    checks = [f"{name}.shape[1] != {widths[name]}" for name in args] + [f"out.shape[1] != {width_out}"]
-    lines.append(f"    if {' or '.join(checks)}:")
-    lines.append(
-        "        raise ValueError(\"wrong row widths: expected "
-        + ", ".join(f"{n}: {widths[n]}" for n in args)
-        + f", out: {width_out}\")"
-    )
-    batch = [f"{name}.shape[0] != out.shape[0]" for name in args]
-    lines.append(f"    if {' or '.join(batch)}:")
-    lines.append("        raise ValueError(\"all arguments need the same batch size (axis 0)\")")
-    lines.append("    nrows = out.shape[0]")
-    for name in args:
-        lines.append(f"    {name}_t = np.empty(({widths[name]}, {block}), dtype={name}.dtype)")
-    lines.append(f"    out_t = np.empty(({width_out}, {block}), dtype=out.dtype)")
-    lines.append(f"    probe = out.dtype.type(0.0)  # stays 0 unless an input entry is inf or nan")
-    lines.append(f"    for start in range(0, nrows, {block}):")
-    lines.append(f"        count = min({block}, nrows - start)")
-    lines.append("        for row in range(count):")
-    for name in args:
-        lines.append(f"            for col in range({widths[name]}):")
-        lines.append(f"                value = {name}[start + row, col]")
-        lines.append(f"                {name}_t[col, row] = value")
-        lines.append("                probe += value - value")
-    lines.append("        for row in range(count):")
-    lines.append(f"            {BODY_START}")
-    for name, syms in program.inputs:
-        for col, sym in enumerate(syms):
-            if str(sym) in used:
-                lines.append(f"            {sym} = {name}_t[{col}, row]")
-    for name, code in lets:
-        if code is None:
-            continue
-        lines.append(f"            {name} = {code}")
-    for col, code in enumerate(outputs):
-        lines.append(f"            out_t[{col}, row] = {0 if code is None else code}")
-    lines.append(f"            {BODY_END}")
-    lines.append("        for row in range(count):")
-    lines.append(f"            for col in range({width_out}):")
-    lines.append("                out[start + row, col] = out_t[col, row]")
-    lines.append("    return probe == 0")
-    lines.append("")
-    return "\n".join(lines)
+def _lowered(program: Program):
+    """The spec's program with its common subexpressions shared (the compiler's CSE)."""
+    assignments = [(sym, e) for stage in program.stages for sym, e in stage]
+    return straight_line(program.inputs, assignments, program.outputs)
 
 
 def _torch_source(spec: KernelSpec, program: Program) -> str:
-    lets, outputs = _lower(program)
-    used = _used_symbols(program)
+    lowered = _lowered(program)
+    used = used_inputs(lowered)
     args = [name for name, _ in program.inputs]
     widths = {name: len(syms) for name, syms in program.inputs}
     lines = [_header(spec, "torch"), "import torch", "", "", f"def kernel({', '.join(args)}):"]
@@ -192,21 +105,19 @@ def _torch_source(spec: KernelSpec, program: Program) -> str:
             f"got {{{name}.shape[-1]}}\")"
         )
     for name, syms in program.inputs:
-        targets = [str(s) if str(s) in used else "_" for s in syms]
+        targets = [str(s) if s in used else "_" for s in syms]
         lines.append(f"    ({', '.join(targets)},) = torch.unbind({name}, dim=-1)")
-    for name, code in lets:
-        if code is None:
-            continue
-        lines.append(f"    {name} = {code}")
+    lines += [f"    {ln}" for ln in statement_lines(lowered, _PRINTER, Rules)]
+    (_, outputs), = lowered.outputs
     outs = []
-    if any(code is None for code in outputs):
+    if any(e == 0 for e in outputs):
         reference = " + ".join(f"{name}[..., 0]" for name in args)
         lines.append(f"    zero = torch.zeros_like({reference})")
-    for col, code in enumerate(outputs):
-        if code is None:
+    for col, e in enumerate(outputs):
+        if e == 0:
             outs.append("zero")
         else:
-            lines.append(f"    o{col} = {code}")
+            lines.append(f"    o{col} = {_PRINTER(e)}")
             outs.append(f"o{col}")
     lines.append(f"    return torch.stack(({', '.join(outs)},), dim=-1)")
     lines.append("")
@@ -220,7 +131,7 @@ def generate(spec: KernelSpec, target: str = "numba") -> str:
     _check_target(target)
     program = spec.program()
     if target == "numba":
-        return _numba_source(spec, program)
+        return print_blocked(_lowered(program), _header(spec, "numba"), spec.describe(), _PRINTER)
     return _torch_source(spec, program)
 
 

@@ -49,10 +49,14 @@ def number_text(value) -> str:
 
 # ---------------------------------------------------------------------------- expressions
 class ExpressionPrinter:
-    """Prints +, *, integer powers, symbols and numbers; ``number(c)`` gives a constant's token."""
+    """Prints +, *, integer powers, symbols and numbers; ``number(c)`` gives a constant's token.
 
-    def __init__(self, number):
+    The terms of a sum are printed in sympy's stored order, or with ``ordered`` in the order of
+    sympy's printers (``as_ordered_terms``: the order the shipped kernels have always summed in)."""
+
+    def __init__(self, number, ordered: bool = False):
         self.number = number
+        self.ordered = ordered
 
     def __call__(self, expr) -> str:
         return self.p(sp.sympify(expr))
@@ -63,7 +67,7 @@ class ExpressionPrinter:
         if e.is_Number:
             return self.number(e)
         if e.is_Add:
-            terms = list(e.args)
+            terms = e.as_ordered_terms() if self.ordered else list(e.args)
             out = self.term(terms[0], first=True)
             for t in terms[1:]:
                 out += self.term(t, first=False)

@@ -35,7 +35,7 @@ import sympy as sp
 from galinear.symbolic.polynomials import BOUND_CAP, expand_program, term_bound
 from galinear.symbolic.trace import Graph, Step
 
-__all__ = ["Lowered", "lower", "backward", "count_operations", "expanded_size_bound", "MAX_G_ORDER",
+__all__ = ["Lowered", "lower", "backward", "straight_line", "count_operations", "expanded_size_bound", "MAX_G_ORDER",
            "EXPANSION_LIMIT", "EXPANSION_BOUND_LIMIT", "STRATEGIES"]
 
 #: Highest derivative order of the exp closed forms that the kernels evaluate (G_0 .. G_3).
@@ -218,6 +218,16 @@ def _check_orders(statements) -> None:
         if s.kind == "g" and s.order > MAX_G_ORDER:
             raise ValueError(f"the program needs G_{s.order} (a derivative of exp of order {s.order}); "
                              f"kernels evaluate G_0 .. G_{MAX_G_ORDER}")
+
+
+def straight_line(inputs, assignments, outputs, prefix: str = "c") -> Lowered:
+    """A :class:`Lowered` program from explicit ``assignments`` ((symbol, polynomial), in order) and
+    output expressions, with common subexpressions shared by the same CSE as :func:`lower`: how
+    the shipped kernels (:mod:`galinear.symbolic.codegen`) reach the printers of the compiler."""
+    statements = [Step(sym, sp.sympify(expr)) for sym, expr in assignments]
+    named = (("out", tuple(sp.sympify(e) for e in outputs)),)
+    statements, named = _cse(statements, named, _input_symbols(inputs), prefix)
+    return Lowered(tuple(inputs), statements, named, "staged", count_operations(statements, named))
 
 
 # ---------------------------------------------------------------------------- forward

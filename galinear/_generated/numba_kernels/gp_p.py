@@ -43,8 +43,8 @@ def kernel(a, b, out):
             a1 = a_t[1, row]
             b0 = b_t[0, row]
             b1 = b_t[1, row]
-            out_t[0, row] = a0*b0 + a1*b1
-            out_t[1, row] = a0*b1 + a1*b0
+            out_t[0, row] = (a0 * b0 + a1 * b1)
+            out_t[1, row] = (a0 * b1 + a1 * b0)
             # --- end of body ---
         for row in range(count):
             for col in range(2):

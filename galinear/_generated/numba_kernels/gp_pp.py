@@ -47,10 +47,10 @@ def kernel(a, b, out):
             b1 = b_t[1, row]
             b2 = b_t[2, row]
             b3 = b_t[3, row]
-            out_t[0, row] = a0*b0 + a1*b1 + a2*b2 - a3*b3
-            out_t[1, row] = a0*b1 + a1*b0 - a2*b3 + a3*b2
-            out_t[2, row] = a0*b2 + a1*b3 + a2*b0 - a3*b1
-            out_t[3, row] = a0*b3 + a1*b2 - a2*b1 + a3*b0
+            out_t[0, row] = (a0 * b0 + a1 * b1 + a2 * b2 - a3 * b3)
+            out_t[1, row] = (a0 * b1 + a1 * b0 - a2 * b3 + a3 * b2)
+            out_t[2, row] = (a0 * b2 + a1 * b3 + a2 * b0 - a3 * b1)
+            out_t[3, row] = (a0 * b3 + a1 * b2 - a2 * b1 + a3 * b0)
             # --- end of body ---
         for row in range(count):
             for col in range(4):

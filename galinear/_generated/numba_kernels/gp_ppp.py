@@ -55,14 +55,14 @@ def kernel(a, b, out):
             b5 = b_t[5, row]
             b6 = b_t[6, row]
             b7 = b_t[7, row]
-            out_t[0, row] = a0*b0 + a1*b1 + a2*b2 + a3*b3 - a4*b4 - a5*b5 - a6*b6 - a7*b7
-            out_t[1, row] = a0*b1 + a1*b0 - a2*b4 - a3*b5 + a4*b2 + a5*b3 - a6*b7 - a7*b6
-            out_t[2, row] = a0*b2 + a1*b4 + a2*b0 - a3*b6 - a4*b1 + a5*b7 + a6*b3 + a7*b5
-            out_t[3, row] = a0*b3 + a1*b5 + a2*b6 + a3*b0 - a4*b7 - a5*b1 - a6*b2 - a7*b4
-            out_t[4, row] = a0*b4 + a1*b2 - a2*b1 + a3*b7 + a4*b0 - a5*b6 + a6*b5 + a7*b3
-            out_t[5, row] = a0*b5 + a1*b3 - a2*b7 - a3*b1 + a4*b6 + a5*b0 - a6*b4 - a7*b2
-            out_t[6, row] = a0*b6 + a1*b7 + a2*b3 - a3*b2 - a4*b5 + a5*b4 + a6*b0 + a7*b1
-            out_t[7, row] = a0*b7 + a1*b6 - a2*b5 + a3*b4 + a4*b3 - a5*b2 + a6*b1 + a7*b0
+            out_t[0, row] = (a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3 - a4 * b4 - a5 * b5 - a6 * b6 - a7 * b7)
+            out_t[1, row] = (a0 * b1 + a1 * b0 - a2 * b4 - a3 * b5 + a4 * b2 + a5 * b3 - a6 * b7 - a7 * b6)
+            out_t[2, row] = (a0 * b2 + a1 * b4 + a2 * b0 - a3 * b6 - a4 * b1 + a5 * b7 + a6 * b3 + a7 * b5)
+            out_t[3, row] = (a0 * b3 + a1 * b5 + a2 * b6 + a3 * b0 - a4 * b7 - a5 * b1 - a6 * b2 - a7 * b4)
+            out_t[4, row] = (a0 * b4 + a1 * b2 - a2 * b1 + a3 * b7 + a4 * b0 - a5 * b6 + a6 * b5 + a7 * b3)
+            out_t[5, row] = (a0 * b5 + a1 * b3 - a2 * b7 - a3 * b1 + a4 * b6 + a5 * b0 - a6 * b4 - a7 * b2)
+            out_t[6, row] = (a0 * b6 + a1 * b7 + a2 * b3 - a3 * b2 - a4 * b5 + a5 * b4 + a6 * b0 + a7 * b1)
+            out_t[7, row] = (a0 * b7 + a1 * b6 - a2 * b5 + a3 * b4 + a4 * b3 - a5 * b2 + a6 * b1 + a7 * b0)
             # --- end of body ---
         for row in range(count):
             for col in range(8):

@@ -5,6 +5,10 @@ the input dtype, so float32 code stays float32), the output arrays and a ``uint8
 (0, or 1 + the index of the guard that failed), and return the sum of ``v - v`` over the outputs
 (0 unless a value is inf or nan). Loaded through :func:`galinear._numba.load_generated`, called on
 numpy arrays (``out=`` and ``parallel=``).
+
+The printer (:class:`Rules`, :func:`print_program`) is :mod:`galinear.symbolic.numba_source`, the one
+printer of all generated numba source: the shipped kernels (symbolic layer) print with it too, and a
+module here could not be imported from there.
 """
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ import warnings
 
 import numpy as np
 
+from galinear._buffers import MIN_BYTES, empty
 from galinear._numba import readonly
 from galinear.compiler.targets._runtime import ArrayLoaded
-from galinear.symbolic.emit import (constants_line, g_orders, guard_condition, guard_messages, horner,
-                                    statement_lines, typed_constants)
+from galinear.symbolic.numba_source import Rules, g_function_lines, print_program
 
 __all__ = ["NAME", "FILE_SUFFIX", "AUTOGRAD", "print_program", "Loaded", "Rules", "g_function_lines",
            "PARALLEL_ROWS", "PARALLEL_MULTIPLICATIONS"]
@@ -30,96 +34,6 @@ AUTOGRAD = None
 #: was slower than 1 thread on a fresh output array (docs/performance.md).
 PARALLEL_ROWS = 16384
 PARALLEL_MULTIPLICATIONS = 24
-
-
-class Rules:
-    """One row's statements in numba: scalars, the typed constants ``_one`` and ``_zero``."""
-
-    @staticmethod
-    def guard(step, arg, code):
-        return [f"if {guard_condition(step, arg)}: bad = {code}"]
-
-    @staticmethod
-    def let(s, arg, step):
-        return [f"{s} = {arg}"]
-
-    @staticmethod
-    def recip(s, arg, step):
-        return [f"{s} = _one / {arg}"]
-
-    @staticmethod
-    def sqrt(s, arg, step):
-        return [f"{s} = math.sqrt({arg}) if {arg} > _zero else {arg} - {arg}"]  # nan stays nan
-
-    @staticmethod
-    def abs(s, arg, step):
-        return [f"{s} = abs({arg})"]
-
-    @staticmethod
-    def sign(s, arg, step):
-        return [f"{s} = _one if {arg} > _zero else (-_one if {arg} < _zero else _zero)"]
-
-    @staticmethod
-    def g(s, arg, step):
-        return [f"{s} = _gfun{step.order}({arg})"]
-
-
-def g_function_lines(m: int) -> list[str]:
-    """Scalar numba code of G_m (the series below 1, else cos/sin or cosh/sinh and the recurrence)."""
-    lines = ["@jit(inline='always', error_model='numpy')", f"def _gfun{m}(lam):", "    if abs(lam) < 1.0:",
-             f"        return {horner(m, 'lam')}", "    if lam > 0:", "        r = math.sqrt(lam)",
-             "        g0 = math.cosh(r)", "        g1 = math.sinh(r) / (2.0 * r)", "    else:",
-             "        r = math.sqrt(-lam)", "        g0 = math.cos(r)", "        g1 = math.sin(r) / (2.0 * r)"]
-    if m == 0:
-        lines.append("    return g0")
-        return lines
-    for k in range(1, m):
-        lines.append(f"    g{k + 1} = (g{k - 1} - {4 * k - 2}.0 * g{k}) / (4.0 * lam)")
-    lines.append(f"    return g{m}")
-    return lines
-
-
-def print_program(program, name: str, header: str) -> str:
-    numbers, pr = typed_constants(program)
-    ins = [n for n, _ in program.inputs]
-    outs = [n for n, _ in program.outputs]
-    guarded = any(s.kind in ("recip", "sqrt") for s in program.statements)
-    body = statement_lines(program, pr, Rules)
-    lines = [header, "import math", "", "import numpy as np", "", "from galinear._numba import jit, prange", "", ""]
-    for m in g_orders(program):
-        lines += g_function_lines(m) + ["", ""]
-    for variant, loop, opts in (("serial", "range", "error_model='numpy'"),
-                                ("parallel", "prange", "parallel=True, error_model='numpy'")):
-        lines.append(f"@jit({opts})")
-        lines.append(f"def kernel_{variant}({', '.join(ins)}, consts, {', '.join(outs)}, status):")
-        lines.append(f"    nrows = {outs[0]}.shape[0]")
-        lines.append("    _one = consts[0]")
-        lines.append("    _zero = consts[0] - consts[0]")
-        for i in range(len(numbers)):
-            lines.append(f"    _k{i} = consts[{i + 1}]")
-        lines.append("    finite = _zero")
-        lines.append(f"    for row in {loop}(nrows):")
-        if guarded:
-            lines.append("        bad = 0")
-        for n_, syms in program.inputs:
-            for col, s in enumerate(syms):
-                lines.append(f"        {s} = {n_}[row, {col}]")
-        lines += [f"        {ln}" for ln in body]
-        lines.append("        _rowcheck = _zero")
-        for n_, exprs in program.outputs:
-            for col, e in enumerate(exprs):
-                lines.append(f"        _v = {pr(e) if e != 0 else '_zero'}")
-                lines.append(f"        {n_}[row, {col}] = _v")
-                lines.append("        _rowcheck = _rowcheck + (_v - _v)")
-        lines.append("        finite += _rowcheck")  # one reduction statement per row (prange)
-        if guarded:
-            lines.append("        status[row] = bad")
-        lines.append("    return finite")
-        lines += ["", ""]
-    lines.append(constants_line(numbers))
-    lines.append(f"GUARDS = {tuple(guard_messages(program))!r}")
-    lines.append("")
-    return "\n".join(lines)
 
 
 class Loaded(ArrayLoaded):
@@ -146,6 +60,63 @@ class Loaded(ArrayLoaded):
 
     def run_arrays(self, arrays, names, out, parallel):
         return self.run_rows(arrays, names, out, parallel)
+
+    def fast_call(self, single: bool):
+        """The common call in a few microseconds: a function of the positional inputs (and ``out``)
+        that runs the serial kernel when every input is a 2-D C-contiguous float32 or float64
+        numpy array of the program's width, all of one dtype and one row count (and ``out``, if given, is what the
+        general call would accept for them), and returns the output (``single``), the tuple of
+        outputs or ``out``; or None, for the general path to handle (any other input, a
+        failed guard, a non-finite value: the general path checks, warns or raises).
+
+        Everything it skips, the general path would have done the same way; the results are the
+        same arrays of the same values."""
+        widths, out_widths = self.widths, self.out_widths
+        serial, guards, no_status = self.module.kernel_serial, bool(self.guards), self._no_status
+        f64, f32 = np.dtype(np.float64), np.dtype(np.float32)
+        constants = {}
+        ndarray, count, max_width = np.ndarray, len(widths), max(out_widths)
+
+        def call(args, out=None):
+            if len(args) != count or type(args[0]) is not ndarray:
+                return None
+            dtype = args[0].dtype  # by identity: hashing a dtype costs microseconds
+            if dtype is not f64 and dtype is not f32:
+                return None
+            rows = args[0].shape[0]
+            flat = []
+            for a, width in zip(args, widths):
+                if type(a) is not ndarray or a.dtype is not dtype or a.shape != (rows, width):
+                    return None
+                flags = a.flags
+                if not flags.c_contiguous:
+                    return None
+                if flags.writeable:  # readonly(a), inline
+                    a = a.view()
+                    a.setflags(write=False)
+                flat.append(a)
+            consts = constants.get(dtype.char)
+            if consts is None:
+                consts = constants[dtype.char] = self.constants(dtype)
+            if out is None:
+                small = rows * dtype.itemsize * max_width < MIN_BYTES  # numpy.empty: skip the pool's steps
+                outs = [np.empty((rows, w), dtype) if small else empty((rows, w), dtype) for w in out_widths]
+            else:
+                outs = [out] if type(out) is ndarray else out
+                if type(outs) not in (list, tuple) or len(outs) != len(out_widths):
+                    return None
+                for o, width in zip(outs, out_widths):
+                    if type(o) is not ndarray or o.dtype is not dtype or o.shape != (rows, width) \
+                            or not o.flags.c_contiguous or not o.flags.writeable:
+                        return None
+            status = np.zeros(rows, np.uint8) if guards else no_status
+            if serial(*flat, consts, *outs, status) != 0 or (guards and status.any()):
+                return None
+            if out is not None:
+                return out
+            return outs[0] if single else tuple(outs)
+
+        return call
 
     def run_flat(self, flat, names, outs, status, dtype, parallel):
         rows = flat[0].shape[0]
