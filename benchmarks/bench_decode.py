@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 
     from galinear.compress.methods import catalogue as methods
     from galinear.lm.models import attention, decoder_layers, load_model
-    from galinear.compress.storage.model_folder import load_compressed
+    from galinear.compress.storage.install import load_compressed
 
     set_threads(args.threads)
     loaded = load_model()

@@ -357,7 +357,7 @@ def test_the_graph_is_read(edges):
     assert ("galinear.nn.functional.backends", "galinear.nn.numba_backend") in pairs  # "module:function"
     assert ("galinear.cli", "galinear.commands.compress") in pairs  # f"galinear.commands.{name}"
     assert ("galinear", "galinear.core") in pairs  # the lazy attribute table of galinear/__init__.py
-    assert ("galinear.compress.methods.catalogue", "galinear.nn") in pairs  # the package above galinear.nn.*
+    assert ("galinear.compress.methods.records", "galinear.nn") in pairs  # the package above galinear.nn.*
 
 
 def test_no_import_cycles(edges):

@@ -108,6 +108,26 @@ def parse_layer_sets(text):
     return parse(text)
 
 
+class _LazyText:
+    """Text made on first use: argparse expands ``%(name)s`` in a help text from the action's
+    attributes when the help is shown, so the method records load then, not while the parser is
+    built."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __str__(self):
+        from galinear.compress.methods import records
+
+        return self.make(records)
+
+
+def _lazy_help(action, **texts) -> None:
+    """Give ``action`` the attributes its help names, each ``make(records)`` on first use."""
+    for name, make in texts.items():
+        setattr(action, name, _LazyText(make))
+
+
 def add_arguments(parser):
     parser.add_argument("--preset", choices=PresetNames(), default=None,
                         help="the settings every option not given takes (galinear.compress.study.config.PRESETS): "
@@ -132,11 +152,7 @@ def add_arguments(parser):
                              "'0-29' or 'all' (every decoder layer) replaces the layers in order, each fitted on the "
                              "network whose earlier layers are already replaced, resumable at every layer, with a "
                              "line per layer and the time left")
-    parser.add_argument("--methods", default=None,
-                        help="comma-separated from rotor,lr1,lr4,bh1,dense,zero; the structured baselines lr "
-                             "(rank --rank), kron (Kronecker sum of --terms terms), monarch, bhh (Hadamard-mixed "
-                             "blocks) and givens (the orthogonal control with the rotor network's shape); a -cf "
-                             "suffix (lr1-cf, lr4-cf, bh1-cf, lr-cf, kron-cf, monarch-cf, bhh-cf) is the closed-form fit")
+    _lazy_help(parser.add_argument("--methods", default=None, help="%(listing)s"), listing=lambda r: r.methods_help())
     parser.add_argument("--baseline-fit", choices=BASELINE_FITS, default=None,
                         help="how lr1/lr4/bh1 are fitted: adam, closed-form (exact optimum over all training "
                              "rows, reported as LR1*, LR4*, BH1*) or both (default)")
@@ -184,22 +200,27 @@ def add_arguments(parser):
     parser.add_argument("--eval-windows", type=int, default=None, help="held-out windows per text")
     parser.add_argument("--mse-windows", type=int, default=None, help="held-out windows per text for test MSE")
     parser.add_argument("--epochs", type=float, default=None, help="passes over the regression rows")
-    parser.add_argument("--hidden", type=int, default=StudyDefault("hidden"),
-                        help="rotor network hidden width (default %(default)s)")
+    _lazy_help(parser.add_argument("--hidden", type=int, default=StudyDefault("hidden"),
+                                   help="%(owners)s: hidden width (default %(default)s)"),
+               owners=lambda r: " and ".join(r.owners("--hidden")))
     parser.add_argument("--bh-blocks", type=int, default=None,
                         help="BH1 block count (default: the largest common divisor of the q/k/v widths up to 48, "
                              "e.g. 48 for SmolLM2's 576 -> 576 / 192; the count used and the parameter ratio "
                              "to the rotor network are reported)")
     parser.add_argument("--rank", type=int, default=None, help="rank of lr and lr-cf (default 4)")
     parser.add_argument("--terms", type=int, default=None, help="Kronecker terms of kron and kron-cf (default 4)")
-    parser.add_argument("--chunk", type=int, default=None,
-                        help="chunk size of the rotor network's and givens' gadgets, a power of two >= 4 "
-                             "(default: the largest that fits each gadget); smaller chunks give more "
-                             "parameters at the same hidden width (at 512 on SmolLM2: 3.0 %% at 128, 8.3 %% at 64)")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="parameters per projection as a fraction of the dense matrix (0.02 for 2 %%): "
-                             "rank, terms and blocks of lr, kron, monarch, bhh and bh1, and the chunk of rotor "
-                             "and givens at --hidden, are set to the count nearest to it; lr1, lr4, dense, zero and rotorlin-m keep their size")
+    _lazy_help(parser.add_argument("--chunk", type=int, default=None,
+                                   help="chunk size of the gadgets of %(owners)s, a power of two >= 4 "
+                                        "(default: the largest that fits each gadget); smaller chunks give more "
+                                        "parameters at the same hidden width (at 512 on SmolLM2, the rotor network: "
+                                        "3.0 %% at 128, 8.3 %% at 64)"),
+               owners=lambda r: " and ".join(r.owners("--chunk")))
+    _lazy_help(parser.add_argument("--budget", type=float, default=None,
+                                   help="parameters per projection as a fraction of the dense matrix (0.02 for 2 %%): "
+                                        "the size knob of %(owners)s (and their -cf forms; a network's chunk at "
+                                        "--hidden) is set to the count nearest to it; the other methods keep their "
+                                        "size"),
+               owners=lambda r: ", ".join(n for n in r.owners("--budget") if not r.method(n).exact))
     parser.add_argument("--window", type=int, default=StudyDefault("window"),
                         help="tokens per window (default %(default)s)")
     parser.add_argument("--stride", type=int, default=StudyDefault("stride"),
@@ -336,7 +357,8 @@ def unused_option_problem(args):
     names it and the option it depends on (an option that changes nothing is a mistake to report,
     not to ignore)."""
     from galinear.compress.study.config import DEFAULT_PRESET
-    from galinear.compress.methods.catalogue import CLOSED_FORM, KNOBS, base_name
+    from galinear.compress.methods import records
+    from galinear.compress.methods.catalogue import CLOSED_FORM, KNOBS
 
     chosen = given_options(args)
     base = _base(args)
@@ -345,10 +367,21 @@ def unused_option_problem(args):
     try:
         methods = _methods(args, base)
         layer_sets = parse_layer_sets(args.layer_sets) if _given(args, "layer_sets") else base.layer_sets
+        kinds = [records.method(m) for m in methods]
     except ValueError:
         return None  # the checks that follow name the problem
-    bases = {base_name(m) for m in methods}
-    adam = [m for m in methods if m != "zero" and not m.endswith("-cf") and m != "rotorlin-m"]
+    adam = [m.name for m in kinds if m.adam_fitted]
+    on_moments = any(m.fit == records.MOMENTS for m in kinds)
+
+    def taking(option):  # (whether a method asked takes ``option``, the methods that do: "a nor b")
+        owners = " nor ".join(r.name for r in records.RECORDS.values() if option in r.options)
+        return any(option in m.options for m in kinds), owners
+
+    def size_rule(option, dest, knob):
+        applies, owners = taking(option)
+        return (option, dest, applies and args.budget is None,
+                f"with --budget, which sets the {knob}" if applies else f"here: --methods holds neither {owners}")
+
     converged = base.until_converged if args.until_converged is None else args.until_converged
     distill = bool(args.distill) or base.distill
     wikitext = args.wikitext or base.wikitext
@@ -378,11 +411,11 @@ def unused_option_problem(args):
         ("--distill-eval-every", "distill_eval_every", distill, distill_off.format("sets")),
         ("--wikitext-windows", "wikitext_windows", wikitext != "off", f"here: {wikitext_off}"),
         ("--wikitext-window", "wikitext_window", wikitext != "off", f"here: {wikitext_off}"),
-        ("--max-steps", "max_steps", bool(converged and adam) or "rotorlin-m" in methods,
+        ("--max-steps", "max_steps", bool(converged and adam) or on_moments,
          f"with {stopping}, which fits Adam for --epochs passes" if not converged else f"here: {no_adam}"),
-        ("--eval-every", "eval_every", bool(converged and adam) or "rotorlin-m" in methods,
+        ("--eval-every", "eval_every", bool(converged and adam) or on_moments,
          f"with {stopping}, which checks no validation MSE" if not converged else f"here: {no_adam}"),
-        ("--patience", "patience", bool(converged and adam) or "rotorlin-m" in methods or distill,
+        ("--patience", "patience", bool(converged and adam) or on_moments or distill,
          f"with {stopping} and without --distill, which have no stopping rule" if not converged
          else f"here: {no_adam}, and --distill is not given"),
         ("--epochs", "epochs", bool(adam) and not converged,
@@ -398,17 +431,12 @@ def unused_option_problem(args):
          "here: every set of --layers has two or more layers, which --multi-seeds covers"),
         ("--baseline-fit", "baseline_fit", any(m in CLOSED_FORM for m in asked),
          f"here: --methods ({','.join(asked)}) holds none of {', '.join(CLOSED_FORM)}"),
-        ("--rank", "rank", "lr" in bases and args.budget is None,
-         "with --budget, which sets the rank" if "lr" in bases else "here: --methods holds neither lr nor lr-cf"),
-        ("--terms", "terms", "kron" in bases and args.budget is None,
-         "with --budget, which sets the terms" if "kron" in bases else "here: --methods holds neither kron nor kron-cf"),
-        ("--chunk", "chunk", bool(bases & {"rotor", "givens"}) and args.budget is None,
-         "with --budget, which sets the chunk" if bases & {"rotor", "givens"}
-         else "here: --methods holds neither rotor nor givens"),
-        ("--bh-blocks", "bh_blocks", "bh1" in bases and args.budget is None,
-         "with --budget, which sets the blocks" if "bh1" in bases else "here: --methods holds neither bh1 nor bh1-cf"),
-        ("--hidden", "hidden", bool(bases & {"rotor", "givens"}), "here: --methods holds neither rotor nor givens"),
-        ("--budget", "budget", bool(bases & set(KNOBS)),
+        size_rule("--rank", "rank", "rank"),
+        size_rule("--terms", "terms", "terms"),
+        size_rule("--chunk", "chunk", "chunk"),
+        size_rule("--bh-blocks", "bh_blocks", "blocks"),
+        ("--hidden", "hidden", taking("--hidden")[0], f"here: --methods holds neither {taking('--hidden')[1]}"),
+        ("--budget", "budget", taking("--budget")[0],
          f"here: no method of --methods has a size knob ({budget}: {', '.join(KNOBS)})"),
         ("--text-field", "text_field", bool(args.text_paths), "without --text, whose .jsonl files it reads"),
         ("--gguf-file", "gguf_file", "model" in chosen and not os.path.isfile(str(args.model)),

@@ -71,7 +71,7 @@ def compare(model, tokenizer, folder: str, prompt: str, tokens: int = 40) -> dic
     Returns ``{"prompt_ids", "original", "compressed"}`` (new token ids) and ``first_difference``
     (index of the first differing new token, None if none).
     """
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import install
 
     check_tokens(tokens)
     ids = prompt_ids(tokenizer, prompt)
@@ -82,7 +82,7 @@ def compare(model, tokenizer, folder: str, prompt: str, tokens: int = 40) -> dic
                          "fewer, or a shorter --prompt")
     eos = getattr(tokenizer, "eos_token_id", None)
     original = greedy(model, ids, tokens, eos)
-    model_folder.load(folder, model)
+    install.load(folder, model)
     compressed = greedy(model, ids, tokens, eos)
     first = next((i for i, (a, b) in enumerate(zip(original, compressed)) if a != b), None)
     if first is None and len(original) != len(compressed):
@@ -106,7 +106,7 @@ def side_by_side(left: str, right: str, width: int = 100, titles=("original", "c
 def run(args):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import folder_format, install
     from galinear.lm import models
 
     try:
@@ -116,12 +116,12 @@ def run(args):
         if args.gguf_file and not args.model:
             raise ValueError("--gguf-file has no effect without --model, whose folder holds the file it names (the "
                              "folder's recorded source has its own); drop --gguf-file or add --model")
-        config = model_folder.read_config(args.folder)
-        model_folder.checked_replacements(config)  # the folder's own checks come before any model loads
+        config = folder_format.read_config(args.folder)
+        folder_format.checked_replacements(config)  # the folder's own checks come before any model loads
         if args.model:
             loaded = models.load_model(args.model, args.gguf_file)
         else:
-            loaded = model_folder.load_source(config)  # recorded path, then the path from the folder
+            loaded = install.load_source(config)  # recorded path, then the path from the folder
         out = compare(loaded.model, loaded.tokenizer, config["_folder"], args.prompt, args.tokens)
     except (ValueError, OSError) as exc:  # bad input, damaged folders and files: the message names them
         return fail("generate", " ".join(str(exc).split()))

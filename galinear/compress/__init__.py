@@ -23,7 +23,8 @@ auto class) and :mod:`~galinear.compress.report` (summaries, curves, plots, the 
 """
 from galinear.compress.storage.transformers_auto import register
 from galinear.compress.methods.catalogue import METHODS, MethodSpec, build_module, count_parameters
-from galinear.compress.storage.model_folder import export_dense, load, load_compressed, save
+from galinear.compress.storage.folder_format import save
+from galinear.compress.storage.install import export_dense, load, load_compressed
 from galinear.compress.study.run import PAPER_SETS_NOTE, Study, StudyConfig
 
 __all__ = [

@@ -7,7 +7,7 @@ import os
 
 from galinear.compress import StudyConfig
 from galinear.compress.methods import catalogue as methods
-from galinear.compress.storage import model_folder
+from galinear.compress.storage import folder_format
 from galinear.lm import models
 
 __all__ = ["kept_folder", "tiny_config", "write_v1_file"]
@@ -26,7 +26,7 @@ def tiny_config(out_dir, **overrides):
 
 def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_proj"), layers=(0,), seed: int = 0,
                 **save_options) -> str:
-    """A kept compressed-model folder (:func:`galinear.compress.storage.model_folder.save`) for the model saved at
+    """A kept compressed-model folder (:func:`galinear.compress.storage.folder_format.save`) for the model saved at
     ``source``: every projection of ``layers`` replaced by a fresh module of method ``spec`` (a
     :class:`galinear.compress.MethodSpec`; torch seeded with ``seed``), the source recorded as
     given; ``save_options`` go to ``save``. Returns the folder."""
@@ -39,15 +39,15 @@ def kept_folder(folder, source: str, spec, projections=("q_proj", "k_proj", "v_p
         for proj in projections:
             dense = models.projection(model, layer, proj)
             replacements[(layer, proj)] = methods.build_module(spec, dense.in_features, dense.out_features).eval()
-    return model_folder.save(os.fspath(folder), model, replacements, spec, source=source, **save_options)
+    return folder_format.save(os.fspath(folder), model, replacements, spec, source=source, **save_options)
 
 
 def write_v1_file(path, replacements: dict, spec, model_name: str, model=None, *, pickled: bool = False) -> str:
     """A compressed-model file of format v1, the single-file layout :func:`galinear.compress.load`
-    reads through :func:`galinear.compress.storage.model_folder.as_current`: one state file holding the format,
+    reads through :func:`galinear.compress.storage.folder_format.as_current`: one state file holding the format,
     the model's name, the method (``spec.to_dict()``), every module's state and widths under
     ``"<layer>.<projection>"``, the shape, dtype and SHA-256 of each of its tensors and, with
-    ``model``, that model's identity (:func:`galinear.compress.storage.model_folder.identity`). ``pickled``
+    ``model``, that model's identity (:func:`galinear.compress.storage.folder_format.identity`). ``pickled``
     writes it with ``torch.save`` instead of as a safetensors state file. Returns the path."""
     import torch
 
@@ -56,13 +56,13 @@ def write_v1_file(path, replacements: dict, spec, model_name: str, model=None, *
     def widths(module):
         return int(module.in_features), int(module.out_features)
 
-    payload = {"format": model_folder.FILE_FORMAT, "model": model_name, "spec": spec.to_dict(),
+    payload = {"format": folder_format.FILE_FORMAT, "model": model_name, "spec": spec.to_dict(),
                "modules": {f"{layer}.{proj}": {"state": m.state_dict(), "in": widths(m)[0], "out": widths(m)[1]}
                            for (layer, proj), m in replacements.items()},
-               "checksums": {f"{layer}.{proj}": model_folder.describe_tensors(m.state_dict())
+               "checksums": {f"{layer}.{proj}": folder_format.describe_tensors(m.state_dict())
                              for (layer, proj), m in replacements.items()}}
     if model is not None:
-        payload["identity"] = model_folder.identity(model, name=model_name)
+        payload["identity"] = folder_format.identity(model, name=model_name)
     path = os.fspath(path)
     if pickled:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -12,7 +12,7 @@ pytest.importorskip("safetensors")
 from galinear.compress import load, register
 from galinear.compress.storage import transformers_auto
 from galinear.compress.methods import catalogue as methods
-from galinear.compress.storage import model_folder
+from galinear.compress.storage import folder_format
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
@@ -74,7 +74,7 @@ def test_registered_auto_class_keeps_the_folders_checks(kept, registered, tmp_pa
     folder, _ = kept
     copy = tmp_path / "copy"
     shutil.copytree(folder, copy)
-    tensors = copy / model_folder.TENSORS
+    tensors = copy / folder_format.TENSORS
     tensors.write_bytes(tensors.read_bytes()[:40])
     with pytest.raises(ValueError, match="replacements.safetensors"):
         transformers.AutoModelForCausalLM.from_pretrained(str(copy))

@@ -13,7 +13,7 @@ pytest.importorskip("safetensors")
 
 from galinear.compress import load
 from galinear.compress.methods import catalogue as methods
-from galinear.compress.storage import model_folder
+from galinear.compress.storage import folder_format
 from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
@@ -34,7 +34,7 @@ def _keep(root, source_arg: str, cwd=None):
 
 
 def _recorded(folder):
-    return json.loads(open(os.path.join(folder, model_folder.CONFIG)).read())
+    return json.loads(open(os.path.join(folder, folder_format.CONFIG)).read())
 
 
 def _logits(model):
@@ -70,7 +70,7 @@ def test_a_relative_source_of_an_older_folder_is_looked_up_from_the_folder(tmp_p
     config = _recorded(folder)
     del config["model"]["source_path"], config["model"]["source_from_folder"]
     config["model"]["source"] = "../../models/A/tiny"                     # relative to the folder
-    with open(os.path.join(folder, model_folder.CONFIG), "w") as f:
+    with open(os.path.join(folder, folder_format.CONFIG), "w") as f:
         json.dump(config, f)
     monkeypatch.chdir(tmp_path / "models")
     assert type(models.projection(load(folder), 0, "q_proj")).__name__ == "LowRankLinear"
@@ -92,7 +92,7 @@ def test_a_hub_name_offline_names_the_ways_to_give_the_model(tmp_path, monkeypat
     folder = _keep(tmp_path, "models/A/tiny", cwd=tmp_path)
     config = _recorded(folder)
     config["model"].update(source="someone/tiny-llama", source_path=None, source_from_folder=None)
-    with open(os.path.join(folder, model_folder.CONFIG), "w") as f:
+    with open(os.path.join(folder, folder_format.CONFIG), "w") as f:
         json.dump(config, f)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
@@ -109,7 +109,7 @@ def _point_at_pickles(folder, tmp_path):
     torch.save({"payload": CodePayload(marker)}, evil / "pytorch_model.bin")
     config = _recorded(folder)
     config["model"].update(source=str(evil), source_path=str(evil), source_from_folder=None)
-    with open(os.path.join(folder, model_folder.CONFIG), "w") as f:
+    with open(os.path.join(folder, folder_format.CONFIG), "w") as f:
         json.dump(config, f)
     return marker
 
@@ -127,7 +127,7 @@ def test_a_source_with_only_pickled_weights_is_refused_unread(tmp_path):
 
 def test_the_source_is_looked_for_only_after_the_folders_own_checks(tmp_path, monkeypatch):
     folder = _keep(tmp_path, str(tmp_path / "models" / "A" / "tiny"))
-    tensors = os.path.join(folder, model_folder.TENSORS)
+    tensors = os.path.join(folder, folder_format.TENSORS)
     with open(tensors, "r+b") as f:                       # one byte of a tensor changed
         f.seek(os.path.getsize(tensors) - 3)
         byte = f.read(1)
@@ -144,7 +144,7 @@ def test_a_missing_gguf_file_is_named(tmp_path):
     folder = _keep(tmp_path, str(tmp_path / "models" / "A" / "tiny"))
     config = _recorded(folder)
     config["model"]["gguf_file"] = "model.Q4_1.gguf"
-    with open(os.path.join(folder, model_folder.CONFIG), "w") as f:
+    with open(os.path.join(folder, folder_format.CONFIG), "w") as f:
         json.dump(config, f)
     with pytest.raises(ValueError, match=r"holds no GGUF file model\.Q4_1\.gguf.*--model PATH"):
         load(folder)
@@ -159,7 +159,7 @@ def test_damaged_source_fields_are_refused(tmp_path, field, value, pattern):
     folder = _keep(tmp_path, str(tmp_path / "models" / "A" / "tiny"))
     config = _recorded(folder)
     config["model"][field] = value
-    with open(os.path.join(folder, model_folder.CONFIG), "w") as f:
+    with open(os.path.join(folder, folder_format.CONFIG), "w") as f:
         json.dump(config, f)
     with pytest.raises(ValueError, match=pattern):
         load(folder)

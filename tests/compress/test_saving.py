@@ -81,7 +81,7 @@ def _rewrite(folder, change):
     """Apply ``change`` to every stored tensor and record the new dtypes and checksums, as save would."""
     from safetensors.torch import load_file, save_file
 
-    from galinear.compress.storage.model_folder import describe_tensors
+    from galinear.compress.storage.folder_format import describe_tensors
 
     path = folder / "replacements.safetensors"
     tensors = {k: change(k, v) for k, v in load_file(str(path)).items()}
@@ -188,7 +188,7 @@ def test_load_from_the_recorded_source(tmp_path):
     """A model saved as a local folder is reloaded from it when no model is passed."""
     from galinear.compress.fitting import closed_form
     from galinear.compress.methods import catalogue as methods
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import folder_format
     from galinear.nn import LowRankLinear
 
     source = tmp_path / "model"
@@ -197,7 +197,7 @@ def test_load_from_the_recorded_source(tmp_path):
     module = LowRankLinear(32, 16, rank=1)
     replacements = {(1, "k_proj"): module}
     spec = methods.MethodSpec("lr1-cf")
-    model_folder.save(str(tmp_path / "kept"), model, replacements, spec, source=str(source), name="model")
+    folder_format.save(str(tmp_path / "kept"), model, replacements, spec, source=str(source), name="model")
     from unittest import mock
 
     with mock.patch.object(models, "load_model", lambda s, g=None: models.LoadedModel(
@@ -274,7 +274,7 @@ def test_a_v1_file_loads_through_the_converter_as_its_folder_does(tmp_path, pick
     """A v1 file (written by the fixture from that format's layout) and the v3 folder of the same
     replacements install the same modules: the same tensors, bit for bit, and the same logits."""
     from galinear.compress import MethodSpec, load, load_compressed, save
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import folder_format
 
     source = tiny_llama(seed=0)
     replacements = _rotor_file(tmp_path / "m.pt", source, with_identity=True, pickled=pickled)
@@ -285,8 +285,8 @@ def test_a_v1_file_loads_through_the_converter_as_its_folder_does(tmp_path, pick
     write_v1_file(tmp_path / "m.pt", replacements, MethodSpec("rotor", hidden=16), "wide-llama", model=source,
                   pickled=pickled)
     folder = save(str(tmp_path / "folder"), source, replacements, MethodSpec("rotor", hidden=16), name="wide-llama")
-    config, tensors = model_folder.read(str(tmp_path / "m.pt"))
-    assert config["format"] == model_folder.FORMAT and set(tensors) == {
+    config, tensors = folder_format.read(str(tmp_path / "m.pt"))
+    assert config["format"] == folder_format.FORMAT and set(tensors) == {
         f"1.{p}.{k}" for p, m in (("q_proj", replacements[(1, "q_proj")]), ("k_proj", replacements[(1, "k_proj")]),
                                   ("o_proj", plain)) for k in m.state_dict()}
     from_file, from_folder = tiny_llama(seed=0), tiny_llama(seed=0)
@@ -309,7 +309,7 @@ def test_the_converter_refuses_what_it_cannot_check(tmp_path):
     """A v1 file without checksums, a tensor changed after it was written, a v2 folder: refused by name."""
     from galinear import _io
     from galinear.compress import load_compressed
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import folder_format
 
     _rotor_file(tmp_path / "m.pt", tiny_llama(), with_identity=True)
     payload = _io.load_state(tmp_path / "m.pt")
@@ -323,9 +323,9 @@ def test_the_converter_refuses_what_it_cannot_check(tmp_path):
     with pytest.raises(ValueError, match="bare.pt: records no checksums"):
         load_compressed(tiny_llama(), str(tmp_path / "bare.pt"))
     with pytest.raises(ValueError, match="written by an older galinear .*no checksum"):
-        model_folder.as_current({"format": "galinear-compressed-v2"}, str(tmp_path / "old" / model_folder.CONFIG))
+        folder_format.as_current({"format": "galinear-compressed-v2"}, str(tmp_path / "old" / folder_format.CONFIG))
     with pytest.raises(ValueError, match="not a compressed model written by galinear"):
-        model_folder.as_current({"format": "something"}, str(tmp_path / "m.pt"))
+        folder_format.as_current({"format": "something"}, str(tmp_path / "m.pt"))
     with pytest.raises(FileNotFoundError, match="no such compressed model"):
         load_compressed(tiny_llama(), str(tmp_path / "missing.pt"))
 
@@ -382,7 +382,7 @@ def test_export_dense_bakes_rotor_linear(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from galinear.compress.methods import catalogue as methods
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import folder_format
     from galinear.nn import RotorLinear
 
     spec = methods.MethodSpec("rotorlin-m")
@@ -397,7 +397,7 @@ def test_export_dense_bakes_rotor_linear(tmp_path):
                 for param in module.parameters():
                     param.add_(0.3 * torch.randn_like(param))
             replacements[(layer, p)] = module
-    folder = model_folder.save(str(tmp_path / "kept"), model, replacements, spec, name="tiny-llama")
+    folder = folder_format.save(str(tmp_path / "kept"), model, replacements, spec, name="tiny-llama")
     compressed = load(folder, tiny_llama())
     assert isinstance(models.projection(compressed, 2, "v_proj"), RotorLinear)
     ids = torch.as_tensor(np.random.default_rng(0).integers(0, 64, (2, 24)))

@@ -4,7 +4,7 @@ is checked); a changed vector is still refused."""
 import pytest
 import torch
 
-from galinear.compress.storage.model_folder import checked_module, describe_tensors
+from galinear.compress.storage.folder_format import checked_module, describe_tensors
 from galinear.nn import RotorNetwork
 
 

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from galinear.compress import Study
 from galinear.compress.fitting import projection
 from galinear.compress.storage import checkpoints
-from galinear.compress.storage import model_folder
+from galinear.compress.storage import folder_format
 from galinear.compress.study import sequential
 from galinear.lm.models import LoadedModel  # noqa: E402
 from galinear.compress.storage.store import set_name  # noqa: E402
@@ -106,8 +106,8 @@ def test_all_layers_resume_bit_for_bit_after_an_interruption(tmp_path, monkeypat
         assert torch.equal(value, new_units[key]), key
     assert any("P0+1+2" in key for key in ref_units)  # layer 3 was fitted behind the three replaced below it
     for name in ("rotor-h16-e1-lr0.05", "lr1-e1-lr0.05"):  # the kept whole models, bit for bit
-        ref, new = (model_folder.checked_replacements(
-                        model_folder.read_config(str(tmp_path / run / "models" / f"{name}-s0-L0+1+2+3")))
+        ref, new = (folder_format.checked_replacements(
+                        folder_format.read_config(str(tmp_path / run / "models" / f"{name}-s0-L0+1+2+3")))
                     for run in ("ref", "resumed"))
         assert len(ref) == 4 * 3 and ref.keys() == new.keys()
         for key, module in ref.items():

@@ -16,7 +16,7 @@ pytest.importorskip("safetensors")
 
 from galinear.compress import Study, load, load_compressed
 from galinear.compress.fitting import projection
-from galinear.compress.storage import model_folder
+from galinear.compress.storage import folder_format
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.testing.compression import tiny_config  # noqa: E402
@@ -28,7 +28,7 @@ from galinear.testing.models import TEXTS  # noqa: E402
 SETTINGS = dict(datasets=("a",), layer_sets=((0, 1),), methods=("lr1", "lr1-cf"), epochs=1.0, refit_o_proj=True,
                 o_epochs=1.0, distill=True, distill_max_steps=2, distill_eval_every=1, valid_windows=1)
 #: The files of a compressed-model folder.
-FOLDER_FILES = {model_folder.CONFIG, model_folder.TENSORS, model_folder.AUTO_CONFIG, "README.md"}
+FOLDER_FILES = {folder_format.CONFIG, folder_format.TENSORS, folder_format.AUTO_CONFIG, "README.md"}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_a_run_writes_only_compressed_model_folders_and_safetensors_caches(run):
     assert len(tags) == 4 and sorted(names) == sorted(f"{t}-s0-L0+1" for t in tags)  # fitted and distilled rows
     for name in names:
         assert set(os.listdir(out / "models" / name)) == FOLDER_FILES
-        assert json.loads((out / "models" / name / model_folder.CONFIG).read_text())["format"] == model_folder.FORMAT
+        assert json.loads((out / "models" / name / folder_format.CONFIG).read_text())["format"] == folder_format.FORMAT
     assert sorted(os.listdir(out / "models")) == sorted(names + ["index.json"])
     everything = _files(out)
     assert not [f for f in everything if f.endswith((".pt", ".npz", ".bin", ".pkl"))]

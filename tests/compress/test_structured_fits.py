@@ -283,7 +283,7 @@ def test_the_study_fit_loop_trains_the_orthogonal_control():
     x = torch.randn(512, 32)
     weight = torch.randn(16, 32) / 6
     before = heldout_error.mse(module, x, x @ weight.T)
-    stats = projection.fit_projection(module, x, x, weight, lr=methods.LEARNING_RATES["givens"], epochs=2,
+    stats = projection.fit_projection(module, x, x, weight, lr=methods.MethodSpec("givens").learning_rate, epochs=2,
                                       batch_size=64)
     assert stats["steps"] == 16 and heldout_error.mse(module, x, x @ weight.T) < 0.9 * before
 

@@ -6,7 +6,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from galinear.compress import Study, load_compressed  # noqa: E402
 from galinear.lm import models  # noqa: E402
-from galinear.compress.storage.model_folder import read_config  # noqa: E402
+from galinear.compress.storage.folder_format import read_config  # noqa: E402
+
 from galinear.testing.compression import tiny_config  # noqa: E402
 from galinear.testing.models import TEXTS, tiny_llama  # noqa: E402
 

@@ -40,7 +40,7 @@ def _copy(folder, root, name):
 
 
 def _edit_config(folder, change):
-    from galinear.compress.storage.model_folder import CONFIG
+    from galinear.compress.storage.folder_format import CONFIG
 
     path = Path(folder) / CONFIG
     config = json.loads(path.read_text())
@@ -52,17 +52,17 @@ def _edit_tensors(folder, change, rehash=False):
     """Change the tensors of a folder; ``rehash`` also records their new checksums (a careful forger)."""
     from safetensors.torch import load_file, save_file
 
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import folder_format
 
-    path = Path(folder) / model_folder.TENSORS
+    path = Path(folder) / folder_format.TENSORS
     tensors = load_file(str(path))
     change(tensors)
-    save_file(tensors, str(path), metadata={"format": model_folder.FORMAT})
+    save_file(tensors, str(path), metadata={"format": folder_format.FORMAT})
     if rehash:
         def update(config):
             for entry in config["modules"]:
                 prefix = f"{entry['layer']}.{entry['projection']}."
-                entry["tensors"] = model_folder.describe_tensors({k[len(prefix):]: v for k, v in tensors.items()
+                entry["tensors"] = folder_format.describe_tensors({k[len(prefix):]: v for k, v in tensors.items()
                                                                   if k.startswith(prefix)})
         _edit_config(folder, update)
 
@@ -140,7 +140,7 @@ def test_saved_permutations_out_of_range_are_refused_not_a_crash(tmp_path):
 
 def _retype(folder, key, new_dtype):
     """Change one tensor's dtype in the safetensors header, bytes untouched (F32 -> I32 in the issue)."""
-    from galinear.compress.storage.model_folder import TENSORS
+    from galinear.compress.storage.folder_format import TENSORS
 
     path = Path(folder) / TENSORS
     raw = path.read_bytes()
@@ -262,7 +262,7 @@ def test_folders_that_would_hang_or_fill_memory_are_refused_before_opening(kept_
 def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkeypatch, capsys):
     """26 of 91 tampered folders ended `galinear generate` in a traceback; now each is one line, exit 2."""
     from galinear.cli import main
-    from galinear.compress.storage import model_folder
+    from galinear.compress.storage import install
     from galinear.lm.models import LoadedModel
     from galinear.testing.models import DecodingCharTokenizer, tiny_llama
 
@@ -276,7 +276,7 @@ def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkey
         err = capsys.readouterr().err
         assert err.startswith("galinear generate: error: ") and err.count("\n") == 1, (name, err)
         assert re.search(message, err), (name, err)
-    monkeypatch.setattr(model_folder, "load", lambda *a, **k: {}["a key no folder has"])  # any other failure
+    monkeypatch.setattr(install, "load", lambda *a, **k: {}["a key no folder has"])  # any other failure
     assert main(["generate", folder, "--model", "tiny", "--tokens", "2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "KeyError" in err and "Traceback" not in err

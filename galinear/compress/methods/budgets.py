@@ -1,6 +1,6 @@
 """Parameter budgets: every method's size, cost per token, and the setting closest to a budget.
 
-Each method with a size knob (``methods.KNOBS``: the rank of ``lr``, the blocks of ``bh1``,
+Each method with a size knob (its record's budget rule, :mod:`galinear.compress.methods.records`: the rank of ``lr``, the blocks of ``bh1``,
 ``monarch`` and ``bhh``, the Kronecker terms of ``kron``, the chunk size of ``rotor`` and
 ``givens`` at their hidden width) has a closed formula for its parameter count and its multiply-adds per token on a
 ``d_in -> d_out`` projection (the table in :mod:`galinear.compress.methods.catalogue`); the tests check the
@@ -20,21 +20,17 @@ the matrix form's cost per token does not change with the chunk, while the width
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from galinear.compress.methods import names as method_names
+from galinear.compress.methods import records
+from galinear.compress.methods.records import (  # noqa: F401  (the networks' shape, read from here too)
+    BREADTH, DEFAULT_HIDDEN, HIDDEN_LAYERS, MIN_CHUNK, kronecker_factors,
+)
 
 #: SmolLM2-135M's q, k, v projections (d_in, d_out)
 SMOLLM2_QKV = {"q_proj": (576, 576), "k_proj": (576, 192), "v_proj": (576, 192)}
 #: the budgets of the study, as fractions of the dense q/k/v parameters
 FRACTIONS = (0.005, 0.02, 0.08)
-#: the hidden width of the rotor network and its control when a budget sets their chunk
-DEFAULT_HIDDEN = 512
-#: the smallest chunk offered (2^2 coordinates: one plane per side)
-MIN_CHUNK = 4
-#: the rotor network's shape in the study (methods.build_module): 2 hidden layers, breadth 3
-HIDDEN_LAYERS, BREADTH = 2, 3
 
 
 @dataclass(frozen=True)
@@ -58,58 +54,26 @@ class Setting:
         return {self.knob: self.value}
 
 
-def _chunk(d_in, d_out, chunk=None):
-    """A gadget's chunk: ``chunk`` capped at the largest power of two <= both widths."""
-    cap = 1 << (min(d_in, d_out).bit_length() - 1)
-    return cap if chunk is None else min(chunk, cap)
+def _rule(method: str) -> records.Method:
+    """The record of ``method`` when it has a budget rule, else ValueError."""
+    record = records.RECORDS.get(method) if isinstance(method, str) else None
+    if record is None or record.budget is None:
+        raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(records.sized_families())}")
+    return record
 
 
-def _gadgets(d_in, d_out, hidden):
-    """(in, out) of the network's gadgets."""
-    return [(d_in, hidden)] + [(hidden, hidden)] * (HIDDEN_LAYERS * BREADTH) + [(hidden, d_out)]
-
-
-def _gadget_size(a, b, chunk=None):
-    c = _chunk(a, b, chunk)
-    n = c.bit_length() - 1
-    pairs = -(-a // c) * -(-b // c)
-    return pairs, c, n * (n - 1)  # pairs, chunk, rotor (or Givens) parameters per pair (double rotor)
-
-
-def kronecker_factors(d_in, d_out):
-    from galinear.nn.structured import default_kronecker_factors
-
-    return default_kronecker_factors(d_in, d_out)
+def _width(record: records.Method, hidden: int | None) -> dict:
+    return {"hidden": DEFAULT_HIDDEN if hidden is None else hidden} if record.width else {}
 
 
 def parameters(method: str, value: int | None, d_in: int, d_out: int, bias: bool = False,
                hidden: int = DEFAULT_HIDDEN) -> int:
-    """Parameter count of ``method`` (its base name) with knob ``value`` on ``d_in -> d_out``.
+    """Parameter count of ``method`` with knob ``value`` on ``d_in -> d_out`` (its record's budget rule).
 
-    For rotor and givens ``value`` is the chunk size (None: the largest that fits each gadget) and
-    ``hidden`` the width.
+    For the network families ``value`` is the chunk size (None: the largest that fits each gadget)
+    and ``hidden`` the width.
     """
-    base = method_names.base_name(method)
-    extra = d_out if bias else 0
-    if base == "lr":
-        return value * (d_in + d_out) + extra
-    if base == "bh1":
-        return value * -(-d_out // value) * -(-d_in // value) + extra
-    if base == "kron":
-        from galinear.nn.structured import kronecker_sum_parameters
-
-        return kronecker_sum_parameters(d_in, d_out, value, bias)
-    if base == "monarch":
-        return d_out * d_in // value + d_out * value + extra
-    if base == "bhh":
-        return d_out * -(-d_in // value) + extra
-    if base in ("rotor", "givens"):
-        total = 1 + HIDDEN_LAYERS * BREADTH  # the PReLU and the branch weights
-        for a, b in _gadgets(d_in, d_out, hidden):
-            pairs, _, per_pair = _gadget_size(a, b, value)
-            total += pairs * (per_pair + 1) + (b if bias else 0)
-        return total
-    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
+    return _rule(method).budget.parameters(value, d_in, d_out, bias, hidden)
 
 
 def flops_per_token(method: str, value: int | None, d_in: int, d_out: int, hidden: int = DEFAULT_HIDDEN) -> int:
@@ -121,61 +85,33 @@ def flops_per_token(method: str, value: int | None, d_in: int, d_out: int, hidde
     layers, 4 multiplies per rotation). LayerNorm and PReLU are not counted. As matrices (how both
     run in training on the CPU) a pair costs c^2 instead.
     """
-    base = method_names.base_name(method)
-    if base in ("lr", "bh1", "monarch"):
-        return parameters(base, value, d_in, d_out)
-    if base == "kron":
-        (m1, n1), (m2, n2) = kronecker_factors(d_in, d_out)
-        return value * n1 * m2 * (n2 + m1)
-    if base == "bhh":
-        return parameters(base, value, d_in, d_out) + d_out * int(math.log2(value))
-    if base in ("rotor", "givens"):
-        total = 0
-        for a, b in _gadgets(d_in, d_out, hidden):
-            pairs, c, per_pair = _gadget_size(a, b, value)
-            n = c.bit_length() - 1
-            total += pairs * (2 * (n // 2) * (2 * n + 1) * c if base == "rotor" else 2 * per_pair * c)
-        return total
-    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
+    return _rule(method).budget.flops(value, d_in, d_out, hidden)
 
 
 def settings(method: str, d_in: int, d_out: int, hidden: int = DEFAULT_HIDDEN) -> list[int]:
     """Every knob value the method's module accepts on ``d_in -> d_out`` (chunk sizes: the powers of
     two from MIN_CHUNK up to the largest any gadget at width ``hidden`` fits)."""
-    base = method_names.base_name(method)
-    if base == "lr":
-        return list(range(1, min(d_in, d_out) + 1))
-    if base in ("bh1", "monarch"):
-        return [b for b in range(1, min(d_in, d_out) + 1) if d_in % b == 0 and d_out % b == 0]
-    if base == "kron":
-        (m1, n1), (m2, n2) = kronecker_factors(d_in, d_out)
-        return list(range(1, min(m1 * n1, m2 * n2) + 1))
-    if base == "bhh":
-        return [2**i for i in range(d_out.bit_length()) if d_out % 2**i == 0 and 2**i <= d_in]
-    if base in ("rotor", "givens"):
-        largest = max(_chunk(a, b) for a, b in _gadgets(d_in, d_out, hidden))
-        return [1 << k for k in range(MIN_CHUNK.bit_length() - 1, largest.bit_length())]
-    raise ValueError(f"method {method!r} has no size knob; choose from {', '.join(method_names.KNOBS)}")
+    return _rule(method).budget.settings(d_in, d_out, hidden)
 
 
 def closest_setting(method: str, budget: int, d_in: int, d_out: int, bias: bool = False,
                     hidden: int | None = None) -> Setting:
     """The knob value whose parameter count is nearest ``budget`` (ties: the smaller count).
 
-    ``hidden`` is the width of rotor and givens (default DEFAULT_HIDDEN), whose knob is the chunk.
+    ``hidden`` is the width of the network families (default DEFAULT_HIDDEN), whose knob is the chunk.
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be a positive number of parameters, got {budget!r}")
-    base = method_names.base_name(method)
-    width = {"hidden": DEFAULT_HIDDEN if hidden is None else hidden} if base in ("rotor", "givens") else {}
+    record = _rule(records.base_name(method) if isinstance(method, str) else method)
+    rule, width = record.budget, _width(record, hidden)
 
     def distance(value):
-        count = parameters(base, value, d_in, d_out, bias, **width)
+        count = rule.parameters(value, d_in, d_out, bias, **width)
         return abs(count - budget), count
 
-    best = min(settings(base, d_in, d_out, **width), key=distance)
-    return Setting(method, method_names.KNOBS[base], best, parameters(base, best, d_in, d_out, bias, **width),
-                   flops_per_token(base, best, d_in, d_out, **width), budget)
+    best = min(rule.settings(d_in, d_out, **width), key=distance)
+    return Setting(method, record.knob, best, rule.parameters(best, d_in, d_out, bias, **width),
+                   rule.flops(best, d_in, d_out, **width), budget)
 
 
 def matched_settings(fraction: float, shapes=None, names=None, bias: bool = False,
@@ -190,7 +126,7 @@ def matched_settings(fraction: float, shapes=None, names=None, bias: bool = Fals
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r} (0.02 is 2 % of the dense parameters)")
     shapes = SMOLLM2_QKV if shapes is None else shapes
     out = {}
-    for name in names or method_names.KNOBS:
+    for name in names or records.sized_families():
         out[name] = {proj: closest_setting(name, max(1, round(fraction * d_in * d_out)), d_in, d_out, bias, hidden)
                      for proj, (d_in, d_out) in shapes.items()}
     return out

@@ -93,17 +93,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from galinear import _util
+from galinear.compress.methods import records
 from galinear.compress.methods.names import (  # noqa: F401  (the names live there; used from here)
     CLOSED_FORM, DISPLAY, KNOBS, METHODS, base_name, display_name,
 )
+from galinear.compress.methods.records import (  # noqa: F401  (defaults and helpers of the records)
+    DEFAULT_KRONECKER_TERMS, DEFAULT_LOW_RANK, block_count, default_blocks,
+)
 
-LEARNING_RATES = {"rotor": 0.05, "lr1": 0.05, "lr4": 0.05, "bh1": 0.01, "dense": 0.01, "zero": 0.0,
-                  "lr1-cf": 0.0, "lr4-cf": 0.0, "bh1-cf": 0.0, "rotorlin-m": 0.05,
-                  "lr": 0.05, "kron": 0.01, "monarch": 0.01, "bhh": 0.01, "givens": 0.05,
-                  "lr-cf": 0.0, "kron-cf": 0.0, "monarch-cf": 0.0, "bhh-cf": 0.0}
-DEFAULT_LOW_RANK = 4
-DEFAULT_KRONECKER_TERMS = 4
-DEFAULT_ROTOR_HIDDEN = 512
+DEFAULT_ROTOR_HIDDEN = records.DEFAULT_HIDDEN
 
 
 @dataclass(frozen=True)
@@ -113,13 +111,13 @@ class MethodSpec:
     name: str
     epochs: float = 1.0
     lr: float | None = None
-    hidden: int | None = DEFAULT_ROTOR_HIDDEN  # rotor and givens (None: DEFAULT_ROTOR_HIDDEN for givens)
+    hidden: int | None = DEFAULT_ROTOR_HIDDEN  # the network families (None: the method's default width)
     blocks: int | None = None                  # bh1: None picks the largest divisor <= 48; monarch, bhh:
                                                # None picks default_blocks(...)
     rank: int | None = None                    # lr only (None: DEFAULT_LOW_RANK)
     terms: int | None = None                   # kron only (None: DEFAULT_KRONECKER_TERMS)
-    chunk: int | None = None                   # rotor and givens: the gadgets' chunk size, a power of two
-                                               # (None: the largest power of two <= both widths)
+    chunk: int | None = None                   # the network families: the gadgets' chunk size, a power of
+                                               # two (None: the largest power of two <= both widths)
     budget: float | None = None                # a fraction of each projection's dense parameters: the
                                                # knob (KNOBS) is set per projection to the count closest
                                                # to it (galinear.compress.methods.budgets), overriding the field
@@ -133,8 +131,9 @@ class MethodSpec:
     def __post_init__(self):
         import math
 
-        if not isinstance(self.name, str) or self.name not in METHODS:
+        if not isinstance(self.name, str) or self.name not in records.RECORDS:
             raise ValueError(f"unknown method {self.name!r}; choose from {', '.join(METHODS)}")
+        record = records.RECORDS[self.name]
         for field, optional in (("epochs", False), ("lr", True)):
             value = getattr(self, field)
             if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -146,15 +145,14 @@ class MethodSpec:
             value = getattr(self, knob)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{knob} must be a positive integer or None, got {value!r}")
-        for knob, families in (("rank", ("lr",)), ("terms", ("kron",)), ("blocks", ("bh1", "monarch", "bhh"))):
-            if getattr(self, knob) is not None and base_name(self.name) not in families:
-                owners = ", ".join(f"{f} and {f}-cf" for f in families)
-                raise ValueError(f"{knob} sets the size of {owners}; method {self.name} has no {knob}: drop "
-                                 f"{knob} for it")
+        for knob in ("rank", "terms", "blocks"):
+            if getattr(self, knob) is not None and record.knob != knob:
+                raise ValueError(f"{knob} sets the size of {', '.join(records.knob_owners(knob))}; method "
+                                 f"{self.name} has no {knob}: drop {knob} for it")
         if self.chunk is not None:
-            if base_name(self.name) not in ("rotor", "givens"):
-                raise ValueError(f"chunk sets the gadgets of rotor and givens; method {self.name} has none: "
-                                 "drop chunk for it")
+            if record.knob != "chunk":
+                raise ValueError(f"chunk sets the gadgets of {' and '.join(records.knob_owners('chunk'))}; method "
+                                 f"{self.name} has none: drop chunk for it")
             if self.chunk < 4 or self.chunk & (self.chunk - 1):
                 raise ValueError(f"chunk must be a power of two >= 4 (a chunk of 2^n coordinates holds "
                                  f"C(n, 2) planes), got {self.chunk}")
@@ -162,28 +160,33 @@ class MethodSpec:
             if isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget <= 1:
                 raise ValueError(f"budget must be a fraction in (0, 1] of the dense parameters (0.02 for 2 %), "
                                  f"got {self.budget!r}")
-            if base_name(self.name) not in KNOBS:
+            if record.budget is None:
                 raise ValueError(f"method {self.name} has no size knob, so no budget; budgets apply to "
                                  f"{', '.join(KNOBS)} and their -cf forms")
         if self.objective not in ("qkv", "attention", "logits"):
             raise ValueError(f"spec objective must be qkv, attention or logits, got {self.objective!r}")
-        if self.objective != "qkv" and (self.moment_fit or self.name == "zero"):
+        if self.objective != "qkv" and not record.adam_fitted:
             raise ValueError(f"spec objective {self.objective!r} applies to Adam-fitted methods; {self.name} is "
                              "fitted from second moments or has no parameters: use objective='qkv' for it")
 
     @property
+    def method(self) -> records.Method:
+        """The method's record (:mod:`galinear.compress.methods.records`)."""
+        return records.RECORDS[self.name]
+
+    @property
     def learning_rate(self) -> float:
-        return LEARNING_RATES[self.name] if self.lr is None else self.lr
+        return self.method.learning_rate if self.lr is None else self.lr
 
     @property
     def closed_form(self) -> bool:
         """True for the methods fitted exactly from second moments (no optimiser, no seed)."""
-        return self.name.endswith("-cf")
+        return self.method.exact
 
     @property
     def moment_fit(self) -> bool:
         """True for the methods fitted on the second moments of all training rows (closed form or Adam)."""
-        return self.closed_form or self.name == "rotorlin-m"
+        return self.method.moment_fit
 
     def tag(self) -> str:
         """Short unique name of the spec, used in folder names."""
@@ -204,131 +207,42 @@ class MethodSpec:
 
     def _size_tag(self) -> str:
         """The size part of the tag ('' when none; the forms of the first methods are unchanged)."""
-        base = base_name(self.name)
-        if self.budget is not None:
-            if base in ("rotor", "givens"):  # the budget sets the chunk at this hidden width
-                return f"p{self.budget:g}-h{self.hidden or DEFAULT_ROTOR_HIDDEN}"
-            return f"p{self.budget:g}"
-        if base in ("rotor", "givens"):
-            hidden = self.hidden if base == "rotor" else self.hidden or DEFAULT_ROTOR_HIDDEN
+        record = self.method
+        if self.budget is not None:  # a network's budget sets the chunk at this hidden width
+            return f"p{self.budget:g}" + (f"-h{self.hidden or DEFAULT_ROTOR_HIDDEN}" if record.width else "")
+        if record.width:
+            hidden = self.hidden if self.hidden is not None else record.default_hidden
             return f"h{hidden}" + (f"-c{self.chunk}" if self.chunk is not None else "")
-        if base in ("bh1", "monarch", "bhh") and self.blocks is not None:
-            return f"b{self.blocks}"
-        if base == "lr":
-            return f"r{self.rank or DEFAULT_LOW_RANK}"
-        if base == "kron":
-            return f"t{self.terms or DEFAULT_KRONECKER_TERMS}"
-        return ""
+        if record.knob is None:
+            return ""
+        value = getattr(self, record.knob)
+        value = record.knob_default if value is None else value
+        return "" if value is None else f"{record.knob_tag}{value}"
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _zero_projection_class():
-    import torch
-
-    class ZeroProjection(torch.nn.Module):
-        """y = 0 (or the bias, if any): the no-information baseline; no parameters without bias."""
-
-        def __init__(self, in_features, out_features, bias=False):
-            super().__init__()
-            self.in_features, self.out_features = in_features, out_features
-            self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
-
-        def forward(self, x):
-            y = x.new_zeros(x.shape[:-1] + (self.out_features,))
-            return y + self.bias if self.bias is not None else y
-
-    return ZeroProjection
-
-
-def block_count(d_in: int, d_out: int, preferred: int | None = None, largest: int = 48) -> int:
-    """Number of BH1 blocks: ``preferred`` if it divides both widths, else the largest such <= ``largest``.
-
-    For SmolLM2 (576 -> 576 and 576 -> 192) this gives 48 blocks of 12 x 12 and 12 x 4.
-    """
-    if preferred is not None:
-        if d_in % preferred or d_out % preferred:
-            raise ValueError(f"{preferred} blocks do not divide the projection shape {d_in} -> {d_out}; "
-                             f"pick a common divisor of {d_in} and {d_out}")
-        return preferred
-    for blocks in range(min(largest, d_in, d_out), 0, -1):
-        if d_in % blocks == 0 and d_out % blocks == 0:
-            return blocks
-    return 1
-
-
-def default_blocks(name: str, d_in: int, d_out: int) -> int:
-    """Default block count of monarch (the common divisor of both widths nearest sqrt(d_in)) or
-    bhh (the largest power of two <= 64 dividing d_out and <= d_in): 24 and 64 for SmolLM2."""
-    if base_name(name) == "monarch":
-        common = [b for b in range(1, min(d_in, d_out) + 1) if d_in % b == 0 and d_out % b == 0]
-        return min(common, key=lambda b: (abs(b * b - d_in), b))
-    b = 1
-    while b * 2 <= min(64, d_in) and d_out % (b * 2) == 0:
-        b *= 2
-    return b
-
-
-def module_class(name: str):
-    """The galinear.nn class that implements method ``name`` (or its -cf form)."""
-    from galinear import nn
-
-    return {"rotor": nn.RotorNetwork, "lr1": nn.LowRankLinear, "lr4": nn.LowRankLinear, "lr": nn.LowRankLinear,
-            "bh1": nn.BlockHadamardLinear, "rotorlin-m": nn.RotorLinear, "kron": nn.KroneckerSumLinear,
-            "monarch": nn.MonarchLinear, "bhh": nn.MixedBlockHadamardLinear, "givens": nn.GivensNetwork,
-            }[base_name(name)]
-
-
 def build_module(spec: MethodSpec, d_in: int, d_out: int, bias: bool = False):
-    """A freshly initialised replacement for a ``d_in -> d_out`` projection (float32, CPU).
+    """A freshly initialised replacement for a ``d_in -> d_out`` projection (float32, CPU): the
+    builder of the method's record, the knob first set to the budget's on this shape.
 
     ``bias`` follows the original projection (Qwen2-style q/k/v carry one). Seed torch's
     generator before calling for a reproducible initialisation.
     """
-    import torch
-
+    record = spec.method
     if spec.budget is not None:  # the knob closest to the budget on this projection's shape
         from dataclasses import replace
 
         from galinear.compress.methods import budgets
 
-        base = base_name(spec.name)
         hidden = None
-        if base in ("rotor", "givens"):  # the width the module gets (the rotor network's default: d_in)
-            hidden = spec.hidden if spec.hidden is not None else (d_in if base == "rotor" else DEFAULT_ROTOR_HIDDEN)
-        setting = budgets.closest_setting(base, max(1, round(spec.budget * d_in * d_out)), d_in, d_out, bias,
-                                          hidden=hidden)
+        if record.width:  # the width the module gets (None: the network's default, its input width)
+            hidden = spec.hidden if spec.hidden is not None else (record.default_hidden or d_in)
+        setting = budgets.closest_setting(record.family, max(1, round(spec.budget * d_in * d_out)), d_in, d_out,
+                                          bias, hidden=hidden)
         spec = replace(spec, budget=None, **setting.spec_fields())
-    if spec.name == "dense":
-        return torch.nn.Linear(d_in, d_out, bias=bias)
-    if spec.name == "zero":
-        return _zero_projection_class()(d_in, d_out, bias=bias)
-    cls = module_class(spec.name)
-    if spec.name == "rotor":
-        return cls(d_in, d_out, hidden=spec.hidden, chunk_size=spec.chunk, bias=bias)
-    if spec.name == "rotorlin-m":
-        return cls(d_in, d_out, bias=bias)
-    base = base_name(spec.name)
-    if base == "givens":
-        return cls(d_in, d_out, hidden=spec.hidden or DEFAULT_ROTOR_HIDDEN, chunk_size=spec.chunk, bias=bias)
-    if base in ("lr1", "lr4", "lr"):
-        rank = {"lr1": 1, "lr4": 4}.get(base, spec.rank or DEFAULT_LOW_RANK)
-        if spec.rank is not None and rank > min(d_in, d_out):
-            raise ValueError(f"rank {rank} is more than min(d_in, d_out) = {min(d_in, d_out)} of a {d_in} -> {d_out} "
-                             f"projection, the largest rank it has; choose rank {min(d_in, d_out)} or less")
-        return cls(d_in, d_out, rank=rank, bias=bias)
-    if base == "kron":
-        if spec.terms is None:  # the default, capped at the most independent terms of the default factors
-            from galinear.nn.structured import default_kronecker_factors
-
-            (m1, n1), (m2, n2) = default_kronecker_factors(d_in, d_out)
-            return cls(d_in, d_out, terms=min(DEFAULT_KRONECKER_TERMS, m1 * n1, m2 * n2), bias=bias)
-        return cls(d_in, d_out, terms=spec.terms, bias=bias)
-    if base in ("monarch", "bhh"):
-        return cls(d_in, d_out, blocks=spec.blocks or default_blocks(base, d_in, d_out), bias=bias)
-    blocks = block_count(d_in, d_out, spec.blocks)
-    return cls(d_in, d_out, blocks=blocks, depth=1, bias=bias)
+    return record.build(spec, d_in, d_out, bias)
 
 
 def count_parameters(module) -> int:

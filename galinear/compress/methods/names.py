@@ -1,30 +1,16 @@
-"""The names of the replacement methods: their families, display names and size knobs.
-
-Plain tables and string functions, shared by :mod:`galinear.compress.methods.catalogue` (which builds the
-modules) and :mod:`galinear.compress.methods.budgets` (which sizes them), so neither imports the other
-for a name.
+"""The names of the replacement methods, read from their records
+(:mod:`galinear.compress.methods.records`): the methods in order, the closed-form counterparts, the
+report names and the size knobs.
 """
 from __future__ import annotations
 
-METHODS = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m",
-           "lr", "kron", "monarch", "bhh", "givens", "lr-cf", "kron-cf", "monarch-cf", "bhh-cf")
-CLOSED_FORM = {"lr1": "lr1-cf", "lr4": "lr4-cf", "bh1": "bh1-cf",  # Adam-fitted name -> closed-form name
-               "lr": "lr-cf", "kron": "kron-cf", "monarch": "monarch-cf", "bhh": "bhh-cf"}
-DISPLAY = {"lr1-cf": "LR1*", "lr4-cf": "LR4*", "bh1-cf": "BH1*", "rotorlin-m": "RotorLinear (moments)",
-           "lr-cf": "LR*", "kron-cf": "Kron*", "monarch-cf": "Monarch*", "bhh-cf": "BHH*"}
-#: the knob of each method whose size is a setting (galinear.compress.methods.budgets); its MethodSpec field
-KNOBS = {"lr": "rank", "bh1": "blocks", "kron": "terms", "monarch": "blocks", "bhh": "blocks", "rotor": "chunk",
-         "givens": "chunk"}
+from galinear.compress.methods.records import RECORDS, base_name, display_name, sized_families
 
-
-def base_name(name: str) -> str:
-    """The module family of a method: 'lr1-cf' -> 'lr1'."""
-    return name[:-3] if name.endswith("-cf") else name
-
-
-def display_name(name: str) -> str:
-    """Name of a method in reports: LR1*, LR4*, BH1* for the closed-form fits, else the name."""
-    return DISPLAY.get(name, name)
-
+METHODS = tuple(RECORDS)
+#: Adam-fitted name -> closed-form name
+CLOSED_FORM = {m.name: m.closed_form for m in RECORDS.values() if m.closed_form}
+DISPLAY = {m.name: m.display for m in RECORDS.values() if m.display}
+#: the knob of each family whose size is a setting (galinear.compress.methods.budgets); its MethodSpec field
+KNOBS = sized_families()
 
 __all__ = ["METHODS", "CLOSED_FORM", "DISPLAY", "KNOBS", "base_name", "display_name"]

@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 
 from galinear import _io
-from galinear.compress.methods.catalogue import base_name, display_name
+from galinear.compress.methods.records import colour, display_name
 from galinear.lm.models import ALL_PROJECTIONS, PROJECTIONS
 
-COLORS = {"rotorlin-m": "tab:purple", "rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
-          "zero": "tab:brown"}
 
 
 def collect(entries: dict) -> list:
@@ -61,7 +59,7 @@ def plot(records: list, path: str, layers=None) -> str | None:
             if not curve:
                 continue
             name = display_name(r["method"])
-            color = COLORS.get(base_name(r["method"]), "k")
+            color = colour(r["method"], "k")
             label = None if name in labelled else name
             labelled.add(name)
             if r["method"].endswith("-cf") or r["method"] == "rotorlin-m":

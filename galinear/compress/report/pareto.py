@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from galinear import _io
-from galinear.compress.methods.catalogue import base_name, display_name
+from galinear.compress.methods.records import colour, display_name
 from galinear.compress.study.sequential import compact
 
 #: how far two scores of the same entry (or of the original model) may differ across folders
@@ -241,8 +241,6 @@ def table(points) -> str:
     return "\n".join(lines) + "\n"
 
 
-_COLORS = {"rotor": "tab:red", "kron": "tab:orange", "lr": "tab:blue", "lr1": "tab:blue", "lr4": "tab:cyan",
-           "bh1": "tab:green", "monarch": "tab:olive", "bhh": "tab:pink", "givens": "tab:purple", "dense": "tab:gray"}
 _MARKERS = "osD^v<>pPhX*"
 
 
@@ -261,7 +259,7 @@ def plot(points, path: str, per_layer: bool = False) -> str:
         raise ImportError("the front plot needs matplotlib: pip install matplotlib") from None
     fig, ax = plt.subplots(figsize=(7.5, 5.0))
     methods = sorted({p.method for p in points if p.method != "original"})
-    style = {m: (_COLORS.get(base_name(m), "tab:brown"), _MARKERS[i % len(_MARKERS)]) for i, m in enumerate(methods)}
+    style = {m: (colour(m, "tab:brown"), _MARKERS[i % len(_MARKERS)]) for i, m in enumerate(methods)}
     for p in points:
         if p.method == "original":
             ax.axhline(p.log_ppl, color="k", linestyle="--", linewidth=1.0)

@@ -7,11 +7,8 @@ import os
 import types
 
 from galinear import _io
-from galinear.compress.methods.catalogue import display_name
+from galinear.compress.methods.records import colour, display_name
 
-#: colours of the methods' families (the closed forms share their Adam fit's colour)
-_COLORS = {"rotor": "tab:red", "kron": "tab:orange", "lr": "tab:blue", "lr1": "tab:blue", "lr4": "tab:cyan",
-           "bh1": "tab:green", "monarch": "tab:olive", "bhh": "tab:pink", "givens": "tab:purple"}
 
 
 def distillation_pairs(summary: dict, dataset: str) -> dict:
@@ -48,7 +45,6 @@ def distillation_figure(summary: dict, path: str, dataset: str = "wikitext2", ti
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    from galinear.compress.methods.names import base_name
     from galinear.compress.study.sequential import compact
 
     pairs = distillation_pairs(summary, dataset)
@@ -58,7 +54,7 @@ def distillation_figure(summary: dict, path: str, dataset: str = "wikitext2", ti
     several_sets = len({k[0] for k, _, _ in points}) > 1
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(points), 4.2))
     for x, ((layers, method), fitted, distilled) in enumerate(points):
-        color = _COLORS.get(base_name(method), "black")
+        color = colour(method)
         if fitted is not None:
             ax.plot(x, fitted, marker="o", markersize=8, markerfacecolor="white", color=color, linestyle="none")
             ax.annotate(f"{fitted:.3f}", (x, fitted), textcoords="offset points", xytext=(8, -3), fontsize=7)

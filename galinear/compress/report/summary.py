@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from galinear import _io
-from galinear.compress.methods.catalogue import base_name, display_name
+from galinear.compress.methods.records import base_name, colour, display_name
 from galinear.compress.study.sequential import compact
 from galinear.compress.methods.targets import short
 from galinear.lm.models import PROJECTIONS
@@ -133,8 +133,6 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    colors = {"rotorlin-m": "tab:purple", "rotor": "tab:red", "lr1": "tab:blue", "lr4": "tab:cyan", "bh1": "tab:green", "dense": "tab:gray",
-              "zero": "tab:brown"}
     markers = {1: "o", 2: "s", 3: "^"}
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.8), squeeze=False)
     for ax, d in zip(axes[0], datasets):
@@ -147,13 +145,13 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
                 ax.axhline(s["mean"], color="black", linestyle="--", linewidth=1, label="original")
                 continue
             if not r["params_per_layer"]:  # the zero baseline has no place on a log axis: a dotted line
-                ax.axhline(s["mean"], color=colors["zero"], linestyle=":", linewidth=1,
+                ax.axhline(s["mean"], color=colour("zero"), linestyle=":", linewidth=1,
                            label=None if "zero" in seen else "zero (L" + ",".join(map(str, r["layers"])) + ")")
                 seen.add("zero")
                 continue
             label = f"{display_name(r['method'])} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
             exact = r["method"].endswith("-cf")  # closed-form fits: hollow markers in the Adam fit's colour
-            color = colors.get(base_name(r["method"]), "k")
+            color = colour(r["method"], "k")
             ax.errorbar(r["params_per_layer"], s["mean"], yerr=s["std"] if s["n"] > 1 else None,
                         color=color, marker=markers.get(len(r["layers"]), "D"), markerfacecolor="none" if exact else color,
                         linestyle="none", capsize=2, alpha=0.8, label=None if label in seen else label)

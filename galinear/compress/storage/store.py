@@ -5,7 +5,7 @@ The :class:`Store` names every file a study reads or writes. Under the output fo
 moments, residual inputs, one checkpoint per (method, seed, replaced prefix, layer,
 projection) and the distillation checkpoints; ``results.json`` the evaluations;
 ``models/<tag>-s<seed>-L<layers>/`` (or, with ``--save DIR``, ``DIR/<tag>-s<seed>-L<layers>/``)
-one compressed-model folder per kept model (:mod:`galinear.compress.storage.model_folder`), listed in the
+one compressed-model folder per kept model (:mod:`galinear.compress.storage.folder_format`), listed in the
 ``index.json`` beside them.
 
 One cache format: every cached tensor lives in a safetensors file ending ``.safetensors``
@@ -247,20 +247,20 @@ class Store:
 
     def model_kept(self, tag: str, seed: int, layer_set) -> bool:
         """Whether that folder is written (or the study keeps no models)."""
-        from galinear.compress.storage import model_folder
+        from galinear.compress.storage import folder_format
 
         folder = self.model_folder(tag, seed, layer_set)
-        return folder is None or os.path.exists(os.path.join(folder, model_folder.CONFIG))
+        return folder is None or os.path.exists(os.path.join(folder, folder_format.CONFIG))
 
     def write_index(self) -> None:
         """``index.json`` beside the kept folders, listing every one of them."""
-        from galinear.compress.storage import model_folder
+        from galinear.compress.storage import folder_format
 
         if self.models_root is None or not os.path.isdir(self.models_root):
             return
         saved = [f for f in os.listdir(self.models_root)
-                 if os.path.exists(os.path.join(self.models_root, f, model_folder.CONFIG))]
-        model_folder.write_index(self.models_root, saved)
+                 if os.path.exists(os.path.join(self.models_root, f, folder_format.CONFIG))]
+        folder_format.write_index(self.models_root, saved)
 
     # ------------------------------------------------------------------ results
     def rank_results_path(self, rank: int) -> str:

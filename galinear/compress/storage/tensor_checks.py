@@ -1,6 +1,6 @@
 """Tensors checked against their role before a module takes them.
 
-Shared by the kept folders of :mod:`galinear.compress.storage.model_folder` and the fit cache of
+Shared by the kept folders of :mod:`galinear.compress.storage.folder_format` and the fit cache of
 :mod:`galinear.compress.storage.store`: every tensor is compared with the module's own state_dict (names,
 dtypes, shapes), with what was recorded beside it (shape, dtype, SHA-256 of the bytes as stored),
 and for finite values; the modules' load hooks then check what only they know (permutations that

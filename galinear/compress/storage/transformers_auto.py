@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 
-from galinear.compress.storage import model_folder
-from galinear.compress.storage.model_folder import (ARCHITECTURE, AUTO_CONFIG as CONFIG_JSON, MODEL_TYPE,
-                                                    auto_config as config_json)
+from galinear.compress.storage import folder_format, install
+from galinear.compress.storage.folder_format import (ARCHITECTURE, AUTO_CONFIG as CONFIG_JSON, MODEL_TYPE,
+                                                     auto_config as config_json)
 
 #: Keyword arguments that AutoModelForCausalLM.from_pretrained passes on by itself (hub settings,
 #: meaningless for a local folder, and the remote-code switch, which this route never needs).
@@ -30,7 +30,7 @@ _PASSED_ON = {"cache_dir", "force_download", "local_files_only", "proxies", "rev
 def _from_pretrained(folder, args: tuple, kwargs: dict):
     if args:
         raise ValueError(f"a galinear compressed folder takes no positional model arguments, got {len(args)}; "
-                         f"{model_folder.HOW_TO_LOAD}")
+                         f"{folder_format.HOW_TO_LOAD}")
     if kwargs.get("subfolder"):
         raise ValueError(f"subfolder={kwargs['subfolder']!r}: pass the compressed-model folder itself")
     dtype, older = kwargs.pop("dtype", None), kwargs.pop("torch_dtype", None)  # torch_dtype: the older name
@@ -47,7 +47,7 @@ def _from_pretrained(folder, args: tuple, kwargs: dict):
     if not os.path.isdir(folder):
         raise ValueError(f"{folder!r} is not a local folder; a galinear compressed folder loads from disk only "
                          "(download the folder first)")
-    model = model_folder.load(folder)
+    model = install.load(folder)
     return model if device is None else model.to(device)
 
 

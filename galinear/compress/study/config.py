@@ -57,7 +57,7 @@ class StudyConfig:
     eval_every: int = 25               # steps between validation evaluations
     patience: int = 4                  # evaluations without improvement before a decay / the stop
     valid_windows: int = 2             # validation windows per text (spare training-side windows)
-    save_dir: str | None = None        # --save: one loadable folder per compressed model (storage.model_folder)
+    save_dir: str | None = None        # --save: one loadable folder per compressed model (storage.folder_format)
     objective: str = "qkv"             # --objective: attention / logits fit q, k, v jointly (compress.objective)
     shard_windows: int | None = None   # --shard-windows: captures on disk in shards of this many windows
                                        # (None: in memory); the results are the same, bit for bit
@@ -82,20 +82,20 @@ class StudyConfig:
         return bool(self.until_converged or self.distill)
 
     def method_spec(self, name: str) -> methods.MethodSpec:
-        converged = (self.until_converged and name not in ("zero",) and not name.endswith("-cf")) or name == "rotorlin-m"
-        base = methods.base_name(name)
-        return methods.MethodSpec(name=name, epochs=self.epochs,
-                                  hidden=self.hidden if base in ("rotor", "givens") else None,
-                                  blocks=self.bh_blocks if base == "bh1" else None,
-                                  rank=self.rank if base == "lr" else None,
-                                  terms=self.terms if base == "kron" else None,
-                                  chunk=self.chunk if base in ("rotor", "givens") else None,
-                                  budget=self.budget if base in methods.KNOBS else None,
+        """The MethodSpec of method ``name`` in this study: the size settings its record takes
+        (:data:`galinear.compress.methods.records.OPTION_FIELDS`), the stopping rule for an Adam fit
+        with until_converged and for a fit on moments, the objective for an Adam fit."""
+        from galinear.compress.methods import records
+
+        record = records.method(name)
+        converged = (self.until_converged and record.adam_fitted) or record.fit == records.MOMENTS
+        sizes = {spec_field: getattr(self, field) for option, field, spec_field in records.OPTION_FIELDS
+                 if option in record.options}
+        return methods.MethodSpec(name=name, epochs=self.epochs, **{"hidden": None, **sizes},
                                   max_steps=self.max_steps if converged else None,
                                   eval_every=self.eval_every if converged else None,
                                   patience=self.patience if converged else None,
-                                  objective="qkv" if name == "zero" or name.endswith("-cf") or name == "rotorlin-m"
-                                  else self.objective)
+                                  objective=self.objective if record.adam_fitted else "qkv")
 
     def seeds_for(self, layer_set) -> tuple:
         if len(layer_set) > 1 and self.multi_seeds is not None:
@@ -342,8 +342,11 @@ def _config_qkv_shapes(c: StudyConfig):
 def _bh_blocks_problem(c: StudyConfig, shapes):
     """Why --bh-blocks does not divide one of ``shapes`` (:func:`qkv_shapes`), or None (also when no
     bh1 method is asked or the blocks are left to the default)."""
+    from galinear.compress.methods import records
+
     blocks = c.bh_blocks
-    if blocks is None or not any(methods.base_name(m) == "bh1" for m in c.methods):
+    if blocks is None or not any("--bh-blocks" in records.method(m).options for m in c.methods
+                                 if m in records.RECORDS):
         return None
     for name, d_in, d_out, layer in shapes:
         if d_in % blocks or d_out % blocks:

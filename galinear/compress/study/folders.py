@@ -28,7 +28,7 @@ import os
 import shutil
 
 from galinear import _io
-from galinear.compress.storage.model_folder import CONFIG, INDEX
+from galinear.compress.storage.folder_format import CONFIG, INDEX
 from galinear.compress.storage.store import MODELS
 
 RECORD = "study.json"

@@ -39,7 +39,7 @@ from galinear.compress.methods import catalogue as methods
 from galinear.compress.methods import targets as targeting
 from galinear.compress.report import summary as reporting
 from galinear.compress.report.summary import PAPER_SETS_NOTE
-from galinear.compress.storage import model_folder
+from galinear.compress.storage import folder_format
 from galinear.compress.storage.store import Store, fingerprint, set_name
 from galinear.compress.study import distributed, layers, scoring, sequential
 from galinear.compress.study import folders as study_folders, units as study_units
@@ -307,7 +307,7 @@ class Study:
         and record its ln PPL on every measure."""
         folder = self.store.model_folder(tag, seed, layer_set)
         if folder is not None:
-            model_folder.save(folder, self.model, replacements, spec, source=self._model_source[0],
+            folder_format.save(folder, self.model, replacements, spec, source=self._model_source[0],
                               gguf_file=self._model_source[1], name=self.loaded.name)
             if self.ranks.size == 1:  # under torchrun rank 0 writes the index at the end
                 self.store.write_index()

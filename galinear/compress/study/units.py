@@ -18,8 +18,8 @@ ever write one file:
    are one unit;
 3. **evaluation**: ln PPL of every (method, seed, layer set) on every text, from the checkpoints.
 
-Estimated costs (what the units are dealt out by): a rotor network fit 20, an evaluation 1 per
-text, a residual stream 0.5, any other unit 1.
+Estimated costs (what the units are dealt out by): a fit its method record's ``cost`` (a network
+fit 20, others 1), an evaluation 1 per text, a residual stream 0.5, any other unit 1.
 Rank r records its evaluations in ``results-rank<r>.json``; after the last barrier rank 0
 merges them into ``results.json`` and writes the report. Units whose files are on disk are
 skipped, so a run killed anywhere is resumed by running the same command again (with any number
@@ -50,7 +50,7 @@ class Steps:
 
 
 def _fit_cost(spec) -> float:
-    return ROTOR_COST if spec.name in ("rotor", "givens") else 1.0
+    return spec.method.cost
 
 
 def stages(plan, ctx, datasets: list, steps: Steps) -> list:

@@ -1,4 +1,6 @@
-"""A compressed model you can keep: a folder with the replacements, and the functions that rebuild it.
+"""The folder format of a compressed model you can keep: writing it, reading it back and checking
+it on its own (no model needed). Installing one into a Hugging Face model is
+:mod:`galinear.compress.storage.install`'s.
 
 ``galinear compress`` writes one folder per compressed model (method, seed, layer set) under
 ``OUT/models`` (with ``--save DIR``: under DIR), and ``index.json`` beside them listing them. A
@@ -17,23 +19,19 @@ folder holds
 - ``config.json``: only the model type ``galinear_compressed``, which transformers does not know:
   plain ``transformers.AutoModelForCausalLM.from_pretrained`` on the folder refuses it instead of
   building the model with random weights in place of the replacements; after
-  :func:`galinear.compress.register` it loads the folder as :func:`load` does
+  :func:`galinear.compress.register` it loads the folder as :func:`galinear.compress.load` does
   (:mod:`galinear.compress.storage.transformers_auto`);
 - ``README.md``: how to load it.
 
 The source is recorded as given and, for a local one, as its resolved absolute path
 (``source_path``) and that path relative to the folder (``source_from_folder``), beside the
-whole-model SHA-256 that identifies it. The one-liner is::
+whole-model SHA-256 that identifies it.
 
-    model = galinear.compress.load("DIR/rotor-...")          # loads the original model, then installs the replacements
-    model = galinear.compress.load("DIR/rotor-...", model)   # into a model you already loaded (checked first)
-
-Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``. :func:`load`
-trusts nothing in the folder: both files must be regular files of a plausible size (checked
-before they are read), every tensor is checked against its role (dtype, shape, finite values,
-permutations that are permutations) and its SHA-256 before the original model is looked for, and
-every field against the model before any replacement is installed. The recorded source is read
-only from safetensors or GGUF files (:func:`load_source`).
+Nothing is unpickled: the JSON is parsed and the tensors are read with ``safetensors``. Nothing in
+the folder is trusted: both files must be regular files of a plausible size (checked before they
+are read), every field is checked (:func:`read_config`) and every tensor against its role (dtype,
+shape, finite values, permutations that are permutations) and its SHA-256
+(:func:`checked_replacements`) before the original model is looked for.
 
 This folder (format v3) is the one format galinear writes: a study keeps every compressed model
 as one (:class:`galinear.compress.storage.store.Store`). The earlier formats are read through one
@@ -42,14 +40,6 @@ tensors by key), then checked and installed as a folder is: a single file of for
 safetensors state file, or a ``torch.save`` file read only by ``torch.load(weights_only=True)``
 with torch >= 2.6) that records the SHA-256 of its tensors; a file without those checksums, and a
 folder of format v2 (none either), are refused with the way to write them again.
-
-For the linear replacements (LR and BH, Adam-fitted or closed-form LR*/BH*, the single linear
-rotor gadget ``RotorLinear`` of method ``rotorlin-m``, and the zero baseline),
-:func:`export_dense` bakes every replacement into an ``nn.Linear`` holding its (out, in) matrix,
-so the model is a plain Hugging Face model again (``save_pretrained`` / ``from_pretrained`` work
-as usual, at the original size). The paper's rotor network (``RotorNetwork``, method ``rotor``)
-is nonlinear (LayerNorm and PReLU between rotor gadgets) and has no matrix: :func:`export_dense`
-refuses it.
 """
 from __future__ import annotations
 
@@ -99,7 +89,7 @@ baked.
 """
 
 
-def _require_safetensors():
+def require_safetensors():
     try:
         import safetensors.torch  # noqa: F401
     except ImportError:
@@ -111,7 +101,7 @@ def _require_safetensors():
 MAX_JSON_BYTES = 16 << 20
 #: Room for the safetensors header beside the tensors' own bytes.
 _HEADER_ROOM = (1 << 20)
-_FIX = ("rerun the `galinear compress` study that wrote it, which writes the folder again (its cached fits make "
+FIX = ("rerun the `galinear compress` study that wrote it, which writes the folder again (its cached fits make "
         "this quick)")
 #: The projections that write the hidden state (the others read it): their out_features is the model's width.
 _OUTPUT_TO_HIDDEN = ("o_proj", "down_proj")
@@ -124,7 +114,7 @@ def identity(model, source: str | None = None, gguf_file: str | None = None, nam
     dtype of its weights and the SHA-256 of its whole content (every weight and its configuration,
     :func:`galinear.lm.models.content_hash`; ``reuse`` as there)."""
     config = getattr(model, "config", None)
-    replaced = _replaced(model)
+    replaced = replaced_projections(model)
     if replaced:
         raise ValueError("this model already holds galinear replacements (" + ", ".join(
             f"layer {layer} {proj}" for layer, proj, _ in replaced[:4]) + "); its original weights cannot be "
@@ -169,7 +159,7 @@ def save(folder: str, model, replacements: dict, spec, *, source: str | None = N
     whole content is hashed); ``source``/``gguf_file`` say how :func:`load` reloads it when no
     model is given. Every tensor is recorded with its shape, dtype and SHA-256.
     """
-    _require_safetensors()
+    require_safetensors()
     from safetensors.torch import save_file
 
     if not replacements:
@@ -213,22 +203,22 @@ def read_config(folder: str) -> dict:
     if not os.path.lexists(path):
         index = os.path.join(folder, INDEX)
         if os.path.lexists(index):
-            data = _io.load_json(index, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+            data = _io.load_json(index, fix=FIX, max_bytes=MAX_JSON_BYTES)
             names = data.get("models") if isinstance(data, dict) else None
             if not isinstance(names, list) or not all(
                     isinstance(n, str) and n and n not in (".", "..") and os.sep not in n and "/" not in n
                     for n in names):
-                raise _io.CorruptFileError(index, "\"models\" must list the names of the folders beside it", _FIX)
+                raise _io.CorruptFileError(index, "\"models\" must list the names of the folders beside it", FIX)
             if len(names) == 1:
                 inner = os.path.join(folder, names[0])
                 if not os.path.lexists(os.path.join(inner, CONFIG)):
-                    raise ValueError(f"{index} names {names[0]}, which holds no {CONFIG}; {_FIX}")
+                    raise ValueError(f"{index} names {names[0]}, which holds no {CONFIG}; {FIX}")
                 return read_config(inner)
             raise ValueError(f"{folder} holds {len(names)} compressed models; load one of them: "
                              + ", ".join(os.path.join(folder, n) for n in names))
         raise ValueError(f"{folder} is not a compressed model written by galinear (no {CONFIG}); "
                          "pass a folder written by `galinear compress` (under OUT/models or --save DIR)")
-    config = _io.load_json(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+    config = _io.load_json(path, fix=FIX, max_bytes=MAX_JSON_BYTES)
     found = config.get("format") if isinstance(config, dict) else None
     if found != FORMAT:
         return as_current(config, path)[0]
@@ -265,10 +255,10 @@ def as_current(data, path: str) -> tuple:
     found = data.get("format") if isinstance(data, dict) else None
     if found in OLD_FORMATS:
         raise ValueError(f"{path} was written by an older galinear ({found}), which recorded no checksum of its "
-                         "tensors nor of the whole original model, so this galinear cannot check it; " + _FIX)
+                         "tensors nor of the whole original model, so this galinear cannot check it; " + FIX)
     if found != FILE_FORMAT or os.path.basename(path) == CONFIG:
         if os.path.basename(path) == CONFIG:
-            raise ValueError(f"{path} has format {found!r}, this galinear reads {FORMAT!r}; {_FIX}")
+            raise ValueError(f"{path} has format {found!r}, this galinear reads {FORMAT!r}; {FIX}")
         raise ValueError(f"{path} is not a compressed model written by galinear")
 
     def bad(what):
@@ -317,7 +307,7 @@ def as_current(data, path: str) -> tuple:
 def _check_config(config: dict, path: str) -> None:
     """Every field :func:`load` reads has its type and a sensible value (before any is used)."""
     def bad(what):
-        return _io.CorruptFileError(path, what + "; the folder is damaged or was edited", _FIX)
+        return _io.CorruptFileError(path, what + "; the folder is damaged or was edited", FIX)
 
     def integer(value, low=0):
         return isinstance(value, int) and not isinstance(value, bool) and value >= low
@@ -389,61 +379,10 @@ def _check_config(config: dict, path: str) -> None:
         raise bad(f"\"layers\" {layers!r} differs from the layers of the modules")
 
 
-def check_identity(config: dict, model, check_weights: bool = True) -> None:
-    """Raise ValueError naming the difference when ``model`` is not the model the folder was made for."""
-    saved = config["model"]
-    config_ = getattr(model, "config", None)
-    label = saved.get("name") or saved.get("source") or "the original model"
-    folder = config["_folder"]
-    count = len(models.decoder_layers(model))
-    here = {"model_type": getattr(config_, "model_type", None), "hidden_size": getattr(config_, "hidden_size", None),
-            "num_hidden_layers": count, "vocab_size": getattr(config_, "vocab_size", None)}
-    for key in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size"):
-        if saved.get(key) is not None and here.get(key) is not None and saved[key] != here[key]:
-            raise ValueError(f"{folder} was made for {label} ({key} = {saved[key]!r}), but this model has "
-                             f"{key} = {here[key]!r}; " + config.get("_fix", "load it into the model it was made "
-                             "from, or call galinear.compress.load(folder) without a model to load that one"))
-    for entry in config["modules"]:
-        layer, proj = entry["layer"], entry["projection"]
-        if not 0 <= layer < count:
-            raise ValueError(f"{folder} replaces layer {layer}, this model has layers 0..{count - 1}; the folder "
-                             f"was made for another model or edited: {_FIX}")
-        current = models.projection(model, layer, proj)
-        shape = (getattr(current, "in_features", None), getattr(current, "out_features", None))
-        want = (entry["settings"].get("in_features"), entry["settings"].get("out_features"))
-        if shape != want:
-            raise ValueError(f"{folder}: layer {layer} {proj} is {want[0]} -> {want[1]} there, "
-                             f"{shape[0]} -> {shape[1]} in this model; it was made for {label}: load it into that "
-                             "model")
-    if not check_weights or not config.get("_check_weights", True):
-        return
-    if not saved.get("weights_sha256"):
-        raise ValueError(f"{folder} records no checksum of its original model's weights (written by an older "
-                         "galinear); rewrite it with the study that made it, or pass check_weights=False if you "
-                         "know this is its model")
-    replaced = _replaced(model)
-    if replaced:
-        raise ValueError(f"this model already holds galinear replacements (layer {replaced[0][0]} {replaced[0][1]}"
-                         f"{', ...' if len(replaced) > 1 else ''}); load {folder} into a freshly loaded original model")
-    digest = models.content_hash(model)
-    if digest == saved["weights_sha256"]:
-        return
-    dtype, then = models.weight_dtypes(model), saved.get("dtype")
-    if then and dtype != then:
-        raise ValueError(f"{folder} was made from {label} with {then} weights; this model's weights are {dtype}, and "
-                         f"their values differ from the {then} ones (the checksum covers the values, and rounding "
-                         f"changes them): load the model as {then} (galinear.lm.load_model(..., dtype="
-                         f"\"{then}\")), or pass check_weights=False to install the replacements into this one")
-    raise ValueError(f"{folder} was made for {label}, and this model has the same shapes but other weights or "
-                     f"configuration (whole-model SHA-256 {digest[:12]}... here, {saved['weights_sha256'][:12]}... "
-                     "recorded); load it into the model it was made from (or pass check_weights=False if you know "
-                     "better)")
-
-
 def checked_module(where: str, module, state: dict, declared: dict | None = None):
     """:func:`galinear.compress.storage.tensor_checks.checked_module`, its messages ending with how to
     write a kept folder again."""
-    return _checked_module(where, module, state, declared, fix=_FIX)
+    return _checked_module(where, module, state, declared, fix=FIX)
 
 
 def _read_tensors(path: str, expected_bytes: int) -> dict:
@@ -451,13 +390,13 @@ def _read_tensors(path: str, expected_bytes: int) -> dict:
     from safetensors.torch import load as load_bytes
 
     if not os.path.lexists(path):
-        raise _io.CorruptFileError(path, "missing", _FIX)
-    raw = _io.read_regular_file(path, expected_bytes + _HEADER_ROOM, _FIX)
+        raise _io.CorruptFileError(path, "missing", FIX)
+    raw = _io.read_regular_file(path, expected_bytes + _HEADER_ROOM, FIX)
     try:
         return load_bytes(raw)
     except Exception as error:  # safetensors reports damage as its own error types
         raise _io.CorruptFileError(path, f"damaged or truncated: not a readable safetensors file ({error})",
-                                   _FIX) from None
+                                   FIX) from None
 
 
 def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
@@ -476,10 +415,10 @@ def build_replacement(spec, entry: dict, where: str, check_class: bool = True):
         else:
             module = methods.build_module(spec, s["in_features"], s["out_features"], bias=entry["bias"])
     except ValueError as error:  # a size the module refuses (TooLargeError included): the folder's record
-        raise ValueError(f"{where}: the recorded module cannot be built ({error}); {_FIX}") from None
+        raise ValueError(f"{where}: the recorded module cannot be built ({error}); {FIX}") from None
     if check_class and entry["class"] is not None and type(module).__name__ != entry["class"]:
         raise ValueError(f"{where} is a {entry['class']}, but method {spec.name} builds a {type(module).__name__}; "
-                         f"the folder is damaged or from another galinear: {_FIX}")
+                         f"the folder is damaged or from another galinear: {FIX}")
     return module
 
 
@@ -488,69 +427,7 @@ def method_spec(data, where: str):
     try:
         return methods.MethodSpec(**data)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: the recorded method is not one this galinear builds ({error}); {_FIX}") from None
-
-
-def source_places(config: dict) -> list:
-    """Where :func:`load_source` looks for a folder's original model, in order: the recorded
-    absolute path; the recorded path relative to the folder's own location; the recorded source
-    as written (absolute, or relative to the folder, then to the working directory). Empty for
-    the embedded default model."""
-    saved = config["model"]
-    source = saved.get("source")
-    if source == models.DEFAULT_MODEL:
-        return []
-    here = os.path.realpath(config["_folder"])
-    places = [saved.get("source_path")]
-    if saved.get("source_from_folder"):
-        places.append(os.path.normpath(os.path.join(here, saved["source_from_folder"])))
-    if source:
-        places += [source] if os.path.isabs(source) else [os.path.normpath(os.path.join(here, source)),
-                                                          os.path.abspath(source)]
-    return list(dict.fromkeys(p for p in places if p))
-
-
-def _missing_source(config: dict, places: list, why: str) -> ValueError:
-    folder, source = config["_folder"], config["model"].get("source")
-    looked = f" (looked at {', '.join(places)})" if places else ""
-    return ValueError(f"{folder}: its original model {source!r} cannot be found{looked}{why}; give the original "
-                      f"model: `galinear generate {folder} --model PATH`, or load it (galinear.lm.load_model("
-                      "PATH)) and pass it: galinear.compress.load(folder, model)")
-
-
-def load_source(config: dict):
-    """The original model of a checked folder (:func:`read_config`), as a
-    :class:`~galinear.lm.models.LoadedModel`, found as :func:`source_places` says.
-
-    Weights are read only from safetensors files or a GGUF file: a folder holding only pickled
-    weights is refused by name (:func:`galinear.lm.models.check_safe_weights`), and
-    ``from_pretrained`` is told to use safetensors. A source found nowhere raises ValueError naming
-    the places looked at and the two ways to give the model. The caller checks the loaded model
-    against the folder (:func:`check_identity`)."""
-    saved, folder = config["model"], config["_folder"]
-    source, gguf = saved.get("source"), saved.get("gguf_file")
-    if not source:
-        raise ValueError(f"{folder} does not say where its original model comes from; pass the model: "
-                         "galinear.compress.load(folder, model) (or `galinear generate FOLDER --model PATH`)")
-    if source == models.DEFAULT_MODEL:
-        return models.load_model(source, gguf)
-    places = source_places(config)
-    found = next((p for p in places if os.path.exists(p)), None)
-    if found is None:
-        if saved.get("source_path") or os.environ.get("HF_HUB_OFFLINE") == "1":
-            why = "" if saved.get("source_path") else ", and HF_HUB_OFFLINE=1 forbids reading it as a hub name"
-            raise _missing_source(config, places, why)
-        return models.load_model(source, gguf)  # a hub name: safetensors only (models.load_model)
-    if os.path.isdir(found):
-        if gguf is not None:
-            if not os.path.isfile(os.path.join(found, gguf)):
-                raise _missing_source(config, [os.path.join(found, gguf)], f": {found} holds no GGUF file {gguf}")
-        else:
-            models.check_safe_weights(found)
-    elif not found.endswith(".gguf"):
-        raise ValueError(f"{folder}: its original model {found} is a file but not a GGUF model; pass the model "
-                         "folder: galinear.compress.load(folder, model) or `galinear generate FOLDER --model PATH`")
-    return models.load_model(found, gguf)
+        raise ValueError(f"{where}: the recorded method is not one this galinear builds ({error}); {FIX}") from None
 
 
 def checked_replacements(config: dict, tensors: dict | None = None) -> dict:
@@ -573,7 +450,7 @@ def checked_replacements(config: dict, tensors: dict | None = None) -> dict:
     unknown = sorted(set(tensors) - known)
     if unknown:
         raise ValueError(f"{where} holds tensors no recorded module has: "
-                         f"{unknown[:4]}{' ...' if len(unknown) > 4 else ''}; {_FIX}")
+                         f"{unknown[:4]}{' ...' if len(unknown) > 4 else ''}; {FIX}")
     for (layer, proj), (module, entry, where) in built.items():
         prefix = f"{layer}.{proj}."
         state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
@@ -581,48 +458,7 @@ def checked_replacements(config: dict, tensors: dict | None = None) -> dict:
     return {key: module for key, (module, _, _) in built.items()}
 
 
-def load(folder: str, model=None, *, check_weights: bool = True, with_tokenizer: bool = False):
-    """Rebuild a compressed model from a folder written by :func:`save` (or by a study), or from a
-    file of format v1 (read through :func:`as_current`).
-
-    The folder is checked first, on its own: its JSON field by field, every module built as
-    recorded and every tensor checked against its role and its recorded SHA-256. Then, without
-    ``model``, the original model is loaded from its recorded source (:func:`load_source`:
-    the recorded absolute path, then the path relative to the folder; safetensors or GGUF only);
-    with one, that model is used. Either is checked against the folder (family, widths, shapes,
-    whole-model SHA-256) before the replacements are installed in place. Returns the model (and
-    its tokenizer with ``with_tokenizer``, which needs ``model=None``).
-    """
-    if model is not None and with_tokenizer:
-        raise ValueError("with_tokenizer needs model=None (the tokenizer is loaded with the model)")
-    model, tokenizer, _ = _install(folder, model, check_weights)
-    return (model, tokenizer) if with_tokenizer else model
-
-
-def load_compressed(model, path: str, *, check_weights: bool = True) -> dict:
-    """Install the compressed model at ``path`` (a folder, or a file of format v1) into ``model``
-    in place, checked as :func:`load` checks it; returns ``{(layer, projection): module}``."""
-    return _install(path, model, check_weights)[2]
-
-
-def _install(path: str, model, check_weights: bool) -> tuple:
-    """(model, tokenizer or None, replacements): :func:`load`'s work."""
-    _require_safetensors()
-    config, tensors = read(path)
-    replacements = checked_replacements(config, tensors)
-    tokenizer = None
-    if model is None:
-        loaded = load_source(config)
-        model, tokenizer = loaded.model, loaded.tokenizer
-    check_identity(config, model, check_weights)
-    for (layer, proj), module in replacements.items():  # installed only once every check passed
-        models.set_projection(model, layer, proj, module)
-    model.eval()
-    guard_save_pretrained(model)
-    return model, tokenizer, replacements
-
-
-def _replaced(model) -> list:
+def replaced_projections(model) -> list:
     """(layer, projection, class name) of every attention projection that is not an nn.Linear."""
     import torch
 
@@ -635,81 +471,8 @@ def _replaced(model) -> list:
     return out
 
 
-def guard_save_pretrained(model) -> None:
-    """Make ``model.save_pretrained`` refuse while galinear replacements are installed.
-
-    Hugging Face's ``save_pretrained`` writes the replacements' tensors under keys its
-    ``from_pretrained`` does not know, which then builds random q/k/v projections without an
-    error. The guard raises instead, naming the two ways that work; :func:`export_dense` lifts it
-    once every replacement is an ``nn.Linear``.
-    """
-    if not hasattr(model, "save_pretrained") or "save_pretrained" in vars(model):
-        return
-    original = model.save_pretrained
-
-    def save_pretrained(*args, **kwargs):
-        replaced = _replaced(model)
-        if replaced:
-            where = ", ".join(f"layer {layer} {proj} ({name})" for layer, proj, name in replaced[:4])
-            raise ValueError(f"this model holds galinear replacements ({where}{', ...' if len(replaced) > 4 else ''}); "
-                             "Hugging Face's from_pretrained would rebuild them as random nn.Linear layers. Keep the "
-                             "folder written by `galinear compress` and reload it with galinear.compress.load, "
-                             "or, for linear replacements (LR, BH, RotorLinear), call galinear.compress.export_dense(model) "
-                             "first")
-        return original(*args, **kwargs)
-
-    model.save_pretrained = save_pretrained
-
-
-def export_dense(model, layers=None):
-    """Replace every linear replacement in the attention projections by an ``nn.Linear`` with the
-    same (out, in) matrix and bias, in place; returns the model.
-
-    Linear replacements: ``LowRankLinear`` (LR1, LR4, LR1*, LR4*), ``BlockHadamardLinear`` (BH1,
-    BH1*), ``RotorLinear`` (``rotorlin-m``: one rotor gadget, a linear map whose matrix is
-    ``dense_weight()``) and the zero baseline. Afterwards the model holds only standard modules
-    (``save_pretrained`` / ``from_pretrained`` round-trip it), at the original size. The paper's
-    ``RotorNetwork`` cannot be baked (it is nonlinear): ValueError.
-    """
-    import torch
-
-    from galinear.compress.fitting import closed_form
-
-    blocks = models.decoder_layers(model)
-    for layer in (range(len(blocks)) if layers is None else layers):
-        for proj in models.ALL_PROJECTIONS:
-            module = getattr(models.holder(blocks[layer], proj, None), proj, None)
-            if module is None or type(module) is torch.nn.Linear:
-                continue
-            name = type(module).__name__
-            if name in ("RotorNetwork", "GivensNetwork"):
-                raise ValueError(f"layer {layer} {proj} is a RotorNetwork: the paper's rotor network is nonlinear "
-                                 "(LayerNorm and PReLU between rotor gadgets) and has no dense matrix; keep it as "
-                                 "a module (galinear.compress.load) or compress with a linear method")
-            bias = getattr(module, "bias", None)
-            if name == "ZeroProjection":
-                matrix = torch.zeros(module.out_features, module.in_features)
-            else:
-                try:
-                    matrix = torch.as_tensor(closed_form.module_matrix(module))
-                except TypeError:
-                    raise ValueError(f"layer {layer} {proj} is a {name}, which export_dense cannot bake") from None
-            ref = next((p for p in module.parameters()), None)
-            dtype = ref.dtype if ref is not None else torch.float32
-            dense = torch.nn.Linear(module.in_features, module.out_features, bias=bias is not None, dtype=dtype)
-            with torch.no_grad():
-                dense.weight.copy_(matrix.to(dtype))
-                if bias is not None:
-                    dense.bias.copy_(bias.detach())
-            dense.eval()
-            for p in dense.parameters():
-                p.requires_grad_(False)
-            models.set_projection(model, layer, proj, dense)
-    if "save_pretrained" in vars(model) and not _replaced(model):
-        del model.save_pretrained  # only nn.Linear left: Hugging Face saving is exact again
-    return model
-
-
-__all__ = ["save", "load", "load_compressed", "read", "as_current", "export_dense", "identity", "read_config",
-           "check_identity", "write_index", "load_source", "source_places", "source_location", "checked_replacements",
-           "guard_save_pretrained"]
+__all__ = ["FORMAT", "FILE_FORMAT", "CONFIG", "TENSORS", "INDEX", "AUTO_CONFIG", "MODEL_TYPE", "ARCHITECTURE",
+           "HOW_TO_LOAD", "FIX", "save", "read", "read_config", "as_current", "identity", "source_location",
+           "write_index", "checked_module", "checked_replacements", "build_replacement", "method_spec",
+           "replaced_projections",
+           "describe_tensors", "require_safetensors"]
