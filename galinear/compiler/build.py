@@ -22,13 +22,16 @@ import numpy as np
 import sympy as sp
 
 from galinear._version import __version__
+from galinear.compiler.targets import target as target_module
 from galinear.symbolic import emit as _emit_module
 from galinear.symbolic import functions as _functions_module
 from galinear.symbolic import lowering as _lowering_module
 from galinear.symbolic import multivector as _multivector_module
+from galinear.symbolic import numba_source as _numba_source_module
 from galinear.symbolic import polynomials as _polynomials_module
+from galinear.symbolic import program as _program_module
 from galinear.symbolic import trace as _trace_module
-from galinear.compiler.targets import target as target_module
+from galinear.symbolic import traced as _traced_module
 from galinear.symbolic.emit import emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
 from galinear.symbolic.multivector import MultiVector as SymbolicMultiVector
@@ -267,7 +270,8 @@ def _function_identity(func, describe: _Describer | None = None, depth: int = 0)
 def generator_digest() -> str:
     """SHA-256 of the generator's own sources: a changed generator never reuses old kernels."""
     digest = hashlib.sha256()
-    files = [Path(module.__file__) for module in (_trace_module, _lowering_module, _emit_module, _functions_module,
+    files = [Path(module.__file__) for module in (_trace_module, _traced_module, _program_module, _lowering_module,
+                                                  _emit_module, _numba_source_module, _functions_module,
                                                   _polynomials_module, _multivector_module, sys.modules[__name__])]
     files += sorted((Path(__file__).parent / "targets").glob("*.py"))  # every target's printer
     for path in files:
