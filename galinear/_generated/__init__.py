@@ -7,7 +7,7 @@ check that regenerating gives the same bytes.
 Layout
 ------
 ``rotor_spec.py``  constants and formulas of the rotor maths (series, switch points, error
-                   bounds, power-method contract) from :mod:`galinear.symbolic.rotor_spec`,
+                   bounds, power-method contract) from :mod:`galinear.symbolic.rotor_maths`,
                    read by numpy, numba and torch alike
 ``numba_kernels/<op>_<metric code>.py``  numba kernels (found by :func:`find_kernel`); shipped:
                    gp for Euclidean n = 1..6, which ``Algebra.gp(method="auto")`` uses up to n = 5. Other ops

@@ -1,4 +1,4 @@
-"""Generated from galinear.symbolic.rotor_spec; do not edit by hand.
+"""Generated from galinear.symbolic.rotor_maths; do not edit by hand.
 
 Regenerate: galinear codegen --all (make codegen). Proved by galinear verify --only rotor_spec.
 Plain Python numbers and arithmetic only: numpy, numba and torch read the same values.

@@ -36,7 +36,7 @@ import sympy as sp
 
 from galinear import blades
 from galinear.symbolic.multivector import MultiVector
-from galinear.symbolic import rotor_spec
+from galinear.symbolic import rotor_maths
 
 __all__ = [
     "MAX_CLOSED_FORM_K",
@@ -416,7 +416,7 @@ def gadget_chunks(d_in: int, d_out: int, chunk: int | None = None) -> tuple[int,
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1
                               or chunk & (chunk - 1)):
         raise ValueError(f"chunk must be a power of two (the size of a multivector), got {chunk!r}")
-    return rotor_spec.chunk_layout(d_in, d_out, chunk)
+    return rotor_maths.chunk_layout(d_in, d_out, chunk)
 
 
 def rotor_gadget_parameter_count(

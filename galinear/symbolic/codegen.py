@@ -157,11 +157,11 @@ def write_kernel(spec: KernelSpec, target: str, out_dir) -> Path:
 
 
 def write_rotor_spec(root=None) -> Path:
-    """Write ``<root>/rotor_spec.py`` from :mod:`galinear.symbolic.rotor_spec` (only if it changed)."""
-    from galinear.symbolic import rotor_spec
+    """Write ``<root>/rotor_spec.py`` from :mod:`galinear.symbolic.rotor_maths` (only if it changed)."""
+    from galinear.symbolic import rotor_maths
 
     path = (GENERATED_ROOT if root is None else Path(root)) / "rotor_spec.py"
-    text = rotor_spec.generate()
+    text = rotor_maths.generate()
     if not (path.exists() and path.read_text(encoding="utf-8") == text):
         _atomic_write(path, text)
     return path

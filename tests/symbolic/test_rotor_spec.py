@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from galinear._generated import rotor_spec as generated
-from galinear.symbolic import rotor_spec
+from galinear.symbolic import rotor_maths as rotor_spec
 from galinear.symbolic.codegen import GENERATED_ROOT, write_rotor_spec
 
 
