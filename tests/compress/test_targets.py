@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from galinear.compress import Study, load, load_compressed
-from galinear.compress.methods import budgets, catalogue as methods, targets
+from galinear.compress.methods import budgets, catalogue as methods, records, targets
 from galinear.lm import models  # noqa: E402
 from galinear.lm.perplexity import heldout_log_perplexity  # noqa: E402
 from galinear.compress.methods.names import METHODS, base_name  # noqa: E402
@@ -135,7 +135,7 @@ def test_every_method_builds_and_fits_rectangular_maps(shape):
     x, w = torch.randn(200, d_in), torch.randn(d_out, d_in)
     reg = closed_form.SecondMoments(d_in).update(x).regression(w)
     for name in METHODS:
-        spec = methods.MethodSpec(name=name, hidden=16 if base_name(name) in ("rotor", "givens") else None)
+        spec = methods.MethodSpec(name=name, hidden=16 if records.method(name).width else None)
         module = methods.build_module(spec, d_in, d_out)
         assert module(x[:3]).shape == (3, d_out), name
         if spec.closed_form:

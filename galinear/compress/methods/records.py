@@ -205,6 +205,12 @@ def _build_bh1(spec, d_in, d_out, bias):
     return _nn("BlockHadamardLinear")(d_in, d_out, blocks=block_count(d_in, d_out, spec.blocks), depth=1, bias=bias)
 
 
+def _build_butterfly(spec, d_in, d_out, bias):
+    from galinear.compress.methods.butterfly import ButterflyNetwork
+
+    return ButterflyNetwork(d_in, d_out, hidden=spec.hidden or DEFAULT_HIDDEN, chunk_size=spec.chunk, bias=bias)
+
+
 # ---------------------------------------------------------------------------------------- budget rules
 def kronecker_factors(d_in, d_out):
     from galinear.nn.structured import default_kronecker_factors
@@ -337,13 +343,18 @@ def _methods() -> dict:
                summary="Hadamard-mixed power-of-two blocks"),
         Method("givens", "givens", ADAM, 0.05, _build_givens, "tab:purple", knob="chunk", budget=GIVENS_BUDGET,
                width=True, options=network, cost=20.0, summary="the orthogonal control with the rotor network's shape"),
+        # the butterfly network: the rotor network with every chunk map a Butterfly (n/2 log2 n angles)
+        Method("butterfly", "butterfly", ADAM, 0.05, _build_butterfly, "goldenrod", knob="chunk",
+               budget=network_budget(lambda c: (c // 2) * (c.bit_length() - 1), lambda c: 2 * (c.bit_length() - 1) * c),
+               width=True, options=network, cost=20.0,
+               summary="the rotor network's shape with a butterfly of Givens rotations for every chunk map"),
     ]
     shown = {"lr1": "LR1*", "lr4": "LR4*", "bh1": "BH1*", "lr": "LR*", "kron": "Kron*", "monarch": "Monarch*",
              "bhh": "BHH*"}
     exact = [replace(m, name=m.closed_form, fit=CLOSED_FORM, learning_rate=0.0, display=shown[m.name],
                      closed_form=None) for m in adam if m.closed_form]
     order = ("rotor", "lr1", "lr4", "bh1", "dense", "zero", "lr1-cf", "lr4-cf", "bh1-cf", "rotorlin-m", "lr", "kron",
-             "monarch", "bhh", "givens", "lr-cf", "kron-cf", "monarch-cf", "bhh-cf")
+             "monarch", "bhh", "givens", "lr-cf", "kron-cf", "monarch-cf", "bhh-cf", "butterfly")
     every = {m.name: m for m in adam + exact}
     return {name: every[name] for name in order}
 
