@@ -117,13 +117,23 @@ def test_domain_errors_outside_transforms_inf_inside():
         assert np.all(np.isfinite(np.asarray(out[0]))) and not np.all(np.isfinite(np.asarray(out[1])))
 
 
-def test_float64_without_x64_is_refused_with_the_fix():
+def test_float64_without_x64():
+    """numpy float64 inputs compute in float64 within the call; jax inputs follow jax's setting."""
     kernel = galinear.compile(lambda a, b: a * b, galinear.Algebra(2), {"a": 1, "b": 1}, target="jax")
     if jax.config.jax_enable_x64:
         pytest.skip("jax_enable_x64 is on in this process")
+    a, b = np.array([[1.0, 1e-9]]), np.array([[1.0, 3.0]])
+    out = kernel(a, b)
+    assert out.dtype == np.float64 and out[0, 0] == 1.0 + 3e-9
+    assert not jax.config.jax_enable_x64  # nothing left switched on
+    assert kernel(a.astype(np.float32), b.astype(np.float32)).dtype == np.float32
     with pytest.raises(TypeError, match="jax_enable_x64"):
-        kernel(np.ones((2, 2)), np.ones((2, 2)))
-    assert kernel(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)).dtype == np.float32
+        kernel(jnp.asarray(a, jnp.float32), b)  # a jax array mixed with float64
+
+
+def test_verify_without_touching_global_state():
+    kernel = galinear.compile(lambda a, b: a ^ b, galinear.Algebra(3), {"a": 1, "b": 1}, target="jax")
+    assert kernel.verify(n=8, clifford=False).ok
 
 
 def test_torch_function_names_jax_grad_instead():

@@ -1,13 +1,16 @@
 """The JAX target: ``jax.numpy`` operations, so ``jax.jit``, ``jax.grad`` and ``jax.vmap`` see through
 the generated function; float32, and float64 where ``jax_enable_x64`` is on.
 
-The kernel takes jax arrays (or numpy arrays, whose results come back as numpy arrays) with any
-leading shape. Outside a transform the status of every row is checked, as for the numpy target;
+The kernel takes jax arrays (or numpy arrays, whose results come back as numpy arrays; float64
+ones are computed in float64 within the call, whatever ``jax_enable_x64`` says) with any leading
+shape. Outside a transform the status of every row is checked, as for the numpy target;
 inside ``jax.jit``, ``jax.grad`` or ``jax.vmap`` it cannot be (its values are not known while the
 function is traced): a zero denominator then gives inf, as ``jax.numpy`` does. The reciprocal
 divides by 1 where its argument is 0, so gradients stay finite away from the refused rows.
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -52,23 +55,31 @@ class Loaded(_Loaded):
         self.jax = require_jax()  # before the module, which imports jax.numpy
         super().__init__(sources, name, guards, widths, out_widths, multiplications)
 
-    def _arrays(self, values):
-        """Every value a jax array of one floating dtype: float32 stays float32, float64 needs x64."""
-        jnp = self.jax.numpy
+    def _dtype(self, values, given: bool):
+        """float32 stays float32, the rest computes in float64: with numpy inputs in a scope where
+        ``jax_enable_x64`` is on (results come back as numpy arrays), with jax inputs only where the
+        caller turned it on."""
         dtype = np.result_type(*[v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype for v in values])
         if dtype not in (np.float32, np.float64):
             dtype = np.dtype(np.float64)
-        if dtype == np.float64 and not self.jax.config.jax_enable_x64:
+        if dtype == np.float64 and given and not self.jax.config.jax_enable_x64:
             raise TypeError("the jax target got float64 inputs while jax computes in float32: turn on "
                             "jax.config.update('jax_enable_x64', True) before making arrays, or pass float32")
-        return [jnp.asarray(v, dtype=dtype) for v in values]
+        return dtype
 
     def run(self, values, names, out=None, parallel=False):
         self.refuse_out(out)
         given = any(_is_jax(v) for v in values)
-        arrays = self._arrays(values)
-        outs, status = self.module.kernel(*arrays)
+        dtype = self._dtype(values, given)
+        scope = contextlib.nullcontext()
+        if dtype == np.float64 and not given and not self.jax.config.jax_enable_x64:
+            scope = self.jax.enable_x64(True)
+        with scope:
+            arrays = [self.jax.numpy.asarray(v, dtype=dtype) for v in values]
+            outs, status = self.module.kernel(*arrays)
+            if not given:
+                outs = tuple(np.asarray(o) for o in outs)
         if status is not None and not isinstance(status, self.jax.core.Tracer):
             if bool((status != 0).any()):
                 self.raise_status(np.asarray(status))
-        return outs if given else tuple(np.asarray(o) for o in outs)
+        return outs
