@@ -1,5 +1,5 @@
 """What trained rotor layers learned: planes and angles of a Fashion-MNIST rotor MLP and of a
-SmolLM2 q-replacement, listed and plotted with :mod:`galinear.nn.inspect`.
+SmolLM2 q-replacement, listed and plotted with :mod:`galinear.nn.introspect`.
 
     python benchmarks/inspect_trained.py --mlp-run RUN_DIR --compressed SAVED_DIR --layer 15
 
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from galinear.compress import load
-    from galinear.nn.inspect import plot_angle_spectra, rotor_layers
+    from galinear.nn.introspect import plot_angle_spectra, rotor_layers
 
     mlp = mlp_model(args.mlp_run)
     listings = rotor_layers(mlp)

@@ -512,6 +512,10 @@ def network_forward(x, gadgets, input_perm, hidden_perms, branch, slope, eps):
     hidden layer by layer and branch by branch, output), permutations, branch weights (L,
     breadth), the PReLU slope and the LayerNorm epsilon. One thread; for decoding. Every index
     and permutation is checked against the axis it indexes first (:mod:`galinear.kernels.bounds`):
-    ValueError, never an access outside an array."""
+    ValueError, never an access outside an array.
+
+    The checked entry to the network kernel for callers that hold their own tables (the tests
+    call it with damaged ones); :class:`~galinear.nn.RotorNetwork` decodes through a
+    :class:`CheckedNetwork`, which checks its tables once and then only the tokens of a call."""
     bounds.network_in_bounds(x, gadgets, input_perm, hidden_perms, branch)
     return _network_kernel(x, gadgets, input_perm, hidden_perms, branch, float(slope), float(eps))

@@ -22,10 +22,11 @@ Hermitian matrix :math:`iA = U \mathrm{diag}(\mu) U^H` it scales entry (a, b) by
 entire, so the formula is finite and smooth at equal angles and at zero: no divided difference
 has to be guarded.
 
-Every exact rotor map of galinear goes through one autograd Function, :class:`RotorMap`: the
-sandwich x -> R x S~ applied by any forward-only backend, the parity blocks of its matrix (the
-layers' matrix path) and the rotor exp(B) itself. They differ only in how the bivector parts are
-read from the output gradient; :math:`\varphi(\mathrm{ad}_B)` is applied in one place, from the
+Every exact rotor map of galinear goes through one autograd Function per op: :class:`SandwichMap`
+(the sandwich x -> R x S~ applied by any forward-only backend), :class:`ParityBlocksMap` (the
+parity blocks of its matrix: the layers' matrix paths) and :class:`RotorExp` (the rotor exp(B)
+itself). They differ only in how the bivector parts are read from the output gradient;
+:math:`\varphi(\mathrm{ad}_B)` is applied in one place (:func:`_parameter_grads`), from the
 eigen-decomposition that also gave the planes (:func:`galinear.nn.functional.exact_factors`), so
 one eigh per rotor serves a whole training step.
 
@@ -56,7 +57,10 @@ from galinear.nn.functional.threads import caller_threads, intra_op_threads
 from galinear.nn.functional.rotors import compose_rotors
 
 __all__ = [
-    "RotorMap",
+    "ParityBlocksMap",
+    "RotorExp",
+    "SandwichCall",
+    "SandwichMap",
     "phi_ad",
     "bivector_parts",
     "rotor_exp",
@@ -169,26 +173,22 @@ def transposed_factors(V: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 @dataclass(frozen=True)
-class MapKind:
-    """What :class:`RotorMap` computes from the factors.
-
-    ``"sandwich"``: y = R x S~ for x (..., P, 2**n), applied by the forward-only ``apply(x, VL, WL,
-    VR, WR)`` of a backend (S = R when the right bivectors are None); ``"blocks"``: the parity
-    blocks (P, 2, h, h) of that map's matrix (x unused); ``"rotor"``: R = exp(B) itself (x unused).
-    ``threads``: the intra-op thread count the backward pass runs with (the one the forward call
-    ran with, :func:`galinear.nn.functional.plan.plan`'s; None: as the caller set them) and
-    ``workers`` the caller's count at the forward call, which a single-threaded backend shares
-    its token blocks among (:func:`galinear.nn.functional.threads.caller_threads`). Autograd
-    runs the backward pass after the forward call has returned, outside its thread setting.
-    ``backward``: the backend's own backward pass of a sandwich, ``apply.backward`` where the backend
+class SandwichCall:
+    """How :class:`SandwichMap` applies the map: ``apply(x, VL, WL, VR, WR)``, the forward-only
+    function of a sandwich backend (the plan's), applied to x (..., P, 2**n) (S = R when the right
+    factors are None). ``threads``: the intra-op thread count the backward pass runs with (the one
+    the forward call ran with, :func:`galinear.nn.functional.plan.plan`'s; None: as the caller set
+    them) and ``workers`` the caller's count at the forward call, which a single-threaded backend
+    shares its token blocks among (:func:`galinear.nn.functional.threads.caller_threads`).
+    Autograd runs the backward pass after the forward call has returned, outside its thread
+    setting. ``backward``: the backend's own backward pass, ``apply.backward`` where the backend
     function has one (:func:`galinear.nn.functional.spinor.spinor_sandwich_backward`):
-    ``backward(grad, y, VL, WL, VR, WR, input_grad) -> (grad_x or None, left, right)``, the transposed
-    map and the summed bivector parts of :func:`bivector_parts` in one pass; it runs where the
-    parameter gradient is needed, without a graph of the backward pass, on plain tensors.
+    ``backward(grad, y, VL, WL, VR, WR, input_grad) -> (grad_x or None, left, right)``, the
+    transposed map and the summed bivector parts of :func:`bivector_parts` in one pass; it runs
+    where the parameter gradient is needed, without a graph of the backward pass, on plain tensors.
     """
 
-    kind: str
-    apply: Callable | None = None
+    apply: Callable
     threads: int | None = None
     workers: int | None = None
     backward: Callable | None = None
@@ -198,111 +198,162 @@ def _flat(x, P, d):
     return x.reshape(-1, P, d)
 
 
-class RotorMap(torch.autograd.Function):
-    r"""The exact-gradient rotor map: forward from exact factors (constants), backward through
-    :math:`\varphi(\mathrm{ad}_B)` of the bivector parts of the output gradient.
+def _save(ctx, output, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR):
+    """Keeps what a backward pass reads: the output, the bivectors, their factors and spectra."""
+    ctx.single = BR is None
+    ctx.spectra = (muL is not None, muR is not None)
+    tensors = [output, BL, VL, WL]
+    if not ctx.single:
+        tensors += [BR, VR, WR]
+    tensors += [t for t in (muL, UL, muR, UR) if t is not None]
+    ctx.save_for_backward(*tensors)
 
-    Inputs: x, the left and right bivectors (right None for S = R, or for the rotor itself), their
-    factors (VL, WL, VR, WR), the left and right spectra (mu, U; None to compute them in the
-    backward pass) and a :class:`MapKind`. Works with torch.func (vmap, grad, jacrev): the vmap
-    rule folds a batch of inputs into the token axis, and a batch of rotors runs one by one.
+
+def _saved(ctx):
+    """(y, BL, BR, VL, WL, VR, WR, left spectrum, right spectrum) as :func:`_save` kept them."""
+    saved = list(ctx.saved_tensors)
+    y, BL, VL, WL = saved[:4]
+    rest = saved[4:]
+    BR = VR = WR = None
+    if not ctx.single:
+        BR, VR, WR = rest[:3]
+        rest = rest[3:]
+    specL = specR = None
+    if ctx.spectra[0]:
+        specL, rest = Spectrum(rest[0], rest[1]), rest[2:]
+    if ctx.spectra[1]:
+        specR = Spectrum(rest[0], rest[1])
+    return y, BL, BR, VL, WL, VR, WR, specL, specR
+
+
+def _parameter_grads(single, left, right, BL, BR, specL, specR):
+    """(grad of B, grad of C) from the bivector parts <G y~>_2 (left) and <y~ G>_2 (right)."""
+    if single:
+        return phi_ad(BL, (left - right).to(BL.dtype), specL), None
+    return phi_ad(BL, left.to(BL.dtype), specL), -phi_ad(BR, right.to(BR.dtype), specR)
+
+
+def _one_by_one(function, info, in_dims, args):
+    """A vmap rule: the batch run one entry at a time, the results stacked."""
+    def select(i):
+        return [a if dim is None or a is None else a.select(dim, i) for a, dim in zip(args, in_dims)]
+
+    return torch.stack([function.apply(*select(i)) for i in range(info.batch_size)]), 0
+
+
+class SandwichMap(torch.autograd.Function):
+    r"""y = R x S~ applied by a forward-only backend, with the exact gradient: x-gradient by the
+    transposed map, bivector gradients through :math:`\varphi(\mathrm{ad}_B)` of the summed
+    bivector parts of the output gradient with y.
+
+    Inputs: x (..., P, 2**n), the left and right bivectors (right None for S = R), their factors
+    (VL, WL, VR, WR; constants), the left and right spectra (mu, U; None to compute them in the
+    backward pass) and a :class:`SandwichCall`. Works with torch.func (vmap, grad, jacrev): the
+    vmap rule folds a batch of inputs into the token axis, and a batch of rotors runs one by one.
     """
 
     @staticmethod
-    def forward(x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind):
-        if kind.kind == "sandwich":
-            P, d = x.shape[-2:]
-            return kind.apply(_flat(x, P, d), VL, WL, VR, WR).reshape(x.shape)
-        if kind.kind == "blocks":
-            return parity_blocks((VL, WL), None if VR is None else (VR, WR))
-        return compose_rotors(VL, WL)
+    def forward(x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, call):
+        P, d = x.shape[-2:]
+        return call.apply(_flat(x, P, d), VL, WL, VR, WR).reshape(x.shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind = inputs
-        ctx.kind = kind
-        ctx.single = BR is None
-        ctx.spectra = (muL is not None, muR is not None)
-        tensors = [output, BL, VL, WL]
-        if not ctx.single:
-            tensors += [BR, VR, WR]
-        tensors += [t for t in (muL, UL, muR, UR) if t is not None]
-        ctx.save_for_backward(*tensors)
+        x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, call = inputs
+        ctx.call = call
+        _save(ctx, output, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR)
 
     @staticmethod
     def backward(ctx, grad):
-        with intra_op_threads(ctx.kind.threads, ctx.kind.workers):
-            return RotorMap._backward(ctx, grad)
-
-    @staticmethod
-    def _backward(ctx, grad):
-        saved = list(ctx.saved_tensors)
-        y, BL, VL, WL = saved[:4]
-        rest = saved[4:]
-        BR = VR = WR = None
-        if not ctx.single:
-            BR, VR, WR = rest[:3]
-            rest = rest[3:]
-        specL = specR = None
-        if ctx.spectra[0]:
-            specL, rest = Spectrum(rest[0], rest[1]), rest[2:]
-        if ctx.spectra[1]:
-            specR = Spectrum(rest[0], rest[1])
-        kind = ctx.kind
-        grad_x = grad_l = grad_r = None
-        parts = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
-        if (kind.backward is not None and parts and not torch.is_grad_enabled() and _plain(grad, y)
-                and kind.kind == "sandwich"):
-            grad_x, left, right = kind.backward(grad, y, VL, WL, VR, WR, ctx.needs_input_grad[0])
-            return RotorMap._parameter_grads(ctx, grad_x, left, right, BL, BR, specL, specR)
-        if kind.kind == "sandwich" and ctx.needs_input_grad[0]:
-            # the transposed map y -> R~ y S: left rotor R~, right rotor S~ (whose reverse is S)
-            TL = transposed_factors(VL, WL)
-            TR = TL if ctx.single else transposed_factors(VR, WR)
-            grad_x = RotorMap.apply(grad.contiguous(), None, None, TL[0], TL[1], TR[0], TR[1],
-                                    None, None, None, None, kind)
-        if not (ctx.needs_input_grad[1] or ctx.needs_input_grad[2]):
-            return grad_x, None, None, None, None, None, None, None, None, None, None, None
-        if kind.kind == "rotor":
-            shape = BL.shape
-            d = y.shape[-1]
-            left, _ = bivector_parts(grad.reshape(1, -1, d).to(y.dtype), y.reshape(1, -1, d), "torch")  # <G R~>_2
-            grad_l = phi_ad(BL, left.reshape(shape).to(BL.dtype), specL)
-            return None, grad_l, None, None, None, None, None, None, None, None, None, None
-        if kind.kind == "blocks":
-            left, right = blocks_bivector_parts(grad, y)
-        else:
-            P, d = y.shape[-2:]
-            # one batched product or one parallel loop: no barrier storm, so the caller's threads
-            with intra_op_threads(kind.workers if kind.threads is not None else None):
-                left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
-        return RotorMap._parameter_grads(ctx, grad_x, left, right, BL, BR, specL, specR)
-
-    @staticmethod
-    def _parameter_grads(ctx, grad_x, left, right, BL, BR, specL, specR):
-        """The backward pass's outputs from the bivector parts <G y~>_2 (left), <y~ G>_2 (right)."""
-        grad_l = grad_r = None
-        if ctx.single:
-            grad_l = phi_ad(BL, (left - right).to(BL.dtype), specL)
-        else:
-            grad_l = phi_ad(BL, left.to(BL.dtype), specL)
-            grad_r = -phi_ad(BR, right.to(BR.dtype), specR)
+        with intra_op_threads(ctx.call.threads, ctx.call.workers):
+            grad_x, grad_l, grad_r = SandwichMap._backward(ctx, grad)
         return grad_x, grad_l, grad_r, None, None, None, None, None, None, None, None, None
 
     @staticmethod
-    def vmap(info, in_dims, x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind):
-        x_dim, *rotor_dims = in_dims[:11]
-        if kind.kind == "sandwich" and all(dim is None for dim in rotor_dims):
+    def _backward(ctx, grad):
+        y, BL, BR, VL, WL, VR, WR, specL, specR = _saved(ctx)
+        call = ctx.call
+        parts = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+        if call.backward is not None and parts and not torch.is_grad_enabled() and _plain(grad, y):
+            grad_x, left, right = call.backward(grad, y, VL, WL, VR, WR, ctx.needs_input_grad[0])
+            return (grad_x, *_parameter_grads(ctx.single, left, right, BL, BR, specL, specR))
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            # the transposed map y -> R~ y S: left rotor R~, right rotor S~ (whose reverse is S)
+            TL = transposed_factors(VL, WL)
+            TR = TL if ctx.single else transposed_factors(VR, WR)
+            grad_x = SandwichMap.apply(grad.contiguous(), None, None, TL[0], TL[1], TR[0], TR[1],
+                                       None, None, None, None, call)
+        if not parts:
+            return grad_x, None, None
+        P, d = y.shape[-2:]
+        # one batched product or one parallel loop: no barrier storm, so the caller's threads
+        with intra_op_threads(call.workers if call.threads is not None else None):
+            left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
+        return (grad_x, *_parameter_grads(ctx.single, left, right, BL, BR, specL, specR))
+
+    @staticmethod
+    def vmap(info, in_dims, x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, call):
+        args = (x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, call)
+        if all(dim is None for dim in in_dims[1:11]):
             # a batch of inputs is more tokens for the same rotors
-            moved = x.movedim(x_dim, 0)
-            return RotorMap.apply(moved, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR, kind), 0
-        args = (x, BL, BR, VL, WL, VR, WR, muL, UL, muR, UR)
+            return SandwichMap.apply(x.movedim(in_dims[0], 0), *args[1:]), 0
+        return _one_by_one(SandwichMap, info, in_dims, args)
 
-        def select(i):
-            return [a if dim is None or a is None else a.select(dim, i) for a, dim in zip(args, in_dims[:11])]
 
-        outs = [RotorMap.apply(*select(i), kind) for i in range(info.batch_size)]
-        return torch.stack(outs), 0
+class ParityBlocksMap(torch.autograd.Function):
+    r"""The parity blocks (P, 2, h, h) of the matrices of x -> R x S~ (the layers' matrix paths),
+    with the exact gradient in the bivectors: the bivector parts are read from the blocks'
+    gradient (:func:`~galinear.nn.functional.matrices.blocks_bivector_parts`), then
+    :math:`\varphi(\mathrm{ad}_B)`. Inputs as :class:`SandwichMap`'s without x and the call."""
+
+    @staticmethod
+    def forward(BL, BR, VL, WL, VR, WR, muL, UL, muR, UR):
+        return parity_blocks((VL, WL), None if VR is None else (VR, WR))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save(ctx, output, *inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return (None,) * 10
+        y, BL, BR, VL, WL, VR, WR, specL, specR = _saved(ctx)
+        left, right = blocks_bivector_parts(grad, y)
+        return (*_parameter_grads(ctx.single, left, right, BL, BR, specL, specR),) + (None,) * 8
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        return _one_by_one(ParityBlocksMap, info, in_dims, args)
+
+
+class RotorExp(torch.autograd.Function):
+    r"""R = exp(B) as a multivector (..., 2**n) from an exact decomposition (V, W) of B (constants),
+    with the exact gradient :math:`\varphi(\mathrm{ad}_B)(\langle G \tilde R\rangle_2)`.
+    Inputs: B, V, W and B's spectrum (mu, U; None to compute it in the backward pass)."""
+
+    @staticmethod
+    def forward(B, V, W, mu, U):
+        return compose_rotors(V, W)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        B, V, W, mu, U = inputs
+        _save(ctx, output, B, None, V, W, None, None, mu, U, None, None)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.needs_input_grad[0]:
+            return None, None, None, None, None
+        y, B, _, _, _, _, _, spec, _ = _saved(ctx)
+        d = y.shape[-1]
+        left, _ = bivector_parts(grad.reshape(1, -1, d).to(y.dtype), y.reshape(1, -1, d), "torch")  # <G R~>_2
+        return phi_ad(B, left.reshape(B.shape).to(B.dtype), spec), None, None, None, None
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        return _one_by_one(RotorExp, info, in_dims, args)
 
 
 def _spectra(spectra):
@@ -323,8 +374,7 @@ def rotor_exp(bivector: torch.Tensor, factors=None, spec: Spectrum | None = None
         V, W, spec = exact_factors(bivector)
     else:
         V, W = (t.detach() for t in factors)
-    muL, UL = _spectra(spec)
-    return RotorMap.apply(None, bivector, None, V, W, None, None, muL, UL, None, None, MapKind("rotor"))
+    return RotorExp.apply(bivector, V, W, *_spectra(spec))
 
 
 def _check_pair(right_bivectors, right):
@@ -334,13 +384,13 @@ def _check_pair(right_bivectors, right):
 
 def exact_parity_blocks(left_bivectors, right_bivectors, left, right=None, spectra=(None, None)) -> torch.Tensor:
     """:func:`galinear.nn.functional.parity_blocks` of exact factor pairs, differentiable in the
-    bivectors (the factors are constants: the gradient is that of exp, through :class:`RotorMap`).
+    bivectors (the factors are constants: the gradient is that of exp, through :class:`ParityBlocksMap`).
     ``spectra``: the bivectors' spectra (left, right) when known."""
     _check_pair(right_bivectors, right)
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
-    return RotorMap.apply(None, left_bivectors, right_bivectors, VL, WL, VR, WR,
-                          *_spectra(spectra[0]), *_spectra(spectra[1]), MapKind("blocks"))
+    return ParityBlocksMap.apply(left_bivectors, right_bivectors, VL, WL, VR, WR,
+                                 *_spectra(spectra[0]), *_spectra(spectra[1]))
 
 
 def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None) -> torch.Tensor:
@@ -352,7 +402,7 @@ def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None) -
     return from_parity_order(full_from_blocks(exact_parity_blocks(left_bivectors, right_bivectors, left, right)), n)
 
 
-def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, backend: str = "auto",
+def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, backend: str | Callable = "auto",
                          spectra=(None, None), threads: int | None = None):
     r"""y[b, p] = R_p x[b, p] S_p~ with R = exp(B), S = exp(C), and the exact gradient in B, C.
 
@@ -362,7 +412,9 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     left_bivectors, right_bivectors : (P, C(n, 2)); ``right_bivectors=None`` for S = R.
     left, right : exact factor pairs (V, W) of the bivectors (``right`` None for S = R), e.g.
         from :func:`galinear.nn.functional.exact_factors`; treated as constants.
-    backend : the sandwich backend that applies the factors (forward and transposed map).
+    backend : the sandwich backend that applies the factors (forward and transposed map): a
+        registered name or "auto" (resolved here), or the backend's function itself (the rotor
+        layers pass their plan's, :attr:`galinear.nn.functional.plan.Plan.fn`).
     spectra : (left, right) :class:`~galinear.nn.functional.Spectrum` of the bivectors, when the
         decomposition computed them (then the backward pass runs no eigen-decomposition).
     threads : intra-op threads for the backward pass (the plan's count that the caller runs the
@@ -382,10 +434,10 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     _check_factors("left", left, P, n)
     if right is not None:
         _check_factors("right", right, P, n)
-    _, fn = F.resolve_sandwich_backend(backend, x.device, x.dtype)
-    kind = MapKind("sandwich", fn, intra_op_threads(threads).count,  # a bad count raises here, not in backward
-                   caller_threads(), getattr(fn, "backward", None))
+    fn = backend if callable(backend) else F.resolve_sandwich_backend(backend, x.device, x.dtype)[1]
+    call = SandwichCall(fn, intra_op_threads(threads).count,  # a bad count raises here, not in backward
+                        caller_threads(), getattr(fn, "backward", None))
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
-    return RotorMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,
-                          *_spectra(spectra[0]), *_spectra(spectra[1]), kind)
+    return SandwichMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,
+                             *_spectra(spectra[0]), *_spectra(spectra[1]), call)

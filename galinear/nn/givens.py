@@ -208,14 +208,13 @@ class GivensNetwork(RotorNetwork):
         with torch.no_grad():
             self.branch_weights.fill_(1.0)
 
-    def _output(self, h, blocks=None, remake=None):
+    def _output(self, h, plan, blocks=None, remake=None):
         """The output gadget on h (T, hidden): its own call (the rotor parity-block path does not
-        apply: ``blocks`` and ``remake`` are None, :meth:`_network_blocks` builds none for Givens
-        gadgets)."""
+        apply: the stage's ``plan`` is "gadgets", and ``blocks`` and ``remake`` are None)."""
         return self.output_gadget(h)
 
-    def _decode_forward(self, x):
-        return None  # no compiled decoder: inference runs on the assembled matrices
+    def _decoder_applies(self) -> bool:
+        return False  # no compiled decoder: inference runs on the assembled matrices
 
     def num_rotation_parameters(self) -> int:
         return sum(g.num_rotor_parameters() for g in self._gadgets())

@@ -80,11 +80,13 @@ class RotorNetwork(StructuredStages, nn.Module):
     (one parameter) shared by the whole network, a learnable (init 1), Pi fixed random
     permutations stored as buffers. In eval mode without autograd, small batches (decoding; the
     limit and the choice are :func:`galinear.nn.functional.plan.plan`'s) run in one compiled call on
-    the CPU (:func:`galinear.kernels.spinor.network_forward`), else on the gadgets' assembled
-    matrices with the permutations folded in and the branches of a layer stacked. Under autograd
-    (training) every stage runs through its gadgets' structured map, the branches of a hidden
-    layer in one call of the backend the dispatcher picks (for "dense" one batched product of
-    the chunk pairs' parity blocks, those of all stages of one n built in one call), and the stage's chunk sum, permutations, LayerNorm, PReLU
+    the CPU (a :class:`galinear.kernels.spinor.CheckedNetwork`: the kernel of
+    :func:`~galinear.kernels.spinor.network_forward` with its tables checked once), else on the
+    gadgets' assembled matrices with the permutations folded in and the branches of a layer
+    stacked. Under autograd (training) every stage runs through its gadgets' structured map as
+    its plan says, the branches of a hidden layer in one call (on the parity-block path one
+    batched product of the chunk pairs' parity blocks, those of all stages of one n built in one
+    call; on a sandwich path one call of its backend), and the stage's chunk sum, permutations, LayerNorm, PReLU
     and branch sum in one autograd Function that keeps only the rotor maps' outputs
     (:meth:`_structured_forward`); larger batches without autograd run gadget by gadget. Defaults are the paper's: hidden = in_features, 2 hidden
     layers, breadth 3, double rotors, alpha on, no bias. Parameter counts: 895 (2048 -> 2048),
@@ -284,8 +286,6 @@ class RotorNetwork(StructuredStages, nn.Module):
     def _decode_forward(self, x):
         """Inference in one compiled call that applies every chunk pair's rotor matrices directly."""
         args = self._decode_state()
-        if args is None:
-            return None
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features).to(self.branch_weights.dtype).contiguous().numpy()
         return torch.from_numpy(args(flat)).reshape(*lead, self.out_features)
@@ -319,27 +319,56 @@ class RotorNetwork(StructuredStages, nn.Module):
         return self._forward(x if dtype == work else x.to(work)).to(dtype)
 
     def _forward(self, x, autocast=False):
-        if torch.jit.is_tracing():
-            return self._fused_forward(x)
-        capturing = autocast or F._capturing()
         mode = "inference" if not self.training and not torch.is_grad_enabled() else "training"
         dtype = torch.get_autocast_dtype(x.device.type) if autocast else x.dtype
+        autograd = torch.is_grad_enabled() and not autocast
         plan = dispatch.plan(self.input_gadget.n, x.numel() // self.in_features, x.device, dtype, mode,
-                             network=True)
-        if plan.backend == "dense":  # the whole network in one call
-            if plan.decode:
-                y = self._decode_forward(x)
-                if y is not None:
-                    return y
-            return self._fused_forward(x)
-        if not capturing:
-            self._check_permutations()
-            _finite_or_raise(
-                [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
-                "RotorNetwork",
-            )
-        if torch.is_grad_enabled() and not capturing:
-            return self._structured_forward(x)
+                             network=True, autograd=autograd, decodes=mode == "inference" and self._decoder_applies(),
+                             stages=self._stage_keys() if autograd else ())
+        run = _RUNNERS.get(plan.path)
+        if run is None:
+            raise ValueError(f"a RotorNetwork call cannot run the path {plan.path} (plan: {plan.rule})")
+        return run(self, x, plan, autocast)
+
+    def _decoder_applies(self) -> bool:
+        """Whether the decoding kernel can run the network: it adds no biases."""
+        return all(g.bias is None for g in self._gadgets())
+
+    def _stage_keys(self) -> tuple:
+        """Per stage (n, backend, structured) for the plan: ``structured`` whether its gadgets can
+        run as one map (exact rotor gadgets, no bias, n > 0)."""
+        keys = []
+        for stage in self._stages():
+            structured = all(isinstance(g, RotorLinear) and g.n > 0 and g.gradient == "exact" and g.bias is None
+                             for g in stage)
+            keys.append((stage[0].n, stage[0].backend, True) if structured else (0, "auto", False))
+        return tuple(keys)
+
+    def _run_decode(self, x, plan, autocast):
+        """:attr:`~galinear.nn.functional.plan.Path.DECODE`: the whole network in one compiled call."""
+        return self._decode_forward(x)
+
+    def _run_stacked(self, x, plan, autocast):
+        """:attr:`~galinear.nn.functional.plan.Path.STACKED_MATRICES`: the whole network in one call."""
+        return self._fused_forward(x)
+
+    def _checked_for_gadgets(self):
+        """The permutations and the network's own parameters checked (again only after they change)."""
+        self._check_permutations()
+        _finite_or_raise(
+            [("activation.weight", self.activation.weight), ("branch_weights", self.branch_weights)],
+            "RotorNetwork",
+        )
+
+    def _run_stages(self, x, plan, autocast):
+        """:attr:`~galinear.nn.functional.plan.Path.STAGES`: training, stage by stage (:meth:`_structured_forward`)."""
+        self._checked_for_gadgets()
+        return self._structured_forward(x, plan.stages)
+
+    def _run_gadgets(self, x, plan, autocast):
+        """:attr:`~galinear.nn.functional.plan.Path.GADGETS`: gadget by gadget, each planning its own call."""
+        if not (autocast or F._capturing()):
+            self._checked_for_gadgets()
         h = self._block(self.input_gadget, self.input_permutation, x)
         for layer, gadgets in enumerate(self.hidden_gadgets):
             h = sum(
@@ -356,3 +385,12 @@ class RotorNetwork(StructuredStages, nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, hidden={self.hidden}, "
             f"hidden_layers={self.hidden_layers}, breadth={self.breadth}"
         )
+
+
+#: What a RotorNetwork call runs for each path of its plan.
+_RUNNERS = {
+    dispatch.Path.DECODE: RotorNetwork._run_decode,
+    dispatch.Path.STACKED_MATRICES: RotorNetwork._run_stacked,
+    dispatch.Path.STAGES: RotorNetwork._run_stages,
+    dispatch.Path.GADGETS: RotorNetwork._run_gadgets,
+}

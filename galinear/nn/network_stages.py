@@ -14,6 +14,7 @@ from galinear.nn.functional import plan as dispatch
 from galinear.nn.functional.branches import branch_sum
 from galinear.nn.functional.decomposition import Spectrum
 from galinear.nn.functional.matrices import parity_order
+from galinear.nn.functional.plan import Path
 from galinear.nn.functional.recompute import recomputed
 from galinear.nn.rotor import RotorLinear
 
@@ -96,7 +97,7 @@ class StructuredStages:
     ``hidden_gadgets`` and ``output_gadget``, the permutations, ``branch_weights``,
     ``activation``, ``hidden`` and ``eps``)."""
 
-    def _structured_forward(self, x):
+    def _structured_forward(self, x, plans):
         """Training (and any call under autograd): every stage through its gadgets' structured map,
         the branches of a hidden layer in one call, and the stage's chunk sum, permutations,
         LayerNorm, PReLU and branch sum in one autograd Function
@@ -111,32 +112,35 @@ class StructuredStages:
         on the parity-block path each stage's input (the previous stage's ``branch_sum`` over
         what it keeps, or a gather of x; :meth:`_stage_blocks`), and in every stage the chunk
         sum, the permuted and normalised values, LayerNorm's statistics and the PReLU output.
-        Nothing of size hidden x hidden is built.
+        Nothing of size hidden x hidden is built. ``plans``: one
+        :class:`~galinear.nn.functional.plan.Plan` per stage, the :attr:`Plan.stages` of the
+        network's plan.
         """
         lead = x.shape[:-1]
         x = x.reshape(-1, self.in_features)
-        blocks = self._network_blocks(x)
+        blocks = self._network_blocks(plans)
         # a later stage on parity blocks whose chunks cover h once reads h in the blocks' order:
         # the stage before writes it so (its permutations composed with that order), and the
         # product takes a view of h instead of a gathered copy
         reads = [None if index == 0 or blocks[index] is None or not stage[0]._plain_input else _block_inputs(stage[0])
                  for index, stage in enumerate(self._stages())]
-        h, remake = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None, x, blocks[0],
-                                order=reads[1])
+        h, remake = self._stage([self.input_gadget], self.input_permutation.unsqueeze(0), None, x, plans[0],
+                                blocks[0], order=reads[1])
         for layer, gadgets in enumerate(self.hidden_gadgets):
             h, remake = self._stage(list(gadgets), self.hidden_permutations[layer], self.branch_weights[layer], h,
-                                    blocks[1 + layer], order=reads[2 + layer],
+                                    plans[1 + layer], blocks[1 + layer], order=reads[2 + layer],
                                     remake=None if reads[1 + layer] is None else remake)
-        return self._output(h, blocks[-1], None if reads[-1] is None else remake).reshape(*lead, self.out_features)
+        return self._output(h, plans[-1], blocks[-1],
+                            None if reads[-1] is None else remake).reshape(*lead, self.out_features)
 
     def _stages(self):
         """The gadgets of every stage in order: input, each hidden layer's branches, output."""
         return [[self.input_gadget], *(list(layer) for layer in self.hidden_gadgets), [self.output_gadget]]
 
-    def _network_blocks(self, x):
-        """Per stage the parity blocks (pairs, 2, c/2, c/2) of its gadgets' chunk pairs for x
-        (T, in_features), None for a stage that builds its own: the stages that take the
-        parity-block path (:meth:`_stage_blocks`) with the exact decomposition build theirs
+    def _network_blocks(self, plans):
+        """Per stage the parity blocks (pairs, 2, c/2, c/2) of its gadgets' chunk pairs, None for a
+        stage that builds its own: the stages whose plan (``plans``) is the parity-block path
+        (:meth:`_stage_blocks`) with the exact decomposition build theirs
         together, one :func:`~galinear.nn.functional.exact_factors` and one
         :func:`~galinear.nn.dexp.exact_parity_blocks` call for all stages of one n and rotor kind
         (single or double)."""
@@ -144,13 +148,11 @@ class StructuredStages:
         groups = {}
         for index, stage in enumerate(stages):
             first = stage[0]
-            if not all(isinstance(g, RotorLinear) and g.n == first.n > 0 and g.double_rotor == first.double_rotor
-                       and g.gradient == "exact" and g.decomposition == "exact" and g.bias is None
-                       for g in stage):
+            if plans[index].path is not Path.PARITY_BLOCKS or not all(
+                    g.n == first.n and g.double_rotor == first.double_rotor and g.decomposition == "exact"
+                    for g in stage):
                 continue
-            plan = first._plan(x.shape[0], x, first.training, network_stage=True)
-            if not plan.decode and plan.backend == "dense":
-                groups.setdefault((first.n, first.double_rotor), []).append(index)
+            groups.setdefault((first.n, first.double_rotor), []).append(index)
         blocks = [None] * len(stages)
         for indices in groups.values():
             gadgets = [g for index in indices for g in stages[index]]
@@ -161,16 +163,13 @@ class StructuredStages:
                 blocks[index] = part
         return blocks
 
-    def _output(self, h, blocks=None, remake=None):
+    def _output(self, h, plan, blocks=None, remake=None):
         """The output gadget on h (T, hidden): as parity blocks (:meth:`_stage_blocks`; ``blocks``:
         its chunk pairs' blocks, when already built; ``remake``: h is in the blocks' order) where
-        its stage would run them, else its own call."""
+        its stage's ``plan`` runs them, else its own call."""
         gadget = self.output_gadget
         if blocks is None:
-            if not (gadget.n > 0 and gadget.gradient == "exact" and gadget.bias is None):
-                return gadget(h)
-            plan = gadget._plan(h.shape[0], h, gadget.training, network_stage=True)
-            if plan.decode or plan.backend != "dense":
+            if plan.path is not Path.PARITY_BLOCKS:
                 return gadget(h)
             _checked_gadget(gadget)
         y, scale, dest = self._stage_blocks([gadget], h, blocks, remake)
@@ -178,14 +177,14 @@ class StructuredStages:
         flat = (y[:, :, 0] * scale.view(S, 1, Kp)).permute(1, 0, 2).reshape(T, S * Kp)
         return flat.new_zeros(T, self.out_features).index_add(1, dest, flat)
 
-    def _stage(self, gadgets, permutations, weights, h, blocks=None, order=None, remake=None):
-        """(h, remake) of one stage on h (T, hidden): ``gadgets`` applied to h, then ``branch_sum``;
-        ``blocks``: the gadgets' parity blocks, when already built (then the stage runs
+    def _stage(self, gadgets, permutations, weights, h, plan, blocks=None, order=None, remake=None):
+        """(h, remake) of one stage on h (T, hidden): ``gadgets`` applied to h as the stage's ``plan``
+        says, then ``branch_sum``; ``blocks``: the gadgets' parity blocks, when already built (then the stage runs
         :meth:`_stage_blocks`, with ``remake`` where h is in their order). ``order``: the
         coordinates the next stage reads, the order the result is written in (None: the
         hidden order). The returned remake recomputes the result (:meth:`_stage_blocks`)."""
         if blocks is None:
-            y, scale, dest = self._stage_maps(gadgets, h)
+            y, scale, dest = self._stage_maps(gadgets, h, plan)
         else:
             y, scale, dest = self._stage_blocks(gadgets, h, blocks, remake)
         if order is not None:
@@ -194,24 +193,28 @@ class StructuredStages:
         guards = tuple(t for t in args[:4] if t is not None)
         return branch_sum(*args), (lambda: branch_sum(*args), guards)
 
-    def _stage_maps(self, gadgets, h):
+    def _stage_maps(self, gadgets, h, plan):
         """(y, scale, dest) of :func:`~galinear.nn.functional.branches.branch_sum` for the
-        stage's gadgets on h (T, in). When the gadgets are exact rotor gadgets without bias, all
-        of them in one call: for the backend "dense" the parity blocks of every chunk pair
-        (:meth:`_stage_blocks`), for a rotor backend its sandwich of every chunk pair; otherwise
-        each gadget's own output, stacked."""
-        first = gadgets[0]
-        T = h.shape[0]
-        plan = None
-        if isinstance(first, RotorLinear) and first.n > 0 and all(
-                g.gradient == "exact" and g.bias is None for g in gadgets):
-            plan = first._plan(T, h, first.training, network_stage=True)
-        if plan is None or plan.decode:
-            return torch.stack([g(h) for g in gadgets], 1).unsqueeze(0), None, None
+        stage's gadgets on h (T, in), as the stage's ``plan`` says: the parity blocks of every
+        chunk pair (:meth:`_stage_blocks`), the plan's sandwich backend on every chunk pair of all
+        gadgets in one call, or each gadget's own output, stacked (:attr:`Path.GADGETS`)."""
+        return _STAGE_RUNNERS[plan.path](self, gadgets, h, plan)
+
+    def _stage_own_calls(self, gadgets, h, plan):
+        """Each gadget's own call, the outputs stacked."""
+        return torch.stack([g(h) for g in gadgets], 1).unsqueeze(0), None, None
+
+    def _stage_parity_blocks(self, gadgets, h, plan):
         for g in gadgets:
             _checked_gadget(g)
-        if plan.backend == "dense":
-            return self._stage_blocks(gadgets, h)
+        return self._stage_blocks(gadgets, h)
+
+    def _stage_sandwich(self, gadgets, h, plan):
+        """The plan's sandwich backend on every chunk pair of all ``gadgets`` in one exact map."""
+        for g in gadgets:
+            _checked_gadget(g)
+        first = gadgets[0]
+        T = h.shape[0]
         c, I, J, P, B = first.chunk_size, first.input_chunks, first.output_chunks, first.pairs, len(gadgets)
         with dispatch.intra_op_threads(plan.threads):
             left, right, spectra = _stage_rotors(gadgets)
@@ -220,7 +223,7 @@ class StructuredStages:
             mapped = exact_rotor_sandwich(
                 pairs, _joined([g.left_bivectors for g in gadgets]),
                 None if right is None else _joined([g.right_bivectors for g in gadgets]),
-                left, right, backend=plan.backend, spectra=spectra, threads=plan.threads,
+                left, right, backend=plan.fn, spectra=spectra, threads=plan.threads,
             )
         scale = torch.stack([_pair_scale(g) for g in gadgets])                     # (B, J, I, c)
         out = _output_coordinates(first)                                          # (J, c)
@@ -274,3 +277,12 @@ class StructuredStages:
         scale = scale.view(B, J, 2, half).transpose(1, 2).reshape(B, -1)
         dest = _output_coordinates(first)[:, order].view(J, 2, half).transpose(0, 1).reshape(-1)
         return y, scale, dest
+
+
+#: What a stage of the structured path runs for each path of its plan.
+_STAGE_RUNNERS = {
+    Path.GADGETS: StructuredStages._stage_own_calls,
+    Path.PARITY_BLOCKS: StructuredStages._stage_parity_blocks,
+    Path.SPINOR: StructuredStages._stage_sandwich,
+    Path.BACKEND: StructuredStages._stage_sandwich,
+}

@@ -334,6 +334,8 @@ class RotorLinear(DecodeMethods, nn.Module):
         gadgets like this one."""
         mode = "training" if update_warm_start or torch.is_grad_enabled() else "inference"
         stage = {"network_stage": True} if network_stage else {}
+        if self.gradient != "exact" and torch.is_grad_enabled():
+            stage["exact"] = False  # autograd differentiates the backend itself
         return dispatch.plan(self.n, batch, x.device, x.dtype, mode, backend=self.backend,
                              entries=self.in_features * self.out_features, **stage)
 
@@ -368,14 +370,29 @@ class RotorLinear(DecodeMethods, nn.Module):
         self._weight_cache = (state, weight, (self.alpha,)) if cacheable else None
         return weight
 
-    def _matrix_forward(self, flat, update_warm_start):
-        if not update_warm_start and not torch.is_grad_enabled():
-            return nn.functional.linear(flat, self.assembled_weight(update_warm_start), self.bias)
-        # training: activations permuted into the chunks' parity basis (cheaper than the weight)
+    def _run_cached_matrix(self, flat, update_warm_start, plan):
+        """:attr:`~galinear.nn.functional.plan.Path.CACHED_MATRIX`: one product with the assembled matrix."""
+        return nn.functional.linear(flat, self.assembled_weight(update_warm_start), self.bias)
+
+    def _run_traced_matrix(self, flat, update_warm_start, plan):
+        """:attr:`~galinear.nn.functional.plan.Path.TRACED_MATRIX`: the traced graph is one linear
+        map whose matrix is a constant."""
+        with _Untraced():
+            weight = self.assembled_weight(False).detach()
+        return nn.functional.linear(flat, weight, self.bias)
+
+    def _run_chunk_matrices(self, flat, update_warm_start, plan):
+        """:attr:`~galinear.nn.functional.plan.Path.CHUNK_MATRICES`: every chunk-pair matrix in one
+        batched call, the activations permuted into the chunks' parity basis (cheaper than the
+        weight), then one product."""
         weight, inputs, outputs = self._chunk_weight(update_warm_start)
         mapped = flat.index_select(1, inputs) @ weight.t()
         out = mapped.new_zeros(flat.shape[0], self.out_features).index_add(1, outputs, mapped) * self.output_scale
         return out if self.bias is None else out + self.bias
+
+    def _run_decode(self, flat, update_warm_start, plan):
+        """:attr:`~galinear.nn.functional.plan.Path.DECODE`: the compiled decoding kernel."""
+        return self.decode(flat)
 
     def _forward(self, x, update_warm_start):
         _check_input(self, x)
@@ -386,26 +403,23 @@ class RotorLinear(DecodeMethods, nn.Module):
                 self._checked = checked
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
-        if torch.jit.is_tracing():  # the traced graph: one linear map whose matrix is a constant
-            with _Untraced():
-                weight = self.assembled_weight(False).detach()
-            return nn.functional.linear(flat, weight, self.bias).reshape(*lead, self.out_features)
-        batch = flat.shape[0]
-        plan = self._plan(batch, flat, update_warm_start)
-        if plan.decode:
-            out = self.decode(flat)
-        elif plan.threads is None:
-            out = self._run(flat, batch, plan.backend, update_warm_start)
+        plan = self._plan(flat.shape[0], flat, update_warm_start)
+        run = _RUNNERS.get(plan.path)
+        if run is None:
+            raise ValueError(f"a RotorLinear call cannot run the path {plan.path} (plan: {plan.rule})")
+        if plan.threads is None:
+            out = run(self, flat, update_warm_start, plan)
         else:
             with dispatch.intra_op_threads(plan.threads):
-                out = self._run(flat, batch, plan.backend, update_warm_start, plan.threads)
+                out = run(self, flat, update_warm_start, plan)
         return out.reshape(*lead, self.out_features)
 
-    def _run(self, flat, batch, backend, update_warm_start, threads=None):
-        """The layer on ``flat`` (batch, in_features) through ``backend`` ("dense": the chunk matrices);
-        ``threads``: the plan's thread count, which the exact gradient's backward pass runs with too."""
-        if backend == "dense":  # every chunk-pair matrix in one batched call, then one GEMM
-            return self._matrix_forward(flat, update_warm_start)
+    def _run_sandwich(self, flat, update_warm_start, plan):
+        """:attr:`~galinear.nn.functional.plan.Path.SPINOR` or
+        :attr:`~galinear.nn.functional.plan.Path.BACKEND`: the plan's sandwich backend on every
+        chunk pair, with the exact gradient where the plan says so (its thread count, which the
+        exact gradient's backward pass runs with too), then alpha, the averaging and the sums."""
+        batch = flat.shape[0]
         c, I, J = self.chunk_size, self.input_chunks, self.output_chunks
         if self._plain_input:
             chunks = flat.view(batch, I, c)
@@ -413,13 +427,14 @@ class RotorLinear(DecodeMethods, nn.Module):
             chunks = flat[:, self.input_index]
         pairs = chunks.unsqueeze(1).expand(batch, J, I, c).reshape(batch, self.pairs, c)
         left, right, spectra = self._rotors(update_warm_start)
-        if self.gradient == "exact":
+        if plan.exact:
             mapped = exact_rotor_sandwich(
-                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=backend, spectra=spectra,
-                threads=threads,
+                pairs, self.left_bivectors, self.right_bivectors, left, right, backend=plan.fn, spectra=spectra,
+                threads=plan.threads,
             )
-        else:
-            mapped = F.rotor_sandwich(pairs, left, right, backend=backend)
+        else:  # autograd through the backend (a differentiable one: the plan's rule)
+            VR, WR = (None, None) if right is None else right
+            mapped = plan.fn(pairs, *left, VR, WR)
         # alpha and the count averaging in one pass over the activations (and none for the sum
         # when every output chunk has one input chunk)
         scale = self.output_scale[self.output_index].view(J, 1, c)   # each output's scale, per chunk
@@ -490,11 +505,13 @@ class RotorLinear(DecodeMethods, nn.Module):
             return F.sandwich_matrix(left, right)
         c = self.chunk_size
         eye = torch.eye(c, dtype=self.left_bivectors.dtype, device=self.left_bivectors.device)
-        plan = self._plan(c, eye, False)  # its backend (the decoding kernel gives no chunk maps)
+        plan = self._plan(c, eye, False)
+        # the plan's backend; a matrix path or the decoding kernel gives no chunk maps: the chunk matrices
+        fn = plan.fn if plan.path in (dispatch.Path.SPINOR, dispatch.Path.BACKEND) else dispatch.MATRICES
         with dispatch.intra_op_threads(plan.threads):
             columns = exact_rotor_sandwich(
                 eye.unsqueeze(1).expand(c, self.pairs, c), self.left_bivectors, self.right_bivectors,
-                left, right, backend=plan.backend, threads=plan.threads,
+                left, right, backend=fn, threads=plan.threads,
             )  # columns[t, p] = M_p e_t
         return columns.permute(1, 2, 0)
 
@@ -511,3 +528,14 @@ class RotorLinear(DecodeMethods, nn.Module):
             f"pairs={self.pairs}, double_rotor={self.double_rotor}, alpha={self.alpha is not None}, "
             f"bias={self.bias is not None}, backend={self.backend!r}"
         )
+
+
+#: What a RotorLinear call runs for each path of its plan.
+_RUNNERS = {
+    dispatch.Path.CHUNK_MATRICES: RotorLinear._run_chunk_matrices,
+    dispatch.Path.CACHED_MATRIX: RotorLinear._run_cached_matrix,
+    dispatch.Path.TRACED_MATRIX: RotorLinear._run_traced_matrix,
+    dispatch.Path.DECODE: RotorLinear._run_decode,
+    dispatch.Path.SPINOR: RotorLinear._run_sandwich,
+    dispatch.Path.BACKEND: RotorLinear._run_sandwich,
+}

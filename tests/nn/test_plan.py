@@ -14,6 +14,7 @@ from galinear.nn import RotorLinear, RotorNetwork
 from galinear.nn import functional as F
 from galinear.nn.functional import plan as dispatch
 
+P = dispatch.Path
 CPU = torch.device("cpu")
 F32 = torch.float32
 GALINEAR = Path(dispatch.__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def test_decoding_needs_chunks_of_decode_min_n():
     n = sp.DECODE_MIN_N
     assert plan(n, 1).decode
     below = plan(n - 1, 1)
-    assert not below.decode and below.backend == "dense"
+    assert not below.decode and below.path is P.CACHED_MATRIX
 
 
 def test_decoding_more_than_one_token_needs_decode_min_entries():
@@ -52,13 +53,13 @@ def test_decoding_more_than_one_token_needs_decode_min_entries():
     n, big = sp.DECODE_MIN_N, sp.DECODE_MIN_ENTRIES
     assert plan(n, 2, entries=big).decode
     assert not plan(n, 2, entries=big - 1).decode
-    assert plan(n, 2, entries=big - 1).backend == "dense"             # the cached matrix
+    assert plan(n, 2, entries=big - 1).path is P.CACHED_MATRIX
 
 
 def test_few_tokens_in_inference_never_run_a_rotor_backend():
     n, limit = 11, sp.MATRIX_MAX_INFERENCE_BATCH
     at = plan(n, limit, entries=1)
-    assert (at.backend, at.decode) == ("dense", False)
+    assert (at.path, at.decode) == (P.CACHED_MATRIX, False)
     assert plan(n, limit + 1, entries=1).backend == "spinor"
     if dispatch.numba_usable():
         big = sp.DECODE_MIN_ENTRIES
@@ -67,7 +68,7 @@ def test_few_tokens_in_inference_never_run_a_rotor_backend():
 
 def test_inference_matrix_limit():
     n = sp.INFERENCE_MATRIX_MAX_N
-    assert plan(n, 4096).backend == "dense"
+    assert plan(n, 4096).path is P.CHUNK_MATRICES
     above = plan(n + 1, 4096)
     assert above.backend == "spinor" and above.threads == 1
 
@@ -77,7 +78,7 @@ def test_training_matrix_limit_and_the_thread_rule(batch):
     n = sp.MATRIX_MAX_N
     for threads in (1, 2):
         at = plan(n, batch, "training", threads)
-        assert (at.backend, at.decode, at.threads) == ("dense", False, None)
+        assert (at.path, at.decode, at.threads) == (P.CHUNK_MATRICES, False, None)
     for threads in (1, 2):  # one intra-op thread; the token blocks go to the caller's threads
         above = plan(n + 1, batch, "training", threads)
         assert (above.backend, above.threads) == ("spinor", 1)
@@ -87,7 +88,7 @@ def test_training_matrix_limit_and_the_thread_rule(batch):
 def test_network_stages_run_the_parity_blocks_in_training(threads):
     n = sp.NETWORK_BLOCKS_MAX_N
     at = plan(n, 4096, "training", threads, network_stage=True)
-    assert (at.backend, at.decode, at.threads) == ("dense", False, None)
+    assert (at.path, at.decode, at.threads) == (P.PARITY_BLOCKS, False, None)
     assert plan(n + 1, 4096, "training", threads, network_stage=True) == plan(n + 1, 4096, "training", threads)
     # inference and a named backend are as for one gadget
     assert plan(8, 4096, "inference", threads, network_stage=True) == plan(8, 4096, "inference", threads)
@@ -96,7 +97,8 @@ def test_network_stages_run_the_parity_blocks_in_training(threads):
 
 def test_serial_backends_run_one_thread_on_the_cpu_only():
     for name in sp.SERIAL_BACKENDS:
-        assert plan(11, 4096, backend=name) == dispatch.Plan(name, False, 1, "requested")
+        assert plan(11, 4096, backend=name) == dispatch.Plan(P.SPINOR if name == "spinor" else P.BACKEND, name, 1,
+                                                             "requested")
         assert dispatch.plan(11, 4096, "cuda", F32, "inference", backend=name).threads is None
     for name in ("dense", "numba"):
         assert plan(11, 4096, backend=name).threads is None
@@ -114,12 +116,12 @@ def test_other_devices_and_dtypes():
 def test_network_runs_whole_on_few_tokens_in_inference():
     limit = sp.MATRIX_MAX_INFERENCE_BATCH
     whole = plan(11, limit, network=True)
-    assert whole.backend == "dense" and whole.decode == dispatch.numba_usable()
-    assert plan(11, limit + 1, network=True).backend == "gadgets"
-    assert plan(11, 1, "training", network=True).backend == "gadgets"
-    assert dispatch.plan(11, 1, CPU, torch.bfloat16, "inference", network=True).backend == "gadgets"  # autocast
+    assert whole.path is (P.DECODE if dispatch.numba_usable() else P.STACKED_MATRICES)
+    assert plan(11, limit + 1, network=True).path is P.GADGETS
+    assert plan(11, 1, "training", network=True).path is P.GADGETS
+    assert dispatch.plan(11, 1, CPU, torch.bfloat16, "inference", network=True).path is P.GADGETS  # autocast
     cuda = dispatch.plan(11, 1, "cuda", F32, "inference", network=True)
-    assert (cuda.backend, cuda.decode) == ("dense", False)
+    assert (cuda.path, cuda.decode) == (P.STACKED_MATRICES, False)
 
 
 def _inside_vmap(ask):
@@ -130,13 +132,14 @@ def _inside_vmap(ask):
 
 
 def test_captured_calls_keep_to_plain_torch():
-    assert _inside_vmap(lambda: plan(11, 1)) == dispatch.Plan("dense", False, None, "captured: plain torch operations")
-    assert _inside_vmap(lambda: plan(11, 4096, backend="numba")) == dispatch.Plan("numba", False, None, "requested")
-    assert _inside_vmap(lambda: plan(11, 1, network=True)).backend == "gadgets"
+    captured_plan = dispatch.Plan(P.CACHED_MATRIX, None, None, "captured: plain torch operations")
+    assert _inside_vmap(lambda: plan(11, 1)) == captured_plan
+    assert _inside_vmap(lambda: plan(11, 4096, backend="numba")) == dispatch.Plan(P.BACKEND, "numba", None, "requested")
+    assert _inside_vmap(lambda: plan(11, 1, network=True)).path is P.GADGETS
     captured = _inside_vmap(lambda: dispatch.plan(11, 4, CPU, torch.float64, "training", backend="spinor",
                                                   sandwich=True))
     assert (captured.backend, captured.threads) == ("factored", None)
-    assert plan(11, 1) != dispatch.Plan("dense", False, None, "captured: plain torch operations")  # outside
+    assert plan(11, 1) != captured_plan  # outside
 
 
 def test_bivector_parts_correlation_limit():
@@ -176,7 +179,9 @@ def _recording(monkeypatch, answer=None):
 
     def recorder(*args, **kwargs):
         asked.append((args, kwargs))
-        return answer if answer is not None else real(*args, **kwargs)
+        if answer is None:
+            return real(*args, **kwargs)
+        return answer(*args, **kwargs) if callable(answer) else answer
 
     monkeypatch.setattr(dispatch, "plan", recorder)
     return asked
@@ -185,7 +190,7 @@ def _recording(monkeypatch, answer=None):
 def test_rotor_linear_runs_what_plan_says(monkeypatch, spy_backend):
     torch.manual_seed(0)
     layer = RotorLinear(64, 64, chunk_size=16).eval()
-    asked = _recording(monkeypatch, dispatch.Plan("plan-spy", False, None, "test"))
+    asked = _recording(monkeypatch, dispatch.Plan(P.BACKEND, "plan-spy", None, "test"))
     with torch.no_grad():
         layer(torch.randn(5, 64))
     (args, kwargs), = asked
@@ -199,10 +204,12 @@ def test_rotor_linear_runs_what_plan_says(monkeypatch, spy_backend):
 def test_rotor_network_runs_what_plan_says(monkeypatch, spy_backend):
     torch.manual_seed(0)
     net = RotorNetwork(64, 64, hidden=64, chunk_size=16).eval()
-    asked = _recording(monkeypatch, dispatch.Plan("plan-spy", False, None, "test"))
+    spy = dispatch.Plan(P.BACKEND, "plan-spy", None, "test")
+    gadgets = dispatch.Plan(P.GADGETS, None, None, "test")
+    asked = _recording(monkeypatch, lambda *args, network=False, **kwargs: gadgets if network else spy)
     with torch.no_grad():
         net(torch.randn(2, 64))       # would otherwise run whole (decoding kernel or stacked matrices)
-    assert asked[0][1] == {"network": True} and asked[0][0][1] == 2
+    assert asked[0][1]["network"] is True and asked[0][0][1] == 2
     assert len(asked) == 1 + 1 + 2 * 3 + 1 and all(kw.get("backend") == "auto" for _, kw in asked[1:])
     assert len(spy_backend) == 8                                    # every gadget ran the backend it was told
 
@@ -356,7 +363,7 @@ def test_auto_equals_the_backend_it_picks(width, tokens, training):
     x = torch.randn(tokens, width)
     with torch.set_grad_enabled(training):
         picked = auto._plan(tokens, x, training)
-    named = RotorLinear(width, width, backend=picked.backend)
+    named = RotorLinear(width, width, backend=picked.backend or dispatch.MATRICES)
     named.load_state_dict(auto.state_dict())
     auto.train(training)
     named.train(training)

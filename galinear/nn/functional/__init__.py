@@ -17,15 +17,19 @@ Because every :math:`b_j` is exactly simple, every :math:`R_j` is a unit rotor a
 
 Pipeline: :func:`invariant_decomposition` (bivector -> factors, the power iteration of Pence,
 Yamada & Singh 2025, Algorithms 1-2) -> :func:`rotor_sandwich` (factors -> map, through a
-backend of the registry: ``"dense"`` builds the 2**n x 2**n matrix, ``"factored"`` applies the
-simple rotors directly with signed permutations).
+backend of the registry: ``"spinor"``, the default above the matrix limit on the CPU and CUDA,
+multiplies small matrices of the matrix representation of Cl(n); ``"dense"`` builds the
+2**n x 2**n chunk matrices, the default for small n; ``"factored"`` applies the simple rotors
+directly with signed permutations, the differentiable one; ``"numba"`` runs compiled kernels on
+the CPU where it is named).
 
 Layout, by stage: :mod:`~galinear.nn.functional.decomposition` (bivector -> factors),
 :mod:`~galinear.nn.functional.rotors` (factors -> simple rotors, products with vectors, sandwich
 matrices), :mod:`~galinear.nn.functional.backends` (the registry), :mod:`~galinear.nn.functional.sandwich`
 (:func:`rotor_sandwich`),
-:mod:`~galinear.nn.functional.plan` (the one dispatcher of the rotor layers: which backend, whether
-to decode, how many threads; ``plan.plan``, ``plan.Plan``, ``plan.intra_op_threads``) and
+:mod:`~galinear.nn.functional.plan` (the one dispatcher of the rotor layers: which
+:class:`~galinear.nn.functional.plan.Path` a call runs, with which backend function and how many
+threads; ``plan.plan``, ``plan.Plan``, ``plan.Path``, ``plan.intra_op_threads``) and
 :mod:`~galinear.nn.functional.transforms` (:func:`fwht`). Everything public is importable from
 here (the dispatcher from its module), and callers reach the functions through this module's
 attributes. Which backend ``backend="auto"`` runs is decided by the dispatcher alone, the same for

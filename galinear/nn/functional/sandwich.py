@@ -10,7 +10,6 @@ import torch
 
 from galinear.nn.functional import backends
 from galinear.nn.functional import plan as dispatch
-from galinear.nn.functional._common import _compiling
 
 __all__ = ["resolve_sandwich_backend", "rotor_sandwich"]
 
@@ -24,28 +23,13 @@ backends.register_sandwich_backend(
 
 
 def resolve_sandwich_backend(name: str, device, dtype) -> tuple[str, Callable]:
-    """(name, fn) of backend ``name``; "auto" is what :func:`galinear.nn.functional.plan.auto_backend`
-    chooses for the device and dtype (the plan's rule for chunks above the matrix limit)."""
-    if _compiling():
-        entry = backends._REGISTRY.get(name) if name != "auto" else None
-        if entry is not None and not isinstance(entry.fn, str):
-            return entry.name, entry.fn
-    backends._load_plugins()
-    device = torch.device(device)
+    """(name, fn) of backend ``name`` for the device and dtype; "auto" is what
+    :func:`galinear.nn.functional.plan.auto_backend` chooses (the plan's rule for chunks above the
+    matrix limit). A helper for callers that want a backend's function itself: the rotor layers
+    and :func:`rotor_sandwich` run what :func:`galinear.nn.functional.plan.plan` returns."""
     if name == "auto":
-        name = dispatch.auto_backend(device, dtype)
-    entry = backends._REGISTRY.get(name)
-    if entry is None:
-        raise ValueError(
-            f"unknown sandwich backend {name!r}; registered: {sorted(backends._REGISTRY)} (or 'auto'); "
-            f"optional modules: {backends._PLUGIN_STATE}"
-        )
-    if not entry.supports(device, dtype):
-        raise ValueError(
-            f"sandwich backend {name!r} does not support device {device} with dtype {dtype} "
-            f"(devices {entry.devices or 'any'}, dtypes {entry.dtypes}); use backend='auto'"
-        )
-    return entry.name, entry.load()
+        name = dispatch.auto_backend(torch.device(device), dtype)
+    return name, dispatch.resolve_backend(name, torch.device(device), dtype)
 
 
 def _needs_autograd(*tensors) -> bool:
@@ -86,5 +70,4 @@ def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> 
     mode = "training" if _needs_autograd(x, VL, WL, VR, WR) else "inference"
     tokens = math.prod(x.shape[:-2])
     chosen = dispatch.plan(n, tokens, x.device, x.dtype, mode, backend=backend, sandwich=True)
-    _, fn = resolve_sandwich_backend(chosen.backend, x.device, x.dtype)
-    return fn(x, VL, WL, VR, WR)
+    return dispatch.resolve_backend(chosen.backend, x.device, x.dtype)(x, VL, WL, VR, WR)

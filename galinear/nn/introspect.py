@@ -9,7 +9,7 @@ output chunk j by :math:`x \mapsto \alpha_p R_p x \tilde S_p` with :math:`R_p = 
 (u, w) under the single sandwich :math:`R x \tilde R`.
 
     >>> from galinear.nn import RotorLinear
-    >>> from galinear.nn.inspect import planes
+    >>> from galinear.nn.introspect import planes
     >>> listing = planes(RotorLinear(16, 16, chunk_size=8))
     >>> print(listing.table(limit=2))   # doctest: +SKIP
 """

@@ -1,4 +1,4 @@
-"""galinear.nn.inspect: planes and angles of a RotorLinear's rotors."""
+"""galinear.nn.introspect: planes and angles of a RotorLinear's rotors."""
 import numpy as np
 import pytest
 
@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 
 from galinear.core.rotors import wedge  # noqa: E402
 from galinear.nn import RotorLinear, RotorNetwork  # noqa: E402
-from galinear.nn.inspect import planes, plot_angle_spectra, rotor_layers  # noqa: E402
+from galinear.nn.introspect import planes, plot_angle_spectra, rotor_layers  # noqa: E402
 
 
 def test_planes_of_known_bivectors():
