@@ -73,7 +73,7 @@ def measure_table(ns, batches, device, rounds) -> list[dict]:
                 with torch.set_grad_enabled(mode == "training"):
                     picked = layers["auto"]._plan(batch, x, mode == "training")
                 rows.append({"n": n, "d": d, "batch": batch, "mode": mode, "threads": torch.get_num_threads(),
-                             "seconds": median, "best": best, "auto": "decode" if picked.decode else picked.backend,
+                             "seconds": median, "best": best, "auto": "decode" if picked.decode else picked.backend or dispatch.MATRICES,
                              "rule": picked.rule, "auto_within_10pct": median["auto"] <= 1.1 * median[best]})
                 print(f"n={n} d={d} batch={batch} {mode}: " + ", ".join(
                     f"{name} {seconds * 1e3:.2f} ms" for name, seconds in median.items())
@@ -204,7 +204,7 @@ def decode_latency(rounds: int) -> list[dict]:
         calls.update({f"RotorLinear(2048, 2048), {name}": (lambda m=m: m(x)) for name, m in layers.items()})
         median = statistic(round_robin(calls, rounds))
         plan = layers["auto"]._plan(1, x, False)
-        picked = "the decoding kernel" if plan.decode else plan.backend
+        picked = "the decoding kernel" if plan.decode else plan.label
     rows += [{"call": name + (f" (picks {picked})" if name.endswith("auto") else ""),
               "us": seconds * 1e6, "vs_linear": median["F.linear(2048, 2048)"] / seconds}
              for name, seconds in median.items()]

@@ -99,7 +99,7 @@ def cell(d: int, tokens: int, repeats: int, factored_max: int, threads: list, tr
     for t in threads:
         seconds = {name: timings[(t, name)].median for name in calls}
         plan = plans[t]
-        runs = "decode" if plan.decode else plan.backend
+        runs = "decode" if plan.decode else plan.backend or "dense"  # the named layer that runs it
         fastest = min((b for b in names if b != "auto"), key=seconds.get)
         out.append({"threads": t, "torch_threads": effect[t][0], "numba_threads": effect[t][1], "seconds": seconds,
                     "auto_runs": runs, "auto_rule": plan.rule, "auto_threads": plan.threads, "fastest": fastest,
