@@ -9,7 +9,7 @@ import galinear
 from galinear import blades
 from galinear.blades import metric_from_signature
 from galinear.compiler.expression import parse_identity
-from galinear.compiler.prove import ProofReport, all_signatures, prove
+from galinear.compiler.identities import ProofReport, all_signatures, prove
 from galinear.symbolic import MultiVector as SymbolicMultiVector
 from galinear.symbolic.functions import exp, inv
 
@@ -110,7 +110,7 @@ def test_undecided_within_the_timeout_is_a_clean_stop():
 
 
 def test_a_hanging_exact_step_is_stopped(monkeypatch):
-    module = sys.modules["galinear.compiler.prove"]
+    module = sys.modules["galinear.compiler.identities"]
 
     def hang(*args, **kwargs):
         time.sleep(600)
@@ -171,10 +171,18 @@ def test_galinear_prove_stays_callable_after_the_module_is_imported():
         assert entry(lambda a: (a, a), {"a": 1}, [(1, 0, 0)], trials=1).holds is True
 
 
+def test_the_old_module_path_is_the_identities_module():
+    import galinear.compiler.identities
+    import galinear.compiler.prove  # noqa: F401
+
+    assert sys.modules["galinear.compiler.prove"] is galinear.compiler.identities
+    assert galinear.compiler.prove is galinear.compiler.identities.prove  # the function, not a module
+
+
 def test_without_fork_the_step_runs_in_a_thread_and_still_stops(monkeypatch):
     import multiprocessing
 
-    module = sys.modules["galinear.compiler.prove"]
+    module = sys.modules["galinear.compiler.identities"]
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     report = prove(lc_of_wedge, {"a": 1, "b": 1, "c": 1}, [(2, 0, 0)], trials=1)
     assert report.holds is True
