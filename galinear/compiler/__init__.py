@@ -16,10 +16,10 @@ Docs: docs/codegen.md.
 """
 from __future__ import annotations
 
-from galinear.compiler.build import metric_of as _metric_of
-from galinear.compiler.kernel import Kernel, KernelPair
 from galinear.compiler import prove as _old_module_path  # noqa: F401 - the deprecated path, loaded first
+from galinear.compiler.build import metric_of as _metric_of
 from galinear.compiler.identities import ProofReport, prove  # the function takes the name
+from galinear.compiler.kernel import Kernel, KernelPair
 from galinear.compiler.targets import TARGETS
 from galinear.symbolic.functions import blade, dual, exp, grade, inv, norm, reverse, sqrt, undual
 from galinear.symbolic.trace import MAX_TRACE_TERMS, CompileTooLarge, KernelDomainError

@@ -29,7 +29,14 @@ from pathlib import Path
 from galinear import _io
 from galinear.symbolic.emit import ExpressionPrinter, statement_lines
 from galinear.symbolic.lowering import straight_line
-from galinear.symbolic.numba_source import BODY_END, BODY_START, ROWS_PER_BLOCK, Rules, print_blocked, used_inputs
+from galinear.symbolic.numba_source import (
+    BODY_END,
+    BODY_START,
+    ROWS_PER_BLOCK,
+    Rules,
+    print_blocked,
+    used_inputs,
+)
 from galinear.symbolic.spec import KernelSpec, Program, shipped_specs
 
 __all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "write_rotor_spec", "kernel_path", "GENERATED_ROOT",

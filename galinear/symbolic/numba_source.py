@@ -18,8 +18,16 @@ program whose common subexpressions were shared by :mod:`galinear.symbolic.lower
 """
 from __future__ import annotations
 
-from galinear.symbolic.emit import (ExpressionPrinter, constants_line, g_orders, guard_condition, guard_messages,
-                                    horner, statement_lines, typed_constants)
+from galinear.symbolic.emit import (
+    ExpressionPrinter,
+    constants_line,
+    g_orders,
+    guard_condition,
+    guard_messages,
+    horner,
+    statement_lines,
+    typed_constants,
+)
 
 __all__ = ["Rules", "g_function_lines", "print_program", "print_blocked", "used_inputs", "ROWS_PER_BLOCK", "BODY_START",
            "BODY_END"]

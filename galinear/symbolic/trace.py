@@ -29,7 +29,6 @@ the input patterns are never read and never written; lowering (CSE, counting, ch
 cheaper of two orders) is :mod:`galinear.symbolic.lowering`.
 """
 from __future__ import annotations
-from __future__ import annotations
 
 import inspect
 
@@ -38,8 +37,18 @@ import sympy as sp
 from galinear import blades
 from galinear.symbolic.multivector import MultiVector, _as_metric
 from galinear.symbolic.polynomials import Probe, term_bound
-from galinear.symbolic.program import (MAX_TRACE_N, MAX_TRACE_TERMS, CompileTooLarge, Gm, Graph,
-                                       KernelDomainError, Step, estimate_seconds, exact_number, input_blades)
+from galinear.symbolic.program import (
+    MAX_TRACE_N,
+    MAX_TRACE_TERMS,
+    CompileTooLarge,
+    Gm,
+    Graph,
+    KernelDomainError,
+    Step,
+    estimate_seconds,
+    exact_number,
+    input_blades,
+)
 from galinear.symbolic.traced import Traced, user_location
 
 __all__ = ["Gm", "Traced", "Graph", "Step", "trace", "input_blades", "KernelDomainError", "CompileTooLarge",

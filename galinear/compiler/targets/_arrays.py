@@ -3,8 +3,15 @@ arrays ``(..., k_i)`` that returns ``(outputs, status)``; each target gives its 
 its rules for the statements."""
 from __future__ import annotations
 
-from galinear.symbolic.emit import (ExpressionPrinter, array_g_lines, g_orders, guard_condition, guard_messages,
-                                    number_text, statement_lines)
+from galinear.symbolic.emit import (
+    ExpressionPrinter,
+    array_g_lines,
+    g_orders,
+    guard_condition,
+    guard_messages,
+    number_text,
+    statement_lines,
+)
 
 __all__ = ["ArrayRules", "array_module"]
 

@@ -15,8 +15,15 @@ import subprocess
 import numpy as np
 
 from galinear.compiler.targets._runtime import ArrayLoaded, module_folder
-from galinear.symbolic.emit import (ExpressionPrinter, Sources, g_orders, guard_condition, horner, number_text,
-                                    statement_lines)
+from galinear.symbolic.emit import (
+    ExpressionPrinter,
+    Sources,
+    g_orders,
+    guard_condition,
+    horner,
+    number_text,
+    statement_lines,
+)
 
 __all__ = ["NAME", "FILE_SUFFIX", "AUTOGRAD", "print_program", "Loaded", "Rules", "g_function_lines"]
 

@@ -79,7 +79,6 @@ class Loaded(_Loaded):
             outs, status = self.module.kernel(*arrays)
             if not given:
                 outs = tuple(np.asarray(o) for o in outs)
-        if status is not None and not isinstance(status, self.jax.core.Tracer):
-            if bool((status != 0).any()):
-                self.raise_status(np.asarray(status))
+        if status is not None and not isinstance(status, self.jax.core.Tracer) and bool((status != 0).any()):
+            self.raise_status(np.asarray(status))
         return outs

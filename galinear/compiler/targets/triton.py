@@ -7,8 +7,15 @@ import os
 from galinear.compiler.targets._runtime import Loaded as _Loaded
 from galinear.compiler.targets.numba import Rules as ScalarRules
 from galinear.compiler.targets.torch import as_tensors
-from galinear.symbolic.emit import (array_g_lines, constants_line, g_orders, guard_condition, guard_messages,
-                                    statement_lines, typed_constants)
+from galinear.symbolic.emit import (
+    array_g_lines,
+    constants_line,
+    g_orders,
+    guard_condition,
+    guard_messages,
+    statement_lines,
+    typed_constants,
+)
 
 __all__ = ["NAME", "FILE_SUFFIX", "AUTOGRAD", "print_program", "Loaded", "Rules", "require_triton"]
 
