@@ -1,0 +1,352 @@
+r"""Post-training quantization of a causal LM with a rotation of each family, scored side by side.
+
+All quantization here is simulated (fake) quantization: weights, activations and the KV cache are
+rounded to their grids and kept as floats (:mod:`galinear.quantize.quantizers`).
+
+For each rotation family and seed (:class:`QuantizeConfig`), starting from the original model:
+
+1. fold every RMSNorm scale into the next linear layers (:func:`~galinear.quantize.fusion.fold_norms`);
+2. unless the family is ``none``: R2, a random Hadamard of the head width, fused between V and O,
+   and the online Hadamard before down_proj (:mod:`galinear.quantize.fusion`);
+3. R1 of the family (:mod:`galinear.quantize.rotations`); a learned one is trained first on the
+   calibration windows (:func:`~galinear.quantize.calibrate.train_rotation`), then fused;
+4. the weights of every decoder layer quantized (RTN or GPTQ), activations per token with clipping
+   ratios searched on the calibration windows, the KV cache per head;
+5. scored: ln PPL on a stated subset of WikiText-2 test windows (or all of them), ln PPL on held-out
+   Wikipedia windows, and, when asked, next-sentence accuracy through lm-eval's HFLM.
+
+Calibration text: Wikipedia lead paragraphs (the training side of a leak-free split; the held-out
+side is scored), never WikiText-2.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from galinear import _io
+from galinear.lm import models
+from galinear.quantize import calibrate, fusion
+from galinear.quantize.hadamard import apply_hadamard
+from galinear.quantize.quantizers import (
+    ACTIVATION_BITS, check_bits, quantize_activation, quantize_heads, search_clip_ratio,
+)
+from galinear.quantize.rotations import FAMILIES, LEARNED, Rotation, dense_parameters
+
+__all__ = ["QuantizeConfig", "PRESETS", "preset", "prepare", "quantize_model", "run", "format_table",
+           "install_activation_quantizers", "save_model", "online_cost"]
+
+
+@dataclass
+class QuantizeConfig:
+    """Settings of one quantization study (``galinear quantize``; the fields are its options)."""
+
+    model: str = models.DEFAULT_MODEL
+    gguf_file: str | None = None
+    wbits: int = 4
+    abits: int = 16
+    kvbits: int = 16
+    method: str = "rtn"
+    symmetric: bool = True
+    damp: float = 0.01
+    act_order: bool = True
+    rotations: tuple = FAMILIES
+    seeds: tuple = (0,)
+    chunk: int | None = None
+    steps: int = 20
+    lr: float = 0.02
+    layers_per_step: int = 8
+    rows_per_step: int | None = 64
+    calib_windows: int = 8
+    window: int = 256
+    wikitext_windows: int | None = 8
+    wikitext_window: int = 256
+    heldout_windows: int = 4
+    accuracy_items: int = 0
+    threads: int | None = None
+    out_dir: str = "runs/quantize"
+    save: bool = False
+    progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        check_bits(self.wbits)
+        check_bits(self.abits, "activation", ACTIVATION_BITS, "--abits")
+        check_bits(self.kvbits, "KV cache", ACTIVATION_BITS, "--kvbits")
+        if self.method not in ("rtn", "gptq"):
+            raise ValueError(f"--method: unknown weight quantizer {self.method!r}; choose rtn or gptq")
+        unknown = [r for r in self.rotations if r not in FAMILIES]
+        if unknown or not self.rotations:
+            raise ValueError(f"--rotations: unknown rotation family {', '.join(unknown) or '(none given)'}; choose "
+                             f"from {', '.join(FAMILIES)}")
+        for name in ("calib_windows", "window", "wikitext_window", "heldout_windows"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"--steps must be an integer >= 0, got {self.steps!r}")
+
+
+#: Named settings (``--preset``): demo runs on the embedded default in a few minutes on 2 cores.
+PRESETS = {
+    "demo": dict(wbits=4, abits=16, method="rtn", rotations=("none", "hadamard", "cayley", "butterfly", "rotor"),
+                 seeds=(0,), steps=12, calib_windows=4, window=256, wikitext_windows=6, wikitext_window=256,
+                 heldout_windows=3, accuracy_items=0),
+    "standard": dict(),
+}
+
+
+def preset(name: str, **changes) -> QuantizeConfig:
+    if name not in PRESETS:
+        raise ValueError(f"--preset: unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return QuantizeConfig(**{**PRESETS[name], **changes})
+
+
+# ------------------------------------------------------------------------------------ model steps
+def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch.float32):
+    """Steps 1-2 of the module doc on ``model`` in place; returns the R1 :class:`Rotation` (not fused yet)."""
+    fusion.check_architecture(model)
+    fusion.fold_norms(model)
+    width = model.config.hidden_size
+    rotation = Rotation(family, width, seed, chunk, dtype)
+    if family != "none":
+        hd = fusion.head_dim(model)
+        fusion.rotate_heads(model, Rotation("hadamard", hd, seed + 7919).matrix())
+        fusion.online_hadamard(model)
+    return rotation
+
+
+def _layer_weights(model) -> list:
+    return [{name: models.projection(model, i, name).weight.detach().clone().to(torch.float32)
+             for name in calibrate.LINEARS} for i in range(len(models.decoder_layers(model)))]
+
+
+def install_activation_quantizers(model, abits: int, kvbits: int, windows=None) -> dict:
+    """Forward pre-hooks quantizing every decoder linear layer's input per token (clipping ratio
+    searched on ``windows`` per layer) and forward hooks quantizing k_proj's and v_proj's outputs per
+    head (the cache's content; K before RoPE). Returns {"clips": {(layer, projection): ratio}}."""
+    clips = {}
+    hd = fusion.head_dim(model)
+    for index in range(len(models.decoder_layers(model))):
+        stats = calibrate.capture_layer(model, windows, index) if abits < 16 and windows else None
+        for name in calibrate.LINEARS:
+            linear = models.projection(model, index, name)
+            if abits < 16:
+                ratio = search_clip_ratio(stats[name]["rows"], abits, linear.weight) if stats else 1.0
+                clips[(index, name)] = ratio
+                linear.register_forward_pre_hook(
+                    lambda module, args, r=ratio: (quantize_activation(args[0], abits, r),) + tuple(args[1:]))
+            if kvbits < 16 and name in ("k_proj", "v_proj"):
+                linear.register_forward_hook(lambda module, args, out: quantize_heads(out, kvbits, hd))
+    return {"clips": clips}
+
+
+def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib, log=None) -> dict:
+    """Steps 1-4 of the module doc on ``model`` in place; returns what the report needs."""
+    t0 = time.perf_counter()
+    rotation = prepare(model, family, seed, config.chunk)
+    training = None
+    if family in LEARNED and config.steps > 0:
+        torch.manual_seed(seed)
+        stats = calibrate.capture_layers(model, calib, range(len(models.decoder_layers(model))), seed=seed)
+        folder = os.path.join(config.out_dir, "calibration")
+        os.makedirs(folder, exist_ok=True)
+        checkpoint = os.path.join(folder, f"{family}-w{config.wbits}a{config.abits}-s{seed}.safetensors")
+        lr = config.lr / 10 if family == "cayley" else config.lr
+        training = calibrate.train_rotation(rotation, _layer_weights(model), stats, config.wbits, config.abits,
+                                            config.steps, lr, config.layers_per_step, seed, config.symmetric,
+                                            rows_per_step=config.rows_per_step, checkpoint=checkpoint, log=log)
+    with torch.no_grad():
+        fusion.rotate_residual(model, rotation.matrix().detach())
+    calibration_seconds = time.perf_counter() - t0
+    weights = calibrate.quantize_weights(model, config.wbits, config.method, config.symmetric, calib, config.damp,
+                                         config.act_order, log=log)
+    activations = install_activation_quantizers(model, config.abits, config.kvbits, calib)
+    return {"rotation": rotation.describe(), "rotation_parameters": rotation.num_parameters(),
+            "cayley_parameters": dense_parameters(rotation.width), "training": training,
+            "calibration_seconds": calibration_seconds + weights["seconds"], "clips": activations["clips"],
+            "online": family != "none"}
+
+
+# ------------------------------------------------------------------------------------ scoring
+def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
+    """Milliseconds of the online Hadamard before down_proj, of a fast Walsh-Hadamard transform of the
+    next power of two, of down_proj itself and of one decoder layer, on ``tokens`` rows, side by side."""
+    from galinear.nn.functional import fwht
+
+    width = models.projection(model, 0, "down_proj").in_features
+    hidden = model.config.hidden_size
+    x = torch.randn(tokens, width)
+    power = 1 << (width - 1).bit_length()
+    xp = torch.randn(tokens, power)
+    down = models.projection(model, 0, "down_proj")
+    block = models.decoder_layers(model)[0]
+    h = torch.randn(1, tokens, hidden)
+    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+
+    def layer():
+        position = torch.arange(tokens)[None]
+        emb = rotary(h, position) if rotary is not None else None
+        return block(h, position_embeddings=emb, position_ids=position)
+
+    def timed(fn):
+        with torch.no_grad():
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+        return 1000 * (time.perf_counter() - t0) / repeats
+
+    return {"tokens": tokens, "width": width, "online_hadamard_ms": timed(lambda: apply_hadamard(x)),
+            "fwht_ms": timed(lambda: fwht(xp)), "fwht_width": power,
+            "down_proj_ms": timed(lambda: torch.nn.functional.linear(x, down.weight)),
+            "layer_ms": timed(layer)}
+
+
+def _wikitext(loaded, config):
+    from galinear.lm import wikitext
+    from galinear.lm.windows import bos_token
+
+    bos = bos_token(loaded.tokenizer)
+    ids = wikitext.token_ids(loaded.tokenizer, wikitext.read_file())
+    length = wikitext.window_length(loaded.model, config.wikitext_window, bos)
+    return ids, length, bos
+
+
+def calibration_windows(loaded, config):
+    """(calibration windows, held-out Windows) from the Wikipedia lead paragraphs."""
+    from galinear.data.text import load_wikipedia
+    from galinear.lm.windows import bos_token, split_windows, tokenize
+
+    bos = bos_token(loaded.tokenizer)
+    tokens = tokenize(loaded.tokenizer, load_wikipedia(), max_tokens=max(60_000, 40 * config.window * 8))
+    windows = split_windows(tokens, config.window, config.window, 0.2, seed=0, group=1,
+                            max_train=config.calib_windows, max_heldout=config.heldout_windows, bos=bos)
+    calib = [torch.as_tensor(row) for row in windows.batch(windows.train)]
+    return calib, windows
+
+
+def accuracy(model, tokenizer, items: int, batch_size: int = 8) -> dict:
+    """lm-eval's acc and acc_norm on ``items`` next-sentence questions from the WikiText-2 test split."""
+    import tempfile
+
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    from galinear.data.choice import next_sentence_items, write_lm_eval_task
+    from galinear.lm import wikitext
+
+    task = "galinear_quantize_next_sentence"
+    with tempfile.TemporaryDirectory() as folder:
+        write_lm_eval_task(folder, next_sentence_items(wikitext.read_file(), items, seed=0), name=task)
+        lm = HFLM(pretrained=model, tokenizer=tokenizer, device="cpu", batch_size=batch_size)
+        manager = TaskManager(include_path=folder, include_defaults=False)
+        result = simple_evaluate(model=lm, tasks=[task], task_manager=manager, bootstrap_iters=0, random_seed=0)
+    scores = result["results"][task]
+    return {"acc": scores["acc,none"], "acc_norm": scores["acc_norm,none"], "items": items}
+
+
+def score(model, loaded, config, wiki, heldout) -> dict:
+    from galinear.lm.perplexity import heldout_log_perplexity, stream_log_perplexity
+
+    ids, length, bos = wiki
+    out = {"wikitext": stream_log_perplexity(model, ids, length, bos, windows=config.wikitext_windows)}
+    out["heldout"] = heldout_log_perplexity(model, heldout)
+    if config.accuracy_items:
+        out["accuracy"] = accuracy(model, loaded.tokenizer, config.accuracy_items)
+    return out
+
+
+# ------------------------------------------------------------------------------------ saving
+def save_model(model, tokenizer, folder: str, record: dict) -> str:
+    """A plain Hugging Face folder (safetensors) of the quantized model with every rotation fused:
+    the online Hadamard multiplied back into down_proj (the same function, float grid points no
+    longer on the grid there), activation and KV quantization not included (simulated at run time
+    only), and ``galinear_quantize.json`` beside it with the settings."""
+    plain = copy.deepcopy(model)
+    fusion.remove_online_hadamard(plain)
+    for module in plain.modules():
+        module._forward_pre_hooks.clear()
+        module._forward_hooks.clear()
+    with _io.atomic_folder(folder) as tmp:
+        plain.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        _io.save_json(os.path.join(tmp, "galinear_quantize.json"), record)
+    return folder
+
+
+# ------------------------------------------------------------------------------------ the study
+def _row(name, seed, result, scores, config):
+    acc = scores.get("accuracy", {})
+    return {"family": name, "seed": seed, "wbits": config.wbits, "abits": config.abits, "kvbits": config.kvbits,
+            "method": config.method, "wikitext_ln_ppl": scores["wikitext"]["log_ppl"],
+            "heldout_ln_ppl": scores["heldout"]["log_ppl"], "acc": acc.get("acc"), "acc_norm": acc.get("acc_norm"),
+            **(result or {})}
+
+
+def run(config: QuantizeConfig, log=print) -> dict:
+    """The study: the original model's row, then one row per rotation family and seed. Returns
+    {"rows", "table", "online", "wikitext"}; writes ``results.json`` and ``results.md`` in ``out_dir``."""
+    config.check()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    loaded = models.load_model(config.model, config.gguf_file)
+    fusion.check_architecture(loaded.model) if any(r != "none" for r in config.rotations) else None
+    original = loaded.model
+    calib, heldout = calibration_windows(loaded, config)
+    wiki = _wikitext(loaded, config)
+    os.makedirs(config.out_dir, exist_ok=True)
+    rows = [_row("float (not quantized)", None, {"rotation_parameters": 0}, score(original, loaded, config, wiki,
+                                                                                   heldout), config)]
+    log(f"float: WikiText-2 ln PPL {rows[0]['wikitext_ln_ppl']:.4f}")
+    online = None
+    for family in config.rotations:
+        for seed in (config.seeds if family != "none" else config.seeds[:1]):
+            model = copy.deepcopy(original)
+            result = quantize_model(model, config, family, seed, calib, log=log if config.progress else None)
+            result.pop("clips", None)
+            rows.append(_row(family, seed, result, score(model, loaded, config, wiki, heldout), config))
+            log(f"{family} seed {seed}: WikiText-2 ln PPL {rows[-1]['wikitext_ln_ppl']:.4f}")
+            if online is None and family != "none":
+                online = online_cost(model)
+            if config.save:
+                save_model(model, loaded.tokenizer, os.path.join(config.out_dir, "models", f"{family}-s{seed}"),
+                           {"format": "galinear-quantize-v1", "settings": _settings(config), "family": family,
+                            "seed": seed, "source": config.model, "simulated": True})
+            del model
+    table = format_table(rows, config, wiki)
+    _io.save_json(os.path.join(config.out_dir, "results.json"),
+                  {"settings": _settings(config), "rows": rows, "online": online})
+    _io.atomic_write_text(os.path.join(config.out_dir, "results.md"), table + "\n")
+    return {"rows": rows, "table": table, "online": online}
+
+
+def _settings(config) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items()}
+
+
+def format_table(rows, config, wiki=None) -> str:
+    """A markdown table of the rows (simulated quantization, said in its caption)."""
+    windows = "all" if config.wikitext_windows is None else str(config.wikitext_windows)
+    lines = [f"Simulated (fake) quantization, W{config.wbits}A{config.abits}KV{config.kvbits}, "
+             f"{config.method.upper()} weights ({'symmetric' if config.symmetric else 'asymmetric'}, per output "
+             f"channel); WikiText-2 ln PPL on {windows} test windows of {config.wikitext_window} tokens; held-out "
+             f"Wikipedia ln PPL on {config.heldout_windows} windows; calibration on {config.calib_windows} Wikipedia "
+             f"windows of {config.window} tokens.", "",
+             "| rotation | seed | WikiText-2 ln PPL | held-out Wikipedia ln PPL | acc | rotation parameters | "
+             "% of Cayley's | calibration s |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cayley = r.get("cayley_parameters")
+        share = f"{100 * r['rotation_parameters'] / cayley:.2f}" if cayley and r.get("rotation_parameters") else "-"
+        acc = "-" if r.get("acc") is None else f"{r['acc']:.3f}"
+        seconds = r.get("calibration_seconds")
+        lines.append(f"| {r['family']} | {'-' if r['seed'] is None else r['seed']} | {r['wikitext_ln_ppl']:.4f} | "
+                     f"{r['heldout_ln_ppl']:.4f} | {acc} | {r.get('rotation_parameters', 0):,} | {share} | "
+                     f"{'-' if seconds is None else f'{seconds:.0f}'} |")
+    return "\n".join(lines)
