@@ -1,10 +1,11 @@
 """Checks of compiled kernels (:func:`galinear.compile`): generated gradients against central
-differences of the forward kernel they belong to, in float64."""
+differences of the forward kernel they belong to, in float64; the six signatures (and a function
+in each) that every target is checked in."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["kernel_gradient_error", "assert_kernel_gradient", "special_points"]
+__all__ = ["kernel_gradient_error", "assert_kernel_gradient", "special_points", "SIGNATURE_CASES", "SIGNATURE_INPUTS"]
 
 
 def _forward_sum(forward, arrays, weight) -> float:
@@ -60,3 +61,31 @@ def special_points(widths, rng, rows: int = 2) -> dict:
         "tiny": [1e-6 * r for r in random],
         "large": [30.0 * r / max(1.0, float(np.abs(r).max())) for r in random],
     }
+
+
+# ---------------------------------------------------------------------------- signatures
+def _mixed(a, b):
+    """Every product and involution on a vector a and an even multivector b."""
+    return (a * b) + (a ^ b) - (a << b) + 0.5 * (b >> a) + (a | b) + ~b - b.conjugate() * 3 + a.involute()
+
+
+def _with_dual(a, b):
+    return _mixed(a, b) + (a ^ b).dual()
+
+
+def _pga(a, b):
+    """Degenerate metrics: the Hodge dual and the regressive product."""
+    return (a * b) + (a & b.grade(2).dual()) + a.dual()
+
+
+#: The six signatures every compiler target is checked in, each with a function of a vector ``a``
+#: and an even multivector ``b`` (inputs ``SIGNATURE_INPUTS``) using every operator it offers.
+SIGNATURE_CASES = {
+    "euclidean": ((3, 0, 0), _with_dual),
+    "pga": ((3, 0, 1), _pga),
+    "cga": ((4, 1, 0), _with_dual),
+    "sta": ((3, 1, 0), _with_dual),
+    "cl22": ((2, 2, 0), _with_dual),
+    "degenerate": ((2, 0, 1), _mixed),
+}
+SIGNATURE_INPUTS = {"a": 1, "b": "even"}

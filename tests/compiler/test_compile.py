@@ -6,34 +6,11 @@ import pytest
 import galinear
 from galinear.compiler import KernelDomainError, blade, exp, norm, sqrt
 from galinear.testing import assert_kernel_gradient, special_points
+from galinear.testing.compiled import SIGNATURE_CASES as SIGNATURES
 
 pytest.importorskip("clifford", reason="the references need the clifford package (pip install clifford; make test installs it)")
 
 TARGETS = ["numba", "numpy", "torch", "c", "triton"]
-
-
-def _mixed(a, b):
-    """Every product and involution on a vector a and an even multivector b."""
-    return (a * b) + (a ^ b) - (a << b) + 0.5 * (b >> a) + (a | b) + ~b - b.conjugate() * 3 + a.involute()
-
-
-def _with_dual(a, b):
-    return _mixed(a, b) + (a ^ b).dual()
-
-
-def _pga(a, b):
-    """Degenerate metrics: the Hodge dual and the regressive product."""
-    return (a * b) + (a & b.grade(2).dual()) + a.dual()
-
-
-SIGNATURES = {
-    "euclidean": ((3, 0, 0), _with_dual),
-    "pga": ((3, 0, 1), _pga),
-    "cga": ((4, 1, 0), _with_dual),
-    "sta": ((3, 1, 0), _with_dual),
-    "cl22": ((2, 2, 0), _with_dual),
-    "degenerate": ((2, 0, 1), _mixed),
-}
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The jax target: the generated function under jax.jit, jax.grad and jax.vmap, in float32 and float64,
 against the numpy target (values, and the numpy target's generated backward for gradients) in the
-six signatures of test_compile.py."""
+six signatures the compiler tests use (galinear.testing.compiled.SIGNATURE_CASES)."""
 import contextlib
 
 import numpy as np
@@ -8,13 +8,12 @@ import pytest
 
 import galinear
 from galinear.compiler import KernelDomainError
+from galinear.testing.compiled import SIGNATURE_CASES as SIGNATURES
+from galinear.testing.compiled import SIGNATURE_INPUTS as INPUTS
 
 jax = pytest.importorskip("jax", reason="the jax target needs jax (pip install 'galinear[jax]'; make test installs it)")
 jnp = jax.numpy
 
-from tests.compiler.test_compile import SIGNATURES  # noqa: E402 - after the skip
-
-INPUTS = {"a": 1, "b": "even"}
 TOLERANCE = {np.float64: 1e-12, np.float32: 2e-5}
 
 
