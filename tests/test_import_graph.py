@@ -459,8 +459,8 @@ def test_layers_keep_their_dependencies(collected, layer):
 #: the tests and is not ranked; neither are the package's own ``__init__``, ``__main__`` and
 #: ``cli`` (entry points that name every layer).
 LAYER_ORDER = (
-    ("galinear._extras", "galinear._io", "galinear._limits", "galinear._numba", "galinear._progress", "galinear._switch_points",
-     "galinear._util", "galinear._version", "galinear.blades", "galinear.symbolic", "galinear.proofs",
+    ("galinear._buffers", "galinear._extras", "galinear._io", "galinear._limits", "galinear._numba",
+     "galinear._progress", "galinear._switch_points", "galinear._util", "galinear._version", "galinear.blades", "galinear.symbolic", "galinear.proofs",
      "galinear._generated"),
     ("galinear.core", "galinear.kernels", "galinear.matrix_rep", "galinear.data"),
     ("galinear.compiler",),
