@@ -16,7 +16,6 @@ from galinear.nn.functional.decomposition import Spectrum
 from galinear.nn.functional.matrices import parity_order
 from galinear.nn.functional.plan import Path
 from galinear.nn.functional.recompute import recomputed
-from galinear.nn.rotor import RotorLinear
 
 __all__ = ["StructuredStages"]
 

@@ -328,12 +328,15 @@ class RotorLinear(DecodeMethods, nn.Module):
         _finite_or_raise(named, owner)
 
     def _plan(self, batch: int, x: torch.Tensor, update_warm_start: bool,
-              network_stage: bool = False) -> dispatch.Plan:
+              network_stage: bool = False, autocast: bool = False) -> dispatch.Plan:
         """What this call runs: :func:`galinear.nn.functional.plan.plan` decides (mode "inference":
         no autograd and no warm-start update); ``network_stage``: for a RotorNetwork stage of
-        gadgets like this one."""
+        gadgets like this one; ``autocast``: under a torch.autocast that lowers the parameters'
+        dtype."""
         mode = "training" if update_warm_start or torch.is_grad_enabled() else "inference"
         stage = {"network_stage": True} if network_stage else {}
+        if autocast:
+            stage["autocast"] = True
         if self.gradient != "exact" and torch.is_grad_enabled():
             stage["exact"] = False  # autograd differentiates the backend itself
         return dispatch.plan(self.n, batch, x.device, x.dtype, mode, backend=self.backend,
@@ -394,16 +397,16 @@ class RotorLinear(DecodeMethods, nn.Module):
         """:attr:`~galinear.nn.functional.plan.Path.DECODE`: the compiled decoding kernel."""
         return self.decode(flat)
 
-    def _forward(self, x, update_warm_start):
+    def _forward(self, x, update_warm_start, autocast=False):
         _check_input(self, x)
-        if self.check_finite and not _capturing():
+        if self.check_finite and not autocast and not _capturing():
             checked = self._versions(self.left_bivectors, self.right_bivectors, self.alpha, self.bias)
             if checked != self._checked:
                 self._check_parameters()
                 self._checked = checked
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
-        plan = self._plan(flat.shape[0], flat, update_warm_start)
+        plan = self._plan(flat.shape[0], flat, update_warm_start, autocast=autocast)
         run = _RUNNERS.get(plan.path)
         if run is None:
             raise ValueError(f"a RotorLinear call cannot run the path {plan.path} (plan: {plan.rule})")
@@ -462,33 +465,31 @@ class RotorLinear(DecodeMethods, nn.Module):
         computed in the parameters' dtype (float32 or float64) and the result cast back.
         """
         _check_input(self, x)
-        low = _autocast_dtype(x, self.left_bivectors.dtype)
-        if low is not None:
-            return self._autocast_forward(x, low)
         dtype, work = x.dtype, self.left_bivectors.dtype
+        if _autocast_dtype(x, work) is not None:  # the output has the autocast dtype, as nn.Linear's has
+            return self._forward(x, update_warm_start=self.training, autocast=True)
         if dtype == work:
             return self._forward(x, update_warm_start=self.training)
         return self._forward(x.to(work), update_warm_start=self.training).to(dtype)
 
-    def _autocast_forward(self, x, low):
-        """Under torch.autocast: the rotors and their chunk matrices in the parameters' dtype (the
-        decomposition and phi(ad_B) need it), the product over the tokens, which is the cost, in
-        the autocast dtype ``low``; the output has dtype ``low``, as nn.Linear's has."""
-        _check_input(self, x)
-        lead = x.shape[:-1]
-        flat = x.reshape(-1, self.in_features).to(low)
-        with torch.autocast(x.device.type, enabled=False):
+    def _run_autocast(self, flat, update_warm_start, plan):
+        """:attr:`~galinear.nn.functional.plan.Path.AUTOCAST`, under torch.autocast: the rotors and
+        their chunk matrices in the parameters' dtype (the decomposition and phi(ad_B) need it),
+        the product over the tokens, which is the cost, in the autocast dtype; the output has that
+        dtype, as nn.Linear's has."""
+        low = _autocast_dtype(flat, self.left_bivectors.dtype)
+        flat = flat.to(low)
+        with torch.autocast(flat.device.type, enabled=False):
             if not self.training and not torch.is_grad_enabled():
                 weight = self.assembled_weight()
-                out = nn.functional.linear(flat, weight.to(low), None if self.bias is None else self.bias.to(low))
-                return out.reshape(*lead, self.out_features)
+                return nn.functional.linear(flat, weight.to(low), None if self.bias is None else self.bias.to(low))
             weight, inputs, outputs = self._chunk_weight(self.training)
             mapped = flat.index_select(1, inputs) @ weight.t().to(low)
             out = mapped.new_zeros(flat.shape[0], self.out_features).index_add(1, outputs, mapped)
             out = out * self.output_scale.to(low)
             if self.bias is not None:
                 out = out + self.bias.to(low)
-        return out.reshape(*lead, self.out_features)
+        return out
 
     def dense_weight(self) -> torch.Tensor:
         """The equivalent (out_features, in_features) matrix (bias excluded); no state change."""
@@ -532,6 +533,7 @@ class RotorLinear(DecodeMethods, nn.Module):
 
 #: What a RotorLinear call runs for each path of its plan.
 _RUNNERS = {
+    dispatch.Path.AUTOCAST: RotorLinear._run_autocast,
     dispatch.Path.CHUNK_MATRICES: RotorLinear._run_chunk_matrices,
     dispatch.Path.CACHED_MATRIX: RotorLinear._run_cached_matrix,
     dispatch.Path.TRACED_MATRIX: RotorLinear._run_traced_matrix,

@@ -68,7 +68,7 @@ def test_few_tokens_in_inference_never_run_a_rotor_backend():
 
 def test_inference_matrix_limit():
     n = sp.INFERENCE_MATRIX_MAX_N
-    assert plan(n, 4096).path is P.CHUNK_MATRICES
+    assert plan(n, 4096).path is P.CACHED_MATRIX
     above = plan(n + 1, 4096)
     assert above.backend == "spinor" and above.threads == 1
 
@@ -390,3 +390,23 @@ def test_spinor_transform_rule_and_switch(monkeypatch):
     monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "fast")
     with pytest.raises(ValueError, match="GALINEAR_SPINOR_TRANSFORM must be 'auto' or 'torch'"):
         dispatch.spinor_transform(numba=True, triton=False)
+
+
+def test_a_network_in_training_asks_once_for_every_stage(monkeypatch):
+    """Under autograd the network's one plan holds every stage's plan: no stage asks again."""
+    torch.manual_seed(0)
+    net = RotorNetwork(64, 64, hidden=64, chunk_size=16)
+    asked = _recording(monkeypatch)
+    net(torch.randn(3, 64)).sum().backward()
+    (args, kwargs), = asked
+    assert kwargs["network"] and kwargs["autograd"] and len(kwargs["stages"]) == 4
+    whole = dispatch.plan(*args, **kwargs)
+    assert whole.path is P.STAGES and [s.path for s in whole.stages] == [P.PARITY_BLOCKS] * 4
+
+
+def test_an_unknown_backend_names_the_valid_ones():
+    layer = RotorLinear(64, 64, chunk_size=16, backend="nope")
+    with pytest.raises(ValueError, match=r"unknown sandwich backend 'nope'; valid: 'auto' or a registered name"):
+        layer(torch.randn(40, 64))
+    with pytest.raises(TypeError, match="backend must be a string"):
+        plan(11, 1, backend=None)

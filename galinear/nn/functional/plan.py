@@ -23,7 +23,8 @@ suits, and a bare sandwich through the registered backend of that name.
 A :class:`~galinear.nn.RotorLinear` call with ``backend="auto"`` (mode "inference": no autograd
 and no warm-start update; "training" otherwise) runs what the first rule that applies says:
 
-0. traced by torch.jit.trace: :attr:`Path.TRACED_MATRIX`;
+0. under a torch.autocast that lowers the parameters' dtype: :attr:`Path.AUTOCAST`; traced by
+   torch.jit.trace: :attr:`Path.TRACED_MATRIX`;
 1. captured or transformed (torch.compile, export, a torch.func transform): plain torch
    operations, threads as the caller set them: :attr:`Path.CACHED_MATRIX` in inference (not
    cached while captured), :attr:`Path.CHUNK_MATRICES` in training;
@@ -32,7 +33,8 @@ and no warm-start update; "training" otherwise) runs what the first rule that ap
    (9) and the batch is one token or the (out, in) matrix has at least ``DECODE_MIN_ENTRIES``
    (2048 x 2048) entries; otherwise :attr:`Path.CACHED_MATRIX`;
 3. chunks of n <= ``MATRIX_MAX_N`` (7) in training, n <= ``INFERENCE_MATRIX_MAX_N`` (9) in
-   inference: :attr:`Path.CHUNK_MATRICES`;
+   inference: the chunk matrices, :attr:`Path.CHUNK_MATRICES` in training and their assembled
+   :attr:`Path.CACHED_MATRIX` in inference;
 4. on the CPU and on CUDA ``"spinor"`` (:attr:`Path.SPINOR`), in inference and in training at any
    thread count (``python benchmarks/bench_contention.py [--training]``: the fastest backend in
    every cell, idle and beside a busy process; until its token blocks went to the caller's
@@ -136,6 +138,9 @@ class Path(enum.Enum):
     CACHED_MATRIX = "cached matrix"
     #: the assembled matrix as a constant of a torch.jit.trace graph
     TRACED_MATRIX = "traced matrix"
+    #: under torch.autocast: the chunk matrices (or the assembled matrix in inference) in the
+    #: parameters' dtype, the product over the tokens in the autocast dtype
+    AUTOCAST = "autocast"
     #: the compiled decoding kernel (a layer's, or a whole network's in one call)
     DECODE = "decode"
     #: a RotorNetwork stage: the parity blocks of all its chunk pairs in one batched product
@@ -295,7 +300,7 @@ def _differentiable_or_factored(chosen: Plan, device: torch.device, dtype: torch
 def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int | None = None, *,
          backend: str = "auto", entries: int | None = None, network: bool = False,
          network_stage: bool = False, sandwich: bool = False, exact: bool = True,
-         autograd: bool = False, decodes: bool = True, stages: tuple = ()) -> Plan:
+         autograd: bool = False, decodes: bool = True, stages: tuple = (), autocast: bool = False) -> Plan:
     """The :class:`Plan` of one call (rules in the module docstring).
 
     Parameters
@@ -314,6 +319,7 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
     network_stage : plan one stage of a RotorNetwork (its gadgets on one input) instead of one gadget.
     sandwich : plan a bare :func:`~galinear.nn.functional.rotor_sandwich` call (mode "training":
         autograd runs through it).
+    autocast : a layer's call under a torch.autocast that lowers its parameters' dtype.
     exact : the sandwich runs the exact-gradient map (a layer with ``gradient="exact"``, or any
         layer without grad mode, where both give the same values); False (``"power-step"`` under
         grad mode): autograd runs through the backend, which in training must then be differentiable.
@@ -323,6 +329,8 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
     """
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string ('auto', 'dense' or a registered name), got {backend!r}")
+    if autocast and not (network or sandwich):
+        return _AUTOCAST
     if torch.jit.is_tracing() and not sandwich:
         return _TRACED_NETWORK if network else _TRACED
     if _capturing():
@@ -341,6 +349,8 @@ def forget_plans() -> None:
 backends._ON_CHANGE.append(forget_plans)
 
 
+_AUTOCAST = Plan(Path.AUTOCAST, None, None, "autocast: the matrices in the parameters' dtype, the product in "
+                                              "the autocast dtype")
 _TRACED = Plan(Path.TRACED_MATRIX, None, None, "traced: the matrix as a constant of the graph")
 _TRACED_NETWORK = Plan(Path.STACKED_MATRICES, None, None, "traced: the stacked matrices as constants of the graph")
 _CAPTURED_NETWORK = Plan(Path.GADGETS, None, None, "captured: gadget by gadget")
@@ -415,7 +425,8 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, n
                     f"network stage, training, n <= {NETWORK_BLOCKS_MAX_N}: the parity blocks in one batched product")
     limit = INFERENCE_MATRIX_MAX_N if mode == "inference" else MATRIX_MAX_N
     if n <= limit:
-        return Plan(Path.CHUNK_MATRICES, None, None, f"{mode}, n <= {limit}: the chunk matrices")
+        return _matrices(mode, False, f"{mode}, n <= {limit}: the chunk matrices"
+                                      + (" (assembled: the cached matrix)" if mode == "inference" else ""))
     name, why = _rotor_backend(device, dtype)
     chosen = _backend_plan(name, _threads(name, device), f"{mode}, n > {limit}: {why}", exact)
     return chosen if exact or mode == "inference" else _differentiable_or_factored(chosen, device, dtype)
