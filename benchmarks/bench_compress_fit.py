@@ -136,27 +136,27 @@ def _measure(kind: str, threads, args, work: str) -> dict:
     spec = study.config.method_spec(kind)
     layer_set = (layer,)
     if args.warmup and spec.max_steps:
-        layers.fit_layer_set(study.context, dataclasses.replace(spec, max_steps=args.warmup), 0, layer_set)
+        layers.fit_layer_set(study.fitting, dataclasses.replace(spec, max_steps=args.warmup), 0, layer_set)
     elif args.warmup:
-        layers.fit_layer_set(study.context, spec, 0, layer_set)
+        layers.fit_layer_set(study.fitting, spec, 0, layer_set)
     fits, cpu_seconds = [], []
 
     def fit(_):
         clock = time.process_time()
-        fits.append(layers.fit_layer_set(study.context, spec, 0, layer_set))
+        fits.append(layers.fit_layer_set(study.fitting, spec, 0, layer_set))
         cpu_seconds.append(time.process_time() - clock)
 
     reset_peak_memory(cpu)
     timing = round_robin({"fit": Contender(fit, setup=lambda: _clear(study, "fits", "moments"))}, args.repeats,
                          warmup=0)["fit"]
     peak = peak_memory(cpu)[0]
-    stats = fits[-1]["stats"]
+    stats = {key: value.to_dict() for key, value in fits[-1].stats.items()}
     units = [stats[(layer, p)] for p in study.config.targets]
     steps = int(units[0].get("steps", 0) or 0)
     loop = units[0].get("joint_seconds") if steps else None
     dense = sum(int(u["dense_params"]) for u in units)
     parameters = sum(int(u["params"]) for u in units)
-    modules = fits[-1]["replacements"]
+    modules = fits[-1].replacements
     if parameters != sum(methods.count_parameters(modules[(layer, p)]) for p in study.config.targets):
         raise RuntimeError(f"{kind}: the recorded parameter count {parameters} is not the modules' own")
     row.update(method=kind, tag=spec.tag(), size=size_label(spec), parameters=parameters, dense_parameters=dense,

@@ -179,13 +179,13 @@ def test_study_with_closed_form_baselines(tmp_path, tiny):
     # on the single layer (same inputs for both fits) the exact fit has the lower training loss
     spec = study.config.method_spec("lr1-cf")
     fitted = study.fit_layer_set(spec, 0, (1,))
-    stats = fitted["stats"][(1, "q_proj")]
+    stats = fitted.stats[(1, "q_proj")].to_dict()
     x, _ = study.captures.original(1)
     orig = study.model.model.layers[1].self_attn.q_proj
-    tokenwise = heldout_error.mse(fitted["replacements"][(1, "q_proj")], x, x @ orig.weight.T)
+    tokenwise = heldout_error.mse(fitted.replacements[(1, "q_proj")], x, x @ orig.weight.T)
     assert stats["train_mse"] == pytest.approx(tokenwise, rel=1e-4)
     adam = study.fit_layer_set(study.config.method_spec("lr1"), 0, (1,))
-    assert tokenwise <= heldout_error.mse(adam["replacements"][(1, "q_proj")], x, x @ orig.weight.T) + 1e-9
+    assert tokenwise <= heldout_error.mse(adam.replacements[(1, "q_proj")], x, x @ orig.weight.T) + 1e-9
     # moments of the pair's layer 2 come from the network with layer 0 replaced by the closed-form fit
     import os
 
@@ -226,7 +226,7 @@ def test_streamed_moments_of_a_partly_compressed_network(tmp_path, tiny):
                   texts=TEXTS)
     spec = study.config.method_spec("lr1-cf")
     fitted = study.fit_layer_set(spec, 0, (0, 2))
-    layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
+    layer0 = {k: v for k, v in fitted.replacements.items() if k[0] == 0}
     with surgery.swapped(study.model, layer0):
         x_in = activations.capture(study.model, 2, study.captures.train_ids())
     x_orig = activations.capture(study.model, 2, study.captures.train_ids())

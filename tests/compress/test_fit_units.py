@@ -73,6 +73,6 @@ def test_a_layer_reads_its_checkpoints_once(tiny, tmp_path, monkeypatch, objecti
     monkeypatch.setattr(type(study.captures), "pair", lambda *a, **k: captured.append(a) or pytest.fail("captured"))
     again = study.fit_layer_set(spec, 0, (0, 2))
     assert sorted(r for r in reads if r in units) == sorted(units) and not captured  # on disk: each read once
-    for key, module in first["replacements"].items():
+    for key, module in first.replacements.items():
         for name, value in module.state_dict().items():
-            assert torch.equal(value, again["replacements"][key].state_dict()[name])
+            assert torch.equal(value, again.replacements[key].state_dict()[name])

@@ -109,7 +109,7 @@ def test_inputs_come_from_the_partly_compressed_network(tmp_path, tiny):
     spec = study.config.method_spec("lr1")
     fitted = study.fit_layer_set(spec, 0, (0, 2))
     original_inputs, _ = study.captures.original(2)
-    layer0 = {k: v for k, v in fitted["replacements"].items() if k[0] == 0}
+    layer0 = {k: v for k, v in fitted.replacements.items() if k[0] == 0}
     with surgery.swapped(study.model, layer0):
         expected = activations.capture(study.model, 2, study.captures.train_ids())
     cached = [f for f in os.listdir(os.path.join(study.work, "captures")) if f.endswith("attn_in-L2.safetensors") and f.startswith("lr1")]
@@ -168,11 +168,11 @@ def test_o_proj_refit(tmp_path, tiny):
     entries = study.run()["entries"]
     fitted = study.fit_layer_set(study.config.method_spec("lr1"), 0, (0, 2))
     for layer in (0, 2):
-        o_proj = fitted["replacements"][(layer, "o_proj")]
+        o_proj = fitted.replacements[(layer, "o_proj")]
         original = models.projection(study.model, layer, "o_proj")
         assert isinstance(o_proj, torch.nn.Linear) and o_proj is not original
         assert not torch.equal(o_proj.weight, original.weight)  # it moved from its warm start
-        assert fitted["stats"][(layer, "o_proj")]["steps"] == 3
+        assert fitted.stats[(layer, "o_proj")].steps == 3
     entry = [e for e in entries.values() if e["method"] == "lr1"][0]
     assert np.isfinite(entry["log_ppl"])
     saved = [f for f in os.listdir(tmp_path / "models") if f != "index.json"]

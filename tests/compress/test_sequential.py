@@ -127,7 +127,7 @@ def test_each_layer_sees_the_network_replaced_below_it(tmp_path):
     study = Study(config, loaded, texts=TEXTS)
     study.run()
     spec = config.method_spec("lr1")
-    fitted = study.fit_layer_set(spec, 0, (0, 1, 2))["replacements"]  # loaded from the checkpoints
+    fitted = study.fit_layer_set(spec, 0, (0, 1, 2)).replacements  # loaded from the checkpoints
     below = {k: m for k, m in fitted.items() if k[0] < 2}
     with surgery.swapped(loaded.model, below):
         expected = activations.capture(loaded.model, 2, study.captures.train_ids())

@@ -65,7 +65,7 @@ def test_o_and_mlp_replaced_in_each_family(tmp_path, family, objective):
     results = study.run(report=False)["entries"]
     spec = study.config.method_spec("lr1")
     fitted = study.fit_layer_set(spec, 0, (1,))  # read back from the checkpoints
-    reps = fitted["replacements"]
+    reps = fitted.replacements
     assert set(reps) == {(1, p) for p in ALL_PROJECTIONS}
     bias = family == "qwen2"  # Qwen2's q/k/v carry a bias, and so do their replacements
     for (layer, proj), module in reps.items():
@@ -95,7 +95,7 @@ def test_o_and_mlp_replaced_in_each_family(tmp_path, family, objective):
         assert "q/k/v/o jointly (attention objective), gate/up/down jointly (MLP output)" in results[
             f"{spec.tag()}|s0|1|a"]["fit"]
         for proj in ALL_PROJECTIONS:
-            assert fitted["stats"][(1, proj)]["objective"] == ("mlp" if proj in models.MLP_PROJECTIONS else "attention")
+            assert fitted.stats[(1, proj)].extra["objective"] == ("mlp" if proj in models.MLP_PROJECTIONS else "attention")
 
 
 def test_budget_counts_the_replaced_modules(tmp_path):
@@ -106,7 +106,7 @@ def test_budget_counts_the_replaced_modules(tmp_path):
     results = study.run()["entries"]
     for name in ("kron", "lr-cf"):
         spec = study.config.method_spec(name)
-        reps = study.fit_layer_set(spec, 0, (1,))["replacements"]
+        reps = study.fit_layer_set(spec, 0, (1,)).replacements
         assert set(reps) == {(1, p) for p in MLP_AND_O}
         for (layer, proj), module in reps.items():
             orig = models.projection(model, layer, proj)

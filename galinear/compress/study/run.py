@@ -45,7 +45,7 @@ from galinear.compress.study import distributed, layers, scoring, sequential
 from galinear.compress.study import folders as study_folders, units as study_units
 from galinear.compress.study.captures import Captures
 from galinear.compress.study.config import StudyConfig, check, check_loaded
-from galinear.compress.study.context import Context, Log, show_bars
+from galinear.compress.study.values import Fitting, LayerSetFit, Log, show_bars
 from galinear.lm import models
 from galinear.optim import threads as thread_policy
 from galinear.lm import windows as win
@@ -100,7 +100,7 @@ class Study:
 
     The orchestrator: it loads the model and the texts, builds the plain values the steps read
     (the :class:`~galinear.compress.storage.store.Store`, the captures cache
-    :attr:`captures`, the :attr:`context` of the fits) and passes them in; the fits
+    :attr:`captures`, the :attr:`fitting` values of the fits) and passes them in; the fits
     (:mod:`galinear.compress.study.layers`), the scoring (:mod:`galinear.compress.study.scoring`)
     and the units under torchrun (:mod:`galinear.compress.study.units`) never see the Study.
 
@@ -170,7 +170,7 @@ class Study:
         self.captures = Captures(self.model, self.windows, self.store, mse_windows=config.mse_windows,
                                  shard_windows=config.shard_windows, skip_lower_layers=skip, log=self.log,
                                  bars=self.bars)
-        self.context = Context(self.model, config, self.store, self.captures, self.log, self.bars)
+        self.fitting = Fitting(self.model, config, self.store, self.captures, self.log, self.bars)
         self._model_params = methods.count_parameters(self.model)
 
     def _load_results(self) -> None:
@@ -178,10 +178,10 @@ class Study:
         rank = self.ranks.rank if self.ranks.size > 1 else None
         self.results, self._own_results = self.store.load_results(self.log, rank)
 
-    def fit_layer_set(self, spec, seed: int, layer_set) -> dict:
+    def fit_layer_set(self, spec, seed: int, layer_set) -> LayerSetFit:
         """Fit (or load) every unit of ``layer_set`` for one method and seed
         (:func:`galinear.compress.study.layers.fit_layer_set`)."""
-        return layers.fit_layer_set(self.context, spec, seed, layer_set)
+        return layers.fit_layer_set(self.fitting, spec, seed, layer_set)
 
     # ------------------------------------------------------------------ evaluation
     def _evaluated(self, key: str) -> bool:
@@ -238,22 +238,22 @@ class Study:
         (_, keys), *rest = rows.items()
         distilled = bool(rest)
         dtag, dkeys = rest[0] if distilled else (None, {})
-        fitted = self.fit_layer_set(spec, seed, tuple(layer_set))
-        stats = fitted["stats"]
+        fitted = layers.fit_layer_set(self.fitting, spec, seed, tuple(layer_set))
+        stats, replacements = fitted.stats, fitted.replacements
         targets = self.config.targets
-        per_layer_params = sum(stats[(layer_set[0], p)]["params"] for p in targets)
-        dense_params = sum(stats[(layer_set[0], p)]["dense_params"] for p in targets)
-        mse = {p: float(np.mean([stats[(layer, p)]["test_mse"] for layer in layer_set])) for p in targets}
-        rel = {p: float(np.mean([stats[(layer, p)]["test_mse"] / max(stats[(layer, p)]["target_mean_square"], 1e-30)
+        per_layer_params = sum(stats[(layer_set[0], p)].params for p in targets)
+        dense_params = sum(stats[(layer_set[0], p)].dense_params for p in targets)
+        mse = {p: float(np.mean([stats[(layer, p)].test_mse for layer in layer_set])) for p in targets}
+        rel = {p: float(np.mean([stats[(layer, p)].test_mse / max(stats[(layer, p)].target_mean_square, 1e-30)
                                  for layer in layer_set])) for p in targets}
-        fit_seconds = float(sum(s.get("seconds", 0.0) for s in stats.values()))
+        fit_seconds = float(sum(s.seconds for s in stats.values()))
         first = layer_set[0]
-        curves = {p: stats[(first, p)].get("curve") for p in targets if stats[(first, p)].get("curve")}
-        valid_ms = {p: stats[(first, p)]["valid_target_mean_square"] for p in curves}
+        curves = {p: stats[(first, p)].curve for p in targets if stats[(first, p)].curve}
+        valid_ms = {p: stats[(first, p)].valid_target_mean_square for p in curves}
         if spec.moment_fit:
             how = "closed form"
             if not spec.closed_form:
-                steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in targets]
+                steps = [stats[(layer, p)].best_step for layer in layer_set for p in targets]
                 span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
                 how = f"Adam on all-row moments, best step {span} of max {spec.max_steps}"
             if self.config.until_converged:  # the same validation rows as the Adam curves (first layer, q/k/v)
@@ -261,28 +261,28 @@ class Study:
                 for p in [p for p in targets if p in models.PROJECTIONS]:
                     orig = models.projection(self.model, first, p)
                     target = heldout_error.projection_target(xv_orig, orig)
-                    curves[p] = [[0, heldout_error.mse(fitted["replacements"][(first, p)], xv, target)]]
+                    curves[p] = [[0, heldout_error.mse(replacements[(first, p)], xv, target)]]
                     valid_ms[p] = float(target.double().pow(2).mean())
         elif spec.max_steps:
-            steps = [stats[(layer, p)]["best_step"] for layer in layer_set for p in targets]
+            steps = [stats[(layer, p)].best_step for layer in layer_set for p in targets]
             span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
             how = f"Adam, best step {span} of max {spec.max_steps}"
         elif name == "zero":
             how = "-"
         else:
-            how = f"Adam, {stats[(first, targets[0])]['steps']} steps"
+            how = f"Adam, {stats[(first, targets[0])].steps} steps"
         if spec.objective != "qkv":
             how += f", {targeting.joint_note(targets, spec.objective)}"
         entry = {"method": name, "tag": spec.tag(), "seed": seed, "layers": list(layer_set),
                  "params_per_layer": per_layer_params, "dense_params_per_layer": dense_params,
                  "test_mse": mse, "test_rel_mse": rel, "fit_seconds": fit_seconds, "fit": how,
-                 "blocks": getattr(fitted["replacements"][(first, targets[0])], "blocks", None),
+                 "blocks": getattr(replacements[(first, targets[0])], "blocks", None),
                  "curves": curves, "valid_target_mean_square": valid_ms,
-                 **self._model_share(fitted["replacements"], stats)}
-        self._keep_and_evaluate(spec, seed, layer_set, fitted["replacements"], spec.tag(), keys, entry)
+                 **self._model_share(replacements, stats)}
+        self._keep_and_evaluate(spec, seed, layer_set, replacements, spec.tag(), keys, entry)
         if distilled:  # the final joint stage (galinear.compress.fitting.distill), reported as its own row
             captures = self.captures
-            modules, dstats = distill.distill_stage(self.model, fitted["replacements"], captures.train_ids(),
+            modules, dstats = distill.distill_stage(self.model, replacements, captures.train_ids(),
                                                     captures.valid_ids(), self.config, self.store, spec, seed,
                                                     tuple(layer_set), log=self.log, bars=self.bars)
             entry = dict(entry, tag=dtag, fit_seconds=fit_seconds + dstats["seconds"],
@@ -295,8 +295,8 @@ class Study:
         """The budget over the whole model: the replaced modules' parameters (all layers) against
         their dense ones, and the share of the whole model's parameters kept."""
         keys = [k for k in replacements if k[1] in self.config.targets]
-        replaced = sum(int(stats[k]["params"]) for k in keys)
-        dense = sum(int(stats[k]["dense_params"]) for k in keys)
+        replaced = sum(int(stats[k].params) for k in keys)
+        dense = sum(int(stats[k].dense_params) for k in keys)
         kept = self._model_params - dense + replaced
         return {"targets": list(self.config.targets), "replaced_params": replaced, "replaced_dense_params": dense,
                 "model_params": self._model_params, "model_params_kept": kept,
@@ -372,7 +372,7 @@ class Study:
 
         def plan():  # between the first two barriers: every rank reads the same results
             self._load_results()
-            return study_units.stages(self.plan(), self.context, self.eval_datasets, steps)
+            return study_units.stages(self.plan(), self.fitting, self.eval_datasets, steps)
 
         distributed.run(self.ranks, plan, progress=self.config.progress)
         self._load_results()

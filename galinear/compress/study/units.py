@@ -55,7 +55,7 @@ def _fit_cost(spec) -> float:
 
 def stages(plan, ctx, datasets: list, steps: Steps) -> list:
     """[(stage name, [Unit, ...]), ...] of what is left of the (method, seed, layer set) runs of
-    ``plan``, in order. ``ctx``: the study's :class:`~galinear.compress.study.context.Context`
+    ``plan``, in order. ``ctx``: the study's :class:`~galinear.compress.study.values.Fitting`
     (settings, store, captures cache); ``datasets``: what ln PPL is measured on."""
     c, store, captures = ctx.config, ctx.store, ctx.captures
     shared, depths, evaluations = {}, {}, []
