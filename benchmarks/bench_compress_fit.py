@@ -10,7 +10,7 @@ network's time? Low rank fitted by Adam ("lr") and LR* in closed form ("lr-cf") 
 
 Every method fits the q, k and v projections of one layer (``--layer``, default 13, the second
 layer of the demo) of the embedded SmolLM2-135M (``--model``: another model the study loads) the
-way ``galinear compress --preset demo`` does: a :class:`galinear.compress.study.run.Study` is
+way ``galinear compress --preset demo`` does: a :class:`galinear.compress.orchestrator.Study` is
 built from the ``demo`` preset with that one layer and one method, and
 :func:`galinear.compress.study.layers.fit_layer_set` fits the layer. The Adam methods fit q, k and
 v jointly to the layer's attention output (the ``attention`` objective,
@@ -112,7 +112,7 @@ def _measure(kind: str, threads, args, work: str) -> dict:
 
     from galinear.compress.methods import catalogue as methods
     from galinear.compress.study import layers
-    from galinear.compress.study.run import Study
+    from galinear.compress.orchestrator import Study
     from galinear.train.lm_loop import peak_memory, reset_peak_memory
 
     started = time.perf_counter()

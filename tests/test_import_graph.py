@@ -551,13 +551,13 @@ def test_train_imports_nothing_from_compress(edges):
 def test_the_sideways_check_sees_a_planted_import():
     planted = [Edge("galinear.train.lm", "galinear.compress.methods.catalogue", 3, "lazy import", False),
                Edge("galinear.train.lm", "galinear.lm.models", 4, "import", True),
-               Edge("galinear.compress.study.run", "galinear.train.loop", 5, "import", True)]
+               Edge("galinear.compress.orchestrator", "galinear.train.loop", 5, "import", True)]
     assert sideways_imports(planted) == planted[:1]
 
 
 def test_lm_sits_between_nn_and_compress():
-    assert layer_of("galinear.nn.rotor") < layer_of("galinear.lm.models") < layer_of("galinear.compress.study.run")
-    assert layer_of("galinear.compress.study.run") == layer_of("galinear.train.lm") < layer_of("galinear.commands.compress")
+    assert layer_of("galinear.nn.rotor") < layer_of("galinear.lm.models") < layer_of("galinear.compress.orchestrator")
+    assert layer_of("galinear.compress.orchestrator") == layer_of("galinear.train.lm") < layer_of("galinear.commands.compress")
     planted = [Edge("galinear.lm.models", "galinear.compress.fitting.projection", 1, "import", True)]
     assert set(upward_imports(planted)) == {("galinear.lm", "galinear.compress")}
 
@@ -565,7 +565,7 @@ def test_lm_sits_between_nn_and_compress():
 # ---------------------------------------------------------------------------- the orchestrator
 #: The study's orchestrator: it builds the plain values (settings, Store, captures cache, context)
 #: and passes them to the steps, which never import it back.
-ORCHESTRATOR = "galinear.compress.study.run"
+ORCHESTRATOR = "galinear.compress.orchestrator"
 #: Modules under galinear.compress that may import it: the package's entry point (its
 #: ``__init__.py``, which exports ``Study``) and the orchestrator itself. The command line
 #: (``galinear.commands``) sits above galinear.compress and is not checked here.

@@ -163,7 +163,7 @@ def test_training_windows_beyond_the_tokenised_text_are_refused_naming_the_count
 
     import numpy as np
 
-    from galinear.compress.study.run import split_text
+    from galinear.compress.orchestrator import split_text
     from galinear.testing.compression import tiny_config
 
     config = tiny_config(tmp_path, datasets=("a",), train_windows=3)

@@ -1,9 +1,9 @@
 """Model surgery: replacement modules put in place of a model's projections, and fitted ones
-frozen and recorded.
+frozen.
 
 ``swapped(model, replacements)`` puts replacement modules in place of projections for the
-duration of a ``with`` block and always restores the originals; :func:`install` freezes a fitted
-replacement and records it and its stats for the next ``swapped``.
+duration of a ``with`` block and always restores the originals; :func:`freeze` puts a fitted
+replacement in eval mode without gradients.
 """
 from __future__ import annotations
 
@@ -34,10 +34,4 @@ def freeze(module):
     return module
 
 
-def install(module, key, stats, replacements, info) -> None:
-    """Freeze a fitted replacement (eval mode, no gradients) and record it and its stats under key."""
-    replacements[key] = freeze(module)
-    info[key] = stats
-
-
-__all__ = ["freeze", "install", "swapped"]
+__all__ = ["freeze", "swapped"]

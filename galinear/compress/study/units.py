@@ -1,6 +1,6 @@
 """A compression study under ``torchrun``: its work as the stages and units that
 :func:`galinear.compress.study.distributed.run` spreads over the ranks (the orchestrator,
-:meth:`galinear.compress.study.run.Study.run`, passes the plan in).
+:meth:`galinear.compress.orchestrator.Study.run`, passes the plan in).
 
 Every rank loads the model and the texts and computes the same plan; the work is then done in
 stages separated by barriers, each stage's units shared out by a fixed rule, so no two ranks
@@ -18,6 +18,12 @@ ever write one file:
    are one unit;
 3. **evaluation**: ln PPL of every (method, seed, layer set) on every text, from the checkpoints.
 
+The plan is plain values: the captures and fits are calls on the captures cache and the fits of
+:mod:`galinear.compress.study.layers`; the evaluations are :class:`Evaluate` and
+:class:`EvaluateOriginal` values, which the orchestrator does itself. Nothing here calls back into
+it: what it knows of the results so far comes in as values (the runs still pending, the
+evaluations already recorded).
+
 Estimated costs (what the units are dealt out by): a fit its method record's ``cost`` (a network
 fit 20, others 1), an evaluation 1 per text, a residual stream 0.5, any other unit 1.
 Rank r records its evaluations in ``results-rank<r>.json``; after the last barrier rank 0
@@ -28,43 +34,44 @@ of ranks). Across several machines the output folder must be one shared file sys
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from galinear.compress.study import layers
 from galinear.compress.study.distributed import Unit
+from galinear.compress.study.values import Fitting
 
-ROTOR_COST = 20
+EVALUATION_COST = 1.0  # a text
 
 
 @dataclass(frozen=True)
-class Steps:
-    """The orchestrator's steps a unit runs, as plain calls: ``pending(name, seed, layer_set)``
-    (whether a run has a row to evaluate or a model to keep), ``run_one(name, seed, layer_set)``
-    (its fits, read back from their checkpoints, kept and evaluated), ``evaluate_original(datasets)``
-    and ``evaluated(key)`` (whether results.json holds that evaluation)."""
+class Evaluate:
+    """The evaluation stage's unit of one (method, seed, layer set) run: its fits read back from their
+    checkpoints, kept and scored on every text (the orchestrator's ``run_one``)."""
 
-    pending: Callable[[str, int, tuple], bool]
-    run_one: Callable[[str, int, tuple], None]
-    evaluate_original: Callable[[list], None]
-    evaluated: Callable[[str], bool]
+    name: str
+    seed: int
+    layer_set: tuple
 
 
-def _fit_cost(spec) -> float:
-    return spec.method.cost
+@dataclass(frozen=True)
+class EvaluateOriginal:
+    """ln PPL of the original model on one text (the orchestrator's ``evaluate_original``)."""
+
+    dataset: str
 
 
-def stages(plan, ctx, datasets: list, steps: Steps) -> list:
-    """[(stage name, [Unit, ...]), ...] of what is left of the (method, seed, layer set) runs of
-    ``plan``, in order. ``ctx``: the study's :class:`~galinear.compress.study.values.Fitting`
-    (settings, store, captures cache); ``datasets``: what ln PPL is measured on."""
-    c, store, captures = ctx.config, ctx.store, ctx.captures
+def stages(plan, fitting: Fitting, datasets: list, pending: set, evaluated: set) -> list:
+    """[(stage name, [Unit, Evaluate or EvaluateOriginal, ...]), ...] of what is left of the
+    (method, seed, layer set) runs of ``plan``, in order. ``fitting``: the study's values (settings,
+    store, captures cache); ``datasets``: what ln PPL is measured on; ``pending``: the runs of
+    ``plan`` with a row not evaluated yet or a model not kept; ``evaluated``: the keys
+    (``original|<text>``) results.json holds."""
+    c, store, captures = fitting.config, fitting.store, fitting.captures
     shared, depths, evaluations = {}, {}, []
     for name, seed, layer_set in plan:
         spec = c.method_spec(name)
-        pending = steps.pending(name, seed, layer_set)
-        if pending:
-            evaluations.append(Unit(f"evaluate {name} seed {seed} layers {layer_set}", float(len(datasets)),
-                                    lambda n=name, s=seed, ls=layer_set: steps.run_one(n, s, ls)))
+        waiting = (name, seed, layer_set) in pending
+        if waiting:
+            evaluations.append(Evaluate(name, seed, tuple(layer_set)))
             first = layer_set[0]
             if captures.skip_lower_layers and first > 0:
                 for d in captures.windows:
@@ -76,26 +83,24 @@ def stages(plan, ctx, datasets: list, steps: Steps) -> list:
             unit = (spec.tag(), seed, prefix + (layer,))
             if unit in depths.get(i, {}) or store.unit_done(spec, seed, prefix, layer):
                 continue
-            pending = True
+            waiting = True
             depths.setdefault(i, {})[unit] = Unit(
-                f"fit {name} seed {seed} layers {prefix + (layer,)}", _fit_cost(spec),
-                lambda sp=spec, s=seed, ls=prefix + (layer,): layers.fit_layer_set(ctx, sp, s, ls))
+                f"fit {name} seed {seed} layers {prefix + (layer,)}", spec.method.cost,
+                lambda sp=spec, s=seed, ls=prefix + (layer,): layers.fit_layer_set(fitting, sp, s, ls))
             if spec.moment_fit and not prefix:
                 shared[("moments", layer)] = (1.0, lambda L=layer: captures.moments(L, {}, f"original-attn_in-L{L}"))
             if spec.max_steps and not spec.moment_fit and not prefix:
                 shared[("valid", layer)] = (1.0, lambda L=layer: captures.valid(L, {}, None))
             if c.refit_o_proj:
                 shared[("o_in", layer)] = (1.0, lambda L=layer: captures.original(L, "o_in"))
-        if pending and not spec.moment_fit:  # an Adam set reads the original capture of each of its layers
+        if waiting and not spec.moment_fit:  # an Adam set reads the original capture of each of its layers
             for layer in layer_set:
                 shared[("capture", layer)] = (1.0, lambda L=layer: captures.original(L))
-    for d in datasets:
-        if not steps.evaluated(f"original|{d}"):
-            shared[("original", d)] = (1.0, lambda d=d: steps.evaluate_original([d]))
-    out = [("shared", [Unit(" ".join(map(str, key)), cost, work) for key, (cost, work) in shared.items()])]
+    out = [("shared", [Unit(" ".join(map(str, key)), cost, work) for key, (cost, work) in shared.items()]
+            + [EvaluateOriginal(d) for d in datasets if f"original|{d}" not in evaluated])]
     out += [(f"fits at depth {i}", list(depths[i].values())) for i in sorted(depths)]
     out.append(("evaluation", evaluations))
     return out
 
 
-__all__ = ["ROTOR_COST", "Steps", "stages"]
+__all__ = ["EVALUATION_COST", "Evaluate", "EvaluateOriginal", "stages"]

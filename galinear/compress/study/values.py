@@ -3,7 +3,7 @@
 what the fits read (:class:`Fitting`: the model, the settings, the store, the captures cache, the
 log), and the log itself (:class:`Log`).
 
-The orchestrator (:class:`galinear.compress.study.run.Study`) builds a :class:`Fitting` once and
+The orchestrator (:class:`galinear.compress.orchestrator.Study`) builds a :class:`Fitting` once and
 passes it in; fits return their results, nothing they are given is changed, and nothing here
 calls back into the orchestrator.
 """

@@ -38,7 +38,6 @@ from galinear.compress.fitting import activations, distill, heldout_error, surge
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.methods import targets as targeting
 from galinear.compress.report import summary as reporting
-from galinear.compress.report.summary import PAPER_SETS_NOTE
 from galinear.compress.storage import folder_format
 from galinear.compress.storage.store import Store, fingerprint, set_name
 from galinear.compress.study import distributed, layers, scoring, sequential
@@ -367,12 +366,14 @@ class Study:
         """Do this rank's share of the study's stages (:func:`galinear.compress.study.units.stages`,
         spread by :func:`galinear.compress.study.distributed.run`); rank 0 then writes results.json
         and the report."""
-        steps = study_units.Steps(pending=self.pending, run_one=self.run_one,
-                                  evaluate_original=self.evaluate_original, evaluated=self._evaluated)
 
         def plan():  # between the first two barriers: every rank reads the same results
             self._load_results()
-            return study_units.stages(self.plan(), self.fitting, self.eval_datasets, steps)
+            runs = self.plan()
+            pending = {run for run in runs if self.pending(*run)}
+            evaluated = {key for key in (f"original|{d}" for d in self.eval_datasets) if self._evaluated(key)}
+            return [(stage, [self._work(unit) for unit in units])
+                    for stage, units in study_units.stages(runs, self.fitting, self.eval_datasets, pending, evaluated)]
 
         distributed.run(self.ranks, plan, progress=self.config.progress)
         self._load_results()
@@ -383,6 +384,19 @@ class Study:
             self.store.write_index()
         return self.results
 
+    def _work(self, unit):
+        """A unit of the plan as :func:`galinear.compress.study.distributed.run` takes it: the
+        evaluations (:class:`~galinear.compress.study.units.Evaluate`,
+        :class:`~galinear.compress.study.units.EvaluateOriginal`) done here, the rest as planned."""
+        if isinstance(unit, study_units.Evaluate):
+            return distributed.Unit(f"evaluate {unit.name} seed {unit.seed} layers {unit.layer_set}",
+                                    study_units.EVALUATION_COST * len(self.eval_datasets),
+                                    lambda: self.run_one(unit.name, unit.seed, unit.layer_set))
+        if isinstance(unit, study_units.EvaluateOriginal):
+            return distributed.Unit(f"original {unit.dataset}", study_units.EVALUATION_COST,
+                                    lambda: self.evaluate_original([unit.dataset]))
+        return unit
+
     def write_report(self, plot: bool = True) -> dict:
         """summary.json, results.md and the plots of the results so far (:func:`galinear.compress.report.summary.write`)."""
         windows = {d: {"train": len(w.train), "heldout": len(w.heldout), "tokens": int(len(w.tokens))}
@@ -391,4 +405,4 @@ class Study:
                                datasets=self.eval_datasets, wikitext=None if self.wikitext is None else self.wikitext.info, plot=plot)
 
 
-__all__ = ["StudyConfig", "Study", "PAPER_SETS_NOTE"]
+__all__ = ["StudyConfig", "Study"]
