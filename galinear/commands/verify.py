@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder with proof scripts of your own (default: the proofs shipped in galinear.proofs). "
                              "Trust boundary: verify RUNS every script of DIR with Python, as you, with your rights; "
                              "give only a folder whose scripts you would run yourself. A script counts as proved only "
-                             "when it exits 0 and prints galinear's own verdict (galinear.symbolic.proving.run_proof): "
+                             "when it exits 0 and prints galinear's own verdict (galinear.symbolic.proof_scripts.run_proof): "
                              "the line 'proof: IDENTITY (n = N_MIN..N)' with the IDENTITY it defines, then as its last "
                              "line 'PROVED: k/k checks exact, S s' with k >= 1")
     parser.add_argument("--timeout", type=float, default=None,
@@ -87,7 +87,7 @@ def _run_identity(args) -> int:
         signatures = [parse_signature(text, N_LIMIT, "--signatures") for text in args.signatures]
     inputs = parse_inputs(args.input)
     func = parse_identity(args.identity, list(inputs))
-    from galinear.compiler.prove import prove
+    from galinear.compiler.identities import prove
 
     report = prove(func, inputs, signatures, timeout=IDENTITY_TIMEOUT if args.timeout is None else args.timeout,
                    max_n=args.max_n)
@@ -97,7 +97,7 @@ def _run_identity(args) -> int:
 
 _REQUIRED = ("IDENTITY", "N_MIN", "N_DEFAULT")
 _SHAPE = ("a proof script defines IDENTITY = '...' (one line), N_MIN and N_DEFAULT (integers), prove(n_max, log), "
-          "and ends with raise SystemExit(run_proof(IDENTITY, N_MIN, N_DEFAULT, prove)); see galinear.symbolic.proving")
+          "and ends with raise SystemExit(run_proof(IDENTITY, N_MIN, N_DEFAULT, prove)); see galinear.symbolic.proof_scripts")
 
 
 def _constants(path):
@@ -145,7 +145,7 @@ _VERDICT = re.compile(r"PROVED: (\d+)/(\d+) checks exact, \d+(?:\.\d+)? s")
 def verdict_problem(output: str, identity: str, n_min: int, n_max: int):
     """Why the standard output of a proof script that exited 0 is not a proof, or None.
 
-    A proof is the output of :func:`galinear.symbolic.proving.run_proof`: the header line
+    A proof is the output of :func:`galinear.symbolic.proof_scripts.run_proof`: the header line
     ``proof: IDENTITY (n = N_MIN..N)`` for the identity the script declares and the range asked
     for, and as the last line ``PROVED: k/k checks exact, S s`` with k >= 1. An exit status of 0
     alone proves nothing (a script that only prints its arguments exits 0)."""

@@ -15,7 +15,7 @@ from itertools import product
 import sympy as sp
 
 from galinear.symbolic import MultiVector, basis, symbols, vector
-from galinear.symbolic.proving import rational_multivector, run_proof
+from galinear.symbolic.proof_scripts import rational_multivector, run_proof
 
 IDENTITY = "Clifford axioms: generators, associativity, reversion, u v = u_|v + u^v"
 N_MIN = 1

@@ -28,7 +28,7 @@ import sympy as sp
 from galinear.blades import bivector_part_tables, bivector_pairs
 from galinear.symbolic import MultiVector
 from galinear.symbolic.multivector import symbols
-from galinear.symbolic.proving import run_proof
+from galinear.symbolic.proof_scripts import run_proof
 
 IDENTITY = "rotor-map gradient = phi(ad_B) <G y~>_2 (exact derivative of exp)"
 N_MIN = 2

@@ -16,7 +16,7 @@ import sympy as sp
 from galinear import blades
 from galinear.symbolic import blade, symbols, vector
 from galinear.symbolic.closed_forms import sandwich, sandwich_matrix
-from galinear.symbolic.proving import random_rational, run_proof
+from galinear.symbolic.proof_scripts import random_rational, run_proof
 
 IDENTITY = "double-rotor sandwich R x S~ preserves parity and is orthogonal"
 N_MIN = 1

@@ -19,7 +19,7 @@ import sympy as sp
 
 from galinear.symbolic import vector
 from galinear.symbolic.closed_forms import exp_series, exp_simple
-from galinear.symbolic.proving import random_rational, run_proof
+from galinear.symbolic.proof_scripts import random_rational, run_proof
 
 IDENTITY = "exp(b) = cos|b| + sinc|b| b for simple b (series, limit b -> 0)"
 N_MIN = 2

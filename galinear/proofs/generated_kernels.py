@@ -20,7 +20,7 @@ from galinear.symbolic import MultiVector, bivector, scalar
 from galinear.symbolic.closed_forms import sandwich
 from galinear.symbolic.codegen import BODY_END, BODY_START, SHIPPED_TARGETS, generate
 from galinear.symbolic.spec import KernelSpec, shipped_specs
-from galinear.symbolic.proving import run_proof
+from galinear.symbolic.proof_scripts import run_proof
 
 IDENTITY = "shipped generated kernels = symbolic products (gp, n <= 6)"
 N_MIN = 1

@@ -39,7 +39,7 @@ from galinear.symbolic.closed_forms import (
     invariants,
     wedge_powers,
 )
-from galinear.symbolic.proving import rational_orthogonal, run_proof
+from galinear.symbolic.proof_scripts import rational_orthogonal, run_proof
 
 IDENTITY = "invariant decomposition closed form, k <= 3 (Roelfs & De Keninck 2021)"
 N_MIN = 2

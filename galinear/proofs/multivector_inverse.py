@@ -18,7 +18,7 @@ from itertools import product
 import sympy as sp
 
 from galinear.symbolic import symbols
-from galinear.symbolic.proving import rational_multivector, run_proof
+from galinear.symbolic.proof_scripts import rational_multivector, run_proof
 
 IDENTITY = "closed-form multivector inverse: x N(x) scalar, N(x) x = x N(x) (n <= 5, all signatures)"
 N_MIN = 1

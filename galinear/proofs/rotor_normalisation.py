@@ -15,7 +15,7 @@ import sympy as sp
 
 from galinear.symbolic import vector
 from galinear.symbolic.closed_forms import exp_simple, normalize_rotor
-from galinear.symbolic.proving import random_rational, run_proof
+from galinear.symbolic.proof_scripts import random_rational, run_proof
 
 IDENTITY = "rotor normalisation R R~ = 1 (exp of simple b, products, normalize_rotor)"
 N_MIN = 2

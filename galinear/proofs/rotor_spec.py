@@ -28,7 +28,7 @@ from galinear._generated import rotor_spec as generated
 from galinear.symbolic import vector
 from galinear.symbolic import rotor_spec as spec
 from galinear.symbolic.closed_forms import exp_simple
-from galinear.symbolic.proving import random_rational, run_proof
+from galinear.symbolic.proof_scripts import random_rational, run_proof
 
 IDENTITY = "rotor spec: series and bounds per dtype, a + s v w = exp(v ^ w), last plane (generated module)"
 N_MIN = 2

@@ -36,7 +36,7 @@ import sympy as sp
 from galinear import blades
 from galinear.symbolic import MultiVector, bivector, blade, vector
 from galinear.symbolic.closed_forms import exp_series, invariants, wedge_powers
-from galinear.symbolic.proving import random_rational, run_proof
+from galinear.symbolic.proof_scripts import random_rational, run_proof
 from galinear.symbolic.signatures import (
     cosh_sinhc,
     exp_signature,

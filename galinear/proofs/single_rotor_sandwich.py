@@ -17,7 +17,7 @@ import sympy as sp
 from galinear import blades
 from galinear.symbolic import symbols, vector
 from galinear.symbolic.closed_forms import sandwich, sandwich_matrix
-from galinear.symbolic.proving import random_rational, run_proof
+from galinear.symbolic.proof_scripts import random_rational, run_proof
 
 IDENTITY = "single-rotor sandwich R x R~ preserves grades and is orthogonal"
 N_MIN = 1

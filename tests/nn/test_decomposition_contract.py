@@ -1,6 +1,6 @@
 """One power-decomposition contract for numpy (galinear.core.rotors) and torch (galinear.nn).
 
-The rotor spec (galinear.symbolic.rotor_spec, "Power decomposition contract") states the start
+The rotor spec (galinear.symbolic.rotor_maths, "Power decomposition contract") states the start
 vectors, the stop test, the last plane (one step), the scaling by max|b|, the restart from the
 longest column, the vanishing threshold and the fallback to the eigen-decomposition. Both
 implementations run on the same cases (galinear.testing.rotor_cases plus huge and restart cases)

@@ -17,7 +17,7 @@ from galinear import Algebra, blades
 from galinear.core.signatures import left_matrix
 from galinear.symbolic import bivector, blade, vector
 from galinear.symbolic.closed_forms import exp_simple, exp_series
-from galinear.symbolic.proving import random_rational
+from galinear.symbolic.proof_scripts import random_rational
 from galinear.symbolic.signatures import (
     cosh_sinhc,
     exp_signature,

@@ -70,7 +70,7 @@ def test_verify_reports_a_failing_proof(tmp_path, capsys):
     (tmp_path / "wrong.py").write_text(
         "import sympy as sp\n"
         "from galinear.symbolic import vector\n"
-        "from galinear.symbolic.proving import run_proof\n"
+        "from galinear.symbolic.proof_scripts import run_proof\n"
         "IDENTITY = 'a deliberately false identity: u v = v u'\n"
         "N_MIN = 2\n"
         "N_DEFAULT = 2\n"
