@@ -28,6 +28,7 @@ COMMANDS = {
     "demo": "demo",
     "tour": "tour",
     "generate": "generate",
+    "quantize": "quantize",
 }
 
 
