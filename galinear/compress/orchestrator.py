@@ -36,6 +36,7 @@ import numpy as np
 
 from galinear.compress.fitting import activations, distill, heldout_error, surgery
 from galinear.compress.methods import catalogue as methods
+from galinear.compress.methods import records
 from galinear.compress.methods import targets as targeting
 from galinear.compress.report import summary as reporting
 from galinear.compress.storage import folder_format
@@ -219,7 +220,7 @@ class Study:
         fitted row, and the distilled one with --distill."""
         spec = self.config.method_spec(name)
         tags = [spec.tag()]
-        if self.config.distill and name != "zero":
+        if self.config.distill and spec.method.fit != records.NO_FIT:
             tags.append(f"{spec.tag()}-{distill.settings_tag(self.config)}")
         return spec, {t: {d: f"{t}|s{seed}|{set_name(layer_set)}|{d}" for d in self.eval_datasets} for t in tags}
 
@@ -266,7 +267,7 @@ class Study:
             steps = [stats[(layer, p)].best_step for layer in layer_set for p in targets]
             span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
             how = f"Adam, best step {span} of max {spec.max_steps}"
-        elif name == "zero":
+        elif spec.method.fit == records.NO_FIT:
             how = "-"
         else:
             how = f"Adam, {stats[(first, targets[0])].steps} steps"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from galinear import _io
-from galinear.compress.methods.records import colour, display_name
+from galinear.compress.methods.records import ADAM, CLOSED_FORM, MOMENTS, RECORDS, colour, display_name
 from galinear.lm.models import ALL_PROJECTIONS, PROJECTIONS
 
 
@@ -62,9 +62,10 @@ def plot(records: list, path: str, layers=None) -> str | None:
             color = colour(r["method"], "k")
             label = None if name in labelled else name
             labelled.add(name)
-            if r["method"].endswith("-cf") or r["method"] == "rotorlin-m":
+            fit = RECORDS[r["method"]].fit if r["method"] in RECORDS else ADAM
+            if fit in (CLOSED_FORM, MOMENTS):  # one point: the fit's validation MSE
                 ax.axhline(curve[0][1] / scale, color=color, linestyle="--", linewidth=1.2,
-                           label=None if label is None else (f"{name} (closed form)" if r["method"].endswith("-cf")
+                           label=None if label is None else (f"{name} (closed form)" if fit == CLOSED_FORM
                                                              else name))
                 continue
             steps = [c[0] for c in curve]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from galinear import _io
-from galinear.compress.methods.records import colour, display_name
+from galinear.compress.methods.records import RECORDS, colour, display_name
 from galinear.compress.study.sequential import compact
 
 #: how far two scores of the same entry (or of the original model) may differ across folders
@@ -59,7 +59,7 @@ class Point:
 
 def objective_of(method: str, tag: str) -> str:
     """'attention' / 'logits' from the tag's ``-obj...`` part; 'qkv' otherwise and for closed forms."""
-    if method.endswith("-cf"):
+    if method in RECORDS and not RECORDS[method].adam_fitted:
         return "qkv"
     match = re.search(r"-obj([a-z]+)(?=-|$)", tag)
     return match.group(1) if match else "qkv"

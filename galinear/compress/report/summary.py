@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from galinear import _io
-from galinear.compress.methods.records import base_name, colour, display_name
+from galinear.compress.methods.records import RECORDS, base_name, colour, display_name
 from galinear.compress.study.sequential import compact
 from galinear.compress.methods.targets import short
 from galinear.lm.models import PROJECTIONS
@@ -150,7 +150,7 @@ def plot_figure(rows: list, datasets, path: str) -> str | None:
                 seen.add("zero")
                 continue
             label = f"{display_name(r['method'])} ({len(r['layers'])} layer{'s' if len(r['layers']) > 1 else ''})"
-            exact = r["method"].endswith("-cf")  # closed-form fits: hollow markers in the Adam fit's colour
+            exact = r["method"] in RECORDS and RECORDS[r["method"]].exact  # hollow, in the Adam fit's colour
             color = colour(r["method"], "k")
             ax.errorbar(r["params_per_layer"], s["mean"], yerr=s["std"] if s["n"] > 1 else None,
                         color=color, marker=markers.get(len(r["layers"]), "D"), markerfacecolor="none" if exact else color,

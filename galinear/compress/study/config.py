@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 
 from galinear.compress.methods import catalogue as methods
+from galinear.compress.methods import records
 from galinear.lm import models
 
 _DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
@@ -85,8 +86,6 @@ class StudyConfig:
         """The MethodSpec of method ``name`` in this study: the size settings its record takes
         (:data:`galinear.compress.methods.records.OPTION_FIELDS`), the stopping rule for an Adam fit
         with until_converged and for a fit on moments, the objective for an Adam fit."""
-        from galinear.compress.methods import records
-
         record = records.method(name)
         converged = (self.until_converged and record.adam_fitted) or record.fit == records.MOMENTS
         sizes = {spec_field: getattr(self, field) for option, field, spec_field in records.OPTION_FIELDS
@@ -246,7 +245,7 @@ def check(c: StudyConfig, loaded=None, texts: dict | None = None) -> None:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
         if not (isinstance(c.distill_lr, (int, float)) and math.isfinite(c.distill_lr) and c.distill_lr > 0):
             raise ValueError(f"distill_lr must be a finite number > 0, got {c.distill_lr!r}")
-        if tuple(c.methods) == ("zero",):
+        if all(m in records.RECORDS and records.RECORDS[m].fit == records.NO_FIT for m in c.methods):
             raise ValueError("the zero baseline has no parameters to distill; drop --distill or add a method")
     wikitext.check_ready(c.wikitext)
     if c.wikitext == "auto" and not wikitext.available() and (c.wikitext_windows is not None
@@ -342,8 +341,6 @@ def _config_qkv_shapes(c: StudyConfig):
 def _bh_blocks_problem(c: StudyConfig, shapes):
     """Why --bh-blocks does not divide one of ``shapes`` (:func:`qkv_shapes`), or None (also when no
     bh1 method is asked or the blocks are left to the default)."""
-    from galinear.compress.methods import records
-
     blocks = c.bh_blocks
     if blocks is None or not any("--bh-blocks" in records.method(m).options for m in c.methods
                                  if m in records.RECORDS):
