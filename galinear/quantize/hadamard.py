@@ -145,10 +145,14 @@ def hadamard(n: int) -> np.ndarray:
 
 
 def is_hadamard(h) -> bool:
-    """Whether ``h`` has entries +-1 and :math:`H H^T = n I` exactly."""
+    """Whether ``h`` has entries +-1 and :math:`H H^T = n I` exactly (in float64, exact for integers below 2^53:
+    every entry of the product is a sum of n terms +-1)."""
     h = np.asarray(h)
     n = h.shape[0]
-    return h.shape == (n, n) and bool(np.all(np.abs(h) == 1)) and np.array_equal(h @ h.T, n * np.eye(n, dtype=h.dtype))
+    if h.shape != (n, n) or not np.all(np.abs(h) == 1):
+        return False
+    f = h.astype(np.float64)
+    return bool(np.array_equal(f @ f.T, n * np.eye(n)))
 
 
 def random_hadamard(n: int, seed: int, dtype=None):

@@ -30,7 +30,8 @@ def _rotated(model, family, seed=0):
     return model
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f in ("hadamard", "cayley") else f
+                                    for f in FAMILIES])
 def test_every_fused_rotation_keeps_the_model(family):
     original = _scaled_norms(tiny_llama(2))
     model = _rotated(copy.deepcopy(original), family)

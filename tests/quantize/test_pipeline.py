@@ -9,7 +9,8 @@ from galinear.quantize.pipeline import QuantizeConfig, online_cost, quantize_mod
 from galinear.testing.models import tiny_llama
 
 
-@pytest.mark.parametrize("family", ["none", "hadamard", "rotor"])
+@pytest.mark.parametrize("family", [pytest.param("none", marks=pytest.mark.slow),
+                                    pytest.param("hadamard", marks=pytest.mark.slow), "rotor"])
 def test_gptq_with_quantized_activations_and_cache(family, tmp_path):
     original = tiny_llama(2)
     model = copy.deepcopy(original)

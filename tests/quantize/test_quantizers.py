@@ -14,7 +14,7 @@ matrices = arrays("float64", st.tuples(st.integers(1, 6), st.integers(1, 12)),
                   elements=st.floats(-100, 100, allow_nan=False, width=64))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(matrices, st.integers(2, 8), st.booleans())
 def test_rtn_error_is_at_most_half_a_step(w, bits, symmetric):
     w = torch.as_tensor(w)
@@ -26,7 +26,7 @@ def test_rtn_error_is_at_most_half_a_step(w, bits, symmetric):
     assert torch.all(codes.round() >= 0) and torch.all(codes.round() <= 2 ** bits - 1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(matrices, st.integers(2, 8), st.booleans())
 def test_quantizing_twice_changes_nothing(w, bits, symmetric):
     w = torch.as_tensor(w)
