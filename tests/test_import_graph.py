@@ -466,7 +466,7 @@ LAYER_ORDER = (
     ("galinear.compiler",),
     ("galinear.nn",),
     ("galinear.lm", "galinear.optim", "galinear.plot"),
-    ("galinear.compress", "galinear.train"),
+    ("galinear.compress", "galinear.train", "galinear.quantize"),
     ("galinear.commands",),
 )
 UNRANKED = ("galinear", "galinear.__main__", "galinear.cli", "galinear.testing")

@@ -20,6 +20,7 @@ BAD_VALUES = {
     "demo": ["--threads", "many"],  # demo's options are few: a value its parser refuses
     "tour": ["--n", "12"],
     "generate": ["{tmp}/no-such-folder"],
+    "quantize": ["--wbits", "1", "--no-progress"],
 }
 OUT = {"train-mlp", "train-lm"}  # commands that would create their results folder
 
