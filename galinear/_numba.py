@@ -25,7 +25,10 @@ kernel modules go to a private temporary folder removed at exit.
 Generated kernel modules are imported by :func:`load_generated` from the source galinear has
 just generated, held in memory: the file on disk is checked against its SHA-256 (rewritten when
 it differs) and only serves numba as the place its cache is keyed on. No ``.pyc`` is read or
-written for them, so a planted ``__pycache__`` file never runs.
+written for them, so a planted ``__pycache__`` file never runs. Modules named by a key of what
+they compute (:func:`load_keyed`, the per-pattern kernels of :mod:`galinear.core.graded`) are
+compiled from the file's text once its first line, the SHA-256 of the rest, matches, so that a
+process finding one never builds its source; a file that does not match is regenerated first.
 """
 import atexit
 import hashlib
@@ -40,7 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["jit", "prange", "readonly", "set_threads", "default_cache_dir", "cache_folder_problem",
-           "disk_cache_folder", "generated_folder", "load_generated", "UntrustedCacheWarning"]
+           "disk_cache_folder", "generated_folder", "load_generated", "load_keyed", "UntrustedCacheWarning"]
 
 
 class UntrustedCacheWarning(UserWarning):
@@ -160,16 +163,48 @@ def load_generated(name: str, path, source: str) -> types.ModuleType:
         if digest() != expected:
             raise RuntimeError(f"{path}: the generated kernel changed while it was written; "
                                "another process may be writing the same folder")
+    return _execute(name, path, source)
+
+
+def _execute(name: str, path: Path, source: str) -> types.ModuleType:
+    """The module ``name`` run from the text ``source`` (never a ``.pyc``), its ``__file__`` ``path``."""
     module = types.ModuleType(name)
     module.__file__ = str(path)
     code = compile(source, str(path), "exec", dont_inherit=True)
     sys.modules[name] = module
     try:
-        exec(code, module.__dict__)  # noqa: S102  (the source galinear generated, not the file)
+        exec(code, module.__dict__)  # noqa: S102  (the source galinear generated or wrote and checked)
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+_STAMP = "# sha256 of the lines below: "
+
+
+def load_keyed(name: str, path, make_source) -> types.ModuleType:
+    """The module ``name``, kept as ``path`` and named by a key of what it computes rather than by
+    its text, so that a process finding it on disk never builds the source.
+
+    The file's first line holds the SHA-256 of the rest. When the file is there and its text
+    matches that line, the module is compiled from the text read (never from a ``.pyc``; the
+    folder is one only the current user can write, :func:`generated_folder`, the trust numba's
+    own cache index needs). Otherwise ``make_source()`` is called and the module is written and
+    loaded as :func:`load_generated` does (a truncated or edited file is replaced before anything
+    of it runs)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    first, newline, rest = text.partition("\n")
+    if newline and first == _STAMP + hashlib.sha256(rest.encode("utf-8")).hexdigest():
+        return _execute(name, path, text)
+    source = make_source()
+    return load_generated(name, path, f"{_STAMP}{hashlib.sha256(source.encode('utf-8')).hexdigest()}\n{source}")
 
 
 def jit(func=None, **options):

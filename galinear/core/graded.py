@@ -6,12 +6,17 @@ two patterns only the terms :math:`e_A \circ e_B` with :math:`|A|` in the first 
 :math:`|B|` in the second are kept (the blade tables of :mod:`galinear.core.products`), so a
 vector times a vector in Cl(10) runs :math:`n^2 = 100` terms instead of :math:`4^{10}`.
 
-Each (metric, product kind, pattern of a, pattern of b) gets its own numba kernel, written as
-straight-line code from the kept terms (one line per output blade) into a file under the numba
-cache folder and compiled on first call with ``cache=True``: nothing compiles at import, and a
-second process loads the machine code from disk (only from a cache folder no other user can write;
-the module is compiled from the generated source, never from its file's ``.pyc``:
-:mod:`galinear._numba`). Term lists longer than :data:`STRAIGHT_LINE_MAX_TERMS`
+Each (metric, product kind, pattern of a, pattern of b) gets its own numba kernel, straight-line
+code from the kept terms (one sum per output blade) printed by the printer of every generated numba
+module (:func:`galinear.symbolic.numba_source.print_strided`, after the compiler's CSE,
+:func:`galinear.symbolic.lowering.straight_line`) into a file under the numba cache folder, and
+compiled on first call with ``cache=True``: nothing compiles at import. The file is named by the
+kernel's key (layout, metric, kind, patterns and the generator's version,
+:func:`generator_version`), not by its text, so a process that finds it loads it without building
+its source or importing sympy, and numba loads the machine code from its disk cache
+(:func:`galinear._numba.load_keyed`: only from a cache folder no other user can write, compiled
+from the file's checked text, never from a ``.pyc``). Only a missing kernel is printed, with
+sympy. Term lists longer than :data:`STRAIGHT_LINE_MAX_TERMS`
 use the index-list kernel :func:`galinear.core.products.table_product` on the kept terms
 instead (long straight-line code compiles slowly).
 
@@ -49,10 +54,17 @@ __all__ = [
     "unpack",
     "product_packed",
     "STRAIGHT_LINE_MAX_TERMS",
+    "GENERATOR_VERSION",
+    "generator_version",
 ]
 
 #: Largest number of kept terms written as straight-line code; longer lists use index lists.
 STRAIGHT_LINE_MAX_TERMS = 2048
+#: Part of every kernel's key, with the text of the generator's files (:func:`generator_version`):
+#: raise it when the printed kernels change in a way those files do not show.
+GENERATOR_VERSION = 2
+#: The files whose text decides what a kernel's source is (relative to the galinear package).
+_GENERATOR_FILES = ("core/graded.py", "symbolic/numba_source.py", "symbolic/emit.py", "symbolic/lowering.py")
 
 
 def ALL(n: int) -> int:
@@ -102,79 +114,85 @@ def _kept_terms(metric: tuple[int, ...], kind: str, pa: int, pb: int):
     return out
 
 
-def _cache_folder() -> Path:
-    """``galinear_graded`` in the numba cache folder when only this user can write it, else a
-    private temporary folder (:func:`galinear._numba.generated_folder`)."""
-    from galinear._numba import generated_folder
-
-    return generated_folder()
-
-
-def _signed_sum(terms) -> str:
-    """``a1*b2 - a2*b1`` from [(sign, text), ...] with integer signs."""
-    out = ""
-    for sign, text in terms:
-        coefficient = abs(int(sign))
-        body = text if coefficient == 1 else f"{coefficient}*{text}"
-        if not out:
-            out = body if sign > 0 else f"-{body}"
-        else:
-            out += f" + {body}" if sign > 0 else f" - {body}"
-    return out
+@lru_cache(maxsize=1)
+def generator_version() -> str:
+    """SHA-256 of :data:`GENERATOR_VERSION` and the text of the files that print the kernels: a new
+    generator never loads a kernel an older one wrote (read once per process; no sympy)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256(f"graded kernels {GENERATOR_VERSION}".encode())
+    for name in _GENERATOR_FILES:
+        try:
+            digest.update((root / name).read_bytes())
+        except OSError:  # no source files (a frozen install): the version number alone
+            digest.update(name.encode())
+    return digest.hexdigest()
 
 
-def _module_source(loads_a, loads_b, lines, tail="", at_a=None, at_b=None) -> str:
-    """Kernel source; ``at_a`` / ``at_b`` map a blade index to its column (packed operands)."""
-    at_a = at_a or {}
-    at_b = at_b or {}
-    load = ([f"        a{i} = a[ra, {at_a.get(i, i)}]" for i in loads_a]
-            + [f"        b{j} = b[rb, {at_b.get(j, j)}]" for j in loads_b])
-    probe = " + ".join([f"a{i}" for i in loads_a] + [f"b{j}" for j in loads_b]) or "0.0"
-    body = "\n".join(load + [f"        probe += ({probe}) * 0.0"] + lines)
-    return (
-        "# Written by galinear.core.graded from the blade tables; regenerated when missing.\n"
-        "import numpy as np\n\nfrom galinear._numba import jit\n\n\n"
-        "@jit\n"
-        "def kernel(a, b, out, sa, sb):  # pragma: no cover - compiled\n"
-        "    probe = 0.0\n"
-        "    for r in range(out.shape[0]):\n"
-        "        ra = r * sa\n"
-        "        rb = r * sb\n"
-        f"{body}\n{tail}"
-        "    return np.isfinite(probe)\n"
-    )
+def _load(key: tuple, build):
+    """The kernel of ``key`` (layout, metric, kind, patterns): the module of that key from the
+    cache folder when it is there, else ``build(key text)``'s source written there and loaded."""
+    from galinear._numba import generated_folder, load_keyed
+
+    text = repr(key + (generator_version(),))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+    path = generated_folder() / f"graded_{digest}.py"
+    return load_keyed(f"galinear_graded_{digest}", path, lambda: build(text)).kernel
 
 
-def _load(source: str):
-    """Import the kernel of ``source`` from a file named by its hash (written once)."""
-    from galinear._numba import load_generated
+def _print(key_text: str, lets, outputs, at_a=None, at_b=None) -> str:
+    """Kernel source through the shared pipeline (imports sympy: only when a kernel is missing).
 
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    path = _cache_folder() / f"graded_{digest}.py"
-    # compiled from ``source`` itself after the file's SHA-256 is checked; no .pyc read or written
-    return load_generated(f"galinear_graded_{digest}", path, source).kernel
+    ``lets``: [(m, [(sign, i, j), ...])] for ``t_m = sum sign * a_i * b_j``; ``outputs``:
+    [(column, [(sign, ("a" | "t", index), l_or_j), ...])]: a sum of ``a_i * b_j`` or ``t_m * a_l``
+    terms (an empty list writes 0.0). ``at_a`` / ``at_b`` map a blade index to its column."""
+    import sympy as sp
+
+    from galinear.symbolic.emit import ExpressionPrinter
+    from galinear.symbolic.lowering import straight_line
+    from galinear.symbolic.numba_source import print_strided
+
+    symbols = {}
+
+    def sym(prefix, index):
+        key = (prefix, index)
+        if key not in symbols:
+            symbols[key] = sp.Symbol(f"{prefix}{index}")
+        return symbols[key]
+
+    def total(terms):
+        return sp.Add(*[sign * sym(*left) * sym(*right) for sign, left, right in terms])
+
+    assignments = [(sym("t", m), total([(s, ("a", i), ("b", j)) for s, i, j in terms])) for m, terms in lets]
+    exprs = [total(terms) for _, terms in outputs]
+    loads = {name: sorted(i for p, i in symbols if p == name) for name in ("a", "b")}
+    inputs = tuple((name, tuple(sym(name, i) for i in loads[name])) for name in ("a", "b"))
+    at_a, at_b = at_a or {}, at_b or {}
+    columns = {"a": [at_a.get(i, i) for i in loads["a"]], "b": [at_b.get(j, j) for j in loads["b"]],
+               "out": [column for column, _ in outputs]}
+    program = straight_line(inputs, assignments, exprs)
+    header = ("# Written by galinear.core.graded from the blade tables (galinear.symbolic.numba_source);\n"
+              f"# key: {key_text}\n")
+    return print_strided(program, header, ExpressionPrinter(lambda c: str(int(c)), ordered=True), columns)
 
 
-def _product_sums(metric: tuple[int, ...], kind: str, pa: int, pb: int):
-    """(blades of a read, blades of b read, {output blade: its signed sum as code}), or None when
-    the kept terms are too many for straight-line code."""
+def _product_terms(metric: tuple[int, ...], kind: str, pa: int, pb: int):
+    """{output blade: [(sign, ("a", i), ("b", j)), ...]}, or None when the kept terms are too many
+    for straight-line code."""
     ti, tj, tk, ts = _kept_terms(metric, kind, pa, pb)
     if ti.size > STRAIGHT_LINE_MAX_TERMS:
         return None
     by_output = defaultdict(list)
     for i, j, k, s in zip(ti.tolist(), tj.tolist(), tk.tolist(), ts.tolist()):
-        by_output[k].append((s, f"a{i}*b{j}"))
-    sums = {k: _signed_sum(terms) for k, terms in sorted(by_output.items())}
-    return sorted(set(ti.tolist())), sorted(set(tj.tolist())), sums
+        by_output[k].append((s, ("a", i), ("b", j)))
+    return dict(sorted(by_output.items()))
 
 
 @lru_cache(maxsize=1024)
 def _product_kernel(metric: tuple[int, ...], kind: str, pa: int, pb: int):
-    parts = _product_sums(metric, kind, pa, pb)
-    if parts is None:
+    if _kept_terms(metric, kind, pa, pb)[0].size > STRAIGHT_LINE_MAX_TERMS:
         return None
-    loads_a, loads_b, sums = parts
-    return _load(_module_source(loads_a, loads_b, [f"        out[r, {k}] = {v}" for k, v in sums.items()]))
+    return _load(("dense", metric, kind, pa, pb),
+                 lambda key: _print(key, [], list(_product_terms(metric, kind, pa, pb).items())))
 
 
 def _rows(a: np.ndarray, b: np.ndarray):
@@ -271,18 +289,29 @@ def sandwich_pattern(n: int, metric: tuple[int, ...], pr: int, px: int) -> int:
     return mask_of(int(blades.blade_grades(n)[k]) for k in second)
 
 
+def _sandwich_too_long(first, second) -> bool:
+    used_m = {m for terms in second.values() for _, m, _ in terms}
+    return sum(len(first[m]) for m in used_m) + sum(len(t) for t in second.values()) > STRAIGHT_LINE_MAX_TERMS
+
+
+def _sandwich_lets(first, second):
+    """[(m, [(sign, i, j)])] for the t_m the outputs read, and {k: [(sign, ("t", m), ("a", l))]}."""
+    used_m = sorted({m for terms in second.values() for _, m, _ in terms})
+    sums = {k: [(s, ("t", m), ("a", l)) for s, m, l in terms] for k, terms in sorted(second.items())}
+    return [(m, first[m]) for m in used_m], sums
+
+
 @lru_cache(maxsize=256)
 def _sandwich_kernel(metric: tuple[int, ...], pr: int, px: int):
     first, second = _sandwich_terms(metric, pr, px)
-    used_m = sorted({m for terms in second.values() for _, m, _ in terms})
-    if sum(len(first[m]) for m in used_m) + sum(len(t) for t in second.values()) > STRAIGHT_LINE_MAX_TERMS:
+    if _sandwich_too_long(first, second):
         return None
-    lines = [f"        t{m} = {_signed_sum([(s, f'a{i}*b{j}') for s, i, j in first[m]])}" for m in used_m]
-    lines += [f"        out[r, {k}] = {_signed_sum([(s, f't{m}*a{l}') for s, m, l in terms])}"
-              for k, terms in sorted(second.items())]
-    loads_a = sorted({i for m in used_m for _, i, _ in first[m]} | {l for t in second.values() for _, _, l in t})
-    loads_b = sorted({j for m in used_m for _, _, j in first[m]})
-    return _load(_module_source(loads_a, loads_b, lines))
+
+    def build(key):
+        lets, sums = _sandwich_lets(first, second)
+        return _print(key, lets, list(sums.items()))
+
+    return _load(("dense sandwich", metric, pr, px), build)
 
 
 def sandwich(alg, R: np.ndarray, pr: int | None, x: np.ndarray, px: int | None):
@@ -334,21 +363,22 @@ def _columns(n: int, pattern: int) -> dict:
 
 
 def _packed_writes(n: int, out_pattern: int, sums: dict) -> list:
-    """One line per packed output column: its sum, or 0.0 for a blade with no term (the output
-    array is not zeroed first)."""
-    return [f"        out[r, {c}] = {sums[k] if k in sums else '0.0'}"
-            for k, c in _columns(n, out_pattern).items()]
+    """One output per packed column: its sum, or 0.0 for a blade with no term (the output array is
+    not zeroed first)."""
+    return [(c, sums.get(k, [])) for k, c in _columns(n, out_pattern).items()]
 
 
 @lru_cache(maxsize=1024)
 def _packed_product_kernel(metric: tuple[int, ...], kind: str, pa: int, pb: int):
     n = len(metric)
-    parts = _product_sums(metric, kind, pa, pb)
-    if parts is None:
+    if _kept_terms(metric, kind, pa, pb)[0].size > STRAIGHT_LINE_MAX_TERMS:
         return None
-    loads_a, loads_b, sums = parts
-    lines = _packed_writes(n, product_pattern(n, kind, pa, pb), sums)
-    return _load(_module_source(loads_a, loads_b, lines, at_a=_columns(n, pa), at_b=_columns(n, pb)))
+
+    def build(key):
+        outputs = _packed_writes(n, product_pattern(n, kind, pa, pb), _product_terms(metric, kind, pa, pb))
+        return _print(key, [], outputs, _columns(n, pa), _columns(n, pb))
+
+    return _load(("packed", metric, kind, pa, pb), build)
 
 
 def _run_packed(kernel, a, b, columns: int):
@@ -380,12 +410,12 @@ def product_packed(alg, kind: str, a: np.ndarray, pa: int, b: np.ndarray, pb: in
 def _packed_sandwich_kernel(metric: tuple[int, ...], pr: int, px: int):
     n = len(metric)
     first, second = _sandwich_terms(metric, pr, px)
-    used_m = sorted({m for terms in second.values() for _, m, _ in terms})
-    if sum(len(first[m]) for m in used_m) + sum(len(t) for t in second.values()) > STRAIGHT_LINE_MAX_TERMS:
+    if _sandwich_too_long(first, second):
         return None
-    lines = [f"        t{m} = {_signed_sum([(s, f'a{i}*b{j}') for s, i, j in first[m]])}" for m in used_m]
-    sums = {k: _signed_sum([(s, f"t{m}*a{l}") for s, m, l in terms]) for k, terms in second.items()}
-    lines += _packed_writes(n, sandwich_pattern(n, metric, pr, px), sums)
-    loads_a = sorted({i for m in used_m for _, i, _ in first[m]} | {l for t in second.values() for _, _, l in t})
-    loads_b = sorted({j for m in used_m for _, _, j in first[m]})
-    return _load(_module_source(loads_a, loads_b, lines, at_a=_columns(n, pr), at_b=_columns(n, px)))
+
+    def build(key):
+        lets, sums = _sandwich_lets(first, second)
+        outputs = _packed_writes(n, sandwich_pattern(n, metric, pr, px), sums)
+        return _print(key, lets, outputs, _columns(n, pr), _columns(n, px))
+
+    return _load(("packed sandwich", metric, pr, px), build)

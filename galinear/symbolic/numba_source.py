@@ -15,6 +15,11 @@ program whose common subexpressions were shared by :mod:`galinear.symbolic.lower
     One ``kernel(*inputs, out)`` over blocks of :data:`ROWS_PER_BLOCK` rows, each block transposed
     into (width, rows) buffers so that the straight-line body runs over contiguous rows (LLVM
     vectorises it across the batch); returns True when every input entry is finite.
+``print_strided``
+    One ``kernel(a, b, out, sa, sb)`` over rows: row r of ``out`` from row ``r * sa`` of ``a`` and
+    ``r * sb`` of ``b`` (a stride of 0 broadcasts one row), reading and writing only the columns it is
+    given (the per-pattern kernels of :mod:`galinear.core.graded`); returns True when every entry it
+    read is finite.
 """
 from __future__ import annotations
 
@@ -29,8 +34,8 @@ from galinear.symbolic.emit import (
     typed_constants,
 )
 
-__all__ = ["Rules", "g_function_lines", "print_program", "print_blocked", "used_inputs", "ROWS_PER_BLOCK", "BODY_START",
-           "BODY_END"]
+__all__ = ["Rules", "g_function_lines", "print_program", "print_blocked", "print_strided", "used_inputs",
+           "ROWS_PER_BLOCK", "BODY_START", "BODY_END"]
 
 #: Rows per block of :func:`print_blocked`.
 ROWS_PER_BLOCK = 64
@@ -203,5 +208,40 @@ def print_blocked(program, header: str, summary: str, printer: ExpressionPrinter
     lines.append(f"            for col in range({width_out}):")
     lines.append("                out[start + row, col] = out_t[col, row]")
     lines.append("    return probe == 0")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def print_strided(program, header: str, printer: ExpressionPrinter, columns: dict | None = None) -> str:
+    """``kernel(a, b, out, sa, sb)`` for a program of ``let`` statements over two inputs and one
+    output array (the layout of :mod:`galinear.core.graded`).
+
+    ``columns`` maps an input's name to the column of each of its symbols, and the output's name to
+    the column of each output expression (default: their positions). Only the input symbols the
+    program reads are loaded; every output expression is written, a zero one as ``0.0``, so the
+    caller lists only the columns it wants written."""
+    columns = columns or {}
+    if len(program.inputs) != 2 or len(program.outputs) != 1:
+        raise ValueError("print_strided takes a program of two inputs and one output array")
+    if any(step.kind != "let" for step in program.statements):
+        raise ValueError("print_strided prints let statements only (no guarded steps)")
+    used = used_inputs(program)
+    names = [name for name, _ in program.inputs]
+    lines = [header, "import numpy as np", "", "from galinear._numba import jit", "", "", "@jit",
+             f"def kernel({', '.join(names)}, out, {', '.join(f's{n}' for n in names)}):  # pragma: no cover - compiled",
+             "    probe = 0.0", "    for r in range(out.shape[0]):"]
+    lines += [f"        r{name} = r * s{name}" for name in names]
+    loaded = []
+    for name, syms in program.inputs:
+        for sym, col in zip(syms, columns.get(name, range(len(syms)))):
+            if sym in used:
+                lines.append(f"        {sym} = {name}[r{name}, {col}]")
+                loaded.append(str(sym))
+    lines.append(f"        probe += ({' + '.join(loaded) or '0.0'}) * 0.0")
+    lines += [f"        {ln}" for ln in statement_lines(program, printer, Rules)]
+    (out_name, exprs), = program.outputs
+    for e, col in zip(exprs, columns.get(out_name, range(len(exprs)))):
+        lines.append(f"        out[r, {col}] = {printer(e) if e != 0 else '0.0'}")
+    lines.append("    return np.isfinite(probe)")
     lines.append("")
     return "\n".join(lines)

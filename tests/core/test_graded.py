@@ -256,3 +256,36 @@ def test_packed_kernels_equal_the_symbolic_products(signature):
                 a, b = (Symbolic(alg.metric, [sp.Integer(int(x)) for x in v[row]]) for v in values)
                 want = np.array([float(c) for c in op(a, b).coefficients])
                 assert np.array_equal(got.values[row], want), (kind, ga, gb)
+
+
+def test_a_kernel_found_on_disk_is_loaded_without_sympy(tmp_path):
+    """Kernels are keyed by (layout, metric, kind, patterns, generator version): the first process
+    prints one through galinear.symbolic.numba_source, the next loads it without sympy (an import
+    of sympy would fail there) and gives the same bits (an edited file is printed again:
+    tests/test_cache_trust.py)."""
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    script = ("import sys, numpy as np\n"
+              "if sys.argv[1] == 'warm': sys.modules['sympy'] = None\n"
+              "from galinear import Algebra\nfrom galinear.core import graded\n"
+              "A = Algebra(3, 0, 1); a = np.linspace(-1, 1, 16); b = np.cos(np.arange(16.0))\n"
+              "v, _ = graded.product(A, 'gp', a, 0b10101, b, 0b1000)\n"
+              "print(repr(v.tolist()), 'sympy' in sys.modules and sys.modules['sympy'] is not None)\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+
+    def run(mode):
+        done = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()[-1], done.stdout.rsplit(" ", 1)[0]
+
+    printed, cold = run("cold")
+    assert printed == "True"  # a missing kernel is printed through the symbolic layer
+    (module,) = (cache / "galinear_graded").glob("graded_*.py")
+    assert "galinear.symbolic.numba_source" in module.read_text()
+    printed, warm = run("warm")
+    assert printed == "False" and warm == cold
