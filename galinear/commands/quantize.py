@@ -22,8 +22,8 @@ def _windows(text):
 
 def add_arguments(parser):
     parser.add_argument("--preset", default=None, choices=("demo", "standard"),
-                        help="demo: W4A16 RTN, every family, one seed, a stated subset of windows: a few minutes on "
-                             "the embedded default on 2 cores; standard: the dataclass defaults (docs/quantize.md)")
+                        help="demo: W4A16 RTN, every family, one seed, a stated subset of windows (about 14 CPU-minutes "
+                             "on the embedded default); standard: the dataclass defaults (docs/quantize.md)")
     parser.add_argument("--model", default=None, help="'smollm2-135m' (embedded default), a save_pretrained folder, a "
                                                       "folder with --gguf-file, or a .gguf path")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
