@@ -133,7 +133,7 @@ API = [
     ("RotorLinear(8, 8, chunk_size=16)", lambda d: RotorLinear(8, 8, chunk_size=16), ValueError, r"power of two <= 8"),
     ("RotorLinear(8, 8, decomposition='qr')", lambda d: RotorLinear(8, 8, decomposition="qr"), ValueError, r"'power' or 'exact'"),
     ("RotorLinear(8, 8, backend='nope') forward", lambda d: RotorLinear(8, 8, backend="nope")(torch.ones(1, 8)),
-     ValueError, r"unknown sandwich backend 'nope'; registered"),
+     ValueError, r"unknown sandwich backend 'nope'; valid: 'auto' or a registered name"),
     ("RotorLinear forward of width 7", lambda d: RotorLinear(8, 8)(torch.ones(2, 7)), ValueError, r"in_features=8, got shape \(2, 7\)"),
     ("RotorLinear forward of a numpy array", lambda d: RotorLinear(8, 8)(np.ones((2, 8))), TypeError, r"expects a torch.Tensor"),
     ("RotorLinear forward of int64", lambda d: RotorLinear(8, 8)(torch.ones(2, 8, dtype=torch.int64)), TypeError,
