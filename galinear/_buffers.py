@@ -10,7 +10,8 @@ arithmetic.
 when the array it returned (and every view of it) is garbage, its memory goes back to a small
 pool instead of the operating system, and the next request of the same size takes it from there.
 The pool holds at most :func:`pool_limit` bytes of free blocks (64 MiB by default, changed with
-:func:`set_pool_limit`; 0 turns recycling off); :func:`release` empties it. Smaller outputs are
+:func:`set_pool_limit`; 0 turns recycling off), the oldest leaving first when a newer one needs
+the room; :func:`release` empties it. Smaller outputs are
 plain ``numpy.empty`` arrays. Like ``numpy.empty``, a recycled array holds arbitrary values until
 the kernel writes every element of it.
 
@@ -27,7 +28,7 @@ __all__ = ["MIN_BYTES", "empty", "pool_limit", "pooled_bytes", "release", "set_p
 
 MIN_BYTES = 4 << 20
 _lock = threading.Lock()
-_free: dict[int, list[np.ndarray]] = {}
+_free: list[np.ndarray] = []  # free blocks, oldest first (a few: each is at least MIN_BYTES)
 _state = {"limit": 64 << 20, "held": 0}
 
 
@@ -43,10 +44,13 @@ class _Block(np.ndarray):
         if not isinstance(raw, _Raw) or _state is None:  # shutdown: module globals cleared
             return
         nbytes = raw.nbytes
+        if nbytes > _state["limit"]:
+            return
         with _lock:
-            if _state["held"] + nbytes <= _state["limit"]:
-                _free.setdefault(nbytes, []).append(raw)
-                _state["held"] += nbytes
+            _free.append(raw)
+            _state["held"] += nbytes
+            while _state["held"] > _state["limit"]:  # the oldest free blocks go first
+                _state["held"] -= _free.pop(0).nbytes
 
 
 def empty(shape, dtype=np.float64) -> np.ndarray:
@@ -59,10 +63,11 @@ def empty(shape, dtype=np.float64) -> np.ndarray:
         return np.empty(shape, dtype)
     raw = None
     with _lock:
-        blocks = _free.get(nbytes)
-        if blocks:
-            raw = blocks.pop()
-            _state["held"] -= nbytes
+        for i in range(len(_free) - 1, -1, -1):  # the newest block of this size
+            if _free[i].nbytes == nbytes:
+                raw = _free.pop(i)
+                _state["held"] -= nbytes
+                break
     if raw is None:
         raw = np.empty(nbytes, np.uint8).view(_Raw)
     # numpy shortens a view's chain of bases, but only through arrays of the view's own type: with

@@ -122,7 +122,8 @@ def print_program(program, name: str, header: str) -> str:
                 lines.append(f"        _v = {pr(e) if e != 0 else '_zero'}")
                 lines.append(f"        {n_}[row, {col}] = _v")
                 lines.append("        _rowcheck = _rowcheck + (_v - _v)")
-        lines.append("        finite += _rowcheck")  # one reduction statement per row (prange)
+        # one reduction statement per row (prange); a failed guard makes it nonzero too
+        lines.append("        finite += _rowcheck + bad" if guarded else "        finite += _rowcheck")
         if guarded:
             lines.append("        status[row] = bad")
         lines.append("    return finite")

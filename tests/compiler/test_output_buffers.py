@@ -120,3 +120,17 @@ def test_threads_never_share_a_live_block():
         t.join()
     assert not errors
     assert _buffers.pooled_bytes() <= 64 << 20
+
+
+def test_a_new_size_pushes_out_the_oldest_blocks():
+    """Blocks of sizes no longer asked for do not keep the pool from serving the size in use."""
+    _buffers.set_pool_limit(2 * NBYTES)
+    old = [_buffers.empty((NBYTES // 8,)) for _ in range(2)]
+    del old  # the pool is full of this size
+    assert _buffers.pooled_bytes() == 2 * NBYTES
+    wide = _buffers.empty((NBYTES // 4,))  # twice the size: a fresh block
+    address = wide.ctypes.data
+    del wide  # pushes both old blocks out
+    assert _buffers.pooled_bytes() == 2 * NBYTES
+    again = _buffers.empty((NBYTES // 4,))
+    assert again.ctypes.data == address and _buffers.pooled_bytes() == 0

@@ -3,7 +3,7 @@
 Generated module: both functions take the input arrays ``(N, k_i)``, the constants (an array of
 the input dtype, so float32 code stays float32), the output arrays and a ``uint8`` status per row
 (0, or 1 + the index of the guard that failed), and return the sum of ``v - v`` over the outputs
-(0 unless a value is inf or nan). Loaded through :func:`galinear._numba.load_generated`, called on
+and of the rows' status codes (0 unless a value is inf or nan or a guard failed). Loaded through :func:`galinear._numba.load_generated`, called on
 numpy arrays (``out=`` and ``parallel=``).
 
 The printer (:class:`Rules`, :func:`print_program`) is :mod:`galinear.symbolic.numba_source`, the one
@@ -109,8 +109,8 @@ class Loaded(ArrayLoaded):
                     if type(o) is not ndarray or o.dtype is not dtype or o.shape != (rows, width) \
                             or not o.flags.c_contiguous or not o.flags.writeable:
                         return None
-            status = np.zeros(rows, np.uint8) if guards else no_status
-            if serial(*flat, consts, *outs, status) != 0 or (guards and status.any()):
+            status = np.empty(rows, np.uint8) if guards else no_status  # the kernel writes every row
+            if serial(*flat, consts, *outs, status) != 0:  # an inf or nan, or a failed guard
                 return None
             if out is not None:
                 return out
