@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 from _common import (BusyProcess, command_line, header, markdown_table, metadata, round_robin,  # noqa: E402
                      set_threads, write_results)
-from galinear.kernels import spinor  # noqa: E402
+from galinear.rotor_kernels import spinor  # noqa: E402
 from galinear.matrix_rep import representation  # noqa: E402
 
 N_BITS = 8

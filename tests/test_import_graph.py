@@ -49,12 +49,13 @@ PACKAGE = "galinear"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Third-party packages each layer never imports (docs/symbolic.md, README.md's layer table):
-# the symbolic layer is sympy only, the core and the kernels numpy + numba (the Triton kernels
+# the symbolic layer is sympy only, the core and the rotor kernels numpy + numba (the Triton kernels
 # drive torch tensors, so they live in galinear.nn.functional).
 FORBIDDEN = {
     "galinear.symbolic": ("numba", "torch"),
     "galinear.core": ("torch",),
-    "galinear.kernels": ("torch", "triton"),
+    "galinear.rotor_kernels": ("torch", "triton"),
+    "galinear.kernels": ("torch", "triton"),  # the former name of galinear.rotor_kernels
 }
 
 _MODULE_STRING = re.compile(r"^galinear(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
@@ -462,7 +463,7 @@ LAYER_ORDER = (
     ("galinear._buffers", "galinear._extras", "galinear._io", "galinear._limits", "galinear._numba",
      "galinear._progress", "galinear._switch_points", "galinear._util", "galinear._version", "galinear.blades", "galinear.symbolic", "galinear.proofs",
      "galinear._generated"),
-    ("galinear.core", "galinear.kernels", "galinear.matrix_rep", "galinear.data"),
+    ("galinear.core", "galinear.rotor_kernels", "galinear.kernels", "galinear.matrix_rep", "galinear.data"),
     ("galinear.compiler",),
     ("galinear.nn",),
     ("galinear.lm", "galinear.optim", "galinear.plot"),
@@ -522,7 +523,7 @@ def test_no_module_imports_upward(edges):
         for e in sorted(es, key=lambda e: (e.source, e.line))[:3]:
             path = module_files()[e.source].relative_to(ROOT.parent)
             lines.append(f"  {path}:{e.line} imports {e.target} ({low} is below {high})")
-    assert not lines, ("imports from a lower layer to a higher one (the order is symbolic -> core/kernels -> "
+    assert not lines, ("imports from a lower layer to a higher one (the order is symbolic -> core/rotor_kernels -> "
                        "compiler -> nn -> lm -> compress/train -> commands); move the shared code down:\n"
                        + "\n".join(lines))
     gone = sorted(KNOWN_UPWARD - set(found))
@@ -614,7 +615,8 @@ CORE_PACKAGES = {*CORE_REQUIRES, "llvmlite", "mpmath"}
 #: What the core install offers (README.md, "Install"): the package, Algebra and MultiVector, the
 #: compiler and the prover, the symbolic layer and its proofs, and the commands verify, codegen and
 #: tour (and the parser of every command, which imports only the standard library).
-CORE_ENTRY_POINTS = ("galinear", "galinear.core", "galinear.kernels", "galinear.compiler", "galinear.symbolic",
+CORE_ENTRY_POINTS = ("galinear", "galinear.core", "galinear.rotor_kernels", "galinear.kernels", "galinear.compiler",
+                     "galinear.symbolic",
                      "galinear.blades", "galinear.proofs", "galinear.cli", "galinear.commands.verify",
                      "galinear.commands.codegen", "galinear.commands.tour")
 #: Modules that ``import galinear.nn`` must not load: they cost seconds (torch._dynamo alone takes

@@ -1,14 +1,25 @@
-"""Numba kernels for rotor layers (numpy + numba only; the torch wrappers live in galinear.nn.numba_backend)."""
-from galinear.kernels.rotor_chain import (
-    DEFAULT_TILE,
-    default_tile,
-    factor_coefficients,
-    sandwich_forward,
-)
+"""The former name of :mod:`galinear.rotor_kernels` (the numba rotor kernels), kept so that older
+imports keep working: ``galinear.kernels`` and each of its submodules
+(``import galinear.kernels.spinor``, ``from galinear.kernels import resident``) are the very
+module objects of :mod:`galinear.rotor_kernels`, registered under the old names too. New code
+imports :mod:`galinear.rotor_kernels`.
+"""
+import sys
 
-__all__ = [
-    "DEFAULT_TILE",
-    "default_tile",
-    "factor_coefficients",
-    "sandwich_forward",
-]
+from galinear.rotor_kernels import (
+    bivector_parts,
+    bounds,
+    branches,
+    factors,
+    givens,
+    resident,
+    rotor_chain,
+    spinor,
+    spinor_tables,
+)
+from galinear.rotor_kernels import *  # noqa: F401,F403 - the package's own names
+from galinear.rotor_kernels import __all__  # noqa: F401
+
+for _module in (bivector_parts, bounds, branches, factors, givens, resident, rotor_chain, spinor, spinor_tables):
+    sys.modules[f"{__name__}.{_module.__name__.rpartition('.')[2]}"] = _module
+del _module

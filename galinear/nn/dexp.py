@@ -125,7 +125,7 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
 
     ``kernel``: "torch" (one batched matrix product per chunk pair for small chunks, one gather
     pass per blade above; the limit is :func:`galinear.nn.functional.plan.bivector_parts_method`'s),
-    "numba" (:mod:`galinear.kernels.bivector_parts`: every blade from one resident pass, CPU only)
+    "numba" (:mod:`galinear.rotor_kernels.bivector_parts`: every blade from one resident pass, CPU only)
     or "auto" (numba above the limit on the CPU when it compiles and the tensors are plain, torch
     otherwise).
     """
@@ -149,7 +149,7 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
     if method == "numba":
         if a.device.type != "cpu":
             raise ValueError(f"kernel='numba' runs on the CPU only, got tensors on {a.device}; use kernel='torch'")
-        from galinear.kernels.bivector_parts import bivector_parts as numba_parts
+        from galinear.rotor_kernels.bivector_parts import bivector_parts as numba_parts
 
         left, right = numba_parts(a.detach().contiguous().numpy(), b.detach().to(a.dtype).contiguous().numpy())
         return torch.from_numpy(left), torch.from_numpy(right)

@@ -80,8 +80,8 @@ class RotorNetwork(StructuredStages, nn.Module):
     (one parameter) shared by the whole network, a learnable (init 1), Pi fixed random
     permutations stored as buffers. In eval mode without autograd, small batches (decoding; the
     limit and the choice are :func:`galinear.nn.functional.plan.plan`'s) run in one compiled call on
-    the CPU (a :class:`galinear.kernels.spinor.CheckedNetwork`: the kernel of
-    :func:`~galinear.kernels.spinor.network_forward` with its tables checked once), else on the
+    the CPU (a :class:`galinear.rotor_kernels.spinor.CheckedNetwork`: the kernel of
+    :func:`~galinear.rotor_kernels.spinor.network_forward` with its tables checked once), else on the
     gadgets' assembled matrices with the permutations folded in and the branches of a layer
     stacked. Under autograd (training) every stage runs through its gadgets' structured map as
     its plan says, the branches of a hidden layer in one call (on the parity-block path one
@@ -261,11 +261,11 @@ class RotorNetwork(StructuredStages, nn.Module):
         return stages
 
     def _decode_state(self):
-        """The network as a :class:`galinear.kernels.spinor.CheckedNetwork` (its tables checked once
+        """The network as a :class:`galinear.rotor_kernels.spinor.CheckedNetwork` (its tables checked once
         and copied), rebuilt when a parameter or a permutation changes; None where the kernel does
         not apply. The gadgets' chunk index tables are fixed at construction: an in-place edit of
         them reaches the decoder only through a new network (or ``_decoder = None``)."""
-        from galinear.kernels import spinor as kernels
+        from galinear.rotor_kernels import spinor as kernels
 
         state = self._parameter_state()
         if self._decoder is not None and self._decoder[0] == state:

@@ -7,10 +7,10 @@ with a priority below ``"factored"``: it runs only where named (``backend="numba
 first backend lookup and imports nothing of :mod:`galinear.nn.functional`.
 
 The map applies the simple rotors factor by factor (:math:`O(n^2 2^n)` per token) with one of
-two kernels: ``"tile"`` (:mod:`galinear.kernels.rotor_chain`, tiles of 16-64 tokens vectorised
-along tokens) or ``"resident"`` (:mod:`galinear.kernels.resident`, one token at a time, nothing
+two kernels: ``"tile"`` (:mod:`galinear.rotor_kernels.rotor_chain`, tiles of 16-64 tokens vectorised
+along tokens) or ``"resident"`` (:mod:`galinear.rotor_kernels.resident`, one token at a time, nothing
 padded); ``kernel="auto"`` picks by the number of tokens with the measured cross-over
-:data:`galinear.kernels.resident.RESIDENT_MAX_TOKENS`.
+:data:`galinear.rotor_kernels.resident.RESIDENT_MAX_TOKENS`.
 
 The backend computes values only. Gradients come from the callers: the exact gradient
 (:func:`galinear.nn.dexp.exact_rotor_sandwich`) needs only this forward (the input gradient is
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from galinear.kernels import resident, rotor_chain
+from galinear.rotor_kernels import resident, rotor_chain
 from galinear.nn._eager import eager_under_compile
 
 __all__ = ["numba_sandwich"]

@@ -1,5 +1,5 @@
 """The inference path of :class:`~galinear.nn.rotor.RotorLinear` on a few tokens: one compiled call
-(:class:`galinear.kernels.spinor.CheckedGadget`) applies every chunk pair's small matrices to the
+(:class:`galinear.rotor_kernels.spinor.CheckedGadget`) applies every chunk pair's small matrices to the
 tokens directly, without assembling an (out, in) weight. The layer's dispatcher
 (:mod:`galinear.nn.functional.plan`) sends decoding-sized CPU batches here.
 """
@@ -14,7 +14,7 @@ from galinear.nn.checks import _check_input
 from galinear.nn.functional.spinor import rotor_matrices
 
 if TYPE_CHECKING:
-    from galinear.kernels.spinor import CheckedGadget
+    from galinear.rotor_kernels.spinor import CheckedGadget
 
 __all__ = ["DecodeMethods"]
 
@@ -24,9 +24,9 @@ class DecodeMethods:
     layer's ``_decode_cache``, rebuilt when a parameter or an index table changes)."""
 
     def _decode_state(self):
-        """Numpy arguments of :func:`galinear.kernels.spinor.gadget_forward`, cached like the
+        """Numpy arguments of :func:`galinear.rotor_kernels.spinor.gadget_forward`, cached like the
         assembled weight (rebuilt when a parameter changes)."""
-        from galinear.kernels import spinor as kernels  # numba: compiled on first decode, not at import
+        from galinear.rotor_kernels import spinor as kernels  # numba: compiled on first decode, not at import
 
         state = self._factor_state()[0] + self._versions(self.alpha, self.output_scale, self.input_index,
                                                          self.output_index)
@@ -49,9 +49,9 @@ class DecodeMethods:
         return args
 
     def _decoder(self) -> "CheckedGadget":
-        """The layer's :class:`galinear.kernels.spinor.CheckedGadget` (its index tables checked
+        """The layer's :class:`galinear.rotor_kernels.spinor.CheckedGadget` (its index tables checked
         once per state, not per call), cached with :meth:`_decode_state`."""
-        from galinear.kernels import spinor as kernels
+        from galinear.rotor_kernels import spinor as kernels
 
         args = self._decode_state()
         state, _, checked = self._decode_cache
@@ -62,7 +62,7 @@ class DecodeMethods:
 
     def decode(self, x):
         """The layer on a few tokens (eval mode, no autograd, CPU) by one compiled call that
-        applies every chunk pair's matrices directly (:class:`galinear.kernels.spinor.CheckedGadget`):
+        applies every chunk pair's matrices directly (:class:`galinear.rotor_kernels.spinor.CheckedGadget`):
         it reads the chunk pairs' small matrices, not an (out, in) weight."""
         _check_input(self, x)
         if self.training or torch.is_grad_enabled() or x.device.type != "cpu":

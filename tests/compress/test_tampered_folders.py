@@ -72,7 +72,7 @@ import sys
 sys.path.insert(0, {root!r})
 import torch
 from galinear.compress import load
-from galinear.kernels import spinor
+from galinear.rotor_kernels import spinor
 from galinear.nn import RotorNetwork
 from galinear.testing.models import tiny_llama
 for folder in sys.argv[1:]:

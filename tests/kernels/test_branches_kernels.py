@@ -1,11 +1,11 @@
-"""The numba kernels of a RotorNetwork stage's branch sum (galinear.kernels.branches) against a
+"""The numba kernels of a RotorNetwork stage's branch sum (galinear.rotor_kernels.branches) against a
 float64 torch autograd reference, and their thread-count independence."""
 import numpy as np
 import pytest
 import torch
 
 from galinear import _numba
-from galinear.kernels import branches
+from galinear.rotor_kernels import branches
 
 EPS = 1e-5
 SLOPE = 0.3

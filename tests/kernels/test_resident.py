@@ -1,4 +1,4 @@
-"""The token-resident kernels (galinear.kernels.resident) against the tile kernels, the float64
+"""The token-resident kernels (galinear.rotor_kernels.resident) against the tile kernels, the float64
 reference map of galinear.testing, and across thread counts; gradients through
 galinear.nn.functional.rotor_sandwich against central differences of the resident kernel.
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from galinear.kernels import resident, rotor_chain
+from galinear.rotor_kernels import resident, rotor_chain
 from galinear.nn import functional as F
 from galinear.nn.numba_backend import numba_sandwich
 from galinear.testing import (

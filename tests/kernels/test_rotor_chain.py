@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from galinear.kernels import rotor_chain
-from galinear.kernels.rotor_chain import sandwich_forward
+from galinear.rotor_kernels import rotor_chain
+from galinear.rotor_kernels.rotor_chain import sandwich_forward
 from galinear.testing import (
     default_rtol,
     random_factor_case,

@@ -1,10 +1,10 @@
-"""The numba transforms between multivectors and matrices (galinear.kernels.spinor) against the
+"""The numba transforms between multivectors and matrices (galinear.rotor_kernels.spinor) against the
 numpy reference of galinear.matrix_rep."""
 import numpy as np
 import pytest
 
 from galinear import matrix_rep
-from galinear.kernels import spinor
+from galinear.rotor_kernels import spinor
 
 
 def _layout(X, tab):

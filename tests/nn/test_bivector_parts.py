@@ -69,7 +69,7 @@ def test_bivector_parts_reject_bad_input():
         dexp.bivector_parts(a, a, kernel="fast")
     with pytest.raises(ValueError, match=r"\(T, P, 2\*\*n\)"):
         dexp.bivector_parts(a, torch.zeros(4, 1, 16))
-    from galinear.kernels.bivector_parts import bivector_parts
+    from galinear.rotor_kernels.bivector_parts import bivector_parts
 
     with pytest.raises(ValueError, match="float32 or float64"):
         bivector_parts(np.zeros((2, 1, 8), dtype=np.int64), np.zeros((2, 1, 8), dtype=np.int64))

@@ -351,7 +351,7 @@ def test_checked_decoders_refuse_bad_tables_once_and_equal_the_checked_calls():
     on private copies: changing the layer's buffers afterwards cannot reach the kernel."""
     import numpy as np
 
-    from galinear.kernels import spinor as kernels
+    from galinear.rotor_kernels import spinor as kernels
     from galinear.nn import RotorLinear
 
     torch.manual_seed(0)

@@ -48,7 +48,7 @@ def test_series_meet_their_bound_on_the_interval(function, dtype):
 def test_numpy_torch_and_numba_coefficients_agree_at_the_switch(rng=np.random.default_rng(0)):
     """Backends built on the spec agree with each other on both sides of the switch point."""
     torch = pytest.importorskip("torch")
-    from galinear.kernels.factors import factor_coefficients
+    from galinear.rotor_kernels.factors import factor_coefficients
     from galinear.nn.functional.rotors import simple_rotor_coefficients
 
     switch = generated.SERIES_SWITCH["float64"]
@@ -56,7 +56,7 @@ def test_numpy_torch_and_numba_coefficients_agree_at_the_switch(rng=np.random.de
     W = rng.standard_normal((8, 1, 4))
     # scale each pair so that theta**2 lands just below / above the switch, at 0 and far away
     targets = np.array([0.0, switch * 0.999, switch * 1.001, 1e-20, 2.0, 9.0, switch, 1e-3])
-    from galinear.kernels.factors import _wedge_norm_sq
+    from galinear.rotor_kernels.factors import _wedge_norm_sq
 
     ratio = np.sqrt(np.where(targets > 0, targets, 1) / _wedge_norm_sq(V, W)[:, 0]) * (targets > 0)
     V *= ratio[:, None, None]

@@ -11,7 +11,7 @@ _TABLE_CACHE: dict = {}
 
 
 def numba_kernels_usable(x, kernels: str) -> bool:
-    """Whether the numba kernels of ``galinear.kernels.<kernels>`` serve ``x``: a float32/float64
+    """Whether the numba kernels of ``galinear.rotor_kernels.<kernels>`` serve ``x``: a float32/float64
     CPU tensor, with numba importable and compiling (under NUMBA_DISABLE_JIT the kernels' loops
     would run as plain Python)."""
     if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
@@ -21,7 +21,7 @@ def numba_kernels_usable(x, kernels: str) -> bool:
 
         from numba import config
 
-        importlib.import_module(f"galinear.kernels.{kernels}")
+        importlib.import_module(f"galinear.rotor_kernels.{kernels}")
     except Exception:  # numba missing or broken: the torch operations
         return False
     return not config.DISABLE_JIT

@@ -17,7 +17,7 @@ hidden coordinate dest[k], which sums the input chunks and the overlapping outpu
 The backward pass keeps only y (the tensor the exact rotor maps keep anyway, so nothing new); z,
 the permuted and normalised values, LayerNorm's statistics and the PReLU output are recomputed.
 The same code serves every sandwich backend: on the CPU in float32/float64 two numba kernels
-(:mod:`galinear.kernels.branches`, one pass over each token with its vectors in the L1 cache),
+(:mod:`galinear.rotor_kernels.branches`, one pass over each token with its vectors in the L1 cache),
 elsewhere plain torch operations.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _weighted(parts, weights):
 
 
 def _kernel_usable(y) -> bool:
-    """The numba kernels of :mod:`galinear.kernels.branches` serve float32/float64 CPU tensors
+    """The numba kernels of :mod:`galinear.rotor_kernels.branches` serve float32/float64 CPU tensors
     when numba compiles."""
     return numba_kernels_usable(y, "branches")
 
@@ -88,7 +88,7 @@ class _BranchSum(torch.autograd.Function):
         ctx.save_for_backward(y, scale, weights, slope, dest, permutation)
         ctx.kernel = _kernel_usable(y)
         if ctx.kernel:
-            from galinear.kernels import branches as kernels
+            from galinear.rotor_kernels import branches as kernels
 
             factors, slot = (_array(t) for t in _slots(y, scale, dest, permutation, H))
             plan = kernels.gather_plan(slot, factors, H, y.shape)
@@ -151,7 +151,7 @@ class _BranchSum(torch.autograd.Function):
 
     @staticmethod
     def _kernel_backward(ctx, grad, y, scale, weights, slope):
-        from galinear.kernels import branches as kernels
+        from galinear.rotor_kernels import branches as kernels
 
         factors, slot, plan = ctx.layout
         with intra_op_threads(torch.get_num_threads()):

@@ -9,7 +9,7 @@ exact up to rounding because every layer is orthogonal, and uses
 :math:`\partial L/\partial\theta_l = \langle g_l, S z_l\rangle`, :math:`g_{l-1} = R_l^\top g_l`.
 Memory: the input's size for the output, nothing per layer.
 
-On the CPU in float32/float64 the numba kernels of :mod:`galinear.kernels.givens` run (blocks of
+On the CPU in float32/float64 the numba kernels of :mod:`galinear.rotor_kernels.givens` run (blocks of
 tokens transposed in the cache); elsewhere the same recurrences as torch gathers. While a call is
 traced, exported or transformed (torch.compile, torch.export, torch.func) the layers run as plain
 torch operations that autograd records layer by layer.
@@ -53,7 +53,7 @@ class _GivensRotate(torch.autograd.Function):
         ctx.kernel = _kernel_usable(rows)
         cos, sin = torch.cos(angles).to(rows.dtype), torch.sin(angles).to(rows.dtype)
         if ctx.kernel:
-            from galinear.kernels import givens as kernels
+            from galinear.rotor_kernels import givens as kernels
 
             first, second = matchings[..., 0::2], matchings[..., 1::2]
             out = torch.from_numpy(kernels.givens_forward(
@@ -70,7 +70,7 @@ class _GivensRotate(torch.autograd.Function):
         cos, sin = torch.cos(angles).to(out.dtype), torch.sin(angles).to(out.dtype)
         grad = grad.to(out.dtype)
         if ctx.kernel:
-            from galinear.kernels import givens as kernels
+            from galinear.rotor_kernels import givens as kernels
 
             first, second = matchings[..., 0::2], matchings[..., 1::2]
             grad_rows, grad_angles = kernels.givens_backward(

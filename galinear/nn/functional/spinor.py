@@ -15,7 +15,7 @@ for complex matrices (half where rotors are block diagonal, twice for n = 1 mod 
 two representations, a quarter where the representation is real: n = 0, 1, 2 mod 8) instead of
 the dense layer's :math:`d^2`; the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
-(:mod:`galinear.kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
+(:mod:`galinear.rotor_kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
 installed (:mod:`galinear.nn.functional.spinor_triton`), and torch index operations otherwise
 (the choice of :func:`galinear.nn.functional.plan.spinor_transform`; ``GALINEAR_SPINOR_TRANSFORM=torch``
 forces the torch ones). Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
@@ -118,7 +118,7 @@ def _use_numba(x):
     if x.device.type != "cpu":
         return False
     try:
-        from galinear.kernels import spinor as kernels  # noqa: F401
+        from galinear.rotor_kernels import spinor as kernels  # noqa: F401
     except Exception:  # numba missing or broken: torch index operations instead
         return False
     return True
@@ -154,7 +154,7 @@ def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor, chosen=None) -> t
     nb = out.shape[2]
     choice, fused = _transforms(x, n) if chosen is None else chosen
     if choice == "numba":
-        from galinear.kernels import spinor as kernels
+        from galinear.rotor_kernels import spinor as kernels
 
         kernels.to_matrix(x.detach().numpy(), out.numpy(), start)
         return out
@@ -180,7 +180,7 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int, chosen=None) -> N
     H, G, _, nb, Wd = Y.shape
     choice, fused = _transforms(y, n) if chosen is None else chosen
     if choice == "numba":
-        from galinear.kernels import spinor as kernels
+        from galinear.rotor_kernels import spinor as kernels
 
         kernels.from_matrix(Y.numpy(), y.numpy(), start)
         return
@@ -199,14 +199,14 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int, chosen=None) -> N
 class _Transforms:
     """The transforms of one call between tokens ``x`` and results ``y`` (B, P, d; y None: to matrices
     only), chosen once (:func:`_transforms`); the numba kernels' tables and arrays are prepared once
-    too (:class:`galinear.kernels.spinor.BlockTransforms`), so a token block costs its kernels only."""
+    too (:class:`galinear.rotor_kernels.spinor.BlockTransforms`), so a token block costs its kernels only."""
 
     def __init__(self, x, y=None):
         self.x, self.y = x, y
         self.chosen = _transforms(x, x.shape[-1].bit_length() - 1)
         self.kernels = None
         if self.chosen[0] == "numba":
-            from galinear.kernels.spinor import BlockTransforms
+            from galinear.rotor_kernels.spinor import BlockTransforms
 
             self.kernels = BlockTransforms(x.detach().numpy(), None if y is None else y.numpy())
 

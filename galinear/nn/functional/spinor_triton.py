@@ -1,7 +1,7 @@
 r"""Triton kernels for the transforms of the "spinor" backend (GPU; tested on the CPU with
 ``TRITON_INTERPRET=1``).
 
-The same maths and layouts as :mod:`galinear.kernels.spinor`: ``to_matrix`` fills
+The same maths and layouts as :mod:`galinear.rotor_kernels.spinor`: ``to_matrix`` fills
 (P * irreps, N, nb, parts * N) with the matrices of tokens x[start:start + nb] (parts = 2 holds
 real and imaginary parts interleaved, a real view of the complex matrices); ``from_matrix`` reads
 (H, P * irreps, N, nb, parts * W) and writes the multivectors. One program per (token, chunk pair
@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from galinear.kernels.spinor import kernel_tables
+from galinear.rotor_kernels.spinor import kernel_tables
 from galinear.matrix_rep import hadamard, representation
 
 __all__ = ["supports", "to_matrix", "from_matrix"]

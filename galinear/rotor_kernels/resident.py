@@ -1,6 +1,6 @@
 r"""Token-resident numba kernels for rotor sandwiches :math:`y = R\,x\,\tilde S` (one token at a time).
 
-Same maths, factor convention, arguments and results as :mod:`galinear.kernels.rotor_chain`
+Same maths, factor convention, arguments and results as :mod:`galinear.rotor_kernels.rotor_chain`
 (:math:`R_j z = a_j z + s_j\, v_j (w_j z)`, :math:`z \tilde S_j = a_j z + s_j (z w_j) v_j`), with
 another memory layout. The tile kernel of ``rotor_chain`` applies every factor to a
 (2**n, 64 tokens) tile in bitmask order and vectorises along tokens; at n = 11 that tile is
@@ -33,7 +33,7 @@ import numpy as np
 from galinear._numba import jit, prange
 from galinear._switch_points import RESIDENT_MAX_TOKENS
 from galinear.blades import shortlex_bitmasks
-from galinear.kernels import rotor_chain
+from galinear.rotor_kernels import rotor_chain
 
 __all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "sandwich_forward"]
 
@@ -217,7 +217,7 @@ def _consts(dtype):
 
 def sandwich_forward(x, VL, WL, VR=None, WR=None):
     r"""y[b, p] = R_p x[b, p] S_p~, token by token; arguments and result as
-    :func:`galinear.kernels.rotor_chain.sandwich_forward` (no ``tile``: nothing is padded)."""
+    :func:`galinear.rotor_kernels.rotor_chain.sandwich_forward` (no ``tile``: nothing is padded)."""
     B, P, n = rotor_chain.check_arguments(x, VL, WL, VR, WR)
     x = np.ascontiguousarray(x)
     args = rotor_chain.prepare_factors(x.dtype, VL, WL, VR, WR)

@@ -3,7 +3,7 @@ r"""Scalar coefficients of the simple-rotor factors for the numba kernels (numpy
 One factor :math:`R_j = \cos\theta_j + \operatorname{sinc}\theta_j\, v_j \wedge w_j` is written
 :math:`R_j = a_j + s_j\, v_j w_j` with :math:`s_j = \operatorname{sinc}\theta_j` and
 :math:`a_j = \cos\theta_j - s_j\,(v_j\cdot w_j)`, :math:`\theta_j = |v_j \wedge w_j|`
-(see :mod:`galinear.kernels.rotor_chain`); series, switch point and the formula for a come from
+(see :mod:`galinear.rotor_kernels.rotor_chain`); series, switch point and the formula for a come from
 :mod:`galinear._generated.rotor_spec`. :func:`factor_coefficients` computes (a, s) before
 the kernels run.
 """

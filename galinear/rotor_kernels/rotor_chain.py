@@ -29,7 +29,7 @@ import numpy as np
 
 from galinear._numba import jit, prange
 from galinear.blades import check_dimension, reorder_signs, shortlex_bitmasks
-from galinear.kernels.factors import factor_coefficients
+from galinear.rotor_kernels.factors import factor_coefficients
 
 __all__ = [
     "DEFAULT_TILE",

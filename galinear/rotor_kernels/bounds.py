@@ -3,7 +3,7 @@
 numba compiles its loops without bounds checks (and wraps a negative index around once), so an
 index table or a permutation with a value outside its axis would read or write memory outside an
 array: a wrong result at best, a segmentation fault at worst. The Python wrappers of
-:mod:`galinear.kernels.spinor` therefore check every shape, every dtype and every index array
+:mod:`galinear.rotor_kernels.spinor` therefore check every shape, every dtype and every index array
 against the axis it indexes here, and raise ValueError naming the argument; the kernels then only
 see arguments whose every access is in bounds.
 """
@@ -28,7 +28,7 @@ def _in_range(a, high):
 @jit
 def _gadget_width(g, width):
     """The output width of gadget tuple ``g`` reading tokens of ``width``, or -1 when an access
-    of :func:`galinear.kernels.spinor._gadget_kernel` would leave an array."""
+    of :func:`galinear.rotor_kernels.spinor._gadget_kernel` would leave an array."""
     in_index, out_index, out_scale, pair_scale, Ar, Ai, Br, Bi, src, sgn, shared, back, tgt, sgnc, scale, cplx = g
     I, c = in_index.shape
     P = pair_scale.shape[0]
@@ -85,7 +85,7 @@ def check_tokens(x) -> None:
 
 def gadget_in_bounds(x, gadget, out) -> None:
     """Raise ValueError (naming the argument) unless every access of the gadget kernel to ``x``,
-    the tuple ``gadget`` (:func:`galinear.kernels.spinor.gadget_tuple`) and ``out`` is in bounds."""
+    the tuple ``gadget`` (:func:`galinear.rotor_kernels.spinor.gadget_tuple`) and ``out`` is in bounds."""
     check_tokens(x)
     if not isinstance(out, np.ndarray) or out.ndim != 2 or out.shape[0] != x.shape[0] or out.dtype != x.dtype:
         raise ValueError(f"out must be a {x.dtype} array of shape ({x.shape[0]}, out_features), got "
@@ -96,12 +96,12 @@ def gadget_in_bounds(x, gadget, out) -> None:
         if width != out.shape[1]:
             raise ValueError(f"out has {out.shape[1]} columns, the gadget writes {width}")
         raise ValueError("the gadget's index tables do not fit its matrices; build it with "
-                         "galinear.kernels.spinor.gadget_tuple")
+                         "galinear.rotor_kernels.spinor.gadget_tuple")
 
 
 def network_in_bounds(x, gadgets, input_perm, hidden_perms, branch) -> None:
     """Raise ValueError (naming the argument) unless every access of
-    :func:`galinear.kernels.spinor.network_forward` is in bounds: one compiled pass over the index
+    :func:`galinear.rotor_kernels.spinor.network_forward` is in bounds: one compiled pass over the index
     tables and permutations, and the detailed checks of :func:`check_network` for the message."""
     check_tokens(x)
     for value, name, ndim, kinds in ((branch, "branch weights", 2, "f"),
@@ -111,7 +111,7 @@ def network_in_bounds(x, gadgets, input_perm, hidden_perms, branch) -> None:
     if not _network_ok(x, gadgets, input_perm, hidden_perms, branch):
         check_network(x, gadgets, input_perm, hidden_perms, branch)
         raise ValueError("the rotor network's index tables do not fit its matrices; build its gadgets with "
-                         "galinear.kernels.spinor.gadget_tuple")
+                         "galinear.rotor_kernels.spinor.gadget_tuple")
 
 
 # ------------------------------------------------------------------ detailed: for the message
@@ -140,7 +140,7 @@ def check_gadget(x_width: int, dtype, in_index, out_index, out_scale, pair_scale
     ``x_width``: the width of the tokens it reads; ``tables``: (src, sgn, back, tgt, sgnc) as
     passed to the kernel, which must be galinear's own tables of the chunk size.
     """
-    from galinear.kernels.spinor_tables import kernel_tables
+    from galinear.rotor_kernels.spinor_tables import kernel_tables
     from galinear.matrix_rep import representation
 
     _array(in_index, f"{name} input index", 2, "iu")
@@ -174,12 +174,12 @@ def check_gadget(x_width: int, dtype, in_index, out_index, out_scale, pair_scale
         own = kernel_tables(n, dtype)
         if any(a is not b for a, b in zip(tables, own)):
             raise ValueError(f"{name}: the index tables are not galinear's tables of Cl({n}) in {np.dtype(dtype)}; "
-                             "build the gadget with galinear.kernels.spinor.gadget_tuple")
+                             "build the gadget with galinear.rotor_kernels.spinor.gadget_tuple")
     return out_scale.shape[0]
 
 
 def check_network(x, gadgets, input_perm, hidden_perms, branch) -> None:
-    """Check the arguments of :func:`galinear.kernels.spinor.network_forward` (every width and
+    """Check the arguments of :func:`galinear.rotor_kernels.spinor.network_forward` (every width and
     every permutation against the axis it indexes)."""
     _array(x, "x", 2, "f")
     _array(branch, "branch weights", 2, "f")
@@ -196,7 +196,7 @@ def check_network(x, gadgets, input_perm, hidden_perms, branch) -> None:
     def gadget(index, width, name):
         g = gadgets[index]
         if len(g) != 16:
-            raise ValueError(f"{name} must be a tuple made by galinear.kernels.spinor.gadget_tuple")
+            raise ValueError(f"{name} must be a tuple made by galinear.rotor_kernels.spinor.gadget_tuple")
         return check_gadget(width, x.dtype, *g[:8], tables=(g[8], g[9], g[11], g[12], g[13]), name=name)
 
     width = gadget(0, x.shape[1], "input gadget")

@@ -1,5 +1,5 @@
 """Index tables of the matrix representation of Cl(n) read by the spinor kernels
-(:mod:`galinear.kernels.spinor`) and checked by :mod:`galinear.kernels.bounds`."""
+(:mod:`galinear.rotor_kernels.spinor`) and checked by :mod:`galinear.rotor_kernels.bounds`."""
 from __future__ import annotations
 
 import numpy as np

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from galinear._numba import jit, prange
-from galinear.kernels import bounds
-from galinear.kernels.spinor_tables import kernel_tables  # noqa: F401 - part of this module's interface
+from galinear.rotor_kernels import bounds
+from galinear.rotor_kernels.spinor_tables import kernel_tables  # noqa: F401 - part of this module's interface
 from galinear.matrix_rep import representation
 
 __all__ = ["TOKENS_PER_JOB", "BlockTransforms", "to_matrix", "from_matrix", "kernel_tables", "matrix_dtype"]
@@ -380,7 +380,7 @@ def _frozen_gadget(g):
 
 class CheckedGadget:
     """One chunked rotor layer whose index tables were checked once against the arrays they index
-    (:func:`galinear.kernels.bounds.gadget_in_bounds`) and copied where no one else holds them, so a
+    (:func:`galinear.rotor_kernels.bounds.gadget_in_bounds`) and copied where no one else holds them, so a
     call checks only
     the tokens and the output (shape and dtype) before the compiled kernel: for decoding, where
     the tables' pass would cost as much as the kernel. Same result as :func:`gadget_forward`."""
@@ -489,7 +489,7 @@ def network_list(tuples):
 
 class CheckedNetwork:
     """The rotor network of :func:`network_forward` with every index table and permutation checked
-    once (:func:`galinear.kernels.bounds.network_in_bounds`) and privately copied; a call checks
+    once (:func:`galinear.rotor_kernels.bounds.network_in_bounds`) and privately copied; a call checks
     only the tokens. Same result as :func:`network_forward`."""
 
     def __init__(self, tuples, input_perm, hidden_perms, branch, slope, eps, width: int, dtype):
@@ -511,7 +511,7 @@ def network_forward(x, gadgets, input_perm, hidden_perms, branch, slope, eps):
     """y = the rotor network on tokens x (T, in): gadgets from :func:`network_list` (input,
     hidden layer by layer and branch by branch, output), permutations, branch weights (L,
     breadth), the PReLU slope and the LayerNorm epsilon. One thread; for decoding. Every index
-    and permutation is checked against the axis it indexes first (:mod:`galinear.kernels.bounds`):
+    and permutation is checked against the axis it indexes first (:mod:`galinear.rotor_kernels.bounds`):
     ValueError, never an access outside an array.
 
     The checked entry to the network kernel for callers that hold their own tables (the tests
