@@ -108,7 +108,9 @@ def preset(name: str, **changes) -> QuantizeConfig:
 
 # ------------------------------------------------------------------------------------ model steps
 def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch.float32):
-    """Steps 1-2 of the module doc on ``model`` in place; returns the R1 :class:`Rotation` (not fused yet)."""
+    """Steps 1-2 of the module doc on ``model`` in place; returns the R1 :class:`Rotation` (not applied
+    yet: :func:`galinear.quantize.fusion.apply_r1` fuses it, or applies it online where
+    :func:`~galinear.quantize.fusion.r1_mode` says so)."""
     fusion.check_architecture(model)
     fusion.fold_norms(model)
     width = model.config.hidden_size
@@ -161,7 +163,7 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
                                             config.steps, lr, config.layers_per_step, seed, config.symmetric,
                                             rows_per_step=config.rows_per_step, checkpoint=checkpoint, log=log)
     with torch.no_grad():
-        fusion.rotate_residual(model, rotation.matrix().detach())
+        fusion.apply_r1(model, rotation)
     calibration_seconds = time.perf_counter() - t0
     weights = calibrate.quantize_weights(model, config.wbits, config.method, config.symmetric, calib, config.damp,
                                          config.act_order, log=log)
@@ -175,7 +177,16 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
 # ------------------------------------------------------------------------------------ scoring
 def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
     """Milliseconds of the online Hadamard before down_proj, of a fast Walsh-Hadamard transform of the
-    next power of two, of down_proj itself and of one decoder layer, on ``tokens`` rows, side by side."""
+    next power of two, of down_proj itself and of one decoder layer, on ``tokens`` rows, side by side.
+
+    For a model whose R1 is applied online (:func:`galinear.quantize.fusion.r1_mode`), also
+    ``"online_r1"``: the milliseconds of one application of each family's online R1 at the hidden
+    width (:class:`~galinear.quantize.fusion.OnlineRotation`: the fast Hadamard transform, the same
+    followed by the chunk blocks for butterfly and rotor, a dense product for Cayley, and the dense
+    product for every family side by side), next to the layers it precedes (q, k and v after
+    input_layernorm, gate and up after pre_feedforward_layernorm); it runs twice a decoder layer."""
+    import inspect
+
     from galinear.nn.functional import fwht
 
     width = models.projection(model, 0, "down_proj").in_features
@@ -187,10 +198,13 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
     block = models.decoder_layers(model)[0]
     h = torch.randn(1, tokens, hidden)
     rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    layer_types = getattr(model.config, "layer_types", None)
+    kind = () if rotary is None or not layer_types or "layer_type" not in inspect.signature(rotary.forward).parameters else (
+        layer_types[0],)  # Gemma-3 keeps one rotary table per attention kind
 
     def layer():
         position = torch.arange(tokens)[None]
-        emb = rotary(h, position) if rotary is not None else None
+        emb = rotary(h, position, *kind) if rotary is not None else None
         return block(h, position_embeddings=emb, position_ids=position)
 
     def timed(fn):
@@ -201,10 +215,36 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
                 fn()
         return 1000 * (time.perf_counter() - t0) / repeats
 
-    return {"tokens": tokens, "width": width, "online_hadamard_ms": timed(lambda: apply_hadamard(x)),
-            "fwht_ms": timed(lambda: fwht(xp)), "fwht_width": power,
-            "down_proj_ms": timed(lambda: torch.nn.functional.linear(x, down.weight)),
-            "layer_ms": timed(layer)}
+    out = {"tokens": tokens, "width": width, "online_hadamard_ms": timed(lambda: apply_hadamard(x)),
+           "fwht_ms": timed(lambda: fwht(xp)), "fwht_width": power,
+           "down_proj_ms": timed(lambda: torch.nn.functional.linear(x, down.weight)),
+           "layer_ms": timed(layer)}
+    if fusion.r1_mode(model) == "online":
+        out["online_r1"] = _online_r1_cost(model, tokens, timed)
+    return out
+
+
+def _online_r1_cost(model, tokens: int, timed) -> dict:
+    """The online R1's side of :func:`online_cost` (its doc)."""
+    hidden = model.config.hidden_size
+    x = torch.randn(tokens, hidden)
+
+    def linears(*names):
+        weights = [models.projection(model, 0, name).weight for name in names]
+        return timed(lambda: [torch.nn.functional.linear(x, w) for w in weights])
+
+    families, how, dense = {}, {}, {}
+    for family in FAMILIES[1:]:
+        rotation = Rotation(family, hidden, 0)
+        with torch.no_grad():
+            for p in rotation.parameters():
+                p.normal_(0.0, 0.1)  # away from the start, where the learned factor is the identity
+        online = fusion.online_rotation(rotation)
+        families[family] = timed(lambda: online(x))
+        how[family] = online.kind
+        dense[family] = timed(lambda: fusion.OnlineRotation(online.matrix)(x))
+    return {"tokens": tokens, "width": hidden, "per_layer": 2, "ms": families, "route": how, "dense_ms": dense,
+            "qkv_proj_ms": linears("q_proj", "k_proj", "v_proj"), "gate_up_proj_ms": linears("gate_proj", "up_proj")}
 
 
 def _wikitext(loaded, config):
@@ -267,9 +307,12 @@ def save_model(model, tokenizer, folder: str, record: dict) -> str:
     """A plain Hugging Face folder (safetensors) of the quantized model with every rotation fused:
     the online Hadamard multiplied back into down_proj (the same function, float grid points no
     longer on the grid there), activation and KV quantization not included (simulated at run time
-    only), and ``galinear_quantize.json`` beside it with the settings."""
+    only), and ``galinear_quantize.json`` beside it with the settings. An online R1 (Gemma-3) is
+    multiplied back into the readers' weights the same way, so the folder is a plain model of the
+    family computing the same function."""
     plain = copy.deepcopy(model)
     fusion.remove_online_hadamard(plain)
+    fusion.remove_online_r1(plain)
     for module in plain.modules():
         module._forward_pre_hooks.clear()
         module._forward_hooks.clear()

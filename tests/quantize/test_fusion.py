@@ -75,8 +75,32 @@ def test_the_saved_folder_loads_as_a_plain_model(tmp_path):
     assert (tmp_path / "q" / "galinear_quantize.json").is_file()
 
 
-@pytest.mark.parametrize("family", ["gemma3", "gpt2"])
+@pytest.mark.parametrize("family", ["gpt2", "phi3"])
 def test_an_unknown_architecture_is_refused_naming_the_fix(family):
     model = tiny_causal_lm(family)
-    with pytest.raises(ValueError, match=r"unknown architecture .*llama, mistral, qwen2.*--rotation none"):
+    with pytest.raises(ValueError, match=r"unknown architecture .*llama, mistral, qwen2.*online in gemma3_text.*"
+                                         r"--rotation none"):
         fusion.check_architecture(model)
+    with pytest.raises(ValueError, match=r"unknown architecture"):
+        fusion.r1_mode(model)
+
+
+def test_gemma3_is_accepted_with_r1_online():
+    model = tiny_causal_lm("gemma3")
+    assert fusion.check_architecture(model) == "gemma3_text" and fusion.r1_mode(model) == "online"
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_apply_r1_is_rotate_residual_bit_for_bit_where_r1_is_fused(family):
+    original = tiny_causal_lm(family)
+    assert fusion.r1_mode(original) == "fused" and fusion.r1_projections(original) == fusion.READERS + fusion.WRITERS
+    a, b = copy.deepcopy(original), copy.deepcopy(original)
+    rotation = prepare(a, "butterfly", 0)
+    prepare(b, "butterfly", 0)
+    with torch.no_grad():
+        for p in rotation.parameters():
+            p.normal_(0.0, 0.3)
+    fusion.apply_r1(a, rotation)
+    fusion.rotate_residual(b, rotation.matrix().detach())
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x, y), name
