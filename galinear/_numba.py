@@ -8,7 +8,8 @@ read-only and writable arrays different types).
 What the disk cache trusts
 --------------------------
 numba's cache index files (``*.nbi``) are pickles, and numba unpickles them before it checks
-whether they are stale; generated kernel modules (:mod:`galinear.core.graded`) are Python files.
+whether they are stale; generated kernel modules (:mod:`galinear.core.graded`,
+:func:`galinear.compile`) are Python files.
 Whoever can write the cache folder can therefore run code in every galinear process. So the
 folder is used only when nobody but the current user can write it (:func:`cache_folder_problem`):
 
@@ -22,13 +23,18 @@ Otherwise galinear warns once (:class:`UntrustedCacheWarning`, naming the folder
 reason) and runs without the disk cache: kernels are compiled in each process, and generated
 kernel modules go to a private temporary folder removed at exit.
 
-Generated kernel modules are imported by :func:`load_generated` from the source galinear has
-just generated, held in memory: the file on disk is checked against its SHA-256 (rewritten when
-it differs) and only serves numba as the place its cache is keyed on. No ``.pyc`` is read or
-written for them, so a planted ``__pycache__`` file never runs. Modules named by a key of what
-they compute (:func:`load_keyed`, the per-pattern kernels of :mod:`galinear.core.graded`) are
-compiled from the file's text once its first line, the SHA-256 of the rest, matches, so that a
-process finding one never builds its source; a file that does not match is regenerated first.
+Generated files (the modules of :func:`galinear.compile` and of :mod:`galinear.core.graded`, and
+the compiler's cache entries) have one name scheme and one layout: ``galinear_<kind>/<kind>_<digest>``
+(:func:`generated_folder`, :func:`file_stem`: the digest is that of the key, what the text depends
+on), and a first line naming the layout's version, the key's SHA-256 and the SHA-256 of the rest
+(:func:`stamped`). A file is used only when that line checks (:func:`read_checked`); one that
+fails (missing, truncated, edited, written by an older version under the same name) is written
+again before anything of it runs, and files of older versions under other names are left unused.
+Modules are imported by :func:`load_generated`, compiled from the checked text, never from a
+``.pyc`` (none is read or written), so a planted ``__pycache__`` file never runs; a module whose
+text the caller holds (:func:`galinear.compile`'s) is used only when the file holds exactly that
+text, and one made from a key (the per-pattern kernels of :mod:`galinear.core.graded`) is read from
+the file, so that a process finding it never builds its source.
 """
 import atexit
 import hashlib
@@ -43,7 +49,8 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["jit", "prange", "readonly", "set_threads", "default_cache_dir", "cache_folder_problem",
-           "disk_cache_folder", "generated_folder", "load_generated", "load_keyed", "UntrustedCacheWarning"]
+           "disk_cache_folder", "generated_folder", "file_stem", "stamped", "read_checked", "write_checked",
+           "load_generated", "FILE_FORMAT", "UntrustedCacheWarning"]
 
 
 class UntrustedCacheWarning(UserWarning):
@@ -127,84 +134,106 @@ def _private_folder() -> Path:
     return Path(folder)
 
 
-def generated_folder() -> Path:
-    """Where generated kernel modules are written: ``galinear_graded`` in the trusted disk cache
-    folder, else a private temporary folder of this process."""
+def generated_folder(kind: str) -> Path:
+    """The folder of the generated files of ``kind`` (``"compiled"``: :func:`galinear.compile`'s
+    modules and cache entries; ``"graded"``: the kernels of :mod:`galinear.core.graded`):
+    ``galinear_<kind>`` in the trusted disk cache folder, else in a private temporary folder of
+    this process (removed at exit)."""
+    if not kind.isidentifier():
+        raise ValueError(f"the kind of generated files must be an identifier, got {kind!r}")
     cache = disk_cache_folder()
-    if cache is None:
-        return _private_folder()
-    folder = cache / "galinear_graded"
+    folder = (_private_folder() if cache is None else cache) / f"galinear_{kind}"
     folder.mkdir(mode=0o700, exist_ok=True)
     return folder
 
 
-def load_generated(name: str, path, source: str) -> types.ModuleType:
-    """Import the module ``name`` from ``source`` (just generated), kept as the file ``path``.
+#: Version of the generated files' layout: the first line of every file :func:`write_checked`
+#: writes. A file of another layout (the ``# sha256 of the lines below:`` line of earlier versions,
+#: or none) never passes :func:`read_checked`: it is written again before anything of it is used.
+FILE_FORMAT = 1
+_STAMP = "# galinear generated file {format}; key sha256 {key}; sha256 of the lines below {text}"
 
-    The file is rewritten when its SHA-256 differs from that of ``source`` and checked again
-    after writing. The module is compiled from ``source`` itself, never from a ``.pyc``, and no
-    ``.pyc`` is written. Its ``__file__`` is ``path``: numba keys its disk cache on that file.
-    """
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_stem(kind: str, key: str) -> str:
+    """The name of the generated file of ``kind`` for ``key`` (without its suffix), and of its
+    module: ``<kind>_<the first 24 hex digits of the key's SHA-256>``. The key is what the file's
+    text depends on (a source text, or a description of what a kernel computes); the file's first
+    line holds the key's whole digest, so a file is never used for another key."""
+    return f"{kind}_{_sha256(key)[:24]}"
+
+
+def stamped(key: str, body: str) -> str:
+    """The text of a generated file: the line naming its layout, its key's SHA-256 and that of
+    ``body``, then ``body``."""
+    return _STAMP.format(format=FILE_FORMAT, key=_sha256(key), text=_sha256(body)) + "\n" + body
+
+
+def read_checked(path, key: str) -> str | None:
+    """The body of the generated file ``path`` when its first line is this layout's and names
+    ``key`` and the SHA-256 of the rest; None for a missing, truncated, edited, older or foreign file."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    first, newline, body = text.partition("\n")
+    if newline and first == _STAMP.format(format=FILE_FORMAT, key=_sha256(key), text=_sha256(body)):
+        return body
+    return None
+
+
+def write_checked(path, key: str, body: str) -> str:
+    """Write ``body`` as the generated file ``path`` of ``key`` (:func:`stamped`, atomically) and
+    check it once written; returns the file's text."""
     from galinear._io import atomic_write_text
 
+    text = stamped(key, body)
+    atomic_write_text(str(path), text)
+    if read_checked(path, key) != body:
+        raise RuntimeError(f"{path}: the generated file changed while it was written; "
+                           "another process may be writing the same folder")
+    return text
+
+
+def load_generated(kind: str, key: str, source) -> types.ModuleType:
+    """The generated module of ``kind`` for ``key``: the file ``<kind>_<digest>.py`` of
+    :func:`file_stem` in :func:`generated_folder`, imported as ``galinear_<kind>_<digest>``.
+
+    ``source`` is the module's text (a str: the caller holds it, and the file is used only when its
+    body is exactly that text) or a function that makes it (called only when the file is missing or
+    fails :func:`read_checked`, so that a process finding the file never builds the source). A file
+    that fails is written again (:func:`write_checked`) before anything of it runs. The module is
+    compiled from the checked text, the first line included so that line numbers are the file's,
+    never from a ``.pyc``, and no ``.pyc`` is written; its ``__file__`` is the file, on which numba
+    keys its disk cache. Only the folder's trust (:func:`cache_folder_problem`) lets a file that
+    passes the check run, the trust numba's own cache index needs."""
+    stem = file_stem(kind, key)
+    name = f"galinear_{stem}"
     if name in sys.modules:
         return sys.modules[name]
-    path = Path(path)
-    expected = hashlib.sha256(source.encode("utf-8")).hexdigest()
-
-    def digest():
-        try:
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            return None
-
-    if digest() != expected:
-        atomic_write_text(str(path), source)
-        if digest() != expected:
-            raise RuntimeError(f"{path}: the generated kernel changed while it was written; "
-                               "another process may be writing the same folder")
-    return _execute(name, path, source)
+    path = generated_folder(kind) / f"{stem}.py"
+    body = read_checked(path, key)
+    if body is None or (isinstance(source, str) and body != source):
+        body = source if isinstance(source, str) else source()
+        write_checked(path, key, body)
+    return _execute(name, path, stamped(key, body))
 
 
-def _execute(name: str, path: Path, source: str) -> types.ModuleType:
-    """The module ``name`` run from the text ``source`` (never a ``.pyc``), its ``__file__`` ``path``."""
+def _execute(name: str, path: Path, text: str) -> types.ModuleType:
+    """The module ``name`` run from ``text`` (never a ``.pyc``), its ``__file__`` ``path``."""
     module = types.ModuleType(name)
     module.__file__ = str(path)
-    code = compile(source, str(path), "exec", dont_inherit=True)
+    code = compile(text, str(path), "exec", dont_inherit=True)
     sys.modules[name] = module
     try:
-        exec(code, module.__dict__)  # noqa: S102  (the source galinear generated or wrote and checked)
+        exec(code, module.__dict__)  # noqa: S102  (the text galinear generated, or read and checked)
     except BaseException:
         del sys.modules[name]
         raise
     return module
-
-
-_STAMP = "# sha256 of the lines below: "
-
-
-def load_keyed(name: str, path, make_source) -> types.ModuleType:
-    """The module ``name``, kept as ``path`` and named by a key of what it computes rather than by
-    its text, so that a process finding it on disk never builds the source.
-
-    The file's first line holds the SHA-256 of the rest. When the file is there and its text
-    matches that line, the module is compiled from the text read (never from a ``.pyc``; the
-    folder is one only the current user can write, :func:`generated_folder`, the trust numba's
-    own cache index needs). Otherwise ``make_source()`` is called and the module is written and
-    loaded as :func:`load_generated` does (a truncated or edited file is replaced before anything
-    of it runs)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = ""
-    first, newline, rest = text.partition("\n")
-    if newline and first == _STAMP + hashlib.sha256(rest.encode("utf-8")).hexdigest():
-        return _execute(name, path, text)
-    source = make_source()
-    return load_generated(name, path, f"{_STAMP}{hashlib.sha256(source.encode('utf-8')).hexdigest()}\n{source}")
 
 
 def jit(func=None, **options):

@@ -143,3 +143,80 @@ def test_a_cache_folder_of_another_user_is_not_trusted(tmp_path):
     inner = other / "numba"
     inner.mkdir(mode=0o700)
     assert f"the folder {other} above it belongs to user id 12345" in _numba.cache_folder_problem(inner)
+
+
+def _module_folder(tmp_path, monkeypatch):
+    """Generated modules written under ``tmp_path`` (a private folder, as the trusted cache is)."""
+    folder = tmp_path / "generated"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setattr(_numba, "generated_folder", lambda kind: folder)
+    return folder
+
+
+def test_every_generated_module_has_one_name_scheme_and_one_layout(tmp_path, monkeypatch):
+    """The compiler's modules (keyed by their text) and the graded kernels (keyed by what they
+    compute) are both ``<kind>_<digest>.py`` with the checked first line."""
+    folder = _module_folder(tmp_path, monkeypatch)
+    held = _numba.load_generated("compiled", "VALUE = 'held'\n", "VALUE = 'held'\n")
+    made = _numba.load_generated("graded", "some kernel key", lambda: "VALUE = 'made'\n")
+    assert (held.VALUE, made.VALUE) == ("held", "made")
+    for module, kind, key in ((held, "compiled", "VALUE = 'held'\n"), (made, "graded", "some kernel key")):
+        path = Path(module.__file__)
+        assert path.parent == folder and path.name == f"{_numba.file_stem(kind, key)}.py"
+        assert module.__name__ == f"galinear_{path.stem}"
+        assert _numba.read_checked(path, key) is not None
+        assert path.read_text().startswith(f"# galinear generated file {_numba.FILE_FORMAT}; key sha256 ")
+
+
+@pytest.mark.parametrize("planted", ["old layout", "no first line", "another key", "edited"])
+def test_a_generated_module_that_fails_its_check_is_written_again_before_it_runs(planted, tmp_path, monkeypatch):
+    """A file under the module's name runs only when its first line names this layout, this key
+    and the SHA-256 of the rest; anything else (the ``# sha256 of the lines below:`` line of the
+    earlier layout, a file copied from another key, an edit) is replaced by the generated text."""
+    import hashlib
+
+    folder = _module_folder(tmp_path, monkeypatch)
+    marker = tmp_path / "ran"
+    key = f"kernel key {planted}"
+    path = folder / f"{_numba.file_stem('graded', key)}.py"
+    payload = f"open({str(marker)!r}, 'w').close()\nVALUE = 'planted'\n"
+    if planted == "old layout":
+        text = f"# sha256 of the lines below: {hashlib.sha256(payload.encode()).hexdigest()}\n{payload}"
+    elif planted == "no first line":
+        text = payload
+    elif planted == "another key":
+        text = _numba.stamped("the key of another kernel", payload)
+    else:
+        text = _numba.stamped(key, "VALUE = 'made'\n").replace("VALUE = 'made'\n", payload)
+    path.write_text(text)
+    module = _numba.load_generated("graded", key, lambda: "VALUE = 'made'\n")
+    assert module.VALUE == "made" and not marker.exists()
+    assert path.read_text() == _numba.stamped(key, "VALUE = 'made'\n")
+    # the caller that holds the text: a checked file holding other text is replaced as well
+    held = f"VALUE = {'held ' + planted!r}\n"  # a module of its own in this process
+    other = folder / f"{_numba.file_stem('compiled', held)}.py"
+    other.write_text(_numba.stamped(held, payload))
+    assert _numba.load_generated("compiled", held, held).VALUE == "held " + planted and not marker.exists()
+    assert other.read_text() == _numba.stamped(held, held)
+
+
+def test_generated_files_of_the_earlier_layouts_are_left_unused(tmp_path):
+    """The earlier names (``galinear_graded/graded_<20 hex digits>.py``, ``galinear_compiled_src/``)
+    are never read: files planted there, in a layout that was once valid, do not run."""
+    import hashlib
+
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    first = _python(_GRADED, cache)
+    assert first.returncode == 0, first.stderr
+    (module,) = (cache / "galinear_graded").glob("graded_*.py")
+    key = module.read_text().split("\n")[2].removeprefix("# key: ")  # the kernel's header names its key
+    assert len(module.stem) == len("graded_") + 24 and _numba.read_checked(module, key) is not None
+    payload = f"open({str(marker)!r}, 'w').close()\n" + _numba.read_checked(module, key)
+    old = cache / "galinear_graded" / f"graded_{hashlib.sha256(key.encode()).hexdigest()[:20]}.py"
+    old.write_text(f"# sha256 of the lines below: {hashlib.sha256(payload.encode()).hexdigest()}\n{payload}")
+    module.unlink()
+    (cache / "galinear_compiled_src").mkdir()
+    (cache / "galinear_compiled_src" / "galinear_compiled_kernel_numba_0.py").write_text(payload)
+    run = _python(_GRADED, cache)
+    assert run.returncode == 0 and run.stdout == first.stdout, run.stderr
+    assert not marker.exists(), "a generated file of an earlier layout ran"

@@ -1,16 +1,20 @@
 """`galinear codegen`: write straight-line kernels generated from symbolic specs or expressions.
 
-``--op`` writes the kernels of the six shipped operations (numba or torch); ``--expr`` compiles
-an expression of the user's (``"M * x * ~M"``, parsed with :mod:`ast`, never evaluated as
-Python) with :func:`galinear.compile` for any target of :mod:`galinear.compiler.targets`.
+``--op`` writes the kernel of one of the six shipped operations for any target of the registry
+:data:`galinear.compiler.targets.TARGETS` (:func:`galinear.compiler.build.op_sources`: the shipped
+kernels' own frame for numba and torch, the compiler's printer for the others); ``--expr`` compiles
+an expression of the user's (``"M * x * ~M"``, parsed with :mod:`ast`, never evaluated as Python)
+with :func:`galinear.compile` for any of those targets; ``--all`` regenerates the shipped kernels
+(``make codegen``). ``--help`` lists the registered targets, read from the registry when the help is
+shown.
 """
 import argparse
 import re
 
 from galinear.commands._report import fail
 
-HELP = ("generate straight-line kernels: --op for the shipped operations (numba or torch), --expr for "
-        "any expression of multivectors (any target of galinear.compiler.targets)")
+HELP = ("generate straight-line kernels for any registered target: --op for the shipped operations, --expr "
+        "for any expression of multivectors, --all for the kernels shipped in galinear/_generated")
 
 OPS = ("gp", "op", "lc", "rc", "sandwich", "sandwich2")
 #: Largest n of --n and --signature (2**n coefficients per multivector, 4**n products).
@@ -18,6 +22,7 @@ MAX_N = 8
 
 EPILOG = """examples:
   galinear codegen --op gp --n 3 --print
+  galinear codegen --op sandwich --signature 3,0,1 --target c --out kernels
   galinear codegen --expr "M * x * ~M" --input M=even --input x=1 --signature 3,0,1 --target c --out kernels
   galinear codegen --expr "exp(B) * x * ~exp(B)" --input B=2 --input x=1 --n 3 --grad --verify
 
@@ -26,9 +31,40 @@ exit status: 0 done; 1 --verify found a kernel that differs from the references;
 (or an error named on one line)."""
 
 
+def registered_targets() -> tuple:
+    """:data:`galinear.compiler.targets.TARGETS`, the one list of targets. The registry module
+    imports only the standard library, but importing it by name runs ``galinear/compiler/__init__.py``,
+    which loads the whole compiler (sympy, seconds); so unless the compiler is loaded already, the
+    registry's file is run on its own, under a private name."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    loaded = sys.modules.get("galinear.compiler.targets")
+    if loaded is not None:
+        return loaded.TARGETS
+    path = Path(__file__).resolve().parent.parent / "compiler" / "targets" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("_galinear_target_registry", path) if path.is_file() else None
+    if spec is None or spec.loader is None:  # not a plain file (a zipped install): the import by name
+        from galinear.compiler.targets import TARGETS
+
+        return TARGETS
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TARGETS
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Fills ``{targets}`` in an option's help with the registered targets when the help is shown."""
+
+    def _get_help_string(self, action):
+        text = super()._get_help_string(action)
+        return text.replace("{targets}", ", ".join(registered_targets())) if "{targets}" in text else text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = _HelpFormatter
     parser.add_argument("--op", choices=OPS, help="shipped operation to generate")
     parser.add_argument("--expr", metavar="TEXT",
                         help='an expression of the inputs, e.g. "M * x * ~M" (operators * ^ | << >> & @ ~ + - / **, '
@@ -40,16 +76,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser._negative_number_matcher = re.compile(r"^-[0-9][0-9,]*$")
     parser.add_argument("--signature", help="p,q,r instead of --n (clifford's order: r null, p positive, q negative)")
     parser.add_argument("--target", default="numba",
-                        help="kernel language: one of galinear.compiler.targets.TARGETS (an unknown name is answered "
-                             "with the list; default numba; --op offers numba and torch)")
+                        help="kernel language, one of the registered targets: {targets} (default numba; for --op "
+                             "and --expr alike)")
     parser.add_argument("--grad", action="store_true", help="with --expr: also generate the backward kernel")
     parser.add_argument("--max-terms", type=int, default=None, metavar="N",
                         help="with --expr: refuse the compile once its traced products hold more than N terms "
                              "(default about two minutes of compiling; 0: no bound)")
     parser.add_argument("--name", default=None,
                         help="with --expr: name of the generated function and files (default expression)")
-    parser.add_argument("--out", help="output folder (--op: <op>_<metric code>.py; --expr: <name>.py, or <name>.c "
-                                      "and <name>.h; plus <name>_backward.* with --grad)")
+    parser.add_argument("--out", help="output folder (--op: <op>_<metric code>.py, or .c and .h for c; --expr: "
+                                      "<name>.py, or <name>.c and <name>.h; plus <name>_backward.* with --grad)")
     parser.add_argument("--all", action="store_true", help="regenerate every kernel shipped in galinear/_generated")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the source instead of writing it")
     parser.add_argument("--verify", action="store_true",
@@ -73,14 +109,13 @@ def _signature(args) -> tuple:
 
 
 def run(args) -> int:
-    from galinear.compiler.targets import TARGETS
-
-    if args.target not in TARGETS:
-        return fail("codegen", f"unknown --target {args.target!r}; the registered targets are {', '.join(TARGETS)}")
+    targets = registered_targets()
+    if args.target not in targets:
+        return fail("codegen", f"unknown --target {args.target!r}; the registered targets are {', '.join(targets)}")
     if args.expr is not None:
         return _run_expression(args)
     from galinear.blades import metric_from_signature
-    from galinear.symbolic.codegen import generate, generate_all, write_kernel
+    from galinear.symbolic.codegen import FRAMES, generate_all, module_name, write_kernel
     from galinear.symbolic.spec import KernelSpec
 
     only_expr = [flag for flag, given in (("--input", args.input), ("--grad", args.grad), ("--name", args.name),
@@ -97,25 +132,33 @@ def run(args) -> int:
         return fail("codegen", "give --op (one of " + ", ".join(OPS) + "), --expr TEXT, or --all")
     if only_expr:
         return fail("codegen", f"{', '.join(only_expr)} go with --expr; --op writes the shipped operation's kernel")
-    if args.target not in ("numba", "torch"):
-        return fail("codegen", f"--op generates numba or torch kernels; for --target {args.target} write the "
-                    f"operation as an expression, e.g. --expr \"a * b\" --input a=full --input b=full")
     try:
         spec = KernelSpec(args.op, metric_from_signature(*_signature(args)))
         if args.print_only:
-            print(generate(spec, args.target), end="")
+            for _, text in _op_sources(spec, args.target):
+                print(text, end="" if text.endswith("\n") else "\n")
             return 0
         if not args.out:
             raise ValueError("give --out DIR (or --print)")
         _check_out_folder(args.out)
         try:
-            path = write_kernel(spec, args.target, args.out)
+            if args.target in FRAMES:  # rewritten only when its bytes change (numba's disk cache stays valid)
+                print(f"wrote {write_kernel(spec, args.target, args.out)}")
+            else:
+                _write(args.out, module_name(spec), _op_sources(spec, args.target))
         except OSError as exc:
             raise ValueError(f"cannot write into --out {args.out}: {exc.strerror or exc}; choose a writable folder") from None
     except ValueError as exc:
         return fail("codegen", str(exc))
-    print(f"wrote {path}")
     return 0
+
+
+def _op_sources(spec, target: str) -> list:
+    """(suffix, text) of each file of the kernel of ``spec`` for ``target``."""
+    from galinear.compiler.build import op_sources
+
+    sources = op_sources(spec, target)
+    return _sources(target, [("", sources.header, sources.text)])
 
 
 def _run_expression(args) -> int:

@@ -48,8 +48,8 @@ def compile(func, algebra, inputs: dict | None = None, target: str = "numba", *,
     inputs : dict
         Parameter name -> what it holds: a grade, a list of grades, ``"even"``, ``"odd"``,
         ``"full"`` or a list of blade names.
-    target : {"numba", "numpy", "torch", "c", "triton", "jax"}
-        One of :data:`galinear.compiler.targets.TARGETS`.
+    target : str
+        One of :data:`galinear.compiler.targets.TARGETS` (an unknown name is refused with the list).
     grad : bool
         Also generate the backward kernel; returns a :class:`KernelPair` ``(forward, backward)``.
     strategy : {"auto", "staged", "expanded"}

@@ -1,11 +1,15 @@
 """From a user's function to generated sources: trace, lower, emit, with a SHA-256-checked cache.
 
-The cache holds, per key, one JSON file (blade names in parameter order, operation counts, the
-SHA-256 of each source) and the sources themselves; nothing is pickled. The key is the SHA-256 of
+The cache holds, per key, one generated file of kind ``compiled``
+(``galinear_compiled/compiled_<digest>.json``, named and checked as every generated file is:
+:mod:`galinear._numba`): a first line naming the key and the SHA-256 of the rest, then JSON with
+the blade names in parameter order, the operation counts, the guards and the sources themselves;
+nothing is pickled. The key is the SHA-256 of
 the function's code (or its ``__galinear_source__``, for functions made from expression text),
 the exact values it reads (defaults, closure cells, named globals and attributes: see
 :class:`_Describer`), the metric, the input patterns, the target, the lowering strategy and the
-galinear version. A source whose digest differs from the JSON's is regenerated.
+galinear version. An entry whose first line does not check (edited, truncated, of an older layout)
+is regenerated; entries of older layouts under other names are left unused.
 """
 from __future__ import annotations
 
@@ -32,15 +36,17 @@ from galinear.symbolic import polynomials as _polynomials_module
 from galinear.symbolic import program as _program_module
 from galinear.symbolic import trace as _trace_module
 from galinear.symbolic import traced as _traced_module
-from galinear.symbolic.emit import emit, guard_messages
+from galinear.symbolic.emit import Sources, emit, guard_messages
 from galinear.symbolic.lowering import backward, lower
 from galinear.symbolic.multivector import MultiVector as SymbolicMultiVector
 from galinear.symbolic.trace import MAX_TRACE_TERMS, trace
 
-__all__ = ["Built", "build", "cache_key", "cache_folder", "metric_of", "Uncacheable", "CacheWarning", "grad_input_name"]
+__all__ = ["Built", "build", "op_sources", "cache_key", "cache_folder", "metric_of", "Uncacheable", "CacheWarning",
+           "grad_input_name"]
 
-#: Version of the cache's file layout (2: inputs stored as an ordered list of pairs).
-FORMAT = 2
+#: Version of the cache entries' layout, part of every key (2: inputs stored as an ordered list of
+#: pairs; 3: one checked file per entry, the sources inside).
+FORMAT = 3
 
 
 @dataclass
@@ -294,43 +300,40 @@ def cache_key(func, metric, inputs: dict, target: str, strategy: str, grad: bool
 
 
 def cache_folder() -> Path | None:
-    """``galinear_compiled`` in the numba disk cache folder when it can be trusted, else None."""
-    from galinear._numba import disk_cache_folder
+    """The folder of the generated files of kind ``compiled`` when the numba disk cache folder can
+    be trusted, else None (no cache)."""
+    from galinear._numba import disk_cache_folder, generated_folder
 
-    root = disk_cache_folder()
-    if root is None:
+    if disk_cache_folder() is None:
         return None
-    folder = root / "galinear_compiled"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder
+    return generated_folder("compiled")
 
 
-def _sha(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+_TEXTS = ("source", "header", "backward_source", "backward_header")
+
+
+def _entry_path(folder: Path, key: str) -> Path:
+    from galinear._numba import file_stem
+
+    return folder / f"{file_stem('compiled', key)}.json"
 
 
 def _load_cached(folder: Path, key: str) -> Built | None:
-    meta_path = folder / f"{key}.json"
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from galinear._numba import read_checked
+
+    body = read_checked(_entry_path(folder, key), key)
+    if body is None:
         return None
-    if not isinstance(meta, dict) or meta.get("key") != key:
-        return None
-    texts = {}
-    for field in ("source", "header", "backward_source", "backward_header"):
-        digest = meta.get(f"{field}_sha256")
-        if digest is None:
-            texts[field] = None
-            continue
-        try:
-            text = (folder / f"{key}.{field}").read_text(encoding="utf-8")
-        except OSError:
-            return None
-        if _sha(text) != digest:
-            return None
-        texts[field] = text
     try:
+        meta = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(meta, dict) or meta.get("key") != key or meta.get("format") != FORMAT:
+        return None
+    try:
+        texts = {field: meta[field] for field in _TEXTS}
+        if not isinstance(texts["source"], str) or not all(t is None or isinstance(t, str) for t in texts.values()):
+            return None
         return Built(key=key, name=meta["name"], target=meta["target"],
                      input_blades={str(k): tuple(v) for k, v in meta["input_blades"]},
                      output_blades=tuple(meta["output_blades"]), operations=dict(meta["operations"]),
@@ -342,20 +345,16 @@ def _load_cached(folder: Path, key: str) -> Built | None:
 
 
 def _store(folder: Path, built: Built) -> None:
-    from galinear._io import atomic_write_text
+    from galinear._numba import write_checked
 
-    meta = {"key": built.key, "name": built.name, "target": built.target,
+    meta = {"key": built.key, "format": FORMAT, "name": built.name, "target": built.target,
             "input_blades": [[k, list(v)] for k, v in built.input_blades.items()],  # parameter order
             "output_blades": list(built.output_blades), "operations": built.operations,
             "strategy": built.strategy, "guards": list(built.guards),
             "backward_operations": built.backward_operations,
             "backward_guards": list(built.backward_guards), "version": __version__}
-    for field in ("source", "header", "backward_source", "backward_header"):
-        text = getattr(built, field)
-        meta[f"{field}_sha256"] = _sha(text)
-        if text is not None:
-            atomic_write_text(str(folder / f"{built.key}.{field}"), text)
-    atomic_write_text(str(folder / f"{built.key}.json"), json.dumps(meta, indent=1, sort_keys=True))
+    meta.update({field: getattr(built, field) for field in _TEXTS})
+    write_checked(_entry_path(folder, built.key), built.key, json.dumps(meta, indent=1, sort_keys=True))
 
 
 def grad_input_name(inputs) -> str:
@@ -417,3 +416,19 @@ def build(func, metric, inputs: dict, target: str, *, strategy: str = "auto", gr
     if folder is not None:
         _store(folder, built)
     return built
+
+
+def op_sources(spec, target: str) -> Sources:
+    """The kernel of a shipped operation (:class:`galinear.symbolic.spec.KernelSpec`, ``galinear
+    codegen --op``) for any registered ``target``: in the shipped kernels' own frame for the targets
+    that have one (:data:`galinear.symbolic.codegen.FRAMES`: ``kernel(*inputs, out)`` for numba, a
+    function of tensors for torch), else the spec's program (:func:`galinear.symbolic.codegen.lowered`)
+    printed by the target's printer, in the calling convention :func:`galinear.compile` gives that
+    target; the functions are named after the module (``gp_ppp``)."""
+    from galinear.symbolic import codegen
+
+    printer = target_module(target)  # an unknown name is refused, naming the registered targets
+    if target in codegen.FRAMES:
+        return Sources(codegen.generate(spec, target))
+    name = codegen.module_name(spec)
+    return emit(codegen.lowered(spec), printer, name, codegen.header(spec, target, f"the {target} printer of galinear.compiler"))

@@ -10,15 +10,16 @@ Each (metric, product kind, pattern of a, pattern of b) gets its own numba kerne
 code from the kept terms (one sum per output blade) printed by the printer of every generated numba
 module (:func:`galinear.symbolic.numba_source.print_strided`, after the compiler's CSE,
 :func:`galinear.symbolic.lowering.straight_line`) into a file under the numba cache folder, and
-compiled on first call with ``cache=True``: nothing compiles at import. The file is named by the
-kernel's key (layout, metric, kind, patterns and the generator's version,
-:func:`generator_version`), not by its text, so a process that finds it loads it without building
-its source or importing sympy, and numba loads the machine code from its disk cache
-(:func:`galinear._numba.load_keyed`: only from a cache folder no other user can write, compiled
-from the file's checked text, never from a ``.pyc``). Only a missing kernel is printed, with
-sympy. Term lists longer than :data:`STRAIGHT_LINE_MAX_TERMS`
-use the index-list kernel :func:`galinear.core.products.table_product` on the kept terms
-instead (long straight-line code compiles slowly).
+compiled on first call with ``cache=True``: nothing compiles at import. The file is the
+generated module of the kernel's key (layout, metric, kind, patterns and the generator's version,
+:func:`generator_version`), ``galinear_graded/graded_<digest>.py`` in the numba cache folder,
+named and checked as every generated module is (:func:`galinear._numba.load_generated`: only from
+a cache folder no other user can write, its first line naming the key and the SHA-256 of the rest,
+compiled from the file's checked text, never from a ``.pyc``), so a process that finds it loads it
+without building its source or importing sympy, and numba loads the machine code from its disk
+cache. Only a missing kernel is printed, with sympy. Term lists longer than
+:data:`STRAIGHT_LINE_MAX_TERMS` use the index-list kernel :func:`galinear.core.products.table_product`
+on the kept terms instead (long straight-line code compiles slowly).
 
 The sandwich :math:`R\, x\, \tilde R` gets a fused kernel: :math:`t = R x` and :math:`t \tilde R`
 are computed in registers, and only the output blades whose polynomial in the coefficients of
@@ -129,14 +130,13 @@ def generator_version() -> str:
 
 
 def _load(key: tuple, build):
-    """The kernel of ``key`` (layout, metric, kind, patterns): the module of that key from the
-    cache folder when it is there, else ``build(key text)``'s source written there and loaded."""
-    from galinear._numba import generated_folder, load_keyed
+    """The kernel of ``key`` (layout, metric, kind, patterns): the generated module of that key
+    (:func:`galinear._numba.load_generated`, kind ``graded``) from the cache folder when it is
+    there and checks, else ``build(key text)``'s source written there and loaded."""
+    from galinear._numba import load_generated
 
     text = repr(key + (generator_version(),))
-    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-    path = generated_folder() / f"graded_{digest}.py"
-    return load_keyed(f"galinear_graded_{digest}", path, lambda: build(text)).kernel
+    return load_generated("graded", text, lambda: build(text)).kernel
 
 
 def _print(key_text: str, lets, outputs, at_a=None, at_b=None) -> str:

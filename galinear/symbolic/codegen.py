@@ -5,8 +5,12 @@ of :mod:`galinear.symbolic.lowering` (:func:`~galinear.symbolic.lowering.straigh
 statements printed by :func:`galinear.symbolic.emit.statement_lines` with the expression printer of
 every target; only the frame around the body is the shipped kernels' own.
 
-Targets
--------
+Frames
+------
+The operations are printed for every target of :func:`galinear.compile` (``galinear codegen --op
+... --target``); two targets have a frame of their own here (:data:`FRAMES`), the others print the
+program of :func:`lowered` with the compiler's printer (:func:`galinear.compiler.build.op_sources`).
+
 ``numba``
     One ``@jit`` function (``galinear._numba.jit``, ``cache=True``) looping over the batch axis
     in blocks of :data:`ROWS_PER_BLOCK` rows: a block is transposed into (width, rows) buffers,
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sympy as sp
+
 from galinear import _io
 from galinear.symbolic.emit import ExpressionPrinter, statement_lines
 from galinear.symbolic.lowering import straight_line
@@ -39,15 +45,19 @@ from galinear.symbolic.numba_source import (
 )
 from galinear.symbolic.spec import KernelSpec, Program, shipped_specs
 
-__all__ = ["TARGETS", "generate", "write_kernel", "generate_all", "write_rotor_spec", "kernel_path", "GENERATED_ROOT",
-           "BODY_START", "BODY_END", "ROWS_PER_BLOCK"]
+__all__ = ["FRAMES", "generate", "write_kernel", "generate_all", "write_rotor_spec", "kernel_path", "GENERATED_ROOT",
+           "BODY_START", "BODY_END", "ROWS_PER_BLOCK", "SHIPPED_TARGETS", "module_name", "header", "lowered"]
 
-TARGETS = ("numba", "torch")
+#: The targets whose kernels of the shipped operations have a frame of their own here (the blocked
+#: numba frame of the shipped kernels, the torch frame); the other targets of the compiler's
+#: registry print :func:`lowered` with their own printer.
+FRAMES = ("numba", "torch")
 GENERATED_ROOT = Path(__file__).resolve().parent.parent / "_generated"
 _LETTER = {1: "p", -1: "m", 0: "z"}
 
 
-def _module_name(spec: KernelSpec) -> str:
+def module_name(spec: KernelSpec) -> str:
+    """``<op>_<metric code>``, the name of the kernel's module (``gp_ppp``; p, m, z: +1, -1, 0)."""
     return f"{spec.op}_{''.join(_LETTER[m] for m in spec.metric)}"
 
 
@@ -55,30 +65,43 @@ def kernel_path(spec: KernelSpec, target: str, root: Path | None = None) -> Path
     """Where the kernel of ``spec`` for ``target`` lives under ``root`` (galinear/_generated)."""
     _check_target(target)
     root = GENERATED_ROOT if root is None else Path(root)
-    return root / f"{target}_kernels" / f"{_module_name(spec)}.py"
+    return root / f"{target}_kernels" / f"{module_name(spec)}.py"
 
 
 def _check_target(target: str) -> None:
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if target not in FRAMES:
+        raise ValueError(f"{target!r} has no frame of the shipped kernels; these print {', '.join(FRAMES)} "
+                         "(galinear.compiler.build.op_sources prints every target of the compiler)")
 
 
 def _command(spec: KernelSpec, target: str) -> str:
     p, q, r = spec.signature()
     where = "--n {}".format(spec.n) if (q, r) == (0, 0) else f"--signature {p},{q},{r}"
-    return f"galinear codegen --op {spec.op} {where} --target {target} --out galinear/_generated/{target}_kernels"
+    out = f"galinear/_generated/{target}_kernels" if target in FRAMES else "DIR"
+    return f"galinear codegen --op {spec.op} {where} --target {target} --out {out}"
 
 
-def _header(spec: KernelSpec, target: str) -> str:
+def header(spec: KernelSpec, target: str, printer: str | None = None) -> str:
+    """The docstring at the top of the kernel of ``spec`` for ``target``: the spec, the target, the
+    generator and the command that writes it again; ``printer`` names the compiler's printer that
+    prints a target without a frame here (its arguments are then listed, in the order it takes them)."""
+    if printer is None:
+        lines = ["generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)",
+                 f"regenerate: {_command(spec, target)}",
+                 "            (or `galinear codegen --all` / `make codegen` for every shipped kernel)"]
+    else:
+        program = spec.program()
+        arguments = ", ".join(f"{name} ({len(syms)} coefficients)" for name, syms in program.inputs)
+        lines = [f"generator:  {printer} (from galinear.symbolic.spec)",
+                 f"arguments:  {arguments}, in this order; out ({len(program.outputs)} coefficients)",
+                 f"regenerate: {_command(spec, target)}"]
     return (
         f'"""Generated kernel: {spec.describe()}.\n\n'
         f"spec:       KernelSpec(op={spec.op!r}, metric={spec.metric!r})\n"
         f"target:     {target}\n"
-        f"generator:  galinear.symbolic.codegen (from galinear.symbolic.spec)\n"
-        f"regenerate: {_command(spec, target)}\n"
-        f"            (or `galinear codegen --all` / `make codegen` for every shipped kernel)\n\n"
-        f"Do not edit by hand.\n"
-        f'"""\n'
+        + "".join(f"{line}\n" for line in lines)
+        + "\nDo not edit by hand.\n"
+        '"""\n'
     )
 
 
@@ -98,12 +121,23 @@ def _lowered(program: Program):
     return straight_line(program.inputs, assignments, program.outputs)
 
 
+def lowered(spec: KernelSpec):
+    """The program of ``spec`` for the compiler's printers: its common subexpressions shared by the
+    compiler's CSE, and every intermediate named in the private namespace those printers check
+    (:func:`galinear.symbolic.emit.private_names`)."""
+    program = spec.program()
+    rename = {sym: sp.Symbol(f"_{sym}") for stage in program.stages for sym, _ in stage}
+    assignments = [(rename[sym], e.xreplace(rename)) for stage in program.stages for sym, e in stage]
+    outputs = [sp.sympify(e).xreplace(rename) for e in program.outputs]
+    return straight_line(program.inputs, assignments, outputs, prefix="_c")
+
+
 def _torch_source(spec: KernelSpec, program: Program) -> str:
     lowered = _lowered(program)
     used = used_inputs(lowered)
     args = [name for name, _ in program.inputs]
     widths = {name: len(syms) for name, syms in program.inputs}
-    lines = [_header(spec, "torch"), "import torch", "", "", f"def kernel({', '.join(args)}):"]
+    lines = [header(spec, "torch"), "import torch", "", "", f"def kernel({', '.join(args)}):"]
     lines.append(f'    """{spec.describe()}; tensors with any leading shape, last axis as documented."""')
     for name in args:
         lines.append(f"    if {name}.shape[-1] != {widths[name]}:")
@@ -132,13 +166,13 @@ def _torch_source(spec: KernelSpec, program: Program) -> str:
 
 
 def generate(spec: KernelSpec, target: str = "numba") -> str:
-    """Source text of the kernel for ``spec`` and ``target`` (``"numba"`` or ``"torch"``)."""
+    """Source text of the kernel for ``spec`` in the frame of ``target`` (one of :data:`FRAMES`)."""
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"spec must be a KernelSpec, got {type(spec).__name__}")
     _check_target(target)
     program = spec.program()
     if target == "numba":
-        return print_blocked(_lowered(program), _header(spec, "numba"), spec.describe(), _PRINTER)
+        return print_blocked(_lowered(program), header(spec, "numba"), spec.describe(), _PRINTER)
     return _torch_source(spec, program)
 
 
@@ -154,7 +188,7 @@ def write_kernel(spec: KernelSpec, target: str, out_dir) -> Path:
     """
     text = generate(spec, target)
     out_dir = Path(out_dir)
-    path = out_dir / f"{_module_name(spec)}.py"
+    path = out_dir / f"{module_name(spec)}.py"
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return path
     if not (out_dir / "__init__.py").exists() and out_dir.resolve().parent == GENERATED_ROOT:

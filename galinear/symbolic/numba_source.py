@@ -1,16 +1,20 @@
 r"""Numba source text: the one printer of every generated numba module (sympy only; no numba import).
 
-Three layers generate numba code, so its printer sits in the lowest: the compiler's numba target
-(:mod:`galinear.compiler.targets.numba`, which loads and calls what :func:`print_program` prints),
-the shipped kernels of galinear/_generated (:mod:`galinear.symbolic.codegen`, through
-:func:`print_blocked`), and anything else that prints a lowered program for numba. Both layouts print
-the statements with :class:`Rules` through :func:`galinear.symbolic.emit.statement_lines`, from a
-program whose common subexpressions were shared by :mod:`galinear.symbolic.lowering`.
+Three places generate numba code, so its printer sits in the lowest layer: the compiler's numba
+target (:mod:`galinear.compiler.targets.numba`, which loads and calls what :func:`print_program`
+prints), the shipped kernels of galinear/_generated (:mod:`galinear.symbolic.codegen`, through
+:func:`print_blocked`) and the per-pattern kernels of :mod:`galinear.core.graded` (through
+:func:`print_strided`). The three layouts print the statements with :class:`Rules` through
+:func:`galinear.symbolic.emit.statement_lines`, from a program whose common subexpressions were
+shared by :mod:`galinear.symbolic.lowering`. Where the printed modules are kept and how they are
+checked is :mod:`galinear._numba`'s (:func:`galinear._numba.load_generated`).
 
 ``print_program``
     ``kernel_serial`` and ``kernel_parallel`` over rows (``prange``), ``cache=True``: the input
     arrays ``(N, k_i)``, the constants (an array of the input dtype, so float32 code stays float32),
-    the output arrays and a ``uint8`` status per row; returns the sum of ``v - v`` over the outputs.
+    the output arrays and a ``uint8`` status per row; returns the sum of ``v - v`` over the outputs
+    and of the rows' status codes (0 unless a value is inf or nan or a guard failed). Beside them
+    ``kernel_unchecked(*inputs, *outputs)`` (:func:`unchecked_lines`), ``CONSTANTS`` and ``GUARDS``.
 ``print_blocked``
     One ``kernel(*inputs, out)`` over blocks of :data:`ROWS_PER_BLOCK` rows, each block transposed
     into (width, rows) buffers so that the straight-line body runs over contiguous rows (LLVM

@@ -70,7 +70,7 @@ def test_codegen_verify_failure_is_exit_1(monkeypatch, capsys):
     (["--op", "gp", "--n", "1" + "0" * 30, "--print"], "n <= 8"),
     (["--op", "gp", "--n", "1000000000", "--print"], "n <= 8"),
     (["--op", "gp", "--signature", "1000000000,0,0", "--print"], "too large"),
-    (["--op", "gp", "--n", "2", "--target", "c", "--print"], "numba or torch"),
+    (["--op", "gp", "--n", "2", "--target", "fortran", "--print"], "the registered targets are numba, numpy"),
     (["--op", "gp", "--n", "2", "--grad", "--print"], "--grad go with --expr"),
 ])
 def test_codegen_errors_are_one_line_with_exit_2(argv, message, capsys):

@@ -163,10 +163,36 @@ def test_the_cache_is_keyed_on_source_and_checked(tmp_path, monkeypatch):
     assert not first.from_cache and again.from_cache and again.source == first.source
     other = build.build(lambda a, b: a ^ b, alg.metric, {"a": 1, "b": 1}, "numpy")
     assert not other.from_cache and other.key != first.key
-    (tmp_path / f"{first.key}.source").write_text("import os\n")
+    from galinear._numba import file_stem
+
+    entry = tmp_path / f"{file_stem('compiled', first.key)}.json"  # one checked file per key, named by it
+    assert sorted(tmp_path.iterdir()) == sorted(tmp_path.glob("compiled_*.json"))
+    text = entry.read_text()
+    entry.write_text(text.replace("def kernel(", "import os\ndef kernel("))
     tampered = build.build(mul, alg.metric, {"a": 1, "b": 1}, "numpy")
-    assert not tampered.from_cache and tampered.source == first.source
+    assert not tampered.from_cache and tampered.source == first.source and entry.read_text() == text
     assert not list(tmp_path.glob("*.pkl"))
+
+
+def test_cache_entries_of_the_older_layout_are_left_unused(tmp_path, monkeypatch):
+    """Layout 2 kept a JSON file and one file per source, named by the key itself; such files are
+    neither read nor trusted, whatever they hold."""
+    import json
+
+    from galinear.compiler import build
+
+    monkeypatch.setattr(build, "cache_folder", lambda: tmp_path)
+    alg = galinear.Algebra(3)
+
+    def mul(a, b):
+        return a * b
+
+    key = build.cache_key(mul, alg.metric, {"a": 1, "b": 1}, "numpy", "auto", False)
+    (tmp_path / f"{key}.source").write_text("raise SystemExit('an old entry ran')\n")
+    (tmp_path / f"{key}.json").write_text(json.dumps({"key": key, "source_sha256": "0" * 64}))
+    built = build.build(mul, alg.metric, {"a": 1, "b": 1}, "numpy")
+    assert not built.from_cache and "an old entry" not in built.source
+    assert build.build(mul, alg.metric, {"a": 1, "b": 1}, "numpy").from_cache
 
 
 GRADIENT_CASES = {

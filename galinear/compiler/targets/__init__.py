@@ -12,13 +12,19 @@ A target module defines
 ``print_program(program, name, header)``
     the source of a lowered program (:class:`~galinear.symbolic.lowering.Lowered`, its names
     already private), a str or :class:`galinear.symbolic.emit.Sources`; the statements are printed
-    by :func:`galinear.symbolic.emit.statement_lines` with the target's own rules;
+    by :func:`galinear.symbolic.emit.statement_lines` with the target's own rules. It prints what
+    :func:`galinear.compile` and ``galinear codegen --expr`` compile, and the shipped operations of
+    ``galinear codegen --op`` for a target without a frame of the shipped kernels
+    (:func:`galinear.compiler.build.op_sources`);
 ``Loaded(sources, name, guards, widths, out_widths, multiplications)``
     the program loaded for the target; ``run(values, names, out, parallel)`` calls it on the
     arrays of one call (in the order of ``names``) and returns a tuple of outputs.
 
-Adding a target is one new module here and its name in :data:`TARGETS`. This module imports only
-the standard library: the command line reads :data:`TARGETS` without loading the compiler.
+Adding a target is one new module here and its name in :data:`TARGETS`, the one list of targets
+(``galinear codegen`` takes its ``--target`` choices and its help from it). This module imports only
+the standard library, so the command line reads :data:`TARGETS` from this file without loading the
+compiler (:func:`galinear.commands.codegen.registered_targets`; importing it by name runs the
+package ``galinear.compiler`` first); a target's module is imported when :func:`target` asks for it.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import importlib
 
 __all__ = ["TARGETS", "target"]
 
-#: Every target of :func:`galinear.compile` and ``galinear codegen --expr``, each a module here.
+#: Every target of :func:`galinear.compile` and ``galinear codegen`` (``--expr`` and ``--op``), each a module here.
 TARGETS = ("numba", "numpy", "torch", "c", "triton", "jax")
 
 

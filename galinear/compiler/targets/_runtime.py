@@ -1,35 +1,21 @@
-"""What the targets' loaders share: the folder and loader of generated modules, the status check,
-and the calling convention of the targets that take numpy arrays (numba, numpy, C)."""
+"""What the targets' loaders share: the loader of generated modules, the status check, and the
+calling convention of the targets that take numpy arrays (numba, numpy, C)."""
 from __future__ import annotations
-
-import hashlib
-from pathlib import Path
 
 import numpy as np
 
 from galinear._buffers import empty
-from galinear._numba import generated_folder, load_generated
+from galinear._numba import load_generated
 from galinear.symbolic.trace import KernelDomainError
 
-__all__ = ["Loaded", "ArrayLoaded", "module_folder", "load_module", "is_tensor"]
+__all__ = ["Loaded", "ArrayLoaded", "load_module", "is_tensor"]
 
 
-def module_folder() -> Path:
-    """Where generated modules are written before they are loaded (galinear's private cache)."""
-    folder = generated_folder().parent / "galinear_compiled_src"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-    except OSError:
-        folder = generated_folder()
-    return folder
-
-
-def load_module(source: str, tag: str):
-    """The module of ``source``, written once to a file named by its SHA-256 and compiled from the
-    checked text (:func:`galinear._numba.load_generated`)."""
-    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:24]
-    name = f"galinear_compiled_{tag}_{digest}"
-    return load_generated(name, module_folder() / f"{name}.py", source)
+def load_module(source: str):
+    """The module of ``source``: the generated module of kind ``compiled`` keyed by its text
+    (``galinear_compiled/compiled_<digest>.py``, used only when it holds exactly ``source``;
+    :func:`galinear._numba.load_generated`)."""
+    return load_generated("compiled", source, source)
 
 
 def is_tensor(x) -> bool:
@@ -50,7 +36,7 @@ class Loaded:
         self.name, self.guards = name, guards
         self.multiplications = multiplications
         self.widths, self.out_widths = widths, out_widths
-        self.module = load_module(sources.text, f"{name}_{self.TARGET}") if self.PYTHON_MODULE else None
+        self.module = load_module(sources.text) if self.PYTHON_MODULE else None
 
     def run(self, values, names, out=None, parallel=False) -> tuple:
         raise NotImplementedError

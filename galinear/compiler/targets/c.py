@@ -7,14 +7,14 @@ return the number of rows that failed a guard. The source is compiled with the s
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
 
 import numpy as np
 
-from galinear.compiler.targets._runtime import ArrayLoaded, module_folder
+from galinear._numba import file_stem, generated_folder
+from galinear.compiler.targets._runtime import ArrayLoaded
 from galinear.symbolic.emit import (
     ExpressionPrinter,
     Sources,
@@ -127,9 +127,10 @@ def print_program(program, name: str, header: str) -> Sources:
 
 
 def compile_library(source: str, header: str, name: str) -> ctypes.CDLL:
-    """The shared library of ``source``, built once with the system C compiler into the cache."""
-    digest = hashlib.sha256((source + header).encode("utf-8")).hexdigest()[:24]
-    folder = module_folder() / f"c_{name}_{digest}"
+    """The shared library of ``source``, built once with the system C compiler into the folder of
+    the generated files of kind ``compiled`` (``c_<digest>``, named by the SHA-256 of the source and
+    the header as every generated file is: :func:`galinear._numba.file_stem`)."""
+    folder = generated_folder("compiled") / file_stem("c", header + "\n" + source)
     lib = folder / f"lib{name}.so"
     if not lib.exists():
         compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
