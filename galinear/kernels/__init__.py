@@ -6,7 +6,9 @@ imports :mod:`galinear.rotor_kernels`.
 """
 import sys
 
+from galinear.rotor_kernels import *  # noqa: F401,F403 - the package's own names
 from galinear.rotor_kernels import (
+    __all__,  # noqa: F401
     bivector_parts,
     bounds,
     branches,
@@ -17,8 +19,6 @@ from galinear.rotor_kernels import (
     spinor,
     spinor_tables,
 )
-from galinear.rotor_kernels import *  # noqa: F401,F403 - the package's own names
-from galinear.rotor_kernels import __all__  # noqa: F401
 
 for _module in (bivector_parts, bounds, branches, factors, givens, resident, rotor_chain, spinor, spinor_tables):
     sys.modules[f"{__name__}.{_module.__name__.rpartition('.')[2]}"] = _module

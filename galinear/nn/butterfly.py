@@ -70,6 +70,6 @@ class Butterfly(nn.Module):
         return x
 
     def matrix(self) -> torch.Tensor:
-        """The dense n x n orthogonal matrix M with ``forward(x) == x @ M.T`` (differentiable)."""
+        """The full n x n orthogonal matrix M with ``forward(x) == x @ M.T`` (differentiable)."""
         eye = torch.eye(self.n, dtype=self.angles.dtype, device=self.angles.device)
         return self.forward(eye).T

@@ -119,18 +119,25 @@ def _numba_parts_usable(a: torch.Tensor) -> bool:
     return a.dtype in (torch.float32, torch.float64) and _plain(a)
 
 
+#: The ways :func:`bivector_parts` sums the parts (:func:`galinear.nn.functional.plan.bivector_parts_method`).
+PARTS_METHODS = ("correlation", "numba", "gather")
+
+
 def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     r"""Summed bivector parts :math:`\sum_t \langle a_t \tilde b_t\rangle_2` and
     :math:`\sum_t \langle \tilde b_t a_t\rangle_2` for a, b of shape (T, P, 2**n): each (P, C(n, 2)).
 
-    ``kernel``: "torch" (one batched matrix product per chunk pair for small chunks, one gather
-    pass per blade above; the limit is :func:`galinear.nn.functional.plan.bivector_parts_method`'s),
-    "numba" (:mod:`galinear.rotor_kernels.bivector_parts`: every blade from one resident pass, CPU only)
-    or "auto" (numba above the limit on the CPU when it compiles and the tensors are plain, torch
+    ``kernel``: a method of :data:`PARTS_METHODS`, as a plan names it (:attr:`Plan.parts
+    <galinear.nn.functional.plan.Plan>`): "correlation" (one batched matrix product per chunk
+    pair), "gather" (one gather pass per blade) or "numba"
+    (:mod:`galinear.rotor_kernels.bivector_parts`: every blade from one resident pass, CPU only);
+    or "torch" (correlation for small chunks, gather above; the limit is
+    :func:`galinear.nn.functional.plan.bivector_parts_method`'s) or "auto" (that function's
+    choice: numba above the limit on the CPU when it compiles and the tensors are plain, torch
     otherwise).
     """
-    if kernel not in ("auto", "torch", "numba"):
-        raise ValueError(f"kernel must be 'auto', 'torch' or 'numba', got {kernel!r}")
+    if kernel not in ("auto", "torch") + PARTS_METHODS:
+        raise ValueError(f"kernel must be 'auto', 'torch' or one of {PARTS_METHODS}, got {kernel!r}")
     if a.shape != b.shape or a.dim() != 3:
         raise ValueError(f"a and b must both be (T, P, 2**n), got {tuple(a.shape)} and {tuple(b.shape)}")
     d = a.shape[-1]
@@ -141,8 +148,8 @@ def bivector_parts(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tu
     if M == 0:
         empty = a.new_zeros(P, 0)
         return empty, empty
-    if kernel == "numba":
-        method = "numba"
+    if kernel in PARTS_METHODS:
+        method = kernel
     else:
         method = bivector_parts_method(d, a.device, kernel == "auto" and a.device.type == "cpu"
                                        and _numba_parts_usable(a) and _plain(b))
@@ -186,12 +193,16 @@ class SandwichCall:
     ``backward(grad, y, VL, WL, VR, WR, input_grad) -> (grad_x or None, left, right)``, the
     transposed map and the summed bivector parts of :func:`bivector_parts` in one pass; it runs
     where the parameter gradient is needed, without a graph of the backward pass, on plain tensors.
+    ``parts``: how the backward pass sums the bivector parts otherwise (the plan's
+    :attr:`~galinear.nn.functional.plan.Plan.parts`, a method of :data:`PARTS_METHODS`; None:
+    :func:`bivector_parts`'s "auto").
     """
 
     apply: Callable
     threads: int | None = None
     workers: int | None = None
     backward: Callable | None = None
+    parts: str | None = None
 
 
 def _flat(x, P, d):
@@ -289,7 +300,9 @@ class SandwichMap(torch.autograd.Function):
         P, d = y.shape[-2:]
         # one batched product or one parallel loop: no barrier storm, so the caller's threads
         with intra_op_threads(call.workers if call.threads is not None else None):
-            left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d))  # <G y~>_2, <y~ G>_2
+            # the plan's method; "auto" without a plan, or for tensors a torch.func transform wraps
+            method = call.parts if call.parts is not None and _plain(grad, y) else "auto"
+            left, right = bivector_parts(_flat(grad, P, d).to(y.dtype), _flat(y, P, d), method)  # <G y~>_2, <y~ G>_2
         return (grad_x, *_parameter_grads(ctx.single, left, right, BL, BR, specL, specR))
 
     @staticmethod
@@ -403,7 +416,7 @@ def exact_sandwich_matrices(left_bivectors, right_bivectors, left, right=None) -
 
 
 def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, backend: str | Callable = "auto",
-                         spectra=(None, None), threads: int | None = None):
+                         spectra=(None, None), threads: int | None = None, parts: str | None = None):
     r"""y[b, p] = R_p x[b, p] S_p~ with R = exp(B), S = exp(C), and the exact gradient in B, C.
 
     Parameters
@@ -420,6 +433,8 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
     threads : intra-op threads for the backward pass (the plan's count that the caller runs the
         forward call with, :class:`galinear.nn.functional.plan.intra_op_threads`); None: the
         caller's count at the time autograd runs it.
+    parts : how the backward pass sums the bivector parts (the plan's
+        :attr:`~galinear.nn.functional.plan.Plan.parts`); None: :func:`bivector_parts`'s "auto".
     """
     from galinear.nn import functional as F
 
@@ -436,7 +451,7 @@ def exact_rotor_sandwich(x, left_bivectors, right_bivectors, left, right=None, b
         _check_factors("right", right, P, n)
     fn = backend if callable(backend) else F.resolve_sandwich_backend(backend, x.device, x.dtype)[1]
     call = SandwichCall(fn, intra_op_threads(threads).count,  # a bad count raises here, not in backward
-                        caller_threads(), getattr(fn, "backward", None))
+                        caller_threads(), getattr(fn, "backward", None), parts)
     VL, WL = (t.detach() for t in left)
     VR, WR = (None, None) if right is None else (t.detach() for t in right)
     return SandwichMap.apply(x, left_bivectors, right_bivectors, VL, WL, VR, WR,

@@ -222,7 +222,7 @@ class StructuredStages:
             mapped = exact_rotor_sandwich(
                 pairs, _joined([g.left_bivectors for g in gadgets]),
                 None if right is None else _joined([g.right_bivectors for g in gadgets]),
-                left, right, backend=plan.fn, spectra=spectra, threads=plan.threads,
+                left, right, backend=plan.fn, spectra=spectra, threads=plan.threads, parts=plan.parts,
             )
         scale = torch.stack([_pair_scale(g) for g in gadgets])                     # (B, J, I, c)
         out = _output_coordinates(first)                                          # (J, c)
@@ -237,7 +237,7 @@ class StructuredStages:
         (:func:`~galinear.nn.dexp.exact_parity_blocks`) and weighted by their alphas, form per
         parity one (I c/2, B J c/2) matrix, and the stage is one batched product over the two
         parities that also sums the input chunks: forward and backward are large GEMMs of half
-        the dense layer's work, and no d x d matrix is built. y comes out as (2, T, B, J c/2),
+        an nn.Linear's work, and no d x d matrix is built. y comes out as (2, T, B, J c/2),
         the layout ``branch_sum`` reads directly, with each coordinate's output factor (the
         averaging over covering chunks) and destination. ``blocks``: the gadgets' parity blocks
         when already built (:meth:`_network_blocks`), else built here.

@@ -9,8 +9,9 @@ first backend lookup and imports nothing of :mod:`galinear.nn.functional`.
 The map applies the simple rotors factor by factor (:math:`O(n^2 2^n)` per token) with one of
 two kernels: ``"tile"`` (:mod:`galinear.rotor_kernels.rotor_chain`, tiles of 16-64 tokens vectorised
 along tokens) or ``"resident"`` (:mod:`galinear.rotor_kernels.resident`, one token at a time, nothing
-padded); ``kernel="auto"`` picks by the number of tokens with the measured cross-over
-:data:`galinear.rotor_kernels.resident.RESIDENT_MAX_TOKENS`.
+padded). A rotor layer's plan names the kernel (:attr:`galinear.nn.functional.plan.Plan.options`,
+by the number of tokens with the measured cross-over of :func:`galinear.nn._kernel_rules.numba_kernel`);
+a call without a plan (``kernel="auto"``) applies the same rule.
 
 The backend computes values only. Gradients come from the callers: the exact gradient
 (:func:`galinear.nn.dexp.exact_rotor_sandwich`) needs only this forward (the input gradient is
@@ -23,8 +24,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from galinear.rotor_kernels import resident, rotor_chain
 from galinear.nn._eager import eager_under_compile
+from galinear.nn._kernel_rules import NUMBA_KERNELS, numba_kernel
+from galinear.rotor_kernels import resident, rotor_chain
 
 __all__ = ["numba_sandwich"]
 
@@ -35,7 +37,10 @@ def _as_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 def _apply(x, VL, WL, VR, WR, tile, kernel):
     """y (B, P, 2**n) for x (B, P, 2**n) and factors (P, k, n); VR = WR = None for S = R."""
-    kernel = resident.pick_kernel(kernel, x.shape[0]) if tile is None else "tile"
+    if tile is not None:
+        kernel = "tile"
+    elif kernel == "auto":
+        kernel = numba_kernel(x.shape[0])
     args = (_as_numpy(x), _as_numpy(VL), _as_numpy(WL),
             None if VR is None else _as_numpy(VR), None if WR is None else _as_numpy(WR))
     if kernel == "resident":
@@ -49,13 +54,13 @@ def _apply(x, VL, WL, VR, WR, tile, kernel):
 def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None, kernel: str = "auto"):
     """Backend function ``fn(x, VL, WL, VR, WR) -> y`` for factor pairs as in docs/nn.md (x (..., P, 2**n), CPU).
 
-    ``kernel``: "auto" (by the number of tokens, see the module docstring), "resident" or
-    "tile"; a ``tile`` size implies "tile". The result carries no autograd history. Raises
+    ``kernel``: "resident" or "tile" (a plan's choice), or "auto" (a call without a plan: by the
+    number of tokens, see the module docstring); a ``tile`` size implies "tile". The result carries no autograd history. Raises
     ValueError for tensors off the CPU, an unknown kernel, or inputs that require gradients
     while grad mode is on; TypeError for dtypes other than float32/64.
     """
-    if kernel not in resident.KERNELS:
-        raise ValueError(f"kernel must be one of {resident.KERNELS}, got {kernel!r}")
+    if kernel != "auto" and kernel not in NUMBA_KERNELS:
+        raise ValueError(f"kernel must be one of {('auto', *NUMBA_KERNELS)}, got {kernel!r}")
     tensors = [t for t in (x, VL, WL, VR, WR) if t is not None]
     for t in tensors:
         if t.device.type != "cpu":
@@ -79,3 +84,7 @@ def numba_sandwich(x, VL, WL, VR=None, WR=None, *, tile: int | None = None, kern
     P, d = x.shape[-2:]
     y = _apply(x.reshape(-1, P, d), VL, WL, VR, WR, tile, kernel)
     return y.reshape(*lead, P, d)
+
+
+#: the options of :attr:`galinear.nn.functional.plan.Plan.options` this backend takes
+numba_sandwich.plan_options = ("kernel",)

@@ -170,7 +170,7 @@ class RotorLinear(DecodeMethods, nn.Module):
         # Memo of the last rotor factors computed without autograd and without a warm-start
         # update (inference): a pure function of the state below, never part of the state_dict.
         self._factor_cache = None
-        # Likewise the assembled (out, in) matrix of the "dense" path, and the parameter versions
+        # Likewise the assembled (out, in) matrix of the cached-matrix path, and the parameter versions
         # last checked for NaN/inf (an unchanged parameter is not checked again).
         self._weight_cache = None
         self._decode_cache = None
@@ -433,7 +433,7 @@ class RotorLinear(DecodeMethods, nn.Module):
         if plan.exact:
             mapped = exact_rotor_sandwich(
                 pairs, self.left_bivectors, self.right_bivectors, left, right, backend=plan.fn, spectra=spectra,
-                threads=plan.threads,
+                threads=plan.threads, parts=plan.parts,
             )
         else:  # autograd through the backend (a differentiable one: the plan's rule)
             VR, WR = (None, None) if right is None else right
@@ -512,7 +512,7 @@ class RotorLinear(DecodeMethods, nn.Module):
         with dispatch.intra_op_threads(plan.threads):
             columns = exact_rotor_sandwich(
                 eye.unsqueeze(1).expand(c, self.pairs, c), self.left_bivectors, self.right_bivectors,
-                left, right, backend=fn, threads=plan.threads,
+                left, right, backend=fn, threads=plan.threads, parts=plan.parts,
             )  # columns[t, p] = M_p e_t
         return columns.permute(1, 2, 0)
 

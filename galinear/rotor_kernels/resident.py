@@ -35,23 +35,10 @@ from galinear._switch_points import RESIDENT_MAX_TOKENS
 from galinear.blades import shortlex_bitmasks
 from galinear.rotor_kernels import rotor_chain
 
-__all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "KERNELS", "pick_kernel", "sandwich_forward"]
+__all__ = ["RESIDENT_MAX_TOKENS", "TOKENS_PER_JOB", "sandwich_forward"]
 
 #: Tokens per parallel job.
 TOKENS_PER_JOB = 8
-#: Kernel names accepted by :func:`pick_kernel` and the "numba" backend.
-KERNELS = ("auto", "resident", "tile")
-
-
-def pick_kernel(kernel: str, tokens: int) -> str:
-    """"resident" or "tile" for a batch of ``tokens`` tokens per chunk pair; ``kernel`` "auto"
-    chooses by the measured cross-over :data:`galinear._switch_points.RESIDENT_MAX_TOKENS` (the
-    tile kernel pads a batch to a 16-token tile and vectorises along tokens), other names are kept."""
-    if kernel == "auto":
-        return "resident" if tokens <= RESIDENT_MAX_TOKENS else "tile"
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    return kernel
 
 _FASTMATH = {"contract"}  # fused multiply-add, nothing that reorders sums
 

@@ -14,6 +14,7 @@ import torch
 
 from galinear.rotor_kernels import resident, rotor_chain
 from galinear.nn import functional as F
+from galinear.nn.functional import plan as dispatch
 from galinear.nn.numba_backend import numba_sandwich
 from galinear.testing import (
     assert_gradient_matches_fd,
@@ -96,10 +97,11 @@ def test_gradient_matches_central_differences(point, resident_backend):
 
 @pytest.mark.parametrize("tokens,expected", [(1, "resident"), (resident.RESIDENT_MAX_TOKENS, "resident"),
                                              (resident.RESIDENT_MAX_TOKENS + 1, "tile"), (2048, "tile")])
-def test_pick_kernel_follows_the_cross_over(tokens, expected):
-    assert resident.pick_kernel("auto", tokens) == expected
-    assert resident.pick_kernel("tile", 1) == "tile"
-    assert resident.pick_kernel("resident", 4096) == "resident"
+def test_the_plan_picks_the_kernel_by_the_cross_over(tokens, expected):
+    assert dispatch.numba_kernel(tokens) == expected
+    chosen = dispatch.plan(4, tokens, "cpu", torch.float64, "inference", backend="numba")
+    assert chosen.options == (("kernel", expected),)
+    assert chosen.fn.keywords == {"kernel": expected}
 
 
 def test_backend_kernels_agree_and_bad_names_are_refused():
@@ -111,8 +113,6 @@ def test_backend_kernels_agree_and_bad_names_are_refused():
         assert relative_error(y.numpy(), outs[0].numpy()) < 1e-12
     with pytest.raises(ValueError, match="kernel must be one of"):
         numba_sandwich(x, *factors, kernel="fast")
-    with pytest.raises(ValueError, match="kernel must be one of"):
-        resident.pick_kernel("fast", 1)
 
 
 def test_bad_input_is_refused(rng):

@@ -97,8 +97,9 @@ def test_network_stages_run_the_parity_blocks_in_training(threads):
 
 def test_serial_backends_run_one_thread_on_the_cpu_only():
     for name in sp.SERIAL_BACKENDS:
-        assert plan(11, 4096, backend=name) == dispatch.Plan(P.SPINOR if name == "spinor" else P.BACKEND, name, 1,
-                                                             "requested")
+        chosen = plan(11, 4096, backend=name)
+        assert (chosen.path, chosen.backend, chosen.threads, chosen.rule) == (
+            P.SPINOR if name == "spinor" else P.BACKEND, name, 1, "requested")
         assert dispatch.plan(11, 4096, "cuda", F32, "inference", backend=name).threads is None
     for name in ("dense", "numba"):
         assert plan(11, 4096, backend=name).threads is None
@@ -134,7 +135,8 @@ def _inside_vmap(ask):
 def test_captured_calls_keep_to_plain_torch():
     captured_plan = dispatch.Plan(P.CACHED_MATRIX, None, None, "captured: plain torch operations")
     assert _inside_vmap(lambda: plan(11, 1)) == captured_plan
-    assert _inside_vmap(lambda: plan(11, 4096, backend="numba")) == dispatch.Plan(P.BACKEND, "numba", None, "requested")
+    assert _inside_vmap(lambda: plan(11, 4096, backend="numba")) == dispatch.Plan(
+        P.BACKEND, "numba", None, "requested", options=(("kernel", "tile"),), parts="gather")
     assert _inside_vmap(lambda: plan(11, 1, network=True)).path is P.GADGETS
     captured = _inside_vmap(lambda: dispatch.plan(11, 4, CPU, torch.float64, "training", backend="spinor",
                                                   sandwich=True))
@@ -220,13 +222,16 @@ def test_the_layers_choose_nothing_themselves():
     names = ["MATRIX_MAX_N", "INFERENCE_MATRIX_MAX_N", "MATRIX_MAX_INFERENCE_BATCH", "DECODE_MIN_N",
              "DECODE_MIN_ENTRIES", "CORRELATION_LIMIT", "SERIAL_BACKENDS", "choose_backend", "rule_backend",
              "autotable", "backend_table", "batch_bucket", "_backend_for", "_decodes", "numba_usable",
-             "set_num_threads", "set_threads"]
+             "set_num_threads", "set_threads", "SPINOR_TRANSFORM_ENV", "transform_setting", "pick_kernel",
+             "RESIDENT_MAX_TOKENS"]
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     plan_file = Path(dispatch.__file__).resolve()
+    # the numba kernel's rule, below the dispatcher and the numba backend (neither imports the other)
+    rules_file = GALINEAR / "nn" / "_kernel_rules.py"
     threads_file = plan_file.with_name("threads.py")  # sets thread counts, names no switch point
     setters = {"set_num_threads", "set_threads"}
     found = [f"{path.relative_to(GALINEAR.parent)}:{number}: {line.strip()}"
-             for path in sorted((GALINEAR / "nn").rglob("*.py")) if path.resolve() != plan_file
+             for path in sorted((GALINEAR / "nn").rglob("*.py")) if path.resolve() not in (plan_file, rules_file)
              for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)
              if path.resolve() != threads_file or not set(pattern.findall(line)) <= setters]
     assert not found, "switch points or thread settings outside the dispatcher:\n" + "\n".join(found)
@@ -390,6 +395,49 @@ def test_spinor_transform_rule_and_switch(monkeypatch):
     monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "fast")
     with pytest.raises(ValueError, match="GALINEAR_SPINOR_TRANSFORM must be 'auto' or 'torch'"):
         dispatch.spinor_transform(numba=True, triton=False)
+
+
+def test_the_plan_carries_the_spinor_transform_and_reads_the_switch_at_each_call(monkeypatch):
+    monkeypatch.delenv(dispatch.SPINOR_TRANSFORM_ENV, raising=False)
+    chosen = plan(11, 64, "training")
+    expected = "numba" if dispatch.numba_usable() else "torch"
+    assert chosen.path is P.SPINOR and chosen.options == (("transform", expected),)
+    assert chosen.fn.keywords == {"transform": expected} and chosen.fn.backward.keywords == {"transform": expected}
+    assert dispatch.plan(11, 64, "cuda", F32, "training").options[0][0] == "transform"
+    monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "torch")
+    assert plan(11, 64, "training").options == (("transform", "torch"),)
+    assert dispatch.spinor_transform_for(CPU, 11, F32) == "torch"
+    monkeypatch.setenv(dispatch.SPINOR_TRANSFORM_ENV, "fast")
+    with pytest.raises(ValueError, match="GALINEAR_SPINOR_TRANSFORM must be 'auto' or 'torch'"):
+        plan(11, 64, "training")
+
+
+def test_the_plan_carries_the_bivector_parts_method():
+    limit = sp.CORRELATION_LIMIT
+    n_small, n_large = limit.bit_length() - 1, limit.bit_length()
+    assert plan(n_small, 64, "training", backend="spinor").parts == "correlation"
+    large = "numba" if dispatch.numba_usable() else "gather"
+    assert plan(n_large, 64, "training", backend="spinor").parts == large
+    assert dispatch.plan(n_large, 64, CPU, torch.bfloat16, "training", backend="factored").parts == "gather"
+    assert _inside_vmap(lambda: plan(n_large, 64, "training", backend="spinor")).parts == "gather"
+    assert plan(n_large, 4, "inference").parts is None                    # no sandwich path, no parts
+    assert dispatch.plan(n_large, 64, CPU, F32, "training", backend="factored", sandwich=True).parts is None
+
+
+def test_a_replaced_backend_gets_only_the_options_it_declares():
+    def plain(x, VL, WL, VR=None, WR=None):
+        return x
+
+    entry = F.sandwich_backend_entry("numba")
+    F.register_sandwich_backend("numba", plain, devices=("cpu",), priority=entry.priority)
+    try:
+        chosen = plan(11, 4, "inference", backend="numba")
+        assert chosen.options == (("kernel", "resident"),) and chosen.fn is plain
+    finally:
+        F.unregister_sandwich_backend("numba")
+        F.backends._REGISTRY["numba"] = entry
+        dispatch.forget_plans()
+    assert plan(11, 4, "inference", backend="numba").fn.keywords == {"kernel": "resident"}
 
 
 def test_a_network_in_training_asks_once_for_every_stage(monkeypatch):

@@ -37,14 +37,12 @@ for n in (8, 9, 10, 11):
     T.from_matrix(Y, y_got, 1)
     worst[str(n)] = max(float((ref - got).abs().max()), float((y_ref - y_got).abs().max()))
 # a whole sandwich and its transposed map with the Triton transforms standing in for numba's
-S._use_numba = lambda t: False
-S._triton = lambda t, n: T
 x = torch.randn(7, 1, 256, requires_grad=True)
 factors = [torch.randn(1, 4, 8) * 0.5 for _ in range(4)]
 with torch.no_grad():  # the spinor backend itself (with gradients rotor_sandwich runs "factored")
-    y = F.rotor_sandwich(x, tuple(factors[:2]), tuple(factors[2:]), backend="spinor")
+    y = S.spinor_sandwich(x, *factors, transform="triton")
     g = torch.randn_like(y)
-    gx = F.rotor_sandwich(g, transposed_factors(*factors[:2]), transposed_factors(*factors[2:]), backend="spinor")
+    gx = S.spinor_sandwich(g, *transposed_factors(*factors[:2]), *transposed_factors(*factors[2:]), transform="triton")
 ref = F.rotor_sandwich(x, tuple(factors[:2]), tuple(factors[2:]), backend="dense")
 (gx_ref,) = torch.autograd.grad(ref, [x], g)
 worst["sandwich"] = float((y - ref).abs().max())

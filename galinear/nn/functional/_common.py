@@ -10,23 +10,6 @@ _HALF_TYPES = (torch.float16, torch.bfloat16)
 _TABLE_CACHE: dict = {}
 
 
-def numba_kernels_usable(x, kernels: str) -> bool:
-    """Whether the numba kernels of ``galinear.rotor_kernels.<kernels>`` serve ``x``: a float32/float64
-    CPU tensor, with numba importable and compiling (under NUMBA_DISABLE_JIT the kernels' loops
-    would run as plain Python)."""
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
-        return False
-    try:
-        import importlib
-
-        from numba import config
-
-        importlib.import_module(f"galinear.rotor_kernels.{kernels}")
-    except Exception:  # numba missing or broken: the torch operations
-        return False
-    return not config.DISABLE_JIT
-
-
 def _compiling() -> bool:
     try:
         return bool(torch.compiler.is_compiling())

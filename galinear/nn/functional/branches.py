@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from galinear.nn.functional._common import numba_kernels_usable
+from galinear.nn.functional.plan import numba_kernels_usable
 from galinear.nn.functional.threads import intra_op_threads
 
 __all__ = ["branch_sum"]
@@ -64,7 +64,7 @@ def _weighted(parts, weights):
 
 def _kernel_usable(y) -> bool:
     """The numba kernels of :mod:`galinear.rotor_kernels.branches` serve float32/float64 CPU tensors
-    when numba compiles."""
+    when numba compiles (the dispatcher's rule)."""
     return numba_kernels_usable(y, "branches")
 
 

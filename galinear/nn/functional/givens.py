@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import torch
 
-from galinear.nn.functional._common import _capturing, numba_kernels_usable
+from galinear.nn.functional._common import _capturing
 from galinear.nn.functional.branches import _array
+from galinear.nn.functional.plan import numba_kernels_usable
 
 __all__ = ["givens_rotate", "matching_partners"]
 
 
 def _kernel_usable(x) -> bool:
-    """The numba kernels serve float32/float64 CPU tensors when numba compiles."""
+    """The numba kernels serve float32/float64 CPU tensors when numba compiles (the dispatcher's rule)."""
     return numba_kernels_usable(x, "givens")
 
 

@@ -84,9 +84,16 @@ applies the same counts the same way; its bivector parts (one batched product or
 loop) run with the caller's count (``gradient="power-step"`` differentiates the torch operations
 of ``"factored"``, whose backward pass autograd runs with the caller's count).
 
-Helpers of the backends that choose within a path, pure functions of their arguments, live here
-too: :func:`spinor_transform` (the spinor backend's transforms), :func:`bivector_parts_method`
-(how the exact gradient sums the bivector parts).
+What runs inside a path is chosen here too, and carried by the plan, so that a backend only
+executes it: :attr:`Plan.options` are the keyword options the plan's backend function is called
+with (:attr:`Plan.fn` binds them): the "spinor" backend's transforms between multivectors and
+matrices (``transform``, :func:`spinor_transform`) and the "numba" backend's kernel (``kernel``,
+:func:`numba_kernel`); :attr:`Plan.parts` is how the exact gradient sums the bivector parts
+(:func:`bivector_parts_method`). The same functions answer a backend called without a plan (a
+direct call of the backend function, or :func:`~galinear.nn.dexp.exact_rotor_sandwich` given a
+backend by name): its option "auto" asks them. The environment variable
+``GALINEAR_SPINOR_TRANSFORM`` (:data:`SPINOR_TRANSFORM_ENV`), a user's override of the spinor
+transforms, is read in one place, :func:`transform_setting`, at every :func:`plan` call.
 
 Plans are remembered per argument tuple, so that asking costs a few microseconds per call;
 :func:`forget_plans` drops them (after registering a backend, say).
@@ -94,8 +101,9 @@ Plans are remembered per argument tuple, so that asking costs a few microseconds
 from __future__ import annotations
 
 import enum
+import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
@@ -111,12 +119,32 @@ from galinear._switch_points import (
     NETWORK_BLOCKS_MAX_N,
     SERIAL_BACKENDS,
 )
-from galinear.nn.functional._common import _capturing, _compiling
+from galinear.nn._kernel_rules import NUMBA_KERNELS, numba_kernel
 from galinear.nn.functional import backends
+from galinear.nn.functional._common import _capturing, _compiling
 from galinear.nn.functional.threads import intra_op_threads
 
-__all__ = ["MATRICES", "MODES", "Path", "Plan", "SPINOR_TRANSFORM_ENV", "auto_backend", "bivector_parts_method",
-           "forget_plans", "intra_op_threads", "numba_usable", "plan", "resolve_backend", "spinor_transform"]
+__all__ = [
+    "MATRICES",
+    "MODES",
+    "NUMBA_KERNELS",
+    "SPINOR_TRANSFORMS",
+    "SPINOR_TRANSFORM_ENV",
+    "Path",
+    "Plan",
+    "auto_backend",
+    "bivector_parts_method",
+    "forget_plans",
+    "intra_op_threads",
+    "numba_kernel",
+    "numba_kernels_usable",
+    "numba_usable",
+    "plan",
+    "resolve_backend",
+    "spinor_transform",
+    "spinor_transform_for",
+    "transform_setting",
+]
 
 #: What a call does: "training" (autograd or a warm-start update) or "inference".
 MODES = ("training", "inference")
@@ -175,6 +203,11 @@ class Plan:
         rotor layers with ``gradient="exact"``); False: autograd differentiates the backend itself.
     stages : for :attr:`Path.STAGES`, one plan per stage of the network (its gadgets on one input):
         :attr:`Path.PARITY_BLOCKS`, a sandwich path, or :attr:`Path.GADGETS` (each gadget's own call).
+    options : on a sandwich path, the keyword options the backend function runs with, as
+        ``((name, value), ...)``: ``transform`` for "spinor" (:func:`spinor_transform`), ``kernel``
+        for "numba" (:func:`numba_kernel`); :attr:`fn` binds them.
+    parts : on a sandwich path with the exact gradient, how its backward pass sums the bivector
+        parts (:func:`bivector_parts_method`: "correlation", "numba" or "gather"), else None.
     """
 
     path: Path
@@ -183,6 +216,8 @@ class Plan:
     rule: str
     exact: bool = True
     stages: tuple = ()
+    options: tuple = ()
+    parts: str | None = None
 
     @property
     def decode(self) -> bool:
@@ -199,9 +234,41 @@ class Plan:
         """The callable of the sandwich backend the plan runs, ``fn(x, VL, WL, VR, WR) -> y``
         (None where it runs none): looked up in the registry at each use, so that a replaced
         entry takes effect at once."""
+        return self.function()
+
+    def function(self, device=None, dtype: torch.dtype | None = None) -> Callable | None:
+        """:attr:`fn`; with a device and dtype (not None) :func:`resolve_backend` also checks that
+        the backend supports them."""
         if self.backend is None:
             return None
-        return resolve_backend(self.backend, None, None)
+        fn = resolve_backend(self.backend, device, dtype)
+        return _bound(fn, self.options) if self.options else fn
+
+
+class _Bound:
+    """A backend function with keyword options bound: ``fn(*args, **keywords)``; its ``backward``
+    (None where ``fn`` has none) is looked up on ``fn`` at each use, bound with the same options."""
+
+    __slots__ = ("fn", "keywords")
+
+    def __init__(self, fn: Callable, keywords: dict):
+        self.fn, self.keywords = fn, keywords
+
+    def __call__(self, *args):
+        return self.fn(*args, **self.keywords)
+
+    @property
+    def backward(self) -> Callable | None:
+        backward = getattr(self.fn, "backward", None)
+        return None if backward is None else functools.partial(backward, **self.keywords)
+
+
+@lru_cache(maxsize=64)
+def _bound(fn: Callable, options: tuple) -> Callable:
+    """``fn`` with those of its keyword ``options`` bound that it declares in ``fn.plan_options``."""
+    accepted = getattr(fn, "plan_options", ())  # a replaced registry entry may take none of them
+    keywords = {name: value for name, value in options if name in accepted}
+    return _Bound(fn, keywords) if keywords else fn
 
 
 def numba_usable() -> bool:
@@ -334,16 +401,18 @@ def plan(n: int, batch: int, device, dtype: torch.dtype, mode: str, threads: int
     if torch.jit.is_tracing() and not sandwich:
         return _TRACED_NETWORK if network else _TRACED
     if _capturing():
-        return _captured(n, device, dtype, mode, backend, network, sandwich, exact)
+        return _captured(n, batch, device, dtype, mode, backend, network, sandwich, exact, transform_setting())
     if threads is None:
         threads = torch.get_num_threads()
     return _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage, sandwich,
-                   exact, autograd, decodes, stages)
+                   exact, autograd, decodes, stages, transform_setting())
 
 
 def forget_plans() -> None:
     """Drop the remembered plans (see :func:`plan`)."""
     _decide.cache_clear()
+    _spinor_transform_of.cache_clear()
+    _bound.cache_clear()
 
 
 backends._ON_CHANGE.append(forget_plans)
@@ -356,8 +425,16 @@ _TRACED_NETWORK = Plan(Path.STACKED_MATRICES, None, None, "traced: the stacked m
 _CAPTURED_NETWORK = Plan(Path.GADGETS, None, None, "captured: gadget by gadget")
 
 
-def _captured(n, device, dtype, mode, backend, network, sandwich, exact) -> Plan:
-    """Rule 1: a captured or transformed call keeps to plain torch operations."""
+def _captured(n, batch, device, dtype, mode, backend, network, sandwich, exact, transforms) -> Plan:
+    """Rule 1: a captured or transformed call keeps to plain torch operations (where a sandwich
+    backend runs, its bivector parts too). Under torch.compile the backend's options stay unset
+    (a backend that runs there is opaque to it and chooses at run time, as called without a plan)."""
+    chosen = _captured_path(n, device, dtype, mode, backend, network, sandwich, exact)
+    return _executable(chosen, n, batch, torch.device(device), dtype, transforms, plain=False,
+                       options=not _compiling())
+
+
+def _captured_path(n, device, dtype, mode, backend, network, sandwich, exact) -> Plan:
     if network:
         return _CAPTURED_NETWORK
     if backend == "auto" and not sandwich:
@@ -385,10 +462,37 @@ def _matrices(mode: str, network_stage: bool, rule: str) -> Plan:
 
 @lru_cache(maxsize=1024)
 def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage=False,
-            sandwich=False, exact=True, autograd=False, decodes=True, stages=()) -> Plan:
+            sandwich=False, exact=True, autograd=False, decodes=True, stages=(), transforms="auto") -> Plan:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     device = torch.device(device)
+    chosen = _choose(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage, sandwich,
+                     exact, autograd, decodes, stages, transforms)
+    return _executable(chosen, n, batch, device, dtype, transforms)
+
+
+def _executable(chosen: Plan, n: int, batch: int, device: torch.device, dtype: torch.dtype, transforms: str,
+                plain: bool = True, options: bool = True) -> Plan:
+    """``chosen`` with what runs inside its path: the backend's options (:attr:`Plan.options`;
+    ``options`` False: none) and, with the exact gradient, the bivector-parts method
+    (:attr:`Plan.parts`); ``plain``: the call's tensors are ordinary ones that may leave torch
+    (not captured, not transformed)."""
+    if chosen.path not in _SANDWICH_PATHS and not (chosen.path is Path.CHUNK_MATRICES and chosen.backend):
+        return chosen
+    parts = (bivector_parts_method(2**n, device, plain and dtype in _WORK_DTYPES) if chosen.exact else None)
+    if not options:
+        return replace(chosen, parts=parts)
+    if chosen.backend == "spinor":
+        options = (("transform", _spinor_transform_of(device, n, dtype, transforms)),)
+    elif chosen.backend == "numba":
+        options = (("kernel", numba_kernel(batch)),)
+    else:
+        options = ()
+    return replace(chosen, options=options, parts=parts)
+
+
+def _choose(n, batch, device, dtype, mode, threads, backend, entries, network, network_stage, sandwich,
+            exact, autograd, decodes, stages, transforms) -> Plan:
     if sandwich:
         return _decide_sandwich(n, device, dtype, mode, backend)
     cpu = device.type == "cpu"
@@ -403,7 +507,8 @@ def _decide(n, batch, device, dtype, mode, threads, backend, entries, network, n
                         + ("" if decodes else " (the decoding kernel cannot run this network)"))
         if autograd:
             return Plan(Path.STAGES, None, None, "network under autograd: stage by stage", stages=tuple(
-                _decide(stage_n, batch, device, dtype, mode, threads, stage_backend, None, False, True)
+                _decide(stage_n, batch, device, dtype, mode, threads, stage_backend, None, False, True,
+                        transforms=transforms)
                 if structured else Plan(Path.GADGETS, None, None, "stage: each gadget's own call")
                 for stage_n, stage_backend, structured in stages))
         return Plan(Path.GADGETS, None, None, "network: gadget by gadget")
@@ -449,26 +554,87 @@ def _decide_sandwich(n: int, device: torch.device, dtype: torch.dtype, mode: str
     return Plan(chosen.path, chosen.backend, None, chosen.rule, False)
 
 
-#: Environment variable read by :func:`spinor_transform`: "torch" makes the "spinor" backend run
-#: torch index operations for its transforms even where numba or Triton ones can take the tensors
-#: (one path checked against the other); unset or "auto": the rule below.
+#: Environment variable read by :func:`transform_setting` (at every :func:`plan` call): "torch"
+#: makes the "spinor" backend run torch index operations for its transforms even where numba or
+#: Triton ones can take the tensors (one path checked against the other); unset or "auto": the
+#: rule of :func:`spinor_transform`.
 SPINOR_TRANSFORM_ENV = "GALINEAR_SPINOR_TRANSFORM"
+#: The transforms of the "spinor" backend: numba kernels (CPU), Triton kernels (CUDA), torch index operations.
+SPINOR_TRANSFORMS = ("numba", "triton", "torch")
 
 
-def spinor_transform(*, numba: bool, triton: bool) -> str:
-    """Which transforms (multivectors to and from matrices) the "spinor" backend runs: "numba" when
-    its kernels can take the tensors (``numba``: CPU tensors, galinear's numba kernels import) and
-    :func:`numba_usable`; else "triton" when the Triton transforms can (``triton``: CUDA tensors of
-    a size and dtype they support); else "torch" (index operations). ``GALINEAR_SPINOR_TRANSFORM=torch``
-    picks "torch" always."""
+def transform_setting() -> str:
+    """The user's setting of the spinor transforms, ``GALINEAR_SPINOR_TRANSFORM``: "auto" (unset) or
+    "torch"; anything else raises a ValueError. The one place that reads the variable."""
     setting = os.environ.get(SPINOR_TRANSFORM_ENV, "auto")
     if setting not in ("auto", "torch"):
         raise ValueError(f"{SPINOR_TRANSFORM_ENV} must be 'auto' or 'torch', got {setting!r}; unset it for 'auto'")
-    if setting == "torch":
+    return setting
+
+
+def spinor_transform(*, numba: bool, triton: bool, setting: str | None = None) -> str:
+    """Which transforms (multivectors to and from matrices) the "spinor" backend runs: "numba" when
+    its kernels can take the tensors (``numba``: CPU tensors, galinear's numba kernels import) and
+    :func:`numba_usable`; else "triton" when the Triton transforms can (``triton``: CUDA tensors of
+    a size and dtype they support); else "torch" (index operations). ``setting`` "torch"
+    (``GALINEAR_SPINOR_TRANSFORM=torch``; None: :func:`transform_setting`) picks "torch" always."""
+    if (transform_setting() if setting is None else setting) == "torch":
         return "torch"
     if numba and numba_usable():
         return "numba"
     return "triton" if triton else "torch"
+
+
+@lru_cache(maxsize=64)
+def _spinor_transform_of(device: torch.device, n: int, dtype: torch.dtype, setting: str) -> str:
+    """:func:`spinor_transform` for tensors of ``device`` and ``dtype`` holding Cl(n) multivectors:
+    the numba kernels for CPU tensors where they import, the Triton ones for CUDA tensors they
+    support where triton is installed."""
+    if setting == "torch":
+        return "torch"
+    numba = device.type == "cpu" and _numba_transforms_import()
+    triton = device.type == "cuda" and _triton_transforms_serve(n, dtype)
+    return spinor_transform(numba=numba, triton=triton, setting=setting)
+
+
+def _numba_transforms_import() -> bool:
+    """Whether galinear's numba transforms import."""
+    try:
+        import galinear.rotor_kernels.spinor  # noqa: F401
+    except Exception:  # numba missing or broken: torch index operations instead
+        return False
+    return True
+
+
+def _triton_transforms_serve(n: int, dtype: torch.dtype) -> bool:
+    """Whether the Triton transforms import and serve Cl(n) in ``dtype``."""
+    try:
+        from galinear.nn.functional import spinor_triton
+    except Exception:  # triton (or numba, whose tables it shares) missing: torch index operations
+        return False
+    return spinor_triton.supports(n, dtype)
+
+
+def spinor_transform_for(device, n: int, dtype: torch.dtype) -> str:
+    """The transforms the "spinor" backend runs for a call without a plan (its option
+    ``transform="auto"``): :func:`spinor_transform` for such tensors, under the user's setting."""
+    return _spinor_transform_of(torch.device(device), n, dtype, transform_setting())
+
+
+def numba_kernels_usable(x, kernels: str) -> bool:
+    """Whether the numba kernels of ``galinear.rotor_kernels.<kernels>`` serve ``x`` (an autograd
+    Function's choice between them and torch operations: the Givens layers, a network stage's
+    branch sum): a float32/float64 CPU tensor, with numba importable and compiling (under
+    NUMBA_DISABLE_JIT the kernels' loops would run as plain Python)."""
+    if x.device.type != "cpu" or x.dtype not in _WORK_DTYPES:
+        return False
+    try:
+        import importlib
+
+        importlib.import_module(f"galinear.rotor_kernels.{kernels}")
+    except Exception:  # numba missing or broken: the torch operations
+        return False
+    return numba_usable()
 
 
 def bivector_parts_method(d: int, device, numba: bool) -> str:

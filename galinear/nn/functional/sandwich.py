@@ -14,7 +14,7 @@ from galinear.nn.functional import plan as dispatch
 __all__ = ["resolve_sandwich_backend", "rotor_sandwich"]
 
 #: Rotor maps as products of small complex (or real) matrices through the matrix representation
-#: of Cl(n): two GEMMs per token block, with the transforms of :func:`dispatch.spinor_transform`.
+#: of Cl(n): two GEMMs per token block, with the transforms the plan names (:func:`dispatch.spinor_transform`).
 #: Registered here, above the dispatcher that the spinor module asks.
 backends.register_sandwich_backend(
     "spinor", "galinear.nn.functional.spinor:spinor_sandwich", devices=("cpu", "cuda"),
@@ -70,4 +70,4 @@ def rotor_sandwich(x: torch.Tensor, left, right=None, backend: str = "auto") -> 
     mode = "training" if _needs_autograd(x, VL, WL, VR, WR) else "inference"
     tokens = math.prod(x.shape[:-2])
     chosen = dispatch.plan(n, tokens, x.device, x.dtype, mode, backend=backend, sandwich=True)
-    return dispatch.resolve_backend(chosen.backend, x.device, x.dtype)(x, VL, WL, VR, WR)
+    return chosen.function(x.device, x.dtype)(x, VL, WL, VR, WR)

@@ -13,12 +13,12 @@ so A and B are built from the factors by k products of N x N matrices and the to
 GEMMs: about :math:`4 d^{3/2}` real multiply-adds per token
 for complex matrices (half where rotors are block diagonal, twice for n = 1 mod 4, which keeps
 two representations, a quarter where the representation is real: n = 0, 1, 2 mod 8) instead of
-the dense layer's :math:`d^2`; the table is in docs/performance.md. The
+an nn.Linear of the same width (:math:`d^2`); the table is in docs/performance.md. The
 transforms between coefficients and matrices are numba kernels on the CPU
 (:mod:`galinear.rotor_kernels.spinor`), Triton kernels on CUDA for n >= 8 in float32 when triton is
-installed (:mod:`galinear.nn.functional.spinor_triton`), and torch index operations otherwise
-(the choice of :func:`galinear.nn.functional.plan.spinor_transform`; ``GALINEAR_SPINOR_TRANSFORM=torch``
-forces the torch ones). Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
+installed (:mod:`galinear.nn.functional.spinor_triton`), and torch index operations otherwise:
+the plan chooses (:func:`galinear.nn.functional.plan.spinor_transform`; ``GALINEAR_SPINOR_TRANSFORM=torch``
+forces the torch ones) and passes its choice as the option ``transform``. Tokens go through in blocks whose matrices take about 1 MiB (at most :data:`TOKENS_PER_BLOCK`
 tokens), so the buffers stay in the caches and their size does not grow with the batch.
 
 The backend computes values only: the exact gradient (:mod:`galinear.nn.dexp`) needs nothing
@@ -113,35 +113,19 @@ def _phase(n, device, cdtype):
     return _TABLE_CACHE[key]
 
 
-def _use_numba(x):
-    """Whether the numba transforms can take x: a CPU tensor, and galinear's numba kernels import."""
-    if x.device.type != "cpu":
-        return False
-    try:
-        from galinear.rotor_kernels import spinor as kernels  # noqa: F401
-    except Exception:  # numba missing or broken: torch index operations instead
-        return False
-    return True
-
-
-def _triton(x, n):
-    """The Triton transforms (galinear.nn.functional.spinor_triton) for CUDA tensors they support, if
-    triton is installed; None otherwise."""
-    if x.device.type != "cuda":
-        return None
-    try:
+def _transforms(x, n, transform="auto"):
+    """("numba" | "triton" | "torch", the Triton module or None): the transforms named by
+    ``transform``, the plan's choice (:attr:`galinear.nn.functional.plan.Plan.options`); "auto", a
+    call without a plan: :func:`galinear.nn.functional.plan.spinor_transform_for` of x."""
+    if transform == "auto":
+        transform = dispatch.spinor_transform_for(x.device, n, x.dtype)
+    elif transform not in dispatch.SPINOR_TRANSFORMS:
+        raise ValueError(f"transform must be 'auto' or one of {dispatch.SPINOR_TRANSFORMS}, got {transform!r}")
+    if transform == "triton":
         from galinear.nn.functional import spinor_triton
-    except Exception:  # triton (or numba, whose tables it shares) missing: torch index operations
-        return None
-    return spinor_triton if spinor_triton.supports(n, x.dtype) else None
 
-
-def _transforms(x, n):
-    """("numba" | "triton" | "torch", the Triton module or None): the transforms that
-    :func:`galinear.nn.functional.plan.spinor_transform` chooses for x from what can take it."""
-    fused = _triton(x, n)
-    choice = dispatch.spinor_transform(numba=_use_numba(x), triton=fused is not None)
-    return choice, fused
+        return transform, spinor_triton
+    return transform, None
 
 
 def _to_matrix(x: torch.Tensor, start: int, out: torch.Tensor, chosen=None) -> torch.Tensor:
@@ -198,12 +182,13 @@ def _from_matrix(Y: torch.Tensor, y: torch.Tensor, start: int, chosen=None) -> N
 
 class _Transforms:
     """The transforms of one call between tokens ``x`` and results ``y`` (B, P, d; y None: to matrices
-    only), chosen once (:func:`_transforms`); the numba kernels' tables and arrays are prepared once
-    too (:class:`galinear.rotor_kernels.spinor.BlockTransforms`), so a token block costs its kernels only."""
+    only), those ``transform`` names (:func:`_transforms`); the numba kernels' tables and arrays are
+    prepared once (:class:`galinear.rotor_kernels.spinor.BlockTransforms`), so a token block costs
+    its kernels only."""
 
-    def __init__(self, x, y=None):
+    def __init__(self, x, y=None, transform="auto"):
         self.x, self.y = x, y
-        self.chosen = _transforms(x, x.shape[-1].bit_length() - 1)
+        self.chosen = _transforms(x, x.shape[-1].bit_length() - 1, transform)
         self.kernels = None
         if self.chosen[0] == "numba":
             from galinear.rotor_kernels.spinor import BlockTransforms
@@ -264,7 +249,7 @@ def _block_size(G, N, element_size):
     return max(8, min(TOKENS_PER_BLOCK, (1 << 20) // per_token))
 
 
-def _apply(x, A, B, out):
+def _apply(x, A, B, out, transform="auto"):
     """out = phi^{-1}(A phi(x) B), token block by token block.
 
     On the CPU inside a single-threaded call (:class:`galinear.nn.functional.threads.intra_op_threads`
@@ -281,7 +266,7 @@ def _apply(x, A, B, out):
     if x.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
         workers = caller_threads()
 
-    transforms = _Transforms(x, out)
+    transforms = _Transforms(x, out, transform)
 
     def work(next_block):
         buffers = _Buffers(G, H, Wd, block, A.dtype, x.device)
@@ -359,7 +344,7 @@ def _correlations(Gm, Ym, out):
     return out
 
 
-def spinor_sandwich_backward(grad, y, VL, WL, VR=None, WR=None, input_grad=True):
+def spinor_sandwich_backward(grad, y, VL, WL, VR=None, WR=None, input_grad=True, *, transform="auto"):
     r"""The backward pass of y = R x S~ (``y`` from :func:`spinor_sandwich` with these factors, ``grad``
     = dL/dy, both (..., P, 2**n)), in one pass over the token blocks:
     (dL/dx = R~ G S or None when not ``input_grad``, left, right) with left =
@@ -374,7 +359,7 @@ angle_2`,
     :math:`\sum_t arphi(y_t)^H arphi(G_t)`: two GEMMs on the matrices that the input gradient's
     products read anyway (:math:`A^H arphi(G) B^H`), plus the transform of y. Each block's parts are
     stored apart and summed in block order, so the result does not depend on which thread took which
-    block. Values only.
+    block. Values only. ``transform``: as for :func:`spinor_sandwich`.
     """
     P, d = y.shape[-2:]
     n = d.bit_length() - 1
@@ -396,7 +381,7 @@ angle_2`,
     workers = 1
     if y.device.type == "cpu" and blocks > 1 and torch.get_num_threads() == 1:
         workers = caller_threads()
-    of_grad, of_y = _Transforms(g, out), _Transforms(yy)
+    of_grad, of_y = _Transforms(g, out, transform), _Transforms(yy, None, transform)
 
     def work(next_block):
         buffers = _Buffers(G, H, Wd, block, A.dtype, y.device)
@@ -420,10 +405,13 @@ angle_2`,
     return grad_x, left, right
 
 
-def spinor_sandwich(x, VL, WL, VR=None, WR=None):
+def spinor_sandwich(x, VL, WL, VR=None, WR=None, *, transform="auto"):
     """Backend function ``fn(x, VL, WL, VR, WR) -> y`` (x (..., P, 2**n), float32/float64, n >= 1).
 
-    The result carries no autograd history (see the module docstring).
+    ``transform``: the transforms between multivectors and matrices, "numba", "triton" or "torch"
+    (the plan's choice, which :attr:`galinear.nn.functional.plan.Plan.fn` binds), or "auto" (a call
+    without a plan: :func:`galinear.nn.functional.plan.spinor_transform_for`). The result carries
+    no autograd history (see the module docstring).
     """
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, VL, WL, VR, WR)):
         raise ValueError("the spinor backend computes values only, and these inputs require gradients: "
@@ -440,8 +428,10 @@ def spinor_sandwich(x, VL, WL, VR=None, WR=None):
     dtype = x.dtype
     A, B = _cached_matrices(VL, WL, VR, WR, dtype)
     flat = x.detach().reshape(-1, P, d).contiguous()
-    return _apply(flat, A, B, torch.empty_like(flat)).reshape(*lead, P, d)
+    return _apply(flat, A, B, torch.empty_like(flat), transform).reshape(*lead, P, d)
 
 
 #: the fused backward pass that :func:`galinear.nn.dexp.exact_rotor_sandwich` runs for this backend
 spinor_sandwich.backward = spinor_sandwich_backward
+#: the options of :attr:`galinear.nn.functional.plan.Plan.options` this backend takes
+spinor_sandwich.plan_options = ("transform",)
