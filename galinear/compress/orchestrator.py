@@ -100,9 +100,11 @@ class Study:
 
     The orchestrator: it loads the model and the texts, builds the plain values the steps read
     (the :class:`~galinear.compress.storage.store.Store`, the captures cache
-    :attr:`captures`, the :attr:`fitting` values of the fits) and passes them in; the fits
-    (:mod:`galinear.compress.study.layers`), the scoring (:mod:`galinear.compress.study.scoring`)
-    and the units under torchrun (:mod:`galinear.compress.study.units`) never see the Study.
+    :attr:`captures`, the :attr:`fitting` values of the fits) and passes them in; the planner of
+    the study's units (:mod:`galinear.compress.study.units`), the fits
+    (:mod:`galinear.compress.study.layers`) and the scoring (:mod:`galinear.compress.study.scoring`)
+    never see the Study. It does the units of the one graph the planner gives, in order in a single
+    process and shared out stage by stage under torchrun.
 
     Parameters
     ----------
@@ -231,14 +233,18 @@ class Study:
             return True
         return not all(self.store.model_kept(t, seed, layer_set) for t in rows)
 
-    def run_one(self, name: str, seed: int, layer_set) -> None:
+    def run_one(self, name: str, seed: int, layer_set, fitted: LayerSetFit | None = None) -> None:
+        """Keep and evaluate one (method, seed, layer set) run when it is pending: its rows (the
+        fitted one, and the distilled one with --distill) and models. ``fitted``: its fits, when
+        they are at hand; else they are read back from their checkpoints (fitted if missing)."""
         if not self.pending(name, seed, layer_set):
             return
         spec, rows = self._rows(name, seed, layer_set)
         (_, keys), *rest = rows.items()
         distilled = bool(rest)
         dtag, dkeys = rest[0] if distilled else (None, {})
-        fitted = layers.fit_layer_set(self.fitting, spec, seed, tuple(layer_set))
+        if fitted is None:
+            fitted = layers.fit_layer_set(self.fitting, spec, seed, tuple(layer_set))
         stats, replacements = fitted.stats, fitted.replacements
         targets = self.config.targets
         per_layer_params = sum(stats[(layer_set[0], p)].params for p in targets)
@@ -337,23 +343,39 @@ class Study:
         rest = [(name, seed, s) for s in sets[1:] for seed in self.config.seeds_for(s)[1:] for name in seeded]
         return head + first + rest
 
-    def run(self, report: bool = True) -> dict:
-        """Evaluate the original model, then every planned run; write the report after each run.
+    def graph(self) -> study_units.Graph:
+        """The units of what is left of the study and what each reads
+        (:func:`galinear.compress.study.units.plan`), from results.json as it is on disk."""
+        self._load_results()
+        runs = self.plan()
+        pending = {run for run in runs if self.pending(*run)}
+        evaluated = {key for key in (f"original|{d}" for d in self.eval_datasets) if self._evaluated(key)}
+        return study_units.plan(runs, self.fitting, self.eval_datasets, pending, evaluated)
 
-        Under ``torchrun`` (torch.distributed initialised, several ranks) the units are spread over
-        the ranks instead (:meth:`_run_ranks`).
+    def run(self, report: bool = True) -> dict:
+        """Do the units of :meth:`graph` in order: the original model's evaluations, then run after
+        run of the plan (its fits layer after layer, its evaluation); write the report after each run.
+
+        Under ``torchrun`` (torch.distributed initialised, several ranks) the same units are spread
+        over the ranks instead (:meth:`_run_ranks`).
         """
         from tqdm.auto import tqdm
 
         if self.ranks.size > 1:
             return self._run_ranks(report)
-        self.evaluate_original()
-        plan = self.plan()
+        graph = self.graph()
+        (_, original), *runs = graph.runs
+        fits, left = {}, graph.consumers()
+        for unit in original:
+            self._do(unit, fits)
         last_plot = time.perf_counter()
-        for number, (name, seed, layer_set) in enumerate(tqdm(plan, desc="study", disable=not self.bars), 1):
+        for number, ((name, seed, layer_set), units) in enumerate(tqdm(runs, desc="study", disable=not self.bars), 1):
             if self.config.progress and not self.bars:
-                print(f"[{number}/{len(plan)}] {name} seed {seed} layers {set_name(layer_set)}", flush=True)
-            self.run_one(name, seed, layer_set)
+                print(f"[{number}/{len(runs)}] {name} seed {seed} layers {set_name(layer_set)}", flush=True)
+            progress = sequential.LayerProgress.of_run(self.config.method_spec(name).tag(), seed, layer_set, self.log)
+            for unit in units:
+                self._do(unit, fits, progress)
+                _forget(graph, [unit], fits, left)
             if self.governor is not None:
                 self.log(self.governor.summary())
             if report:  # tables after every run, the plot at most every 5 minutes and at the end
@@ -364,19 +386,22 @@ class Study:
         return self.results
 
     def _run_ranks(self, report: bool) -> dict:
-        """Do this rank's share of the study's stages (:func:`galinear.compress.study.units.stages`,
-        spread by :func:`galinear.compress.study.distributed.run`); rank 0 then writes results.json
-        and the report."""
-
-        def plan():  # between the first two barriers: every rank reads the same results
-            self._load_results()
-            runs = self.plan()
-            pending = {run for run in runs if self.pending(*run)}
-            evaluated = {key for key in (f"original|{d}" for d in self.eval_datasets) if self._evaluated(key)}
-            return [(stage, [self._work(unit) for unit in units])
-                    for stage, units in study_units.stages(runs, self.fitting, self.eval_datasets, pending, evaluated)]
-
-        distributed.run(self.ranks, plan, progress=self.config.progress)
+        """Do this rank's share of each stage of :meth:`graph`
+        (:meth:`galinear.compress.study.units.Graph.stages`, shared out by
+        :func:`galinear.compress.study.distributed.share`), a barrier after each; rank 0 then
+        writes results.json and the report."""
+        self.ranks.barrier()  # every rank ready: all of them plan from the same files
+        graph = self.graph()
+        self.ranks.barrier()  # before any rank starts working
+        fits, left = {}, graph.consumers()
+        for stage, units in graph.stages():
+            mine = distributed.share(self.ranks, units)
+            for number, unit in enumerate(mine, 1):
+                if self.config.progress:
+                    print(f"[rank {self.ranks.rank}] {stage} [{number}/{len(mine)}] {unit.label}", flush=True)
+                self._do(unit, fits)
+            self.ranks.barrier()
+            _forget(graph, units, fits, left)
         self._load_results()
         if self.ranks.rank == 0:
             self.store.save_results(self.results)
@@ -385,18 +410,25 @@ class Study:
             self.store.write_index()
         return self.results
 
-    def _work(self, unit):
-        """A unit of the plan as :func:`galinear.compress.study.distributed.run` takes it: the
-        evaluations (:class:`~galinear.compress.study.units.Evaluate`,
-        :class:`~galinear.compress.study.units.EvaluateOriginal`) done here, the rest as planned."""
-        if isinstance(unit, study_units.Evaluate):
-            return distributed.Unit(f"evaluate {unit.name} seed {unit.seed} layers {unit.layer_set}",
-                                    study_units.EVALUATION_COST * len(self.eval_datasets),
-                                    lambda: self.run_one(unit.name, unit.seed, unit.layer_set))
-        if isinstance(unit, study_units.EvaluateOriginal):
-            return distributed.Unit(f"original {unit.dataset}", study_units.EVALUATION_COST,
-                                    lambda: self.evaluate_original([unit.dataset]))
-        return unit
+    def _do(self, unit, fits: dict, progress: sequential.LayerProgress | None = None) -> None:
+        """Do one unit of :meth:`graph`. ``fits``: ``{Fit: LayerSetFit}`` of the fits done here that
+        a later unit reads (a fit's result is added); ``progress``: the run's per-layer lines (a
+        fit done alone logs its own)."""
+        if isinstance(unit, study_units.Fit):
+            before = fits.get(unit.before) if unit.depth else LayerSetFit({})
+            if before is None:  # on disk before the study started, or fitted by another rank: read back
+                before = layers.fit_layer_set(self.fitting, unit.spec, unit.seed, unit.layers[:-1])
+            if progress is None:
+                progress = sequential.LayerProgress.of_run(unit.tag, unit.seed, unit.layer_set, self.log)
+            fits[unit] = layers.fit_layer(self.fitting, unit.unit, before.results, progress,
+                                          release=len(unit.layer_set) > 1)
+        elif isinstance(unit, study_units.Capture):
+            unit.make(self.captures)
+        elif isinstance(unit, study_units.EvaluateOriginal):
+            self.evaluate_original([unit.dataset])
+        else:
+            last = study_units.Fit(self.config.method_spec(unit.name).tag(), unit.seed, unit.layer_set)
+            self.run_one(unit.name, unit.seed, unit.layer_set, fits.get(last))
 
     def write_report(self, plot: bool = True) -> dict:
         """summary.json, results.md and the plots of the results so far (:func:`galinear.compress.report.summary.write`)."""
@@ -404,6 +436,16 @@ class Study:
                    for d, w in self.windows.items()}
         return reporting.write(self.results["entries"], self.config, model=self.loaded.name, windows=windows,
                                datasets=self.eval_datasets, wikitext=None if self.wikitext is None else self.wikitext.info, plot=plot)
+
+
+def _forget(graph: study_units.Graph, done: list, fits: dict, left) -> None:
+    """Drop from ``fits`` the results no unit still to do reads, once ``done`` are done (here or on
+    another rank); ``left``: how many units still read each (counted down)."""
+    for unit in done:
+        for dep in graph.needs[unit]:
+            left[dep] -= 1
+            if left[dep] <= 0:
+                fits.pop(dep, None)
 
 
 __all__ = ["StudyConfig", "Study"]

@@ -145,19 +145,13 @@ def test_ranks_on_one_machine_share_its_cores(monkeypatch):
     assert distributed.default_threads(distributed.Ranks(3, 4)) == 1
 
 
-def test_run_does_this_ranks_share_of_each_stage_between_barriers(monkeypatch):
-    events = []
-    monkeypatch.setattr(distributed.Ranks, "barrier", lambda self: events.append("barrier"))
+def test_each_rank_takes_its_share_of_a_stage_in_order():
+    class Costed:  # anything with a cost
+        def __init__(self, name, cost):
+            self.name, self.cost = name, cost
 
-    def plan():
-        events.append("plan")
-        return [("shared", [distributed.Unit(f"s{i}", cost, lambda i=i: events.append(f"s{i}"))
-                            for i, cost in enumerate([1, 20, 1, 1])]),
-                ("fits", [distributed.Unit("f0", 1.0, lambda: events.append("f0"))]),
-                ("empty", [])]
-
-    distributed.run(distributed.Ranks(1, 2), plan)  # deal([1, 20, 1, 1], 2) == [1, 0, 1, 1]
-    assert events == ["barrier", "plan", "barrier", "s0", "s2", "s3", "barrier", "barrier", "barrier"]
-    events.clear()
-    distributed.run(distributed.Ranks(0, 2), plan)
-    assert events == ["barrier", "plan", "barrier", "s1", "barrier", "f0", "barrier", "barrier"]
+    units = [Costed(f"s{i}", cost) for i, cost in enumerate([1, 20, 1, 1])]  # deal([1, 20, 1, 1], 2) == [1, 0, 1, 1]
+    assert [u.name for u in distributed.share(distributed.Ranks(1, 2), units)] == ["s0", "s2", "s3"]
+    assert [u.name for u in distributed.share(distributed.Ranks(0, 2), units)] == ["s1"]
+    assert distributed.share(distributed.Ranks(), units) == units  # one process: every unit
+    assert distributed.share(distributed.Ranks(0, 2), []) == []

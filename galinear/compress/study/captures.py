@@ -134,7 +134,7 @@ class Captures:
         def make() -> dict:
             ids = np.concatenate([self.train_ids(), self.test_ids()])
             label = f"capture {key}" if self.bars else None
-            residuals = self._split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
+            residuals = self.split_residuals(layer) if self._starts_mid_stack(layer, replacements) else None
             with surgery.swapped(self.model, replacements):
                 rows = activations.capture(self.model, layer, ids, where=where, progress=label, residuals=residuals)
             n_train = self.train_ids().size  # windows x ids per window (the BOS included)
@@ -151,9 +151,9 @@ class Captures:
         return (bool(replacements) and layer > 0 and self.skip_lower_layers
                 and min(at for at, _ in replacements) >= layer)
 
-    def _split_residuals(self, layer: int):
+    def split_residuals(self, layer: int):
         """Residual-stream inputs of ``layer`` in the original model for the training and test
-        windows (those of :meth:`_pair`), computed once per layer and cached on disk."""
+        windows (those of :meth:`pair`), computed once per layer and cached on disk."""
         def make() -> dict:
             residuals = activations.residual_inputs(self.model, layer, np.concatenate([self.train_ids(), self.test_ids()]))
             self.log(f"residual inputs of layer {layer} for the training and test windows: {tuple(residuals.shape)}")

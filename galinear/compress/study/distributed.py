@@ -1,19 +1,18 @@
 """Work spread over the ranks of ``torchrun`` (torch.distributed; gloo on CPU, nccl on GPU).
 
-:func:`run` takes plain values: the ranks and a plan (a call that returns a list of stages, each
-a list of :class:`Unit`: a label, an estimated cost, a call that does it). Every rank computes the
-same plan;
-the work is then done stage by stage, with a barrier after each, so a stage may read what any
-rank wrote in the stages before it. Within a stage the units are dealt out longest first to the
-least loaded rank (:func:`deal`), a rule every rank computes alike, so no two ranks ever do one
-unit. What the stages of a compression study are, and what their units cost, is
+Plain values and rules, no loop of its own: :class:`Ranks` (this process's rank, the number of
+processes, the barrier), the threads a rank takes (:func:`default_threads`), and the share of one
+stage's units a rank does (:func:`share`): the units, anything with an estimated ``cost``, dealt
+out longest first to the least loaded rank (:func:`deal`), a rule every rank computes alike, so
+no two ranks ever do one unit. The caller computes the same stages on every rank, does its share
+of each and passes a barrier after it, so a stage may read what any rank wrote in the stages
+before it. What the units of a compression study are, and what they cost, is
 :mod:`galinear.compress.study.units`' business; nothing here knows the study.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
 
 BARRIER_TIMEOUT_HOURS = 72  # a stage waits this long for its slowest rank
 
@@ -84,36 +83,11 @@ def deal(costs: list, size: int) -> list:
     return owner
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One piece of work of a stage: ``label`` (for progress lines), ``cost`` (an estimate in any
-    unit common to the stage, for :func:`deal`) and ``work()``, which does it."""
-
-    label: str
-    cost: float
-    work: Callable[[], object]
+def share(ranks: Ranks, units: list) -> list:
+    """This rank's units of one stage, in the stage's order: ``units`` (each with a ``cost``, an
+    estimate in any unit common to the stage) dealt out by :func:`deal`."""
+    owners = deal([unit.cost for unit in units], ranks.size)
+    return [unit for unit, owner in zip(units, owners) if owner == ranks.rank]
 
 
-def run(ranks: Ranks, plan: Callable[[], list], *, progress: bool = False) -> None:
-    """Do this rank's share of every stage of ``plan()``.
-
-    ``plan()`` returns ``[(stage name, [Unit, ...]), ...]``. Every rank calls it between two
-    barriers: after every rank is ready and before any rank starts working, so all of them read
-    the same files and compute the same list. Each stage's units are dealt out (:func:`deal`),
-    this rank does its own in order (``progress``: one line each on stdout), and a barrier ends
-    the stage. When ``run`` returns, every rank has finished every stage.
-    """
-    ranks.barrier()
-    stages = plan()
-    ranks.barrier()
-    for stage, units in stages:
-        owners = deal([unit.cost for unit in units], ranks.size)
-        mine = [unit for unit, owner in zip(units, owners) if owner == ranks.rank]
-        for number, unit in enumerate(mine, 1):
-            if progress:
-                print(f"[rank {ranks.rank}] {stage} [{number}/{len(mine)}] {unit.label}", flush=True)
-            unit.work()
-        ranks.barrier()
-
-
-__all__ = ["BARRIER_TIMEOUT_HOURS", "Ranks", "Unit", "current", "deal", "default_threads", "init_from_env", "run"]
+__all__ = ["BARRIER_TIMEOUT_HOURS", "Ranks", "current", "deal", "default_threads", "init_from_env", "share"]

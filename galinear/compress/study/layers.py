@@ -3,11 +3,13 @@
 :class:`~galinear.compress.study.values.Unit` (method, seed, layer set, depth), each returning its
 :class:`~galinear.compress.study.values.FitResult` values; nothing they are given is changed.
 
-A layer set is fitted layer after layer, each on the network whose earlier layers of the set are
-replaced. Within a layer the targets are fitted stage by stage in forward order
+A layer set is fitted layer after layer (:func:`fit_layer_set`), each on the network whose earlier
+layers of the set are replaced; one layer is one call of :func:`fit_layer` (a study's
+:class:`~galinear.compress.study.units.Fit`), given the results of the layers before it. Within a
+layer the targets are fitted stage by stage in forward order
 (:func:`galinear.compress.methods.targets.stages`): projection by projection by Adam
-(:mod:`galinear.compress.fitting.projection`, :mod:`galinear.compress.fitting.converge`), from second
-moments (:mod:`galinear.compress.fitting.closed_form`), or jointly to a block's output
+(:mod:`galinear.compress.fitting.projection`, :mod:`galinear.compress.fitting.converge`), from
+second moments (:mod:`galinear.compress.fitting.closed_form`), or jointly to a block's output
 (:mod:`galinear.compress.fitting.objective`); then, with ``--refit-o-proj``, a dense o_proj.
 
 A layer's checkpoints are read once, when the layer starts (:meth:`Store.saved_unit
@@ -26,14 +28,12 @@ from galinear.compress.study import sequential
 from galinear.compress.study.values import FitResult, FitStats, Fitting, LayerSetFit, Unit
 from galinear.lm import models
 
-__all__ = ["fit_layer_set", "unit_record"]
+__all__ = ["fit_layer", "fit_layer_set", "unit_record"]
 
 
 def fit_layer_set(fitting: Fitting, spec, seed: int, layer_set) -> LayerSetFit:
-    """Fit (or load) every unit of ``layer_set`` for one method and seed, layer after layer, each on
-    the network whose earlier layers of the set are replaced: the targets stage by stage in forward
-    order (:func:`galinear.compress.methods.targets.stages`), by Adam projection by projection, from
-    second moments, or jointly to a block's output; then, with ``--refit-o-proj``, a dense o_proj.
+    """Fit (or load) every unit of ``layer_set`` for one method and seed, layer after layer
+    (:func:`fit_layer`), each on the network whose earlier layers of the set are replaced.
 
     Every layer is checkpointed before the next starts (a rerun resumes at the first layer
     without its files); sets of several layers log one line per layer with the time left, and
@@ -41,26 +41,41 @@ def fit_layer_set(fitting: Fitting, spec, seed: int, layer_set) -> LayerSetFit:
     (:meth:`galinear.compress.study.captures.Captures.release`).
     """
     results: dict = {}
-    label = f"{spec.tag()} s{seed} layers {sequential.compact(layer_set)}"
-    progress = sequential.LayerProgress(label, layer_set, fitting.log, enabled=len(layer_set) > 1)
-    expected = fitting.store.unit_projections()
-    for depth, layer in enumerate(layer_set):
-        unit = Unit(spec, seed, tuple(layer_set), depth)
-        saved = fitting.store.saved_unit(spec, seed, unit.prefix, layer)
+    progress = sequential.LayerProgress.of_run(spec.tag(), seed, layer_set, fitting.log)
+    for depth in range(len(layer_set)):
         progress.start()
-        for projections, block in targeting.stages(fitting.config.targets, spec.objective):
-            if spec.moment_fit:
-                fitted = _fit_closed_form(fitting, unit, saved, results, projections)
-            elif block is not None:  # fitted jointly (galinear.compress.fitting.objective)
-                fitted = _fit_joint(fitting, unit, saved, results, tuple(projections), block)
-            else:
-                fitted = _fit_projections(fitting, unit, saved, results, projections)
-            results = {**results, **{(layer, p): r for p, r in fitted.items()}}
-        if fitting.config.refit_o_proj:
-            results = {**results, (layer, "o_proj"): _refit_o_proj(fitting, unit, saved, results)}
-        progress.done(depth, all(p in saved for p in expected))
-        if len(layer_set) > 1:
-            fitting.captures.release(layer)
+        results = fit_layer(fitting, Unit(spec, seed, tuple(layer_set), depth), results, progress,
+                            release=len(layer_set) > 1).results
+    return LayerSetFit(results)
+
+
+def fit_layer(fitting: Fitting, unit: Unit, before: dict, progress: sequential.LayerProgress | None = None,
+              release: bool = False) -> LayerSetFit:
+    """Fit (or load) the units of one layer, ``unit.layer``, in the network whose earlier layers of
+    the set are replaced by ``before`` (their ``{(layer, projection): FitResult}``): the targets
+    stage by stage in forward order (:func:`galinear.compress.methods.targets.stages`), by Adam
+    projection by projection, from second moments, or jointly to a block's output; then, with
+    ``--refit-o-proj``, a dense o_proj. Returns ``before`` with this layer's results added.
+
+    ``progress`` (:class:`galinear.compress.study.sequential.LayerProgress` of the set) logs the
+    layer's line; ``release``: the layer's in-memory captures are released once it is fitted.
+    """
+    layer, results = unit.layer, dict(before)
+    saved = fitting.store.saved_unit(unit.spec, unit.seed, unit.prefix, layer)
+    for projections, block in targeting.stages(fitting.config.targets, unit.spec.objective):
+        if unit.spec.moment_fit:
+            fitted = _fit_closed_form(fitting, unit, saved, results, projections)
+        elif block is not None:  # fitted jointly (galinear.compress.fitting.objective)
+            fitted = _fit_joint(fitting, unit, saved, results, tuple(projections), block)
+        else:
+            fitted = _fit_projections(fitting, unit, saved, results, projections)
+        results = {**results, **{(layer, p): r for p, r in fitted.items()}}
+    if fitting.config.refit_o_proj:
+        results = {**results, (layer, "o_proj"): _refit_o_proj(fitting, unit, saved, results)}
+    if progress is not None:
+        progress.done(unit.depth, all(p in saved for p in fitting.store.unit_projections()))
+    if release:
+        fitting.captures.release(layer)
     return LayerSetFit(results)
 
 

@@ -111,6 +111,11 @@ class LayerProgress:
         self.fitted_seconds, self.fitted = 0.0, 0
         self.t0 = time.perf_counter()
 
+    @classmethod
+    def of_run(cls, tag: str, seed: int, layer_set, log) -> LayerProgress:
+        """The lines of one (method ``tag``, seed, layer set) run: on for a set of several layers."""
+        return cls(f"{tag} s{seed} layers {compact(layer_set)}", layer_set, log, enabled=len(layer_set) > 1)
+
     def start(self) -> None:
         self.t0 = time.perf_counter()
 
