@@ -169,6 +169,7 @@ class RotorNetwork(StructuredStages, nn.Module):
                 module._qualified_name = f"RotorNetwork.{name}"
         self._fused = None    # (state, stages) of the inference path for small batches (torch)
         self._decoder = None  # (state, arguments) of the same path in one compiled call (CPU)
+        self._structure = None  # (state, whether the decoding kernel applies) for the plan
         self._permutations_checked = None  # (id, version) of the permutations last checked
         self._register_load_state_dict_pre_hook(_check_loaded_permutations, with_module=True)
 
@@ -214,15 +215,17 @@ class RotorNetwork(StructuredStages, nn.Module):
                 modules["output_gadget"]]
 
     def _parameter_state(self):
-        """(id, version) of every tensor the inference paths read, from the modules' own parameter
-        and buffer dicts (cheaper than attribute access or walking the modules); a replaced or
-        changed tensor rebuilds their state."""
+        """The dtype and device of the parameters, and (id, version) of every tensor the inference
+        paths read, from the modules' own parameter and buffer dicts (cheaper than attribute access
+        or walking the modules); a converted (``.to``, ``.double()``: the same tensors with new
+        data), replaced, added (a bias) or changed tensor rebuilds their state."""
         buffers = self._buffers
-        tensors = [self.activation._parameters["weight"], self._parameters["branch_weights"],
+        weights = self._parameters["branch_weights"]
+        tensors = [self.activation._parameters["weight"], weights,
                    buffers["input_permutation"], buffers["hidden_permutations"]]
         for g in self._gadgets():
             tensors += g._parameters.values()
-        return tuple(None if t is None else (id(t), t._version) for t in tensors)
+        return (weights.dtype, weights.device, *(None if t is None else (id(t), t._version) for t in tensors))
 
     def _check_for_inference(self):
         """NaN/inf in any parameter, or a permutation that is not one, raise before an inference
@@ -260,18 +263,21 @@ class RotorNetwork(StructuredStages, nn.Module):
         self._fused = (state, stages)
         return stages
 
-    def _decode_state(self):
+    def _decode_state(self, state=None):
         """The network as a :class:`galinear.rotor_kernels.spinor.CheckedNetwork` (its tables checked once
         and copied), rebuilt when a parameter or a permutation changes; None where the kernel does
         not apply. The gadgets' chunk index tables are fixed at construction: an in-place edit of
-        them reaches the decoder only through a new network (or ``_decoder = None``)."""
+        them reaches the decoder only through a new network (or ``_decoder = None``). ``state``:
+        :meth:`_parameter_state`, when the caller has it."""
         from galinear.rotor_kernels import spinor as kernels
 
-        state = self._parameter_state()
+        if state is None:
+            state = self._parameter_state()
         if self._decoder is not None and self._decoder[0] == state:
             return self._decoder[1]
         gadgets = self._gadgets()
         if any(g.bias is not None for g in gadgets):  # the kernel adds no biases: the matrices do
+            self._decoder = (state, None)
             return None
         self._check_for_inference()
         dtype = self.branch_weights.dtype
@@ -283,11 +289,15 @@ class RotorNetwork(StructuredStages, nn.Module):
         self._decoder = (state, args)
         return args
 
-    def _decode_forward(self, x):
-        """Inference in one compiled call that applies every chunk pair's rotor matrices directly."""
-        args = self._decode_state()
+    def _decode_forward(self, x, state=None):
+        """Inference in one compiled call that applies every chunk pair's rotor matrices directly
+        (``state``: :meth:`_parameter_state`, when the caller has it)."""
+        args = self._decode_state(state)
+        if (x.dim() == 2 and not x.requires_grad and x.dtype == self._parameters["branch_weights"].dtype
+                and x.is_contiguous()):
+            return torch.from_numpy(args(x.numpy()))  # a batch of tokens as it is: no copy, no reshape
         lead = x.shape[:-1]
-        flat = x.reshape(-1, self.in_features).to(self.branch_weights.dtype).contiguous().numpy()
+        flat = x.reshape(-1, self.in_features).to(self._parameters["branch_weights"].dtype).contiguous().numpy()
         return torch.from_numpy(args(flat)).reshape(*lead, self.out_features)
 
     def _fused_forward(self, x):
@@ -313,22 +323,40 @@ class RotorNetwork(StructuredStages, nn.Module):
         floating-point dtype than the parameters' (bfloat16 or float16 activations of a model, say)
         is computed in the parameters' dtype and the result cast back, on every path."""
         _check_input(self, x)
-        dtype, work = x.dtype, self.branch_weights.dtype
+        dtype, work = x.dtype, self._parameters["branch_weights"].dtype
         if _rotor._autocast_dtype(x, work) is not None:  # every gadget computes in the autocast dtype
             return self._forward(x, autocast=True)
-        return self._forward(x if dtype == work else x.to(work)).to(dtype)
+        if dtype == work:
+            return self._forward(x)
+        return self._forward(x.to(work)).to(dtype)
 
     def _forward(self, x, autocast=False):
-        mode = "inference" if not self.training and not torch.is_grad_enabled() else "training"
+        grad = torch.is_grad_enabled()
+        mode = "inference" if not self.training and not grad else "training"
         dtype = torch.get_autocast_dtype(x.device.type) if autocast else x.dtype
-        autograd = torch.is_grad_enabled() and not autocast
-        plan = dispatch.plan(self.input_gadget.n, x.numel() // self.in_features, x.device, dtype, mode,
-                             network=True, autograd=autograd, decodes=mode == "inference" and self._decoder_applies(),
-                             stages=self._stage_keys() if autograd else ())
+        autograd = grad and not autocast
+        state, decodes, stages = self._structure_of_call(mode == "inference", autograd)
+        plan = dispatch.plan(self._modules["input_gadget"].n, x.numel() // self.in_features, x.device, dtype, mode,
+                             network=True, autograd=autograd, decodes=decodes, stages=stages)
         run = _RUNNERS.get(plan.path)
         if run is None:
             raise ValueError(f"a RotorNetwork call cannot run the path {plan.path} (plan: {plan.rule})")
-        return run(self, x, plan, autocast)
+        return run(self, x, plan, autocast, state)
+
+    def _structure_of_call(self, inference: bool, autograd: bool):
+        """(state, decodes, stages) for the plan of a call. In inference: :meth:`_parameter_state`,
+        which the inference paths read too, and whether the decoding kernel can run the network
+        (:meth:`_decoder_applies`), remembered with the state it was read from and read again only
+        after that changes (a tensor converted, replaced, added or changed), so that a decoding
+        call walks the gadgets once. Under autograd (where the parameters change at every step):
+        the stage keys (:meth:`_stage_keys`)."""
+        if not inference:
+            return None, False, self._stage_keys() if autograd else ()
+        state = self._parameter_state()
+        known = self._structure
+        if known is None or known[0] != state:
+            known = self._structure = (state, self._decoder_applies())
+        return state, known[1], ()
 
     def _decoder_applies(self) -> bool:
         """Whether the decoding kernel can run the network: it adds no biases."""
@@ -344,11 +372,11 @@ class RotorNetwork(StructuredStages, nn.Module):
             keys.append((stage[0].n, stage[0].backend, True) if structured else (0, "auto", False))
         return tuple(keys)
 
-    def _run_decode(self, x, plan, autocast):
+    def _run_decode(self, x, plan, autocast, state=None):
         """:attr:`~galinear.nn.functional.plan.Path.DECODE`: the whole network in one compiled call."""
-        return self._decode_forward(x)
+        return self._decode_forward(x, state)
 
-    def _run_stacked(self, x, plan, autocast):
+    def _run_stacked(self, x, plan, autocast, state=None):
         """:attr:`~galinear.nn.functional.plan.Path.STACKED_MATRICES`: the whole network in one call."""
         return self._fused_forward(x)
 
@@ -360,12 +388,12 @@ class RotorNetwork(StructuredStages, nn.Module):
             "RotorNetwork",
         )
 
-    def _run_stages(self, x, plan, autocast):
+    def _run_stages(self, x, plan, autocast, state=None):
         """:attr:`~galinear.nn.functional.plan.Path.STAGES`: training, stage by stage (:meth:`_structured_forward`)."""
         self._checked_for_gadgets()
         return self._structured_forward(x, plan.stages)
 
-    def _run_gadgets(self, x, plan, autocast):
+    def _run_gadgets(self, x, plan, autocast, state=None):
         """:attr:`~galinear.nn.functional.plan.Path.GADGETS`: gadget by gadget, each planning its own call."""
         if not (autocast or F._capturing()):
             self._checked_for_gadgets()

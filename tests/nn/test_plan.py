@@ -458,3 +458,32 @@ def test_an_unknown_backend_names_the_valid_ones():
         layer(torch.randn(40, 64))
     with pytest.raises(TypeError, match="backend must be a string"):
         plan(11, 1, backend=None)
+
+
+def test_a_decoding_network_reads_its_structure_once_per_parameter_state(monkeypatch):
+    """Whether the decoding kernel applies is read again only after a tensor changes: an in-place
+    edit, a bias added, a conversion to another dtype (the same tensors with new data)."""
+    needs_numba()
+    torch.manual_seed(0)
+    net = RotorNetwork(64, 64, hidden=64).eval()
+    walks = []
+    real = RotorNetwork._decoder_applies
+    monkeypatch.setattr(RotorNetwork, "_decoder_applies", lambda self: walks.append(1) or real(self))
+    x = torch.randn(1, 64)
+    with torch.no_grad():
+        first = net(x)
+        assert torch.equal(net(x), first) and len(walks) == 1
+        net.branch_weights.mul_(1.5)                               # an in-place edit: a new state
+        changed = net(x)
+        assert len(walks) == 2 and not torch.equal(changed, first)
+        net.double()                                               # same tensors, float64 data
+        y = net(x.double())
+        assert len(walks) == 3 and y.dtype == torch.float64
+        torch.testing.assert_close(y, net._fused_forward(x.double()), rtol=1e-10, atol=1e-10)
+        gadget = net.output_gadget
+        gadget.bias = torch.nn.Parameter(torch.ones(64, dtype=torch.float64))
+        assert not net._structure_of_call(True, False)[1]          # a bias: the kernel cannot run it
+        assert dispatch.plan(gadget.n, 1, CPU, torch.float64, "inference", network=True,
+                             decodes=False).path is P.STACKED_MATRICES
+        torch.testing.assert_close(net(x.double()), net._fused_forward(x.double()))
+    assert len(walks) == 4
