@@ -12,7 +12,7 @@ ON_INTERRUPT = ("every learned rotation's calibration is checkpointed under OUT/
                 "written)")
 FIELDS = ("model", "gguf_file", "wbits", "abits", "kvbits", "method", "damp", "chunk", "steps", "lr",
           "calib_windows", "window", "wikitext_window", "heldout_windows", "accuracy_items", "threads",
-          "layers_per_step")
+          "layers_per_step", "objective", "tokens_per_step")
 
 
 def _windows(text):
@@ -42,7 +42,14 @@ def add_arguments(parser):
                              "(default the largest up to 64: 9 chunks of 64 = Cl(6) at 576)")
     parser.add_argument("--steps", type=int, default=None, help="training steps of a learned rotation (default 20)")
     parser.add_argument("--lr", type=float, default=None, help="Adam rate of a learned rotation (Cayley: a tenth)")
-    parser.add_argument("--layers-per-step", type=int, default=None, help="decoder layers drawn per training step")
+    parser.add_argument("--objective", default=None,
+                        help="training objective of a learned rotation: distill (default; KL to the original's "
+                             "next-token distribution through the whole quantized network, straight-through "
+                             "rounding) or error (the expected output error of the quantized layers, layer by layer)")
+    parser.add_argument("--tokens-per-step", type=int, default=None,
+                        help="distill: tokens of the calibration window drawn per step (default the whole window)")
+    parser.add_argument("--layers-per-step", type=int, default=None,
+                        help="error: decoder layers drawn per training step")
     parser.add_argument("--calib-windows", type=int, default=None, help="Wikipedia calibration windows (default 8)")
     parser.add_argument("--window", type=int, default=None, help="tokens per calibration window (default 256)")
     parser.add_argument("--wikitext-windows", type=_windows, default=None,

@@ -5,17 +5,32 @@ r"""Calibration: what the quantizers and the learned rotations see of the calibr
   sample of input rows; the pass stops after that layer.
 - :func:`quantize_weights` quantizes every linear layer of every decoder layer, RTN or GPTQ; GPTQ
   goes layer by layer, each layer's Hessians taken with the layers before it already quantized.
-- :func:`train_rotation` learns R1 of a learned family against the quantized layers' output error
-  (straight-through rounding): for a layer reading the stream with weight W and input Hessian H the
-  loss is :math:`\operatorname{tr}(E H E^T) / \operatorname{tr}(W H W^T)` (estimated each step on
-  ``rows_per_step`` output channels of each projection),
-  :math:`E = \hat{Q}(W Q) Q^T - W` (:math:`E = Q \hat{Q}(Q^T W) - W` for a layer writing it), plus
-  with quantized activations the relative error of the per-token quantized stream rows
-  :math:`\|\hat{Q}_a(x Q) Q^T - x\|^2 / \|x\|^2`. Each step draws ``layers_per_step`` decoder
-  layers from a generator seeded by (seed, step), runs Adam, and every ``checkpoint_every`` steps
-  writes the rotation, the optimiser state and the loss history atomically (a safetensors state
-  file, :func:`galinear._io.save_state`); a rerun resumes from it and ends bit for bit where an
-  uninterrupted run ends.
+- :func:`distill_rotation` learns R1 of a learned family by distillation (``--objective distill``,
+  the default): each step, on one calibration window drawn by (seed, step), the mean over tokens of
+  :math:`\mathrm{KL}(p \,\|\, \hat p)` between the next-token distribution p of the original model
+  and :math:`\hat p` of the model with the rotation applied and every decoder matrix rounded to its
+  grid (straight-through rounding; the activations too when they are quantized). The rotated
+  weights are taken as functions of the learned factor L (Q = Q_0 L): the products with the
+  Hadamard :math:`Q_0` once, L (block-diagonal for the butterfly and rotor families) per step. At
+  the end the calibration KL over every window is measured for the trained rotation and for its
+  start (:math:`Q_0`), and the better is kept (the report says which).
+- :func:`train_rotation` learns R1 against the quantized layers' expected output error
+  (``--objective error``): rounding to a grid of step s adds an error of variance
+  :math:`s^2 / 12` to each weight, independent of the rotation, so for a layer with weight W and
+  input Hessian H the expected :math:`\operatorname{tr}(E H E^T)` is
+  :math:`\sum_r s_r^2 \operatorname{tr} H / 12` with :math:`s_r = \max_i |(W Q)_{ri}| / ((2^b-1)/2)`
+  for a reader (rows of :math:`Q^T W` for a writer): the rotation acts only through each row's largest
+  magnitude, which the loss takes smoothly (:func:`smooth_max`, an :math:`\ell_p` norm) and divides
+  by :math:`\operatorname{tr}(W H W^T)`; with quantized activations it adds the same expected
+  relative error of the per-token quantized stream rows. Each step draws ``layers_per_step`` decoder
+  layers from a generator seeded by (seed, step).
+- Both run Adam and every ``checkpoint_every`` steps write the rotation, the optimiser state and the
+  loss history atomically (a safetensors state file, :func:`galinear._io.save_state`); a rerun
+  resumes from it and ends bit for bit where an uninterrupted run ends.
+
+The gradients of the rounding are straight-through estimates (the identity's), not the gradient of
+the forward: what is checked against central differences is each family's map from its parameters
+to Q (``tests/quantize/test_learned_rotations.py``).
 """
 from __future__ import annotations
 
@@ -31,7 +46,8 @@ from galinear.quantize.fusion import READERS, WRITERS
 from galinear.quantize.gptq import gptq_quantize
 from galinear.quantize.quantizers import quantize_activation, quantize_weight
 
-__all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "rotation_loss", "LayerStats"]
+__all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "distill_rotation",
+           "rotation_loss", "smooth_max", "LayerStats"]
 
 LINEARS = READERS + WRITERS
 #: Input rows kept per linear layer for the clipping search and the activation term.
@@ -124,31 +140,50 @@ def quantize_weights(model, bits: int, method: str = "rtn", symmetric: bool = Tr
     return {"seconds": time.perf_counter() - t0, "layers": len(blocks)}
 
 
-def rotation_loss(Q, layer_weights, layer_stats, wbits: int, abits: int, symmetric: bool = True, rows=None):
-    r"""The loss of the module doc for the layers given: ``layer_weights`` a list of {projection: W}
-    and ``layer_stats`` of matching :class:`LayerStats`. ``rows`` maps a projection to the output
-    channels scored this step (all when None): each channel has its own grid, so a subset of them
-    is an unbiased estimate of the whole. The error is measured in the rotated basis, where it has
-    the same size: :math:`\operatorname{tr}(E H E^T)` with :math:`E Q = \hat Q(W Q) - W Q` for a
-    reader, :math:`E = Q (\hat Q(Q^T W) - Q^T W)` for a writer."""
+def smooth_max(v: torch.Tensor, p: float) -> torch.Tensor:
+    r"""The :math:`\ell_p` norm of each row of ``v`` (..., n), a smooth upper bound of its largest
+    magnitude (at most :math:`n^{1/p}` times it), computed on the rows divided by their (detached)
+    largest magnitude so that no power under- or overflows."""
+    top = v.detach().abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(v.dtype).tiny)
+    return top.squeeze(-1) * (v / top).abs().pow(p).sum(dim=-1).pow(1.0 / p)
+
+
+def weight_levels(bits: int) -> float:
+    r"""Grid steps per largest magnitude, :math:`(2^b - 1) / 2`: a row's step is at most
+    :math:`\max|w| / \text{levels}` (exactly that on a symmetric grid; an asymmetric grid spans
+    :math:`\max w - \min w \le 2 \max|w|`, so the loss bounds it)."""
+    return (2 ** bits - 1) / 2
+
+
+def rotation_loss(Q, layer_weights, layer_stats, wbits: int, abits: int, symmetric: bool = True, rows=None,
+                  p: float = 16.0, rotated=None):
+    r"""The expected relative output error of the quantized layers given (module doc), averaged over
+    the layers: ``layer_weights`` a list of {projection: W} and ``layer_stats`` of matching
+    :class:`LayerStats` (each entry with ``"trace"``, :math:`\operatorname{tr} H`, and ``"scale"``,
+    :math:`\operatorname{tr}(W H W^T)`). ``rows`` maps a projection to the output channels scored
+    this step (all when None; a subset is an unbiased estimate, each channel having its own grid);
+    ``rotated``: the projections the rotation reaches (every reader and writer when None); ``p``:
+    the order of the smooth maximum (:func:`smooth_max`)."""
     total = Q.new_zeros(())
+    levels = weight_levels(wbits)
     for weights, stats in zip(layer_weights, layer_stats):
         for name, W in weights.items():
+            if rotated is not None and name not in rotated:
+                continue
             pick = None if rows is None else rows.get(name)
-            H = stats[name]["hessian_f"]
             if name in READERS:
-                rotated = (W if pick is None else W[pick]) @ Q
-                E = (quantize_weight(rotated, wbits, symmetric, straight_through=True) - rotated) @ Q.t()
+                V = (W if pick is None else W[pick]) @ Q
             else:
-                rotated = (Q if pick is None else Q[:, pick]).t() @ W
-                E = quantize_weight(rotated, wbits, symmetric, straight_through=True) - rotated
+                V = (Q if pick is None else Q[:, pick]).t() @ W
             share = 1.0 if pick is None else W.shape[0] / len(pick)
-            total = total + share * torch.einsum("oi,ij,oj->", E, H, E) / stats[name]["scale"]
+            step = smooth_max(V, p) / levels
+            total = total + share * step.pow(2).sum() * stats[name]["trace"] / (12.0 * stats[name]["scale"])
         if abits < 16:
+            half = 2 ** (abits - 1) - 1
             for name in ("q_proj", "gate_proj"):
                 x = stats[name]["rows"]
-                err = quantize_activation(x @ Q, abits, straight_through=True) @ Q.t() - x
-                total = total + err.pow(2).sum() / x.pow(2).sum().clamp_min(1e-12)
+                step = smooth_max(x @ Q, p) / half
+                total = total + (x.shape[1] * step.pow(2) / (12.0 * x.pow(2).sum(dim=1).clamp_min(1e-12))).mean()
     return total / max(1, len(layer_weights))
 
 
@@ -173,53 +208,210 @@ def _restore(path, rotation, optimiser, settings):
 
 def train_rotation(rotation, layer_weights: list, layer_stats: list, wbits: int, abits: int = 16, steps: int = 20,
                    lr: float = 1e-2, layers_per_step: int = 4, seed: int = 0, symmetric: bool = True,
-                   rows_per_step: int | None = 64,
+                   rows_per_step: int | None = 64, p: float = 16.0, rotated=None,
                    checkpoint: str | None = None, checkpoint_every: int = 5, log=None, stop_after: int | None = None):
     """Learn ``rotation``'s parameters (module doc). ``layer_weights[i]`` maps each projection of
     decoder layer i to its (folded, R2- and online-rotated) weight, ``layer_stats[i]`` is
     :func:`capture_layer`'s result for it. ``stop_after``: return after that many steps of this
     call (an interruption, for tests). Returns {"history", "seconds", "steps", "resumed_from"}."""
-    params = [p for p in rotation.parameters() if p.requires_grad]
-    if not params:
+    if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     dtype = rotation.base.dtype
-    for stats in layer_stats:
-        for entry in stats.values():
-            if "hessian_f" not in entry:
-                entry["hessian_f"] = (entry["hessian"] / max(entry["count"], 1)).to(dtype)
-                entry["rows"] = entry["rows"].to(dtype)
     for weights, stats in zip(layer_weights, layer_stats):
         for name, W in weights.items():
-            stats[name]["scale"] = float(torch.einsum("oi,ij,oj->", W.double(), stats[name]["hessian_f"].double(),
-                                                      W.double())) or 1.0
-    optimiser = torch.optim.Adam(params, lr=lr)
-    settings = {"family": rotation.family, "width": rotation.width, "seed": seed, "steps": steps, "lr": lr,
-                "layers_per_step": layers_per_step, "rows_per_step": rows_per_step, "wbits": wbits, "abits": abits,
-                "symmetric": symmetric}
-    start, history = 0, []
-    if checkpoint and os.path.exists(checkpoint):
-        start, history = _restore(checkpoint, rotation, optimiser, settings)
-    t0 = time.perf_counter()
+            entry = stats[name]
+            H = entry["hessian"].double() / max(entry["count"], 1)
+            entry["trace"] = float(torch.trace(H))
+            entry["scale"] = float(torch.einsum("oi,ij,oj->", W.double(), H, W.double())) or 1.0
+            entry["rows"] = entry["rows"].to(dtype)
+    settings = {"objective": "error", "family": rotation.family, "width": rotation.width, "seed": seed,
+                "steps": steps, "lr": lr, "layers_per_step": layers_per_step, "rows_per_step": rows_per_step,
+                "wbits": wbits, "abits": abits, "symmetric": symmetric, "p": p,
+                "rotated": None if rotated is None else sorted(rotated)}
     count = len(layer_weights)
-    done = 0
-    for step in range(start, steps):
-        if stop_after is not None and done >= stop_after:
-            break
+
+    def loss_at(step: int) -> torch.Tensor:
         draw = np.random.default_rng([seed, step])
         pick = draw.choice(count, size=min(layers_per_step, count), replace=False)
         rows = None if rows_per_step is None else {
             name: torch.as_tensor(np.sort(draw.choice(W.shape[0], min(rows_per_step, W.shape[0]), replace=False)))
             for name, W in layer_weights[0].items()}
+        return rotation_loss(rotation.matrix(), [layer_weights[i] for i in pick], [layer_stats[i] for i in pick],
+                             wbits, abits, symmetric, rows, p, rotated)
+
+    return _optimise(rotation, loss_at, settings, steps, lr, checkpoint, checkpoint_every, log, stop_after)
+
+
+def _optimise(rotation, loss_at, settings: dict, steps: int, lr: float, checkpoint, checkpoint_every: int, log,
+              stop_after) -> dict:
+    """Adam on ``rotation``'s parameters, one step per ``loss_at(step)``, checkpointed atomically every
+    ``checkpoint_every`` steps and resumed from ``checkpoint`` when it holds the same ``settings``."""
+    params = [p for p in rotation.parameters() if p.requires_grad]
+    optimiser = torch.optim.Adam(params, lr=lr)
+    start, history = 0, []
+    if checkpoint and os.path.exists(checkpoint):
+        start, history = _restore(checkpoint, rotation, optimiser, settings)
+    t0 = time.perf_counter()
+    done = 0
+    for step in range(start, steps):
+        if stop_after is not None and done >= stop_after:
+            break
         optimiser.zero_grad(set_to_none=True)
-        Q = rotation.matrix()
-        loss = rotation_loss(Q, [layer_weights[i] for i in pick], [layer_stats[i] for i in pick], wbits, abits,
-                             symmetric, rows)
+        loss = loss_at(step)
         loss.backward()
         optimiser.step()
         history.append(float(loss.detach()))
         done += 1
         if log:
-            log(f"{rotation.family} step {step + 1}/{steps}: loss {history[-1]:.5f}")
+            log(f"{rotation.family} step {step + 1}/{steps}: {settings['objective']} loss {history[-1]:.5f}")
         if checkpoint and ((step + 1) % checkpoint_every == 0 or step + 1 == steps):
             _io.save_state(checkpoint, _checkpoint_state(rotation, optimiser, step + 1, history, settings))
     return {"history": history, "seconds": time.perf_counter() - t0, "steps": len(history), "resumed_from": start}
+
+
+# ------------------------------------------------------------------------------------ distillation
+class _RotatedWeights:
+    """The prepared model's weights as functions of the learned factor L of ``rotation`` (Q = Q_0 L):
+    the products with :math:`Q_0` are taken once, and L, block-diagonal for the butterfly and rotor
+    families, is applied per step by one batched product per matrix."""
+
+    def __init__(self, model, rotation, wbits: int, symmetric: bool):
+        from galinear.quantize import fusion
+
+        self.rotation, self.wbits, self.symmetric = rotation, wbits, symmetric
+        self.mode = fusion.r1_mode(model)
+        names = {id(p): n for n, p in model.named_parameters()}
+        names.update({id(b): n for n, b in model.named_buffers()})
+        dtype = rotation.base.dtype
+        Q0 = rotation.base.double()
+        self.fixed = []  # (parameter name, kind, Q_0-rotated tensor, quantized)
+        rotated = fusion.r1_projections(model)
+        with torch.no_grad():
+            for index in range(len(models.decoder_layers(model))):
+                for name in LINEARS:
+                    linear = models.projection(model, index, name)
+                    key = names[id(linear.weight)]
+                    W = linear.weight.double()
+                    if name not in rotated:
+                        self.fixed.append((key, "plain", W.to(dtype), True))
+                    elif name in READERS:
+                        self.fixed.append((key, "reader", (W @ Q0).to(dtype), True))
+                    else:
+                        self.fixed.append((key, "writer", (Q0.t() @ W).to(dtype), True))
+                        if linear.bias is not None:
+                            self.fixed.append((names[id(linear.bias)], "vector", (linear.bias.double() @ Q0).to(dtype),
+                                               False))
+            if self.mode == "fused":
+                embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+                self.fixed.append((names[id(embed.weight)], "reader", (embed.weight.double() @ Q0).to(dtype), False))
+                self.fixed.append((names[id(head.weight)], "reader", (head.weight.double() @ Q0).to(dtype), False))
+        self.norms = [] if self.mode == "fused" else fusion.read_norms(model)
+
+    def _times(self, V: torch.Tensor, kind: str, L, blocks) -> torch.Tensor:
+        if kind == "reader":  # V L
+            if blocks is None:
+                return V @ L
+            m, c, _ = blocks.shape
+            return torch.einsum("omc,mcd->omd", V.reshape(V.shape[0], m, c), blocks).reshape(V.shape)
+        if kind == "writer":  # L^T V
+            if blocks is None:
+                return L.t() @ V
+            m, c, _ = blocks.shape
+            return torch.einsum("mcd,mci->mdi", blocks, V.reshape(m, c, V.shape[1])).reshape(V.shape)
+        if kind == "vector":  # v L
+            return self._times(V[None], "reader", L, blocks)[0]
+        return V
+
+    def parameters(self) -> dict:
+        """{parameter name: tensor} of the rotated model, the decoder's matrices quantized with
+        straight-through rounding (not rounded when ``wbits`` is None)."""
+        blocks = self.rotation.learned_blocks()
+        L = None if blocks is not None else self.rotation.learned()
+        out = {}
+        for key, kind, V, quantized in self.fixed:
+            rotated = self._times(V, kind, L, blocks)
+            out[key] = quantize_weight(rotated, self.wbits, self.symmetric, straight_through=True) \
+                if quantized and self.wbits is not None else rotated
+        return out
+
+
+def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16, steps: int = 20, lr: float = 1e-2,
+                     seed: int = 0, symmetric: bool = True, tokens_per_step: int | None = None,
+                     checkpoint: str | None = None, checkpoint_every: int = 5, log=None,
+                     stop_after: int | None = None) -> dict:
+    r"""Learn ``rotation``'s parameters by distillation (module doc): each step, on one calibration
+    window drawn by (seed, step) (its first ``tokens_per_step`` tokens when given), the mean over
+    tokens of :math:`\mathrm{KL}(p \,\|\, \hat p)` between the next-token distribution p of
+    ``model`` (prepared: norms folded, R2 and the online Hadamard in place, R1 not applied) and
+    :math:`\hat p` of the same model with R1 = ``rotation`` applied and every decoder matrix
+    quantized (straight-through rounding), with the activations quantized per token when
+    ``abits < 16``. ``model`` is left unchanged. Returns as :func:`train_rotation` does."""
+    from torch.func import functional_call
+
+    if not any(p.requires_grad for p in rotation.parameters()):
+        return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
+    weights = _RotatedWeights(model, rotation, wbits, symmetric)
+    settings = {"objective": "distill", "family": rotation.family, "width": rotation.width, "seed": seed,
+                "steps": steps, "lr": lr, "windows": len(windows), "tokens_per_step": tokens_per_step,
+                "wbits": wbits, "abits": abits, "symmetric": symmetric}
+    frozen = [p for p in model.parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    targets = {}  # the original's log-probabilities per window, computed once
+
+    def kl(index: int, tokens: int | None) -> torch.Tensor:
+        ids = windows[index].reshape(1, -1)
+        if index not in targets:
+            with torch.no_grad():
+                targets[index] = torch.log_softmax(model(input_ids=ids, use_cache=False).logits.float(), dim=-1)
+        target = targets[index]
+        if tokens:
+            ids, target = ids[:, :tokens], target[:, :tokens]
+        Q = rotation.matrix()
+        handles = [norm.register_forward_hook(lambda module, args, out, Q=Q: out @ Q.to(out.dtype))
+                   for norm in weights.norms]
+        if abits < 16:
+            handles += [models.projection(model, i, name).register_forward_pre_hook(
+                lambda module, args: (quantize_activation(args[0], abits, straight_through=True),) + tuple(args[1:]))
+                for i in range(len(models.decoder_layers(model))) for name in LINEARS]
+        try:
+            logits = functional_call(model, weights.parameters(), (), {"input_ids": ids, "use_cache": False}).logits
+        finally:
+            for handle in handles:
+                handle.remove()
+        student = torch.log_softmax(logits.float(), dim=-1)
+        return (target.exp() * (target - student)).sum(-1).mean()
+
+    def loss_at(step: int) -> torch.Tensor:
+        draw = np.random.default_rng([seed, step])
+        return kl(int(draw.integers(len(windows))), tokens_per_step)
+
+    def calibration_kl() -> float:
+        with torch.no_grad():
+            return float(sum(kl(i, None) for i in range(len(windows))) / len(windows))
+
+    try:
+        result = _optimise(rotation, loss_at, settings, steps, lr, checkpoint, checkpoint_every, log, stop_after)
+        if stop_after is None or result["steps"] + result["resumed_from"] >= steps:
+            result.update(_keep_better(rotation, calibration_kl, log))
+        return result
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+
+
+def _keep_better(rotation, score, log=None) -> dict:
+    """Score the trained parameters and the start (every learned parameter zero: the Hadamard
+    :math:`Q_0`) with ``score()`` (lower is better) and keep the better; returns both and which was kept."""
+    trained = {k: v.detach().clone() for k, v in rotation.state_dict().items()}
+    end = score()
+    with torch.no_grad():
+        for p in rotation.parameters():
+            p.zero_()
+    start = score()
+    kept = "start" if start <= end else "trained"
+    if kept == "trained":
+        rotation.load_state_dict(trained)
+    if log:
+        log(f"{rotation.family}: calibration KL {start:.5f} at the start, {end:.5f} trained; kept the {kept} one")
+    return {"calibration_kl": {"start": start, "trained": end, "kept": kept}}

@@ -58,7 +58,7 @@ from galinear.quantize.hadamard import _hadamard_cached, _factors, apply_hadamar
 
 __all__ = ["ARCHITECTURES", "ONLINE_ARCHITECTURES", "check_architecture", "r1_mode", "r1_projections", "apply_r1",
            "untie_head", "fold_norms", "rotate_residual", "rotate_readers", "remove_online_r1", "OnlineRotation",
-           "online_rotation", "rotate_heads", "online_hadamard", "remove_online_hadamard", "head_dim", "READERS",
+           "online_rotation", "rotate_heads", "online_hadamard", "remove_online_hadamard", "read_norms", "head_dim", "READERS",
            "WRITERS"]
 
 #: model_type values whose layers have the structure the module doc describes (R1 fused).
@@ -339,6 +339,14 @@ def online_rotation(rotation) -> OnlineRotation | None:
 
 def _online_r1_hook(module, args, output):
     return getattr(module, _ONLINE_R1)(output)
+
+
+def read_norms(model) -> list:
+    """The norms whose outputs an online R1 rotates (every decoder layer's norms read by linear layers),
+    in layer order; empty when R1 is fused."""
+    if r1_mode(model) == "fused":
+        return []
+    return [getattr(block, norm_name) for block in models.decoder_layers(model) for norm_name, _ in _GEMMA_READ_NORMS]
 
 
 @torch.no_grad()

@@ -41,6 +41,10 @@ __all__ = ["QuantizeConfig", "PRESETS", "preset", "prepare", "quantize_model", "
            "install_activation_quantizers", "save_model", "online_cost"]
 
 
+#: Training objectives of the learned rotations (:mod:`galinear.quantize.calibrate`).
+OBJECTIVES = ("distill", "error")
+
+
 @dataclass
 class QuantizeConfig:
     """Settings of one quantization study (``galinear quantize``; the fields are its options)."""
@@ -57,8 +61,10 @@ class QuantizeConfig:
     rotations: tuple = FAMILIES
     seeds: tuple = (0,)
     chunk: int | None = None
+    objective: str = "distill"
     steps: int = 20
     lr: float = 0.02
+    tokens_per_step: int | None = None
     layers_per_step: int = 8
     rows_per_step: int | None = 64
     calib_windows: int = 8
@@ -87,6 +93,13 @@ class QuantizeConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"--objective: unknown training objective {self.objective!r}; choose "
+                             f"{' or '.join(OBJECTIVES)}")
+        if self.tokens_per_step is not None and (isinstance(self.tokens_per_step, bool)
+                                                 or not isinstance(self.tokens_per_step, int)
+                                                 or self.tokens_per_step < 2):
+            raise ValueError(f"--tokens-per-step must be an integer >= 2, got {self.tokens_per_step!r}")
         if not isinstance(self.steps, int) or self.steps < 0:
             raise ValueError(f"--steps must be an integer >= 0, got {self.steps!r}")
 
@@ -154,14 +167,21 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
     training = None
     if family in LEARNED and config.steps > 0:
         torch.manual_seed(seed)
-        stats = calibrate.capture_layers(model, calib, range(len(models.decoder_layers(model))), seed=seed)
         folder = os.path.join(config.out_dir, "calibration")
         os.makedirs(folder, exist_ok=True)
-        checkpoint = os.path.join(folder, f"{family}-w{config.wbits}a{config.abits}-s{seed}.safetensors")
+        checkpoint = os.path.join(folder, f"{family}-{config.objective}-w{config.wbits}a{config.abits}-s{seed}"
+                                          ".safetensors")
         lr = config.lr / 10 if family == "cayley" else config.lr
-        training = calibrate.train_rotation(rotation, _layer_weights(model), stats, config.wbits, config.abits,
-                                            config.steps, lr, config.layers_per_step, seed, config.symmetric,
-                                            rows_per_step=config.rows_per_step, checkpoint=checkpoint, log=log)
+        if config.objective == "distill":
+            training = calibrate.distill_rotation(model, rotation, calib, config.wbits, config.abits, config.steps, lr,
+                                                  seed, config.symmetric, config.tokens_per_step,
+                                                  checkpoint=checkpoint, log=log)
+        else:
+            stats = calibrate.capture_layers(model, calib, range(len(models.decoder_layers(model))), seed=seed)
+            training = calibrate.train_rotation(rotation, _layer_weights(model), stats, config.wbits, config.abits,
+                                                config.steps, lr, config.layers_per_step, seed, config.symmetric,
+                                                rows_per_step=config.rows_per_step,
+                                                rotated=fusion.r1_projections(model), checkpoint=checkpoint, log=log)
     with torch.no_grad():
         fusion.apply_r1(model, rotation)
     calibration_seconds = time.perf_counter() - t0
@@ -345,12 +365,25 @@ def run(config: QuantizeConfig, log=print) -> dict:
     calib, heldout = calibration_windows(loaded, config)
     wiki = _wikitext(loaded, config)
     os.makedirs(config.out_dir, exist_ok=True)
-    rows = [_row("float (not quantized)", None, {"rotation_parameters": 0}, score(original, loaded, config, wiki,
-                                                                                   heldout), config)]
+    path = os.path.join(config.out_dir, "results.json")
+    done, online = _finished_rows(path, config)
+    if "float" in done:
+        rows = [done["float"]]
+    else:
+        rows = [_row("float (not quantized)", None, {"rotation_parameters": 0},
+                     score(original, loaded, config, wiki, heldout), config)]
     log(f"float: WikiText-2 ln PPL {rows[0]['wikitext_ln_ppl']:.4f}")
-    online = None
+
+    def save():  # after every row: an interrupted study keeps its rows and a rerun skips them
+        _io.save_json(path, {"settings": _settings(config), "rows": rows, "online": online})
+
+    save()
     for family in config.rotations:
         for seed in (config.seeds if family != "none" else config.seeds[:1]):
+            if (family, seed) in done and not (config.save and not os.path.isdir(_model_folder(config, family, seed))):
+                rows.append(done[(family, seed)])
+                log(f"{family} seed {seed}: WikiText-2 ln PPL {rows[-1]['wikitext_ln_ppl']:.4f} (from {path})")
+                continue
             model = copy.deepcopy(original)
             result = quantize_model(model, config, family, seed, calib, log=log if config.progress else None)
             result.pop("clips", None)
@@ -359,15 +392,42 @@ def run(config: QuantizeConfig, log=print) -> dict:
             if online is None and family != "none":
                 online = online_cost(model)
             if config.save:
-                save_model(model, loaded.tokenizer, os.path.join(config.out_dir, "models", f"{family}-s{seed}"),
+                save_model(model, loaded.tokenizer, _model_folder(config, family, seed),
                            {"format": "galinear-quantize-v1", "settings": _settings(config), "family": family,
                             "seed": seed, "source": config.model, "simulated": True})
+            save()
             del model
     table = format_table(rows, config, wiki)
-    _io.save_json(os.path.join(config.out_dir, "results.json"),
-                  {"settings": _settings(config), "rows": rows, "online": online})
+    save()
     _io.atomic_write_text(os.path.join(config.out_dir, "results.md"), table + "\n")
     return {"rows": rows, "table": table, "online": online}
+
+
+#: Settings that change which rows a study has, or how it runs, but not any row's numbers.
+_ROW_NEUTRAL = ("rotations", "seeds", "threads", "out_dir", "save", "progress", "extra")
+
+
+def _model_folder(config, family: str, seed: int) -> str:
+    return os.path.join(config.out_dir, "models", f"{family}-s{seed}")
+
+
+def _finished_rows(path: str, config) -> tuple:
+    """({"float" or (family, seed): row}, online cost) of an earlier run of this study in ``path``; ValueError
+    when it holds a study of other settings."""
+    if not os.path.exists(path):
+        return {}, None
+    record = _io.load_json(path, fix="delete it, or give another --out, to start the study again")
+    mine = {k: v for k, v in _settings(config).items() if k not in _ROW_NEUTRAL}
+    theirs = {k: v for k, v in (record.get("settings") or {}).items() if k not in _ROW_NEUTRAL}
+    if mine != theirs:
+        changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        raise ValueError(f"{path} holds a quantization study of other settings ({', '.join(changed)} differ); give "
+                         "another --out, or delete it to start again")
+    done = {}
+    for row in record.get("rows", []):
+        done["float" if row.get("seed") is None and row.get("family", "").startswith("float") else
+             (row["family"], row["seed"])] = row
+    return done, record.get("online")
 
 
 def _settings(config) -> dict:

@@ -100,6 +100,15 @@ class Rotation(nn.Module):
             return torch.block_diag(*(block.dense_weight() for block in self.blocks))
         return eye
 
+    def learned_blocks(self) -> torch.Tensor | None:
+        """The learned factor's diagonal blocks, (chunks, chunk, chunk), for the block-diagonal families
+        (butterfly, rotor); None for the others."""
+        if self.family == "butterfly":
+            return torch.stack([block.matrix() for block in self.blocks])
+        if self.family == "rotor":
+            return torch.stack([block.dense_weight() for block in self.blocks])
+        return None
+
     def matrix(self) -> torch.Tensor:
         """Q = Q_0 times the learned factor: x -> x Q on the residual stream."""
         if self.family in ("none", "hadamard"):

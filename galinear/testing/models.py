@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "gaussian_blobs", "random_text",
-           "reference_log_perplexity", "tiny_causal_lm", "tiny_llama"]
+           "reference_log_perplexity", "tiny_causal_lm", "tiny_gemma", "tiny_llama"]
 
 
 class CharTokenizer:
@@ -120,4 +120,24 @@ def tiny_causal_lm(family: str, layers: int = 2, seed: int = 0):
     model = getattr(transformers, model_name)(getattr(transformers, config_name)(**settings)).eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    return model
+
+
+def tiny_gemma(dtype=None, layers: int = 2, seed: int = 0):
+    """A random Gemma3ForCausalLM: hidden 80 (20 x 4: a Paley base order and a fast transform), 4 heads
+    of 16, 2 key-value heads, MLP 160, a sliding window shorter than the test windows, and every norm's
+    weight (input, post-attention, pre- and post-feedforward, q/k, final) drawn away from 0."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(vocab_size=64, hidden_size=80, intermediate_size=160, num_hidden_layers=layers,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
+                              sliding_window=16)
+    model = Gemma3ForCausalLM(config).eval().to(torch.float32 if dtype is None else dtype)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.requires_grad_(False)
+            if "norm" in name:
+                p.uniform_(-0.5, 0.5)
     return model

@@ -11,26 +11,7 @@ from galinear.commands.generate import greedy
 from galinear.quantize import fusion
 from galinear.quantize.pipeline import prepare, save_model
 from galinear.quantize.rotations import FAMILIES, Rotation
-from galinear.testing.models import tiny_llama
-
-
-def tiny_gemma(dtype=torch.float32, layers: int = 2, seed: int = 0):
-    """A random Gemma3ForCausalLM: hidden 80 (20 x 4: a Paley base order and a fast transform), 4 heads
-    of 16, 2 key-value heads, MLP 160, a sliding window shorter than the test windows, and every norm's
-    weight (input, post-attention, pre- and post-feedforward, q/k, final) drawn away from 0."""
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-
-    torch.manual_seed(seed)
-    config = Gemma3TextConfig(vocab_size=64, hidden_size=80, intermediate_size=160, num_hidden_layers=layers,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
-                              sliding_window=16)
-    model = Gemma3ForCausalLM(config).eval().to(dtype)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.requires_grad_(False)
-            if "norm" in name:
-                p.uniform_(-0.5, 0.5)
-    return model
+from galinear.testing.models import tiny_gemma, tiny_llama
 
 
 def _rotated(model, family, seed=0, dtype=torch.float32):

@@ -16,7 +16,7 @@ from galinear.testing.folders import char_tokenizer, tiny_model_folder
 
 
 def _gemma_folder(path):
-    from tests.quantize.test_gemma_fusion import tiny_gemma
+    from galinear.testing.models import tiny_gemma
 
     tiny_gemma().save_pretrained(path)
     char_tokenizer().save_pretrained(path)

@@ -31,3 +31,20 @@ def test_gptq_with_quantized_activations_and_cache(family, tmp_path):
         assert result["rotation_parameters"] == 2 * 10  # one chunk of 32 = Cl(5): two bivectors of C(5, 2)
         cost = online_cost(model, tokens=8, repeats=1)
         assert cost["width"] == 64 and cost["online_hadamard_ms"] > 0 and cost["layer_ms"] > 0
+
+
+def test_a_rerun_keeps_the_finished_rows_and_refuses_other_settings(tmp_path):
+    from galinear import _io
+    from galinear.quantize.pipeline import _finished_rows, _settings
+
+    config = QuantizeConfig(out_dir=str(tmp_path), seeds=(0,))
+    path = str(tmp_path / "results.json")
+    assert _finished_rows(path, config) == ({}, None)
+    rows = [{"family": "float (not quantized)", "seed": None, "wikitext_ln_ppl": 3.0},
+            {"family": "hadamard", "seed": 0, "wikitext_ln_ppl": 4.0}]
+    _io.save_json(path, {"settings": _settings(config), "rows": rows, "online": {"tokens": 8}})
+    more = QuantizeConfig(out_dir=str(tmp_path), seeds=(0, 1, 2), rotations=("hadamard", "rotor"), threads=1)
+    done, online = _finished_rows(path, more)  # more seeds and families: the same study, extended
+    assert done == {"float": rows[0], ("hadamard", 0): rows[1]} and online == {"tokens": 8}
+    with pytest.raises(ValueError, match=r"other settings \(steps, wbits differ\); give another --out"):
+        _finished_rows(path, QuantizeConfig(out_dir=str(tmp_path), wbits=3, steps=5))

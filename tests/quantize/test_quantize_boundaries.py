@@ -17,6 +17,8 @@ from galinear.quantize.rotations import Rotation
     (["--rotations", "hadamard,spin"], r"--rotations: unknown rotation family spin; choose from none, hadamard"),
     (["--method", "awq"], r"--method: unknown weight quantizer 'awq'; choose rtn or gptq"),
     (["--window", "0"], r"--window must be a positive integer"),
+    (["--objective", "mse"], r"--objective: unknown training objective 'mse'; choose distill or error"),
+    (["--tokens-per-step", "1"], r"--tokens-per-step must be an integer >= 2, got 1"),
 ])
 def test_bad_options_are_one_line_before_loading(argv, message, capsys, tmp_path):
     code = main(["quantize", *argv, "--out", str(tmp_path / "out"), "--no-progress"])
