@@ -2,7 +2,7 @@
 
 :func:`galinear.nn.functional.plan.plan`, the one dispatcher of :class:`~galinear.nn.RotorLinear`
 and :class:`~galinear.nn.RotorNetwork`, applies them; its docstring states the rules. They live
-here, below every layer, because the numba kernels (:mod:`galinear.kernels`) and the lazily
+here, below every layer, because the numba kernels (:mod:`galinear.rotor_kernels`) and the lazily
 registered numba backend read one of them too, and neither can import the torch dispatcher
 without an import cycle through the backend registry. They are stated in the rotor
 specification's documentation and in docs/performance.md ("Which backend a rotor layer runs")
@@ -50,13 +50,13 @@ DECODE_MIN_ENTRIES = 2048 * 2048
 #: The exact gradient's bivector parts: one batched matrix product per chunk pair up to this many
 #: coefficients per chunk (T d^2 multiply-adds at GEMM speed); above it one gather-multiply-sum per
 #: bivector blade (T d C(n, 2), memory-bound) or, on the CPU, the numba kernel of
-#: :mod:`galinear.kernels.bivector_parts`. Timed through the training rows of
+#: :mod:`galinear.rotor_kernels.bivector_parts`. Timed through the training rows of
 #: ``python benchmarks/bench_gradient.py`` and ``python benchmarks/bench_mlp_step.py`` (chunks of
 #: 2**7 below the limit, 2**11 above); no benchmark sweeps it.
 CORRELATION_LIMIT = 256
 
-#: The numba backend: the token-resident kernel (:mod:`galinear.kernels.resident`) up to this many
-#: tokens per chunk pair, the tile kernel (:mod:`galinear.kernels.rotor_chain`) above.
+#: The numba backend: the token-resident kernel (:mod:`galinear.rotor_kernels.resident`) up to this many
+#: tokens per chunk pair, the tile kernel (:mod:`galinear.rotor_kernels.rotor_chain`) above.
 #: ``python benchmarks/bench_resident.py`` (tile time / resident time at d = 2048: 2.2 at 1 token,
 #: 1.4 at 4, 0.86 at 8).
 RESIDENT_MAX_TOKENS = 4

@@ -2,7 +2,7 @@ r"""The one specification of the rotor maths every backend runs (sympy only).
 
 Stated once here (formerly ``galinear.symbolic.rotor_spec``), printed by :func:`generate` into
 ``galinear/_generated/rotor_spec.py`` (``galinear codegen --all``), and read from there by numpy (:mod:`galinear.core.rotors`), numba
-(:mod:`galinear.kernels.factors`) and torch (:mod:`galinear.nn.functional`). The proofs in
+(:mod:`galinear.rotor_kernels.factors`) and torch (:mod:`galinear.nn.functional`). The proofs in
 :mod:`galinear.proofs` check the generated numbers against the statements below.
 
 Simple-rotor factor
