@@ -12,7 +12,7 @@ ON_INTERRUPT = ("every learned rotation's calibration is checkpointed under OUT/
                 "written)")
 FIELDS = ("model", "gguf_file", "wbits", "abits", "kvbits", "method", "damp", "chunk", "steps", "lr",
           "calib_windows", "window", "wikitext_window", "heldout_windows", "accuracy_items", "threads",
-          "layers_per_step", "objective", "tokens_per_step")
+          "layers_per_step", "objective", "tokens_per_step", "rotor_layers")
 
 
 def _windows(text):
@@ -22,8 +22,9 @@ def _windows(text):
 
 def add_arguments(parser):
     parser.add_argument("--preset", default=None, choices=("demo", "standard"),
-                        help="demo: W4A16 RTN, every family, one seed, a stated subset of windows (about 14 CPU-minutes "
-                             "on the embedded default); standard: the dataclass defaults (docs/quantize.md)")
+                        help="demo: W4A16 RTN, every family, one seed, 12 distillation steps, a stated subset of "
+                             "windows (a few minutes on 2 cores on the embedded default); standard: the dataclass "
+                             "defaults (docs/quantize.md)")
     parser.add_argument("--model", default=None, help="'smollm2-135m' (embedded default), a save_pretrained folder, a "
                                                       "folder with --gguf-file, or a .gguf path")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
@@ -40,6 +41,9 @@ def add_arguments(parser):
     parser.add_argument("--chunk", type=int, default=None,
                         help="chunk of the butterfly and rotor rotations, a power of two dividing the width "
                              "(default the largest up to 64: 9 chunks of 64 = Cl(6) at 576)")
+    parser.add_argument("--rotor-layers", type=int, default=None,
+                        help="layers of chunk rotors in the rotor family, the coordinates dealt out across the chunks "
+                             "between two (default 1: 2 C(log2 chunk, 2) parameters a chunk and layer)")
     parser.add_argument("--steps", type=int, default=None, help="training steps of a learned rotation (default 20)")
     parser.add_argument("--lr", type=float, default=None, help="Adam rate of a learned rotation (Cayley: a tenth)")
     parser.add_argument("--objective", default=None,

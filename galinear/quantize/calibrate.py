@@ -45,6 +45,7 @@ from galinear.lm import models
 from galinear.quantize.fusion import READERS, WRITERS
 from galinear.quantize.gptq import gptq_quantize
 from galinear.quantize.quantizers import quantize_activation, quantize_weight
+from galinear.quantize.rotations import times_stages
 
 __all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "distill_rotation",
            "rotation_loss", "smooth_max", "LayerStats"]
@@ -224,7 +225,8 @@ def train_rotation(rotation, layer_weights: list, layer_stats: list, wbits: int,
             entry["trace"] = float(torch.trace(H))
             entry["scale"] = float(torch.einsum("oi,ij,oj->", W.double(), H, W.double())) or 1.0
             entry["rows"] = entry["rows"].to(dtype)
-    settings = {"objective": "error", "family": rotation.family, "width": rotation.width, "seed": seed,
+    settings = {"objective": "error", "family": rotation.family, "width": rotation.width,
+                "layers": rotation.layers, "seed": seed,
                 "steps": steps, "lr": lr, "layers_per_step": layers_per_step, "rows_per_step": rows_per_step,
                 "wbits": wbits, "abits": abits, "symmetric": symmetric, "p": p,
                 "rotated": None if rotated is None else sorted(rotated)}
@@ -272,8 +274,9 @@ def _optimise(rotation, loss_at, settings: dict, steps: int, lr: float, checkpoi
 # ------------------------------------------------------------------------------------ distillation
 class _RotatedWeights:
     """The prepared model's weights as functions of the learned factor L of ``rotation`` (Q = Q_0 L):
-    the products with :math:`Q_0` are taken once, and L, block-diagonal for the butterfly and rotor
-    families, is applied per step by one batched product per matrix."""
+    the products with :math:`Q_0` are taken once, and L, for the butterfly and rotor families a
+    product of block-diagonal stages (:meth:`~galinear.quantize.rotations.Rotation.learned_stages`),
+    is applied per step by one batched chunk product per stage and matrix."""
 
     def __init__(self, model, rotation, wbits: int, symmetric: bool):
         from galinear.quantize import fusion
@@ -299,7 +302,7 @@ class _RotatedWeights:
                     else:
                         self.fixed.append((key, "writer", (Q0.t() @ W).to(dtype), True))
                         if linear.bias is not None:
-                            self.fixed.append((names[id(linear.bias)], "vector", (linear.bias.double() @ Q0).to(dtype),
+                            self.fixed.append((names[id(linear.bias)], "reader", (linear.bias.double() @ Q0).to(dtype),
                                                False))
             if self.mode == "fused":
                 embed, head = model.get_input_embeddings(), model.get_output_embeddings()
@@ -307,29 +310,22 @@ class _RotatedWeights:
                 self.fixed.append((names[id(head.weight)], "reader", (head.weight.double() @ Q0).to(dtype), False))
         self.norms = [] if self.mode == "fused" else fusion.read_norms(model)
 
-    def _times(self, V: torch.Tensor, kind: str, L, blocks) -> torch.Tensor:
-        if kind == "reader":  # V L
-            if blocks is None:
-                return V @ L
-            m, c, _ = blocks.shape
-            return torch.einsum("omc,mcd->omd", V.reshape(V.shape[0], m, c), blocks).reshape(V.shape)
-        if kind == "writer":  # L^T V
-            if blocks is None:
-                return L.t() @ V
-            m, c, _ = blocks.shape
-            return torch.einsum("mcd,mci->mdi", blocks, V.reshape(m, c, V.shape[1])).reshape(V.shape)
-        if kind == "vector":  # v L
-            return self._times(V[None], "reader", L, blocks)[0]
-        return V
+    @staticmethod
+    def _times(V: torch.Tensor, kind: str, L, stages) -> torch.Tensor:
+        if kind == "plain":
+            return V
+        if kind == "writer":  # L^T V = (V^T L)^T
+            return _RotatedWeights._times(V.t(), "reader", L, stages).t()
+        return V @ L if stages is None else times_stages(V, stages)  # a reader's V L, a vector's v L
 
     def parameters(self) -> dict:
         """{parameter name: tensor} of the rotated model, the decoder's matrices quantized with
         straight-through rounding (not rounded when ``wbits`` is None)."""
-        blocks = self.rotation.learned_blocks()
-        L = None if blocks is not None else self.rotation.learned()
+        stages = self.rotation.learned_stages()
+        L = None if stages is not None else self.rotation.learned()
         out = {}
         for key, kind, V, quantized in self.fixed:
-            rotated = self._times(V, kind, L, blocks)
+            rotated = self._times(V, kind, L, stages)
             out[key] = quantize_weight(rotated, self.wbits, self.symmetric, straight_through=True) \
                 if quantized and self.wbits is not None else rotated
         return out
@@ -351,7 +347,8 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     weights = _RotatedWeights(model, rotation, wbits, symmetric)
-    settings = {"objective": "distill", "family": rotation.family, "width": rotation.width, "seed": seed,
+    settings = {"objective": "distill", "family": rotation.family, "width": rotation.width,
+                "layers": rotation.layers, "seed": seed,
                 "steps": steps, "lr": lr, "windows": len(windows), "tokens_per_step": tokens_per_step,
                 "wbits": wbits, "abits": abits, "symmetric": symmetric}
     frozen = [p for p in model.parameters() if p.requires_grad]

@@ -58,8 +58,8 @@ from galinear.quantize.hadamard import _hadamard_cached, _factors, apply_hadamar
 
 __all__ = ["ARCHITECTURES", "ONLINE_ARCHITECTURES", "check_architecture", "r1_mode", "r1_projections", "apply_r1",
            "untie_head", "fold_norms", "rotate_residual", "rotate_readers", "remove_online_r1", "OnlineRotation",
-           "online_rotation", "rotate_heads", "online_hadamard", "remove_online_hadamard", "read_norms", "head_dim", "READERS",
-           "WRITERS"]
+           "online_rotation", "rotate_heads", "online_hadamard", "remove_online_hadamard", "read_norms", "head_dim",
+           "READERS", "WRITERS"]
 
 #: model_type values whose layers have the structure the module doc describes (R1 fused).
 ARCHITECTURES = ("llama", "mistral", "qwen2")

@@ -5,14 +5,16 @@ rounded to their grids and kept as floats (:mod:`galinear.quantize.quantizers`).
 
 For each rotation family and seed (:class:`QuantizeConfig`), starting from the original model:
 
-1. fold every RMSNorm scale into the next linear layers (:func:`~galinear.quantize.fusion.fold_norms`);
-2. unless the family is ``none``: R2, a random Hadamard of the head width, fused between V and O,
-   and the online Hadamard before down_proj (:mod:`galinear.quantize.fusion`);
-3. R1 of the family (:mod:`galinear.quantize.rotations`); a learned one is trained first on the
-   calibration windows (:func:`~galinear.quantize.calibrate.train_rotation`), then fused;
-4. the weights of every decoder layer quantized (RTN or GPTQ), activations per token with clipping
+1. unless the family is ``none`` (the baseline: the model's own weights): fold every RMSNorm scale
+   into the next linear layers (:func:`~galinear.quantize.fusion.fold_norms`), then R2, a random
+   Hadamard of the head width, fused between V and O, and the online Hadamard before down_proj
+   (:mod:`galinear.quantize.fusion`);
+2. R1 of the family (:mod:`galinear.quantize.rotations`); a learned one is trained first on the
+   calibration windows (:func:`~galinear.quantize.calibrate.distill_rotation` or
+   :func:`~galinear.quantize.calibrate.train_rotation`), then fused (applied online for Gemma-3);
+3. the weights of every decoder layer quantized (RTN or GPTQ), activations per token with clipping
    ratios searched on the calibration windows, the KV cache per head;
-5. scored: ln PPL on a stated subset of WikiText-2 test windows (or all of them), ln PPL on held-out
+4. scored: ln PPL on a stated subset of WikiText-2 test windows (or all of them), ln PPL on held-out
    Wikipedia windows, and, when asked, next-sentence accuracy through lm-eval's HFLM.
 
 Calibration text: Wikipedia lead paragraphs (the training side of a leak-free split; the held-out
@@ -61,6 +63,7 @@ class QuantizeConfig:
     rotations: tuple = FAMILIES
     seeds: tuple = (0,)
     chunk: int | None = None
+    rotor_layers: int = 1
     objective: str = "distill"
     steps: int = 20
     lr: float = 0.02
@@ -81,6 +84,8 @@ class QuantizeConfig:
 
     def check(self) -> None:
         check_bits(self.wbits)
+        if isinstance(self.rotor_layers, bool) or not isinstance(self.rotor_layers, int) or self.rotor_layers < 1:
+            raise ValueError(f"--rotor-layers must be an integer >= 1, got {self.rotor_layers!r}")
         check_bits(self.abits, "activation", ACTIVATION_BITS, "--abits")
         check_bits(self.kvbits, "KV cache", ACTIVATION_BITS, "--kvbits")
         if self.method not in ("rtn", "gptq"):
@@ -104,10 +109,11 @@ class QuantizeConfig:
             raise ValueError(f"--steps must be an integer >= 0, got {self.steps!r}")
 
 
-#: Named settings (``--preset``): demo runs on the embedded default in a few minutes on 2 cores.
+#: Named settings (``--preset``): demo runs on the embedded default in a few minutes on 2 cores (the
+#: seed-0 rows of the W4A16 RTN study in docs/results.md).
 PRESETS = {
-    "demo": dict(wbits=4, abits=16, method="rtn", rotations=("none", "hadamard", "cayley", "butterfly", "rotor"),
-                 seeds=(0,), steps=12, calib_windows=4, window=256, wikitext_windows=6, wikitext_window=256,
+    "demo": dict(wbits=4, abits=16, method="rtn", rotations=FAMILIES, seeds=(0,), objective="distill", steps=12,
+                 lr=0.005, tokens_per_step=128, calib_windows=4, window=256, wikitext_windows=6, wikitext_window=256,
                  heldout_windows=3, accuracy_items=0),
     "standard": dict(),
 }
@@ -120,18 +126,20 @@ def preset(name: str, **changes) -> QuantizeConfig:
 
 
 # ------------------------------------------------------------------------------------ model steps
-def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch.float32):
-    """Steps 1-2 of the module doc on ``model`` in place; returns the R1 :class:`Rotation` (not applied
+def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch.float32, layers: int = 1):
+    """Step 1 of the module doc on ``model`` in place; returns the R1 :class:`Rotation` (not applied
     yet: :func:`galinear.quantize.fusion.apply_r1` fuses it, or applies it online where
-    :func:`~galinear.quantize.fusion.r1_mode` says so)."""
+    :func:`~galinear.quantize.fusion.r1_mode` says so). Family ``none`` is the baseline: the model's own
+    weights, no norm folded (folding scales the columns the grids are set on) and nothing rotated."""
+    if family == "none":
+        return Rotation("none", model.config.hidden_size, seed, chunk, dtype)
     fusion.check_architecture(model)
     fusion.fold_norms(model)
     width = model.config.hidden_size
-    rotation = Rotation(family, width, seed, chunk, dtype)
-    if family != "none":
-        hd = fusion.head_dim(model)
-        fusion.rotate_heads(model, Rotation("hadamard", hd, seed + 7919).matrix())
-        fusion.online_hadamard(model)
+    rotation = Rotation(family, width, seed, chunk, dtype, layers if family == "rotor" else 1)
+    hd = fusion.head_dim(model)
+    fusion.rotate_heads(model, Rotation("hadamard", hd, seed + 7919).matrix())
+    fusion.online_hadamard(model)
     return rotation
 
 
@@ -161,15 +169,16 @@ def install_activation_quantizers(model, abits: int, kvbits: int, windows=None) 
 
 
 def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib, log=None) -> dict:
-    """Steps 1-4 of the module doc on ``model`` in place; returns what the report needs."""
+    """Steps 1-3 of the module doc on ``model`` in place; returns what the report needs."""
     t0 = time.perf_counter()
-    rotation = prepare(model, family, seed, config.chunk)
+    rotation = prepare(model, family, seed, config.chunk, layers=config.rotor_layers)
     training = None
     if family in LEARNED and config.steps > 0:
         torch.manual_seed(seed)
         folder = os.path.join(config.out_dir, "calibration")
         os.makedirs(folder, exist_ok=True)
-        checkpoint = os.path.join(folder, f"{family}-{config.objective}-w{config.wbits}a{config.abits}-s{seed}"
+        depth = f"-l{config.rotor_layers}" if family == "rotor" and config.rotor_layers > 1 else ""
+        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}-w{config.wbits}a{config.abits}-s{seed}"
                                           ".safetensors")
         lr = config.lr / 10 if family == "cayley" else config.lr
         if config.objective == "distill":
@@ -418,7 +427,8 @@ def _finished_rows(path: str, config) -> tuple:
         return {}, None
     record = _io.load_json(path, fix="delete it, or give another --out, to start the study again")
     mine = {k: v for k, v in _settings(config).items() if k not in _ROW_NEUTRAL}
-    theirs = {k: v for k, v in (record.get("settings") or {}).items() if k not in _ROW_NEUTRAL}
+    defaults = _settings(QuantizeConfig())  # a setting newer than the file: its default is what that run used
+    theirs = {k: v for k, v in {**defaults, **(record.get("settings") or {})}.items() if k not in _ROW_NEUTRAL}
     if mine != theirs:
         changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         raise ValueError(f"{path} holds a quantization study of other settings ({', '.join(changed)} differ); give "

@@ -15,6 +15,9 @@ and counts its learned parameters in :meth:`Rotation.num_parameters`:
   power-of-two chunks (one :class:`galinear.nn.RotorLinear` of c -> c without scale per chunk),
   :math:`Q = Q_0\, \operatorname{diag}(M_1, \dots, M_m)`, 2 m C(log2 c, 2) parameters (270 for
   576 = 9 x 64), orthogonal by construction, trained through galinear's exact gradient of exp.
+  With ``layers`` > 1 (``--rotor-layers``), that many layers of chunk rotors, the coordinates dealt
+  out across the chunks between two (the (chunks, chunk) grid read column by column), so that the
+  learned factor mixes every chunk with every other: ``layers`` times the parameters.
 
 :math:`Q_0` is the random Hadamard of the same seed (a seeded random orthogonal matrix at widths no
 Hadamard order covers): every learned family starts exactly where ``hadamard`` is, and the fixed
@@ -30,7 +33,7 @@ from torch import nn
 
 from galinear.quantize.hadamard import _factors, hadamard_factors, random_hadamard
 
-__all__ = ["FAMILIES", "LEARNED", "Rotation", "make_rotation", "chunk_size", "base_rotation"]
+__all__ = ["FAMILIES", "LEARNED", "Rotation", "make_rotation", "chunk_size", "base_rotation", "times_stages"]
 
 FAMILIES = ("none", "hadamard", "cayley", "butterfly", "rotor")
 LEARNED = ("cayley", "butterfly", "rotor")
@@ -54,13 +57,18 @@ def base_rotation(width: int, seed: int, dtype=torch.float64) -> torch.Tensor:
 class Rotation(nn.Module):
     """An orthogonal ``width`` x ``width`` matrix of one family (module doc)."""
 
-    def __init__(self, family: str, width: int, seed: int = 0, chunk: int | None = None, dtype=torch.float32):
+    def __init__(self, family: str, width: int, seed: int = 0, chunk: int | None = None, dtype=torch.float32,
+                 layers: int = 1):
         super().__init__()
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+            raise ValueError(f"--rotor-layers must be an integer >= 1, got {layers!r}")
+        if layers > 1 and family != "rotor":
+            raise ValueError(f"--rotor-layers {layers}: only the rotor family has layers; leave it at 1 for {family}")
         if family not in FAMILIES:
             raise ValueError(f"--rotation: unknown rotation family {family!r}; choose one of {', '.join(FAMILIES)}")
         if family == "hadamard":
             hadamard_factors(width)  # refuses a width no Hadamard order covers, naming the fix
-        self.family, self.width, self.seed = family, width, seed
+        self.family, self.width, self.seed, self.layers = family, width, seed, layers
         self.chunk = chunk_size(width) if chunk is None else int(chunk)
         if family in ("butterfly", "rotor") and (self.chunk < 4 or width % self.chunk or self.chunk & (self.chunk - 1)):
             raise ValueError(f"--chunk: the {family} rotation needs a power-of-two chunk >= 4 dividing the width "
@@ -81,7 +89,12 @@ class Rotation(nn.Module):
             from galinear.nn import RotorLinear
 
             self.blocks = nn.ModuleList(RotorLinear(self.chunk, self.chunk, alpha=False, chunk_size=self.chunk,
-                                                    backend="dense", dtype=dtype) for _ in range(self.chunks))
+                                                    backend="dense", dtype=dtype)
+                                        for _ in range(self.chunks * layers))
+            # between two layers of chunk rotors, the coordinates are dealt out across the chunks: the
+            # (chunks, chunk) grid read column by column, so each new chunk draws on every old one
+            self.register_buffer("shuffle", torch.arange(width).reshape(self.chunks, self.chunk).t().reshape(-1),
+                                 persistent=False)
             with torch.no_grad():
                 for block in self.blocks:
                     block.left_bivectors.zero_()
@@ -94,19 +107,25 @@ class Rotation(nn.Module):
             A = torch.zeros_like(eye).index_put((self.rows, self.cols), self.skew)
             A = A - A.t()
             return torch.linalg.solve(eye - A, eye + A)
-        if self.family == "butterfly":
-            return torch.block_diag(*(block.matrix() for block in self.blocks))
-        if self.family == "rotor":
-            return torch.block_diag(*(block.dense_weight() for block in self.blocks))
+        if self.family in ("butterfly", "rotor"):
+            return times_stages(eye, self.learned_stages())
         return eye
 
-    def learned_blocks(self) -> torch.Tensor | None:
-        """The learned factor's diagonal blocks, (chunks, chunk, chunk), for the block-diagonal families
-        (butterfly, rotor); None for the others."""
+    def learned_stages(self) -> list | None:
+        """The learned factor as a product of stages, for the structured families (None for the others):
+        ``("blocks", B)`` a block-diagonal matrix of the (chunks, chunk, chunk) blocks B, ``("shuffle", p)``
+        the permutation matrix P with (x P)[k] = x[p[k]]; L = B_1 P B_2 P ... B_layers
+        (:func:`times_stages` applies it)."""
         if self.family == "butterfly":
-            return torch.stack([block.matrix() for block in self.blocks])
+            return [("blocks", torch.stack([block.matrix() for block in self.blocks]))]
         if self.family == "rotor":
-            return torch.stack([block.dense_weight() for block in self.blocks])
+            stages = []
+            for layer in range(self.layers):
+                if layer:
+                    stages.append(("shuffle", self.shuffle))
+                chunk_maps = self.blocks[layer * self.chunks:(layer + 1) * self.chunks]
+                stages.append(("blocks", torch.stack([block.dense_weight() for block in chunk_maps])))
+            return stages
         return None
 
     def matrix(self) -> torch.Tensor:
@@ -126,11 +145,26 @@ class Rotation(nn.Module):
         if self.family in ("none", "hadamard"):
             return self.family
         return f"{self.family} ({self.num_parameters():,} parameters" + (
-            f", {self.chunks} chunks of {self.chunk}" if self.family != "cayley" else "") + ")"
+            f", {self.chunks} chunks of {self.chunk}" if self.family != "cayley" else "") + (
+            f", {self.layers} layers" if self.layers > 1 else "") + ")"
 
 
-def make_rotation(family: str, width: int, seed: int = 0, chunk: int | None = None, dtype=torch.float32) -> Rotation:
-    return Rotation(family, width, seed, chunk, dtype)
+def times_stages(x: torch.Tensor, stages: list) -> torch.Tensor:
+    """``x @ L`` for the learned factor L given by :meth:`Rotation.learned_stages`, on the last axis of
+    ``x``: one batched chunk product per block stage, one gather per shuffle."""
+    for kind, value in stages:
+        if kind == "shuffle":
+            x = x[..., value]
+        else:
+            m, c, _ = value.shape
+            lead = x.shape[:-1]
+            x = torch.einsum("...mc,mcd->...md", x.reshape(*lead, m, c), value).reshape(*lead, m * c)
+    return x
+
+
+def make_rotation(family: str, width: int, seed: int = 0, chunk: int | None = None, dtype=torch.float32,
+                  layers: int = 1) -> Rotation:
+    return Rotation(family, width, seed, chunk, dtype, layers)
 
 
 def dense_parameters(width: int) -> int:

@@ -36,9 +36,10 @@ def _student_logits(model, rotation, ids, wbits):
             handle.remove()
 
 
-@pytest.mark.parametrize("kind, family", [("llama", "rotor"), ("llama", "butterfly"), ("llama", "cayley"),
-                                          ("qwen2", "rotor"), ("gemma3", "rotor"), ("gemma3", "cayley")])
-def test_the_distilled_network_is_the_fused_model(kind, family):
+@pytest.mark.parametrize("kind, family, layers", [("llama", "rotor", 1), ("llama", "rotor", 3), ("llama", "butterfly", 1),
+                                                  ("llama", "cayley", 1), ("qwen2", "rotor", 2), ("gemma3", "rotor", 2),
+                                                  ("gemma3", "cayley", 1)])
+def test_the_distilled_network_is_the_fused_model(kind, family, layers):
     """float64: the student's weights before rounding are those apply_r1 fuses (its logits equal the fused
     model's), and rounded they are RTN's grid points of them. (Rounded logits are not compared: the
     largest magnitude of a row sits on a rounding tie, which float noise of another product order flips.)"""
@@ -47,7 +48,7 @@ def test_the_distilled_network_is_the_fused_model(kind, family):
     else:
         model = tiny_causal_lm(kind, 2).to(torch.float64)
     width = model.config.hidden_size
-    rotation = prepare(model, family, 1, chunk=16 if width % 16 == 0 else None, dtype=torch.float64)
+    rotation = prepare(model, family, 1, chunk=16 if width % 16 == 0 else None, dtype=torch.float64, layers=layers)
     _moved(rotation)
     ids = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(0))
     student = _student_logits(model, rotation, ids, None)

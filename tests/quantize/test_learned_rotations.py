@@ -7,7 +7,7 @@ import torch
 from torch.func import functional_call
 
 from galinear.quantize.calibrate import train_rotation
-from galinear.quantize.rotations import Rotation
+from galinear.quantize.rotations import Rotation, times_stages
 from galinear.testing import assert_gradient_matches_fd, assert_orthogonal, rotor_cases
 
 WIDTH, CHUNK = 32, 16  # two chunks of Cl(4), where equal angles exist
@@ -103,3 +103,37 @@ def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
     train_rotation(Rotation("cayley", WIDTH, seed=1), *_problem(), wbits=4, steps=1, checkpoint=path)
     with pytest.raises(ValueError, match="other settings.*delete it"):
         train_rotation(Rotation("cayley", WIDTH, seed=1), *_problem(), wbits=3, steps=1, checkpoint=path)
+
+
+def test_rotor_layers_compose_chunk_rotors_across_chunks():
+    """Two layers of chunk rotors: orthogonal, twice the parameters, not block-diagonal (the shuffle
+    mixes the chunks), and the stages applied to a matrix give the same product as the learned factor."""
+    one = Rotation("rotor", WIDTH, seed=0, chunk=CHUNK, dtype=torch.float64)
+    two = Rotation("rotor", WIDTH, seed=0, chunk=CHUNK, dtype=torch.float64, layers=2)
+    assert two.num_parameters() == 2 * one.num_parameters()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in two.parameters():
+            p.copy_(0.4 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
+    learned = two.learned().detach()
+    assert_orthogonal(learned.numpy(), atol=1e-12)
+    assert float(learned[:CHUNK, CHUNK:].abs().max()) > 1e-3  # chunks mixed
+    x = torch.randn(5, WIDTH, dtype=torch.float64, generator=generator)
+    torch.testing.assert_close(times_stages(x, two.learned_stages()), x @ learned, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="only the rotor family has layers"):
+        Rotation("butterfly", WIDTH, chunk=CHUNK, layers=2)
+    with pytest.raises(ValueError, match="--rotor-layers must be an integer >= 1"):
+        Rotation("rotor", WIDTH, chunk=CHUNK, layers=0)
+
+
+def test_rotor_layers_gradients_match_central_differences():
+    rotation = Rotation("rotor", WIDTH, seed=0, chunk=CHUNK, dtype=torch.float64, layers=2)
+    weight = torch.randn(WIDTH, WIDTH, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+
+    def loss(flat):
+        Q = functional_call(rotation, _as_parameters(rotation, flat), ())
+        return (weight * Q).sum() + (Q[:, :3] ** 2 * weight[:, :3]).sum()
+
+    size = rotation.num_parameters()
+    for point in (torch.tensor(np.random.default_rng(0).standard_normal(size)), torch.zeros(size, dtype=torch.float64)):
+        assert_gradient_matches_fd(loss, point, rtol=1e-6, directions=3)
