@@ -15,9 +15,10 @@ and counts its learned parameters in :meth:`Rotation.num_parameters`:
   power-of-two chunks (one :class:`galinear.nn.RotorLinear` of c -> c without scale per chunk),
   :math:`Q = Q_0\, \operatorname{diag}(M_1, \dots, M_m)`, 2 m C(log2 c, 2) parameters (270 for
   576 = 9 x 64), orthogonal by construction, trained through galinear's exact gradient of exp.
-  With ``layers`` > 1 (``--rotor-layers``), that many layers of chunk rotors, the coordinates dealt
-  out across the chunks between two (the (chunks, chunk) grid read column by column), so that the
-  learned factor mixes every chunk with every other: ``layers`` times the parameters.
+  With ``layers`` > 1 (``--rotor-layers``), that many layers of chunk rotors, every other one acting
+  on the coordinates dealt out across the chunks (the (chunks, chunk) grid read column by column:
+  P B P^-1), so that the learned factor mixes every chunk with every other and is still the
+  identity at zero: ``layers`` times the parameters.
 
 :math:`Q_0` is the random Hadamard of the same seed (a seeded random orthogonal matrix at widths no
 Hadamard order covers): every learned family starts exactly where ``hadamard`` is, and the fixed
@@ -93,8 +94,9 @@ class Rotation(nn.Module):
                                         for _ in range(self.chunks * layers))
             # between two layers of chunk rotors, the coordinates are dealt out across the chunks: the
             # (chunks, chunk) grid read column by column, so each new chunk draws on every old one
-            self.register_buffer("shuffle", torch.arange(width).reshape(self.chunks, self.chunk).t().reshape(-1),
-                                 persistent=False)
+            shuffle = torch.arange(width).reshape(self.chunks, self.chunk).t().reshape(-1)
+            self.register_buffer("shuffle", shuffle, persistent=False)
+            self.register_buffer("unshuffle", torch.argsort(shuffle), persistent=False)
             with torch.no_grad():
                 for block in self.blocks:
                     block.left_bivectors.zero_()
@@ -114,17 +116,18 @@ class Rotation(nn.Module):
     def learned_stages(self) -> list | None:
         """The learned factor as a product of stages, for the structured families (None for the others):
         ``("blocks", B)`` a block-diagonal matrix of the (chunks, chunk, chunk) blocks B, ``("shuffle", p)``
-        the permutation matrix P with (x P)[k] = x[p[k]]; L = B_1 P B_2 P ... B_layers
+        the permutation matrix P with (x P)[k] = x[p[k]]; for the rotor family
+        L = B_1 (P B_2 P^-1) B_3 (P B_4 P^-1) ..., the identity when every rotor is
         (:func:`times_stages` applies it)."""
         if self.family == "butterfly":
             return [("blocks", torch.stack([block.matrix() for block in self.blocks]))]
         if self.family == "rotor":
             stages = []
             for layer in range(self.layers):
-                if layer:
-                    stages.append(("shuffle", self.shuffle))
                 chunk_maps = self.blocks[layer * self.chunks:(layer + 1) * self.chunks]
-                stages.append(("blocks", torch.stack([block.dense_weight() for block in chunk_maps])))
+                blocks = ("blocks", torch.stack([block.dense_weight() for block in chunk_maps]))
+                # every other layer acts on the coordinates dealt out across the chunks: P B P^-1
+                stages += [("shuffle", self.shuffle), blocks, ("shuffle", self.unshuffle)] if layer % 2 else [blocks]
             return stages
         return None
 

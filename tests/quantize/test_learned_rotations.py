@@ -107,10 +107,11 @@ def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
 
 def test_rotor_layers_compose_chunk_rotors_across_chunks():
     """Two layers of chunk rotors: orthogonal, twice the parameters, not block-diagonal (the shuffle
-    mixes the chunks), and the stages applied to a matrix give the same product as the learned factor."""
+    mixes the chunks), the Hadamard start at zero, and the stages applied to a matrix give the same product as the learned factor."""
     one = Rotation("rotor", WIDTH, seed=0, chunk=CHUNK, dtype=torch.float64)
     two = Rotation("rotor", WIDTH, seed=0, chunk=CHUNK, dtype=torch.float64, layers=2)
     assert two.num_parameters() == 2 * one.num_parameters()
+    assert torch.equal(two.matrix(), one.matrix())  # at zero: the Hadamard start, like every learned family
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in two.parameters():
