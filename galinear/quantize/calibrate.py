@@ -39,9 +39,11 @@ import time
 
 import numpy as np
 import torch
+from torch.func import functional_call
 
 from galinear import _io
 from galinear.lm import models
+from galinear.quantize import fusion
 from galinear.quantize.fusion import READERS, WRITERS
 from galinear.quantize.gptq import gptq_quantize
 from galinear.quantize.quantizers import quantize_activation, quantize_weight
@@ -279,8 +281,6 @@ class _RotatedWeights:
     is applied per step by one batched chunk product per stage and matrix."""
 
     def __init__(self, model, rotation, wbits: int, symmetric: bool):
-        from galinear.quantize import fusion
-
         self.rotation, self.wbits, self.symmetric = rotation, wbits, symmetric
         self.mode = fusion.r1_mode(model)
         names = {id(p): n for n, p in model.named_parameters()}
@@ -342,8 +342,6 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     :math:`\hat p` of the same model with R1 = ``rotation`` applied and every decoder matrix
     quantized (straight-through rounding), with the activations quantized per token when
     ``abits < 16``. ``model`` is left unchanged. Returns as :func:`train_rotation` does."""
-    from torch.func import functional_call
-
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     weights = _RotatedWeights(model, rotation, wbits, symmetric)
@@ -364,7 +362,7 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
         target = targets[index]
         if tokens:
             ids, target = ids[:, :tokens], target[:, :tokens]
-        Q = rotation.matrix()
+        Q = rotation.matrix() if weights.norms else None  # online R1 only: fused, Q is in the weights
         handles = [norm.register_forward_hook(lambda module, args, out, Q=Q: out @ Q.to(out.dtype))
                    for norm in weights.norms]
         if abits < 16:
