@@ -16,11 +16,16 @@ scale between a writer and the stream does not commute with a rotation of the st
 stream cannot be rotated. Instead the stream stays as it is and R1 is applied where the stream is
 read (:func:`rotate_readers`):
 
-- the scales :math:`1 + w` of the norms that feed linear layers (input_layernorm -> q, k, v;
-  pre_feedforward_layernorm -> gate, up) are folded into those layers and set to 1 (w = 0), the
-  post norms, the final norm, the embeddings (with their :math:`\sqrt{d}` scale) and the tied head
-  are left alone (the head is not quantized, so nothing is gained by rotating its input);
-- a forward hook on each of those two norms multiplies its output by Q at run time
+- no norm scale is folded: the rotation is applied to the norm's output, scale included, so the
+  readers' weights keep their own columns and their grids never see the scale. (Folding
+  :math:`1 + w`, which reaches 62 on the input norms of the offline Gemma-3-270M, multiplies the
+  readers' columns by it, and each output channel's grid is then set by its largest scaled column:
+  at W8 RTN folding alone costs 1.2 nats of WikiText-2 ln PPL, at W4 with a Hadamard R1 the model
+  breaks, docs/results.md. ``fold_norms(model, online="fold")`` still folds, for comparison.) The
+  post norms, the final norm, the embeddings (with their :math:`\sqrt{d}` scale) and the tied
+  head are left alone (the head is not quantized, so nothing is gained by rotating its input);
+- a forward hook on each of the two norms read by linear layers (input_layernorm -> q, k, v;
+  pre_feedforward_layernorm -> gate, up) multiplies its output by Q at run time
   (:class:`OnlineRotation`: a fast Walsh-Hadamard transform and one small product for the
   Hadamard family, the same followed by the learned chunk blocks for butterfly and rotor, a dense
   product for Cayley), and the readers' weights become :math:`W \leftarrow W Q`;
@@ -172,13 +177,18 @@ def untie_head(model) -> None:
 
 
 @torch.no_grad()
-def fold_norms(model) -> None:
+def fold_norms(model, online: str = "keep") -> None:
     """Fold every RMSNorm's scale into the linear layers that read its output, leaving the scales at 1.
 
-    Online-R1 families (Gemma-3): only the norms read by linear layers, :math:`1 + w` folded and w set
-    to 0; the post norms, the final norm and the tied head are left as they are (module doc)."""
+    Online-R1 families (Gemma-3): with ``online="keep"`` (default) nothing is folded, the online R1
+    rotating the norms' scaled outputs (module doc); with ``"fold"``, the norms read by linear layers
+    have :math:`1 + w` folded into their readers and w set to 0 (the post norms, the final norm and
+    the tied head are left as they are either way)."""
+    if online not in ("keep", "fold"):
+        raise ValueError(f"fold_norms: online must be 'keep' or 'fold', got {online!r}")
     if _kind(model) in ONLINE_ARCHITECTURES:
-        _fold_read_norms(model)
+        if online == "fold":
+            _fold_read_norms(model)
         return
     untie_head(model)
     blocks = models.decoder_layers(model)
@@ -353,7 +363,7 @@ def read_norms(model) -> list:
 def rotate_readers(model, rotation) -> OnlineRotation | None:
     """Online R1 (module doc): a forward hook multiplying the output of every norm read by linear layers
     by Q, and the readers' weights W <- W Q. ``rotation``: a Rotation (its fast route) or a matrix.
-    The norms must be folded first (:func:`fold_norms`). Returns the :class:`OnlineRotation` (None for
+    The norms' scales may stay (the default of :func:`fold_norms`) or be folded. Returns the :class:`OnlineRotation` (None for
     the identity, which changes nothing)."""
     online = online_rotation(rotation)
     if online is None:
@@ -395,7 +405,7 @@ def remove_online_r1(model) -> None:
 def apply_r1(model, Q) -> None:
     """R1 as :func:`r1_mode` says: fused, :func:`rotate_residual` with the matrix; online,
     :func:`rotate_readers`. ``Q``: a :class:`~galinear.quantize.rotations.Rotation` (online: applied by
-    its family's fast route) or an orthogonal matrix (online: a dense product). Norms folded first."""
+    its family's fast route) or an orthogonal matrix (online: a dense product). Fused: norms folded first (:func:`fold_norms`)."""
     if r1_mode(model) == "fused":
         rotate_residual(model, Q.matrix().detach() if not torch.is_tensor(Q) else Q)
     else:
