@@ -1,11 +1,12 @@
 """Post-training quantization of causal LMs with rotations fused into the weights, all simulated
 (fake) quantization in torch: weights per output channel (RTN or GPTQ), activations per token, the
-KV cache per head.
+KV cache per token and head, K after RoPE.
 
 - :mod:`galinear.quantize.quantizers`, :mod:`galinear.quantize.gptq`: the quantizers;
 - :mod:`galinear.quantize.hadamard`: Hadamard matrices of the models' widths (Paley and Sylvester);
 - :mod:`galinear.quantize.rotations`: the rotation families (none, hadamard, cayley, butterfly, rotor);
 - :mod:`galinear.quantize.fusion`: the rotations fused into a Llama-family model (R1, R2, online R4);
+- :mod:`galinear.quantize.attention`: the KV cache quantized after RoPE, with the online R3 on Q and K;
 - :mod:`galinear.quantize.calibrate`: calibration statistics, weight quantization, learned rotations;
 - :mod:`galinear.quantize.pipeline`: the study behind ``galinear quantize``.
 

@@ -9,9 +9,10 @@ r"""Calibration: what the quantizers and the learned rotations see of the calibr
   the default): each step, on one calibration window drawn by (seed, step), the mean over tokens of
   :math:`\mathrm{KL}(p \,\|\, \hat p)` between the next-token distribution p of the original model
   and :math:`\hat p` of the model with the rotation applied and every decoder matrix rounded to its
-  grid (straight-through rounding; the activations too when they are quantized). The rotated
-  weights are taken as functions of the learned factor L (Q = Q_0 L): the products with the
-  Hadamard :math:`Q_0` once, L (block-diagonal for the butterfly and rotor families) per step. At
+  grid (straight-through rounding; the activations and the KV cache, after RoPE, too when they are
+  quantized). The rotated weights are taken as functions of the learned factor L (Q = Q_0 L): the
+  products with the Hadamard :math:`Q_0` once, L (block-diagonal for the butterfly and rotor
+  families) per step. At
   the end the calibration KL over every window is measured for the trained rotation and for its
   start (:math:`Q_0`), and the better is kept (the report says which).
 - :func:`train_rotation` learns R1 against the quantized layers' expected output error
@@ -43,10 +44,10 @@ from torch.func import functional_call
 
 from galinear import _io
 from galinear.lm import models
-from galinear.quantize import fusion
+from galinear.quantize import attention, fusion
 from galinear.quantize.fusion import READERS, WRITERS
 from galinear.quantize.gptq import gptq_quantize
-from galinear.quantize.quantizers import quantize_activation, quantize_weight
+from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits, quantize_activation, quantize_weight
 from galinear.quantize.rotations import times_stages
 
 __all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "distill_rotation",
@@ -334,14 +335,19 @@ class _RotatedWeights:
 def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16, steps: int = 20, lr: float = 1e-2,
                      seed: int = 0, symmetric: bool = True, tokens_per_step: int | None = None,
                      checkpoint: str | None = None, checkpoint_every: int = 5, log=None,
-                     stop_after: int | None = None) -> dict:
+                     stop_after: int | None = None, kvbits: int = 16, r3=None) -> dict:
     r"""Learn ``rotation``'s parameters by distillation (module doc): each step, on one calibration
     window drawn by (seed, step) (its first ``tokens_per_step`` tokens when given), the mean over
     tokens of :math:`\mathrm{KL}(p \,\|\, \hat p)` between the next-token distribution p of
     ``model`` (prepared: norms folded, R2 and the online Hadamard in place, R1 not applied) and
     :math:`\hat p` of the same model with R1 = ``rotation`` applied and every decoder matrix
     quantized (straight-through rounding), with the activations quantized per token when
-    ``abits < 16``. ``model`` is left unchanged. Returns as :func:`train_rotation` does."""
+    ``abits < 16``, and the KV cache per token and head after RoPE when ``kvbits < 16``, Q and K
+    rotated per head by ``r3`` after RoPE when given (:mod:`galinear.quantize.attention`; ``r3``
+    changes nothing with the cache in floating point and is then not used), both with
+    straight-through rounding too. ``model`` is left unchanged. Returns as :func:`train_rotation`
+    does."""
+    check_bits(kvbits, "KV cache", ACTIVATION_BITS, "--kvbits")
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     weights = _RotatedWeights(model, rotation, wbits, symmetric)
@@ -349,6 +355,11 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
                 "layers": rotation.layers, "seed": seed,
                 "steps": steps, "lr": lr, "windows": len(windows), "tokens_per_step": tokens_per_step,
                 "wbits": wbits, "abits": abits, "symmetric": symmetric}
+    if kvbits < 16:  # absent at 16 bits, so a checkpoint of that case from before this setting still matches
+        settings.update(kvbits=kvbits, r3=r3 is not None)
+        if attention.kv_quantizer(model) is not None:
+            raise ValueError("distill_rotation quantizes the KV cache itself; give it a model without one installed")
+        attention.remove_kv_quantizer(attention.install_kv_quantizer(model, kvbits, r3))  # bad input fails here
     frozen = [p for p in model.parameters() if p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)
@@ -370,8 +381,12 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
                 lambda module, args: (quantize_activation(args[0], abits, straight_through=True),) + tuple(args[1:]))
                 for i in range(len(models.decoder_layers(model))) for name in LINEARS]
         try:
+            if kvbits < 16:
+                attention.install_kv_quantizer(model, kvbits, r3, straight_through=True)
             logits = functional_call(model, weights.parameters(), (), {"input_ids": ids, "use_cache": False}).logits
         finally:
+            if kvbits < 16:
+                attention.remove_kv_quantizer(model)
             for handle in handles:
                 handle.remove()
         student = torch.log_softmax(logits.float(), dim=-1)

@@ -8,12 +8,14 @@ For each rotation family and seed (:class:`QuantizeConfig`), starting from the o
 1. unless the family is ``none`` (the baseline: the model's own weights): fold every RMSNorm scale
    into the next linear layers (:func:`~galinear.quantize.fusion.fold_norms`), then R2, a random
    Hadamard of the head width, fused between V and O, and the online Hadamard before down_proj
-   (:mod:`galinear.quantize.fusion`);
+   (:mod:`galinear.quantize.fusion`); with a quantized KV cache also R3, a random Hadamard of the head
+   width applied online to Q and K of every head after RoPE (:mod:`galinear.quantize.attention`);
 2. R1 of the family (:mod:`galinear.quantize.rotations`); a learned one is trained first on the
    calibration windows (:func:`~galinear.quantize.calibrate.distill_rotation` or
    :func:`~galinear.quantize.calibrate.train_rotation`), then fused (applied online for Gemma-3);
 3. the weights of every decoder layer quantized (RTN or GPTQ), activations per token with clipping
-   ratios searched on the calibration windows, the KV cache per head;
+   ratios searched on the calibration windows, the KV cache per token and head, K after RoPE (and
+   after R3);
 4. scored: ln PPL on a stated subset of WikiText-2 test windows (or all of them), ln PPL on held-out
    Wikipedia windows, and, when asked, next-sentence accuracy through lm-eval's HFLM.
 
@@ -32,15 +34,18 @@ import torch
 
 from galinear import _io
 from galinear.lm import models
-from galinear.quantize import calibrate, fusion
-from galinear.quantize.hadamard import apply_hadamard
+from galinear.quantize import attention, calibrate, fusion
+from galinear.quantize.hadamard import apply_hadamard, hadamard_factors
 from galinear.quantize.quantizers import (
-    ACTIVATION_BITS, check_bits, quantize_activation, quantize_heads, search_clip_ratio,
+    ACTIVATION_BITS, check_bits, quantize_activation, search_clip_ratio,
 )
 from galinear.quantize.rotations import FAMILIES, LEARNED, Rotation, dense_parameters
 
-__all__ = ["QuantizeConfig", "PRESETS", "preset", "prepare", "quantize_model", "run", "format_table",
-           "install_activation_quantizers", "save_model", "online_cost"]
+__all__ = ["QuantizeConfig", "PRESETS", "preset", "prepare", "r3_matrix", "quantize_model", "run", "format_table",
+           "install_activation_quantizers", "save_model", "online_cost", "KV_CACHE"]
+
+#: Where the KV cache is quantized (recorded in a study's settings when ``kvbits < 16``).
+KV_CACHE = "per token and head, K after RoPE and R3"
 
 
 #: Training objectives of the learned rotations (:mod:`galinear.quantize.calibrate`).
@@ -143,17 +148,27 @@ def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch
     return rotation
 
 
+def r3_matrix(model, family: str, seed: int, kvbits: int):
+    """R3 of a row: a random Hadamard of the head width (seed ``seed + 104729``) for every family but
+    ``none`` when the KV cache is quantized, else None (with the cache in floating point it changes nothing)."""
+    if family == "none" or kvbits >= 16:
+        return None
+    return Rotation("hadamard", fusion.head_dim(model), seed + 104729).matrix()
+
+
 def _layer_weights(model) -> list:
     return [{name: models.projection(model, i, name).weight.detach().clone().to(torch.float32)
              for name in calibrate.LINEARS} for i in range(len(models.decoder_layers(model)))]
 
 
-def install_activation_quantizers(model, abits: int, kvbits: int, windows=None) -> dict:
+def install_activation_quantizers(model, abits: int, kvbits: int, windows=None, r3=None) -> dict:
     """Forward pre-hooks quantizing every decoder linear layer's input per token (clipping ratio
-    searched on ``windows`` per layer) and forward hooks quantizing k_proj's and v_proj's outputs per
-    head (the cache's content; K before RoPE). Returns {"clips": {(layer, projection): ratio}}."""
+    searched on ``windows`` per layer) and, when ``kvbits < 16``, the KV cache quantized per token and
+    head after RoPE, K after ``r3`` when given (:func:`galinear.quantize.attention.install_kv_quantizer`).
+    Returns {"clips": {(layer, projection): ratio}}."""
     clips = {}
-    hd = fusion.head_dim(model)
+    if kvbits < 16:
+        attention.install_kv_quantizer(model, kvbits, r3)
     for index in range(len(models.decoder_layers(model))):
         stats = calibrate.capture_layer(model, windows, index) if abits < 16 and windows else None
         for name in calibrate.LINEARS:
@@ -163,8 +178,6 @@ def install_activation_quantizers(model, abits: int, kvbits: int, windows=None) 
                 clips[(index, name)] = ratio
                 linear.register_forward_pre_hook(
                     lambda module, args, r=ratio: (quantize_activation(args[0], abits, r),) + tuple(args[1:]))
-            if kvbits < 16 and name in ("k_proj", "v_proj"):
-                linear.register_forward_hook(lambda module, args, out: quantize_heads(out, kvbits, hd))
     return {"clips": clips}
 
 
@@ -172,19 +185,21 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
     """Steps 1-3 of the module doc on ``model`` in place; returns what the report needs."""
     t0 = time.perf_counter()
     rotation = prepare(model, family, seed, config.chunk, layers=config.rotor_layers)
+    r3 = r3_matrix(model, family, seed, config.kvbits)
     training = None
     if family in LEARNED and config.steps > 0:
         torch.manual_seed(seed)
         folder = os.path.join(config.out_dir, "calibration")
         os.makedirs(folder, exist_ok=True)
         depth = f"-l{config.rotor_layers}" if family == "rotor" and config.rotor_layers > 1 else ""
-        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}-w{config.wbits}a{config.abits}-s{seed}"
-                                          ".safetensors")
+        kv = f"kv{config.kvbits}" if config.objective == "distill" and config.kvbits < 16 else ""
+        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}-w{config.wbits}a{config.abits}{kv}"
+                                          f"-s{seed}.safetensors")
         lr = config.lr / 10 if family == "cayley" else config.lr
         if config.objective == "distill":
             training = calibrate.distill_rotation(model, rotation, calib, config.wbits, config.abits, config.steps, lr,
                                                   seed, config.symmetric, config.tokens_per_step,
-                                                  checkpoint=checkpoint, log=log)
+                                                  checkpoint=checkpoint, log=log, kvbits=config.kvbits, r3=r3)
         else:
             stats = calibrate.capture_layers(model, calib, range(len(models.decoder_layers(model))), seed=seed)
             training = calibrate.train_rotation(rotation, _layer_weights(model), stats, config.wbits, config.abits,
@@ -196,11 +211,11 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
     calibration_seconds = time.perf_counter() - t0
     weights = calibrate.quantize_weights(model, config.wbits, config.method, config.symmetric, calib, config.damp,
                                          config.act_order, log=log)
-    activations = install_activation_quantizers(model, config.abits, config.kvbits, calib)
+    activations = install_activation_quantizers(model, config.abits, config.kvbits, calib, r3)
     return {"rotation": rotation.describe(), "rotation_parameters": rotation.num_parameters(),
             "cayley_parameters": dense_parameters(rotation.width), "training": training,
             "calibration_seconds": calibration_seconds + weights["seconds"], "clips": activations["clips"],
-            "online": family != "none"}
+            "online": family != "none", "r3": r3 is not None}
 
 
 # ------------------------------------------------------------------------------------ scoring
@@ -213,7 +228,13 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
     width (:class:`~galinear.quantize.fusion.OnlineRotation`: the fast Hadamard transform, the same
     followed by the chunk blocks for butterfly and rotor, a dense product for Cayley, and the dense
     product for every family side by side), next to the layers it precedes (q, k and v after
-    input_layernorm, gate and up after pre_feedforward_layernorm); it runs twice a decoder layer."""
+    input_layernorm, gate and up after pre_feedforward_layernorm); it runs twice a decoder layer.
+
+    ``"r3"``: R3, applied online when the KV cache is quantized (:mod:`galinear.quantize.attention`):
+    the milliseconds of the per-head products of the queries and of the keys (``tokens`` x heads
+    and ``tokens`` x key-value heads rows of head_dim) with the head_dim x head_dim matrix, and of
+    the same by the fast Hadamard transform (:func:`~galinear.quantize.hadamard.apply_hadamard`), next
+    to q_proj and k_proj; it runs once a decoder layer."""
     import inspect
 
     from galinear.nn.functional import fwht
@@ -250,7 +271,27 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
            "layer_ms": timed(layer)}
     if fusion.r1_mode(model) == "online":
         out["online_r1"] = _online_r1_cost(model, tokens, timed)
+    out["r3"] = _r3_cost(model, tokens, timed)
     return out
+
+
+def _r3_cost(model, tokens: int, timed) -> dict:
+    """R3's side of :func:`online_cost` (its doc)."""
+    hd = fusion.head_dim(model)
+    heads = model.config.num_attention_heads
+    kv_heads = getattr(model.config, "num_key_value_heads", None) or heads
+    q, k = torch.randn(1, heads, tokens, hd), torch.randn(1, kv_heads, tokens, hd)
+    R = Rotation("hadamard", hd, 0).matrix()
+    x = torch.randn(tokens, model.config.hidden_size)
+    weights = [models.projection(model, 0, name).weight for name in ("q_proj", "k_proj")]
+    try:
+        hadamard_factors(hd)
+        fast = timed(lambda: (apply_hadamard(q), apply_hadamard(k)))
+    except ValueError:  # no Hadamard order covers head_dim: R3 is a dense random orthogonal matrix
+        fast = None
+    return {"tokens": tokens, "head_dim": hd, "heads": heads, "kv_heads": kv_heads, "per_layer": 1,
+            "dense_ms": timed(lambda: (q @ R, k @ R)), "fast_ms": fast,
+            "qk_proj_ms": timed(lambda: [torch.nn.functional.linear(x, w) for w in weights])}
 
 
 def _online_r1_cost(model, tokens: int, timed) -> dict:
@@ -340,6 +381,7 @@ def save_model(model, tokenizer, folder: str, record: dict) -> str:
     multiplied back into the readers' weights the same way, so the folder is a plain model of the
     family computing the same function."""
     plain = copy.deepcopy(model)
+    attention.remove_kv_quantizer(plain)
     fusion.remove_online_hadamard(plain)
     fusion.remove_online_r1(plain)
     for module in plain.modules():
@@ -441,7 +483,12 @@ def _finished_rows(path: str, config) -> tuple:
 
 
 def _settings(config) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items()}
+    """The config's fields, and ``kv_cache`` (:data:`KV_CACHE`) when the cache is quantized: a study
+    whose file lacks it quantized K before RoPE, so its rows do not mix with these."""
+    out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items()}
+    if config.kvbits < 16:
+        out["kv_cache"] = KV_CACHE
+    return out
 
 
 def format_table(rows, config, wiki=None) -> str:
@@ -451,7 +498,10 @@ def format_table(rows, config, wiki=None) -> str:
              f"{config.method.upper()} weights ({'symmetric' if config.symmetric else 'asymmetric'}, per output "
              f"channel); WikiText-2 ln PPL on {windows} test windows of {config.wikitext_window} tokens; held-out "
              f"Wikipedia ln PPL on {config.heldout_windows} windows; calibration on {config.calib_windows} Wikipedia "
-             f"windows of {config.window} tokens.", "",
+             f"windows of {config.window} tokens." + (
+                 f" KV cache {config.kvbits}-bit per token and head, K quantized after RoPE, Q and K of every "
+                 "rotated row rotated per head by R3 (a random Hadamard) after RoPE." if config.kvbits < 16 else ""),
+             "",
              "| rotation | seed | WikiText-2 ln PPL | held-out Wikipedia ln PPL | acc | rotation parameters | "
              "% of Cayley's | calibration s |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:

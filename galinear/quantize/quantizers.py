@@ -89,15 +89,16 @@ def quantize_activation(x: torch.Tensor, bits: int, clip: float = 1.0, straight_
     return scale * torch.clamp(rounded, -half, half - 1)
 
 
-def quantize_heads(x: torch.Tensor, bits: int, head_dim: int) -> torch.Tensor:
-    """Asymmetric quantization of ``x`` (..., heads * head_dim) with one grid per token and head."""
+def quantize_heads(x: torch.Tensor, bits: int, head_dim: int, straight_through: bool = False) -> torch.Tensor:
+    """Asymmetric quantization of ``x`` (..., heads * head_dim) with one grid per token and head; with
+    ``straight_through`` the rounding passes gradients unchanged."""
     check_bits(bits, "KV cache", ACTIVATION_BITS, "--kvbits")
     if bits >= 16:
         return x
     shape = x.shape
     heads = x.reshape(*shape[:-1], shape[-1] // head_dim, head_dim)
-    scale, zero = weight_grid(heads, bits, symmetric=False)
-    return fake_quantize(heads, scale, zero, bits).reshape(shape)
+    scale, zero = weight_grid(heads if straight_through else heads.detach(), bits, symmetric=False)
+    return fake_quantize(heads, scale, zero, bits, straight_through).reshape(shape)
 
 
 def search_clip_ratio(x: torch.Tensor, bits: int, weight: torch.Tensor | None = None, ratios=CLIP_RATIOS) -> float:
