@@ -6,7 +6,8 @@ rounded to their grids and kept as floats (:mod:`galinear.quantize.quantizers`).
 For each rotation family and seed (:class:`QuantizeConfig`), starting from the original model:
 
 1. unless the family is ``none`` (the baseline: the model's own weights): fold every RMSNorm scale
-   into the next linear layers (:func:`~galinear.quantize.fusion.fold_norms`), then R2, a random
+   into the next linear layers (:func:`~galinear.quantize.fusion.fold_norms`; not for Gemma-3, whose
+   online R1 rotates the norms' scaled outputs), then R2, a random
    Hadamard of the head width, fused between V and O, and the online Hadamard before down_proj
    (:mod:`galinear.quantize.fusion`); with a quantized KV cache also R3, a random Hadamard of the head
    width applied online to Q and K of every head after RoPE (:mod:`galinear.quantize.attention`);
