@@ -236,27 +236,13 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
     and ``tokens`` x key-value heads rows of head_dim) with the head_dim x head_dim matrix, and of
     the same by the fast Hadamard transform (:func:`~galinear.quantize.hadamard.apply_hadamard`), next
     to q_proj and k_proj; it runs once a decoder layer."""
-    import inspect
-
     from galinear.nn.functional import fwht
 
     width = models.projection(model, 0, "down_proj").in_features
-    hidden = model.config.hidden_size
     x = torch.randn(tokens, width)
     power = 1 << (width - 1).bit_length()
     xp = torch.randn(tokens, power)
     down = models.projection(model, 0, "down_proj")
-    block = models.decoder_layers(model)[0]
-    h = torch.randn(1, tokens, hidden)
-    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
-    layer_types = getattr(model.config, "layer_types", None)
-    kind = () if rotary is None or not layer_types or "layer_type" not in inspect.signature(rotary.forward).parameters else (
-        layer_types[0],)  # Gemma-3 keeps one rotary table per attention kind
-
-    def layer():
-        position = torch.arange(tokens)[None]
-        emb = rotary(h, position, *kind) if rotary is not None else None
-        return block(h, position_embeddings=emb, position_ids=position)
 
     def timed(fn):
         with torch.no_grad():
@@ -269,15 +255,36 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
     out = {"tokens": tokens, "width": width, "online_hadamard_ms": timed(lambda: apply_hadamard(x)),
            "fwht_ms": timed(lambda: fwht(xp)), "fwht_width": power,
            "down_proj_ms": timed(lambda: torch.nn.functional.linear(x, down.weight)),
-           "layer_ms": timed(layer)}
+           "layer_ms": timed(_first_layer_call(model, tokens))}
     if fusion.r1_mode(model) == "online":
         out["online_r1"] = _online_r1_cost(model, tokens, timed)
     out["r3"] = _r3_cost(model, tokens, timed)
     return out
 
 
+def _first_layer_call(model, tokens: int):
+    """A call of ``model``'s first decoder layer on ``tokens`` random rows, its rotary table included
+    (Gemma-3 keeps one per attention kind: the first layer's)."""
+    import inspect
+
+    block = models.decoder_layers(model)[0]
+    h = torch.randn(1, tokens, model.config.hidden_size)
+    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    layer_types = getattr(model.config, "layer_types", None)
+    kind = () if rotary is None or not layer_types or "layer_type" not in inspect.signature(rotary.forward).parameters else (
+        layer_types[0],)
+
+    def layer():
+        position = torch.arange(tokens)[None]
+        emb = rotary(h, position, *kind) if rotary is not None else None
+        return block(h, position_embeddings=emb, position_ids=position)
+
+    return layer
+
+
 def _r3_cost(model, tokens: int, timed) -> dict:
-    """R3's side of :func:`online_cost` (its doc)."""
+    """R3's side of :func:`online_cost` (its doc). ``timed``: fn -> what is recorded for it (here its
+    milliseconds; ``benchmarks/bench_quantize_rotation.py`` keeps the fn, to time it side by side)."""
     hd = fusion.head_dim(model)
     heads = model.config.num_attention_heads
     kv_heads = getattr(model.config, "num_key_value_heads", None) or heads
@@ -296,7 +303,7 @@ def _r3_cost(model, tokens: int, timed) -> dict:
 
 
 def _online_r1_cost(model, tokens: int, timed) -> dict:
-    """The online R1's side of :func:`online_cost` (its doc)."""
+    """The online R1's side of :func:`online_cost` (its doc); ``timed`` as in :func:`_r3_cost`."""
     hidden = model.config.hidden_size
     x = torch.randn(tokens, hidden)
 
@@ -311,9 +318,10 @@ def _online_r1_cost(model, tokens: int, timed) -> dict:
             for p in rotation.parameters():
                 p.normal_(0.0, 0.1)  # away from the start, where the learned factor is the identity
         online = fusion.online_rotation(rotation)
-        families[family] = timed(lambda: online(x))
+        product = fusion.OnlineRotation(online.matrix)
+        families[family] = timed(lambda online=online: online(x))  # bound now: ``timed`` may keep the fn
         how[family] = online.kind
-        dense[family] = timed(lambda: fusion.OnlineRotation(online.matrix)(x))
+        dense[family] = timed(lambda product=product: product(x))
     return {"tokens": tokens, "width": hidden, "per_layer": 2, "ms": families, "route": how, "dense_ms": dense,
             "qkv_proj_ms": linears("q_proj", "k_proj", "v_proj"), "gate_up_proj_ms": linears("gate_proj", "up_proj")}
 
