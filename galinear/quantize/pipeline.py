@@ -295,7 +295,7 @@ def _r3_cost(model, tokens: int, timed) -> dict:
     try:
         hadamard_factors(hd)
         fast = timed(lambda: (apply_hadamard(q), apply_hadamard(k)))
-    except ValueError:  # no Hadamard order covers head_dim: R3 is a dense random orthogonal matrix
+    except ValueError:  # no Hadamard order covers head_dim: only the dense product is timed
         fast = None
     return {"tokens": tokens, "head_dim": hd, "heads": heads, "kv_heads": kv_heads, "per_layer": 1,
             "dense_ms": timed(lambda: (q @ R, k @ R)), "fast_ms": fast,
