@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["CharTokenizer", "DecodingCharTokenizer", "TEXTS", "gaussian_blobs", "random_text",
-           "reference_log_perplexity", "tiny_causal_lm", "tiny_gemma", "tiny_llama"]
+           "reference_log_likelihood", "reference_log_perplexity", "tiny_causal_lm", "tiny_gemma", "tiny_llama"]
 
 
 class CharTokenizer:
@@ -86,6 +86,18 @@ def reference_log_perplexity(model, windows) -> float:
             total -= float(torch.log_softmax(logits[0, -1].double(), dim=-1)[int(tokens[t])])
             count += 1
     return total / count
+
+
+def reference_log_likelihood(model, tokenizer, context: str, continuation: str) -> float:
+    """Sum of ln p(token | everything before it) over the tokens ``context + continuation`` adds to
+    ``context`` (no special tokens), in float64: what lm-eval's multiple-choice scoring computes."""
+    import torch
+
+    head = tokenizer(context, add_special_tokens=False).input_ids
+    ids = tokenizer(context + continuation, add_special_tokens=False).input_ids
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
+    return float(sum(logp[i - 1, ids[i]] for i in range(len(head), len(ids))))
 
 
 #: Two short texts, "a" and "b" (the data sets of :func:`galinear.testing.compression.tiny_config`).

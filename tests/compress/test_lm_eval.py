@@ -16,6 +16,7 @@ from galinear.lm import models  # noqa: E402
 from galinear.testing.compression import kept_folder  # noqa: E402
 from galinear.data.choice import write_lm_eval_task  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
+from galinear.testing.models import reference_log_likelihood  # noqa: E402
 
 DOCS = [
     {"context": "the cat sat on the", "choices": ["mat", "sky", "sea", "car"], "label": 0},
@@ -45,15 +46,6 @@ def _evaluate(lm, tasks):
                            log_samples=True, random_seed=0)
 
 
-def _log_likelihood(model, tokenizer, context: str, continuation: str) -> float:
-    """Sum of log p(token | everything before it) over the continuation's tokens."""
-    head = tokenizer(context, add_special_tokens=False).input_ids
-    ids = tokenizer(context + continuation, add_special_tokens=False).input_ids
-    with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
-    return float(sum(logp[i - 1, ids[i]] for i in range(len(head), len(ids))))
-
-
 def test_lm_eval_scores_a_compressed_model_on_a_local_task(setup, monkeypatch):
     from lm_eval.models.huggingface import HFLM
 
@@ -67,7 +59,7 @@ def test_lm_eval_scores_a_compressed_model_on_a_local_task(setup, monkeypatch):
     assert len(samples) == len(DOCS)
     correct = 0
     for doc, sample in zip(DOCS, samples):
-        ours = [_log_likelihood(model, tokenizer, doc["context"], " " + c) for c in doc["choices"]]
+        ours = [reference_log_likelihood(model, tokenizer, doc["context"], " " + c) for c in doc["choices"]]
         theirs = [r[0][0] for r in sample["resps"]]
         assert theirs == pytest.approx(ours, abs=1e-4)
         correct += max(range(len(ours)), key=ours.__getitem__) == doc["label"]

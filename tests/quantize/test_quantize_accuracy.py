@@ -10,23 +10,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install galinear[eval]")
 
-
-def _log_likelihood(model, tokenizer, context: str, continuation: str) -> float:
-    head = tokenizer(context, add_special_tokens=False).input_ids
-    ids = tokenizer(context + continuation, add_special_tokens=False).input_ids
-    with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
-    return float(sum(logp[i - 1, ids[i]] for i in range(len(head), len(ids))))
+from galinear.data.choice import next_sentence_items  # noqa: E402
+from galinear.lm import wikitext  # noqa: E402
+from galinear.quantize import attention  # noqa: E402
+from galinear.quantize.pipeline import QuantizeConfig, accuracy, quantize_model  # noqa: E402
+from galinear.testing.folders import char_tokenizer  # noqa: E402
+from galinear.testing.models import reference_log_likelihood, tiny_llama  # noqa: E402
 
 
 def test_lm_eval_scores_the_quantized_model_as_it_runs_here(monkeypatch):
-    from galinear.data.choice import next_sentence_items
-    from galinear.lm import wikitext
-    from galinear.quantize import attention
-    from galinear.quantize.pipeline import QuantizeConfig, accuracy, install_activation_quantizers, quantize_model
-    from galinear.testing.folders import char_tokenizer
-    from galinear.testing.models import tiny_llama
-
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     tokenizer = char_tokenizer()
@@ -44,7 +36,7 @@ def test_lm_eval_scores_the_quantized_model_as_it_runs_here(monkeypatch):
     docs = next_sentence_items(wikitext.read_file(), items, seed=0)
     correct = 0
     for doc in docs:
-        ours = [_log_likelihood(model, tokenizer, doc["context"], " " + c) for c in doc["choices"]]
+        ours = [reference_log_likelihood(model, tokenizer, doc["context"], " " + c) for c in doc["choices"]]
         correct += max(range(len(ours)), key=ours.__getitem__) == doc["label"]
     assert scores["items"] == items
     assert math.isclose(scores["acc"], correct / items)
