@@ -18,8 +18,9 @@ Every contender is timed in the same interleaved rounds (median of ``--repeats``
   R1 rows are what it would cost online;
 - one whole decoder layer (its rotary table included).
 
-R3's and R1's contenders and the decoder layer are built by :mod:`galinear.quantize.pipeline`'s helpers
-(the ones its ``online_cost`` times one after another), so the two measure the same operations. The ratios are per decoder layer: each
+R3's and R1's contenders and the decoder layer are built by :mod:`galinear.quantize.cost`'s helpers
+(the ones its ``online_cost`` times one after another), so the two measure the same operations.
+The ratios are per decoder layer: each
 operation times the number of times it runs in a layer, over the layers it sits beside (summed over
 those runs) and over the decoder layer.
 
@@ -60,7 +61,7 @@ def contenders(model, tokens: int) -> tuple[dict, dict]:
     from galinear.nn.functional import fwht
     from galinear.quantize import fusion
     from galinear.quantize.hadamard import apply_hadamard, hadamard
-    from galinear.quantize.pipeline import _first_layer_call, _online_r1_cost, _r3_cost
+    from galinear.quantize.cost import _first_layer_call, _online_r1_cost, _r3_cost
 
     def keep(fn):  # the pipeline's helpers record what their timer returns: here the fns themselves
         return fn

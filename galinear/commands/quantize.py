@@ -79,8 +79,8 @@ def _ints(text, option):
 
 
 def config_from_args(args):
-    """The :class:`~galinear.quantize.pipeline.QuantizeConfig` of --preset with the options given."""
-    from galinear.quantize.pipeline import preset
+    """The :class:`~galinear.quantize.config.QuantizeConfig` of --preset with the options given."""
+    from galinear.quantize.config import preset
 
     name = args.preset or "standard"
     changes = {f: getattr(args, f) for f in FIELDS if getattr(args, f, None) is not None}
@@ -108,7 +108,7 @@ def run(args):
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     import time
 
-    from galinear.quantize.pipeline import run as run_study
+    from galinear.quantize.study import run as run_study
 
     try:
         config = config_from_args(args)

@@ -7,7 +7,8 @@ import torch
 
 from galinear.commands.generate import greedy
 from galinear.quantize import fusion
-from galinear.quantize.pipeline import prepare, save_model
+from galinear.quantize.pipeline import prepare
+from galinear.quantize.study import save_model
 from galinear.quantize.rotations import FAMILIES
 from galinear.testing.models import tiny_causal_lm, tiny_llama
 

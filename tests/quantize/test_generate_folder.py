@@ -11,7 +11,8 @@ from galinear.commands import generate
 from galinear.lm import models
 from galinear.quantize import fusion
 from galinear.quantize.calibrate import quantize_weights
-from galinear.quantize.pipeline import prepare, save_model
+from galinear.quantize.pipeline import prepare
+from galinear.quantize.study import save_model
 from galinear.testing.folders import char_tokenizer, tiny_model_folder
 
 

@@ -11,10 +11,10 @@ from transformers import AttentionInterface
 
 from galinear.lm import models
 from galinear.quantize import attention, calibrate
-from galinear.quantize.pipeline import (
-    QuantizeConfig, _finished_rows, _settings, format_table, install_activation_quantizers, online_cost, prepare,
-    quantize_model, r3_matrix,
-)
+from galinear.quantize.config import QuantizeConfig
+from galinear.quantize.cost import online_cost
+from galinear.quantize.pipeline import install_activation_quantizers, prepare, quantize_model, r3_matrix
+from galinear.quantize.study import _finished_rows, _settings, format_table
 from galinear.quantize.rotations import Rotation
 from galinear.testing.models import tiny_gemma, tiny_llama
 

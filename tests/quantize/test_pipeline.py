@@ -5,7 +5,9 @@ import copy
 import pytest
 import torch
 
-from galinear.quantize.pipeline import QuantizeConfig, online_cost, quantize_model
+from galinear.quantize.config import QuantizeConfig
+from galinear.quantize.cost import online_cost
+from galinear.quantize.pipeline import quantize_model
 from galinear.testing.models import tiny_llama
 
 
@@ -35,7 +37,7 @@ def test_gptq_with_quantized_activations_and_cache(family, tmp_path):
 
 def test_a_rerun_keeps_the_finished_rows_and_refuses_other_settings(tmp_path):
     from galinear import _io
-    from galinear.quantize.pipeline import _finished_rows, _settings
+    from galinear.quantize.study import _finished_rows, _settings
 
     config = QuantizeConfig(out_dir=str(tmp_path), seeds=(0,))
     path = str(tmp_path / "results.json")

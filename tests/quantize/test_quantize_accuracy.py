@@ -13,7 +13,9 @@ pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install gal
 from galinear.data.choice import next_sentence_items  # noqa: E402
 from galinear.lm import wikitext  # noqa: E402
 from galinear.quantize import attention  # noqa: E402
-from galinear.quantize.pipeline import QuantizeConfig, accuracy, quantize_model  # noqa: E402
+from galinear.quantize.config import QuantizeConfig  # noqa: E402
+from galinear.quantize.pipeline import quantize_model  # noqa: E402
+from galinear.quantize.study import accuracy  # noqa: E402
 from galinear.testing.folders import char_tokenizer  # noqa: E402
 from galinear.testing.models import reference_log_likelihood, tiny_llama  # noqa: E402
 

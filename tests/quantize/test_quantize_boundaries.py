@@ -5,7 +5,7 @@ import re
 import pytest
 
 from galinear.cli import main
-from galinear.quantize.pipeline import QuantizeConfig, preset
+from galinear.quantize.config import QuantizeConfig, preset
 from galinear.quantize.rotations import Rotation
 
 
