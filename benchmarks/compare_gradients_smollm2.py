@@ -39,13 +39,13 @@ def demo_setting(layer: int = 15, train_windows: int = 16, eval_windows: int = 8
 
     from galinear.compress.fitting import activations
     from galinear.compress.storage import checkpoints
-    from galinear.lm import models
+    from galinear.lm import models, sources
     from galinear.lm import windows as win
     from galinear.data.text import load_text
 
     if threads:
         torch.set_num_threads(threads)
-    loaded = models.load_model(models.DEFAULT_MODEL)
+    loaded = models.load_model(sources.DEFAULT_MODEL)
     window, stride, group = 512, 256, 4
     budget = stride * (3 * train_windows + 4 * eval_windows + 4 * group + 8)
     tokens = win.tokenize(loaded.tokenizer, load_text("wikipedia"), max_tokens=budget + window)

@@ -1,8 +1,11 @@
 """Causal language models as the compression and the training commands both use them.
 
+- :mod:`galinear.lm.sources`: where a model comes from: the named, offline models (the embedded
+  default SmolLM2-135M-Instruct, Gemma-3-270M), folders and GGUF files (:func:`named_source`),
+  and galinear's cache folder;
 - :mod:`galinear.lm.models`: :func:`load_model` (any Hugging Face causal LM with split
-  q_proj/k_proj/v_proj/o_proj: a local folder, a GGUF file, or the embedded
-  SmolLM2-135M-Instruct), :func:`check_model`, and access to decoder layers and projections;
+  q_proj/k_proj/v_proj/o_proj, from any source), :func:`check_model`, and access to decoder
+  layers and projections;
 - :mod:`galinear.lm.windows`: :func:`tokenize` and :func:`split_windows` (token windows with a
   leak-free train / held-out split);
 - :mod:`galinear.lm.wikitext`: the WikiText-2 test split that ships with galinear, checked and

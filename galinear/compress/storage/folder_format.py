@@ -49,7 +49,7 @@ from galinear import _io
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.storage.tensor_checks import describe_tensors, narrowest, tensor_sha256  # noqa: F401
 from galinear.compress.storage.tensor_checks import checked_module as _checked_module
-from galinear.lm import models
+from galinear.lm import models, sources
 
 FORMAT = "galinear-compressed-v3"
 #: The single-file format read through :func:`as_current`.
@@ -136,7 +136,7 @@ def source_location(source: str | None, folder: str) -> dict:
     absolute path, and ``source_from_folder``, the same path relative to the folder being written
     (so a tree moved as a whole still finds it). Both None for a named source (the embedded
     default or a hub name)."""
-    if not source or source == models.DEFAULT_MODEL or not os.path.exists(source):
+    if not source or source == sources.DEFAULT_MODEL or not os.path.exists(source):
         return {"source_path": None, "source_from_folder": None}
     path = os.path.realpath(source)
     try:

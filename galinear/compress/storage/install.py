@@ -25,7 +25,7 @@ import os
 
 from galinear.compress.storage.folder_format import (FIX, checked_replacements, read, replaced_projections,
                                                        require_safetensors)
-from galinear.lm import models
+from galinear.lm import models, sources
 
 def check_identity(config: dict, model, check_weights: bool = True) -> None:
     """Raise ValueError naming the difference when ``model`` is not the model the folder was made for."""
@@ -85,7 +85,7 @@ def source_places(config: dict) -> list:
     the embedded default model."""
     saved = config["model"]
     source = saved.get("source")
-    if source == models.DEFAULT_MODEL:
+    if source == sources.DEFAULT_MODEL:
         return []
     here = os.path.realpath(config["_folder"])
     places = [saved.get("source_path")]
@@ -119,7 +119,7 @@ def load_source(config: dict):
     if not source:
         raise ValueError(f"{folder} does not say where its original model comes from; pass the model: "
                          "galinear.compress.load(folder, model) (or `galinear generate FOLDER --model PATH`)")
-    if source == models.DEFAULT_MODEL:
+    if source == sources.DEFAULT_MODEL:
         return models.load_model(source, gguf)
     places = source_places(config)
     found = next((p for p in places if os.path.exists(p)), None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from galinear.compress.methods import catalogue as methods
 from galinear.compress.methods import records
-from galinear.lm import models
+from galinear.lm import models, sources
 
 _DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
 
@@ -19,7 +19,7 @@ _DEFAULT_HIDDEN = methods.DEFAULT_ROTOR_HIDDEN
 class StudyConfig:
     """Settings of one study; every field that changes a result enters a cache key."""
 
-    model: str = models.DEFAULT_MODEL
+    model: str = sources.DEFAULT_MODEL
     gguf_file: str | None = None
     datasets: tuple = ("wikipedia",)
     layer_sets: tuple = ((15,),)
