@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from galinear.lm import models
+from galinear.lm.sources import DEFAULT_MODEL
 from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits
 from galinear.quantize.rotations import FAMILIES
 
@@ -18,7 +18,7 @@ OBJECTIVES = ("distill", "error")
 class QuantizeConfig:
     """Settings of one quantization study (``galinear quantize``; the fields are its options)."""
 
-    model: str = models.DEFAULT_MODEL
+    model: str = DEFAULT_MODEL
     gguf_file: str | None = None
     wbits: int = 4
     abits: int = 16

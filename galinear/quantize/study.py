@@ -106,12 +106,47 @@ def _row(name, seed, result, scores, config):
     return {"family": name, "seed": seed, "wbits": config.wbits, "abits": config.abits, "kvbits": config.kvbits,
             "method": config.method, "wikitext_ln_ppl": scores["wikitext"]["log_ppl"],
             "heldout_ln_ppl": scores["heldout"]["log_ppl"], "acc": acc.get("acc"), "acc_norm": acc.get("acc_norm"),
-            **(result or {})}
+            "scored": _scoring(config), **(result or {})}
+
+
+#: Settings that say how a row is scored, not how its model is made. A study rerun in its folder with
+#: other values of these scores its finished rows again: each model is made again (a learned rotation
+#: resumes from its finished calibration checkpoint under ``OUT/calibration``, so nothing retrains)
+#: and scored the new way. This is how the accuracy column or the whole WikiText-2 split is added to
+#: a study that has its ln PPL on a subset.
+SCORING = ("wikitext_windows", "accuracy_items")
+
+
+def _scoring(config) -> dict:
+    return {name: getattr(config, name) for name in SCORING}
+
+
+def _rescored(old, new, log) -> dict:
+    """``new``, the row of a model made again to be scored another way, with what ``old`` (the row
+    of the same model as first made, or None) recorded of its calibration when the calibration was not
+    run again (resumed from its finished checkpoint): its seconds and training record. Where the
+    WikiText-2 windows are the same, the model made again must score what it scored before; a
+    difference is logged (a calibration that does not resume bit-exact)."""
+    if old is None:
+        return new
+    training = new.get("training")
+    if training is None or training.get("resumed_from", 0) >= training.get("steps", 0):  # nothing trained now
+        for name in ("calibration_seconds", "training"):
+            if name in old:
+                new[name] = old[name]
+    new["rescored_from"] = old.get("scored")
+    if (old.get("scored") or {}).get("wikitext_windows", "?") == new["scored"]["wikitext_windows"]:
+        if old["wikitext_ln_ppl"] != new["wikitext_ln_ppl"]:
+            log(f"warning: {new['family']} seed {new['seed']} made again scores WikiText-2 ln PPL "
+                f"{new['wikitext_ln_ppl']!r}, not the {old['wikitext_ln_ppl']!r} it scored before")
+    return new
 
 
 def run(config: QuantizeConfig, log=print) -> dict:
     """The study: the original model's row, then one row per rotation family and seed. Returns
-    {"rows", "table", "online", "wikitext"}; writes ``results.json`` and ``results.md`` in ``out_dir``."""
+    {"rows", "table", "online", "wikitext"}; writes ``results.json`` and ``results.md`` in ``out_dir``, the
+    JSON after every row. Rerun in the same ``out_dir`` it skips the finished rows, adds the rows of new
+    families and seeds, refuses other settings, and scores its rows again where :data:`SCORING` changed."""
     config.check()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if config.threads:
@@ -124,11 +159,12 @@ def run(config: QuantizeConfig, log=print) -> dict:
     os.makedirs(config.out_dir, exist_ok=True)
     path = os.path.join(config.out_dir, "results.json")
     done, online = _finished_rows(path, config)
-    if "float" in done:
+    scoring = _scoring(config)
+    if done.get("float", {}).get("scored") == scoring:
         rows = [done["float"]]
     else:
-        rows = [_row("float (not quantized)", None, {"rotation_parameters": 0},
-                     score(original, loaded, config, wiki, heldout), config)]
+        rows = [_rescored(done.get("float"), _row("float (not quantized)", None, {"rotation_parameters": 0},
+                                                  score(original, loaded, config, wiki, heldout), config), log)]
     log(f"float: WikiText-2 ln PPL {rows[0]['wikitext_ln_ppl']:.4f}")
 
     def save():  # after every row: an interrupted study keeps its rows and a rerun skips them
@@ -137,14 +173,17 @@ def run(config: QuantizeConfig, log=print) -> dict:
     save()
     for family in config.rotations:
         for seed in (config.seeds if family != "none" else config.seeds[:1]):
-            if (family, seed) in done and not (config.save and not os.path.isdir(_model_folder(config, family, seed))):
-                rows.append(done[(family, seed)])
+            old = done.get((family, seed))
+            if (old is not None and old.get("scored") == scoring
+                    and not (config.save and not os.path.isdir(_model_folder(config, family, seed)))):
+                rows.append(old)
                 log(f"{family} seed {seed}: WikiText-2 ln PPL {rows[-1]['wikitext_ln_ppl']:.4f} (from {path})")
                 continue
             model = copy.deepcopy(original)
             result = quantize_model(model, config, family, seed, calib, log=log if config.progress else None)
             result.pop("clips", None)
-            rows.append(_row(family, seed, result, score(model, loaded, config, wiki, heldout), config))
+            rows.append(_rescored(old, _row(family, seed, result, score(model, loaded, config, wiki, heldout), config),
+                                  log))
             log(f"{family} seed {seed}: WikiText-2 ln PPL {rows[-1]['wikitext_ln_ppl']:.4f}")
             if online is None and family != "none":
                 online = online_cost(model)
@@ -170,19 +209,22 @@ def _model_folder(config, family: str, seed: int) -> str:
 
 def _finished_rows(path: str, config) -> tuple:
     """({"float" or (family, seed): row}, online cost) of an earlier run of this study in ``path``; ValueError
-    when it holds a study of other settings."""
+    when it holds a study of other settings (other than :data:`SCORING`: each row says how it was scored)."""
     if not os.path.exists(path):
         return {}, None
     record = _io.load_json(path, fix="delete it, or give another --out, to start the study again")
-    mine = {k: v for k, v in _settings(config).items() if k not in _ROW_NEUTRAL}
+    neutral = _ROW_NEUTRAL + SCORING
+    mine = {k: v for k, v in _settings(config).items() if k not in neutral}
     defaults = _settings(QuantizeConfig())  # a setting newer than the file: its default is what that run used
-    theirs = {k: v for k, v in {**defaults, **(record.get("settings") or {})}.items() if k not in _ROW_NEUTRAL}
+    recorded = {**defaults, **(record.get("settings") or {})}
+    theirs = {k: v for k, v in recorded.items() if k not in neutral}
     if mine != theirs:
         changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         raise ValueError(f"{path} holds a quantization study of other settings ({', '.join(changed)} differ); give "
                          "another --out, or delete it to start again")
     done = {}
     for row in record.get("rows", []):
+        row.setdefault("scored", {name: recorded[name] for name in SCORING})  # a file from before rows said so
         done["float" if row.get("seed") is None and row.get("family", "").startswith("float") else
              (row["family"], row["seed"])] = row
     return done, record.get("online")

@@ -47,6 +47,9 @@ def test_a_rerun_keeps_the_finished_rows_and_refuses_other_settings(tmp_path):
     _io.save_json(path, {"settings": _settings(config), "rows": rows, "online": {"tokens": 8}})
     more = QuantizeConfig(out_dir=str(tmp_path), seeds=(0, 1, 2), rotations=("hadamard", "rotor"), threads=1)
     done, online = _finished_rows(path, more)  # more seeds and families: the same study, extended
-    assert done == {"float": rows[0], ("hadamard", 0): rows[1]} and online == {"tokens": 8}
+    scored = {"wikitext_windows": 8, "accuracy_items": 0}  # rows of a file from before rows recorded it: its settings
+    assert done == {"float": {**rows[0], "scored": scored}, ("hadamard", 0): {**rows[1], "scored": scored}}
+    assert online == {"tokens": 8}
+    assert _finished_rows(path, QuantizeConfig(out_dir=str(tmp_path), accuracy_items=100))[0] == done  # scoring only
     with pytest.raises(ValueError, match=r"other settings \(steps, wbits differ\); give another --out"):
         _finished_rows(path, QuantizeConfig(out_dir=str(tmp_path), wbits=3, steps=5))
