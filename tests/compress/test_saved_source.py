@@ -163,3 +163,20 @@ def test_damaged_source_fields_are_refused(tmp_path, field, value, pattern):
         json.dump(config, f)
     with pytest.raises(ValueError, match=pattern):
         load(folder)
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+def test_a_named_source_loads_by_its_name_offline(name, tmp_path, monkeypatch):
+    """A folder made from a named model (galinear.lm.sources.NAMED_MODELS) loads its source by that
+    name, with no path recorded and HF_HUB_OFFLINE=1: the name is not a hub name."""
+    from galinear.compress.storage import install
+    from galinear.lm import sources
+
+    assert name in sources.NAMED_MODELS
+    assert folder_format.source_location(name, str(tmp_path)) == {"source_path": None, "source_from_folder": None}
+    config = {"_folder": str(tmp_path), "model": {"source": name, "gguf_file": None, "source_path": None}}
+    assert install.source_places(config) == []
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    asked = []
+    monkeypatch.setattr(models, "load_model", lambda source, gguf=None: asked.append((source, gguf)) or "loaded")
+    assert install.load_source(config) == "loaded" and asked == [(name, None)]

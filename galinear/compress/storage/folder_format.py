@@ -134,9 +134,9 @@ def identity(model, source: str | None = None, gguf_file: str | None = None, nam
 def source_location(source: str | None, folder: str) -> dict:
     """Where a local source lies, recorded beside its SHA-256: ``source_path``, its resolved
     absolute path, and ``source_from_folder``, the same path relative to the folder being written
-    (so a tree moved as a whole still finds it). Both None for a named source (the embedded
-    default or a hub name)."""
-    if not source or source == sources.DEFAULT_MODEL or not os.path.exists(source):
+    (so a tree moved as a whole still finds it). Both None for a named source (one of
+    :data:`galinear.lm.sources.NAMED_MODELS`, or a hub name)."""
+    if not source or source in sources.NAMED_MODELS or not os.path.exists(source):
         return {"source_path": None, "source_from_folder": None}
     path = os.path.realpath(source)
     try:

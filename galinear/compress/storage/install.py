@@ -82,10 +82,10 @@ def source_places(config: dict) -> list:
     """Where :func:`load_source` looks for a folder's original model, in order: the recorded
     absolute path; the recorded path relative to the folder's own location; the recorded source
     as written (absolute, or relative to the folder, then to the working directory). Empty for
-    the embedded default model."""
+    a named model (:data:`galinear.lm.sources.NAMED_MODELS`)."""
     saved = config["model"]
     source = saved.get("source")
-    if source == sources.DEFAULT_MODEL:
+    if source in sources.NAMED_MODELS:
         return []
     here = os.path.realpath(config["_folder"])
     places = [saved.get("source_path")]
@@ -119,7 +119,7 @@ def load_source(config: dict):
     if not source:
         raise ValueError(f"{folder} does not say where its original model comes from; pass the model: "
                          "galinear.compress.load(folder, model) (or `galinear generate FOLDER --model PATH`)")
-    if source == sources.DEFAULT_MODEL:
+    if source in sources.NAMED_MODELS:
         return models.load_model(source, gguf)
     places = source_places(config)
     found = next((p for p in places if os.path.exists(p)), None)
