@@ -1,4 +1,5 @@
-"""Shared fixtures: a seeded random generator and a hypothesis profile sized for CI.
+"""Shared fixtures: a seeded random generator and a hypothesis profile sized for CI; every test
+ends with the thread counts it started with (:func:`pytest_runtest_protocol`).
 
 The default profile "ci" is derandomized, so every run draws the same examples;
 HYPOTHESIS_PROFILE=thorough explores 500 fresh examples per property (`make test-thorough`
@@ -99,6 +100,47 @@ def pytest_configure(config):
     except ImportError:  # the core install (make test-core): numba's threads only
         return
     torch.set_num_threads(share)
+
+
+def _thread_state() -> dict:
+    """This process's thread settings that a test can change for the tests after it: torch's and
+    numba's counts (of the libraries already started: reading numba's count would start its pool)
+    and the installed :class:`galinear.optim.threads.ThreadGovernor`."""
+    import sys
+
+    state = {}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["torch"] = torch.get_num_threads()
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is not None and parallel._is_initialized:
+        state["numba"] = parallel.get_num_threads()
+    policy = sys.modules.get("galinear.optim.threads")
+    if policy is not None:
+        state["governor"] = policy.active()
+    return state
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Every test ends with the thread settings it started with (pytest_configure's under
+    pytest-xdist), whatever it or its fixtures set and left. A test that leaves torch at every
+    core (a ``--threads auto`` run keeps the count its governor chose last) makes the later tests
+    of its worker spin two OpenMP pools against the other worker: a tiny distillation then takes
+    25 s instead of half a second."""
+    import sys
+
+    before = _thread_state()
+    try:
+        return (yield)
+    finally:
+        after = _thread_state()
+        if "numba" in before and after.get("numba") != before["numba"]:  # numba's first: see set_counts
+            sys.modules["numba.np.ufunc.parallel"].set_num_threads(before["numba"])
+        if "torch" in before and after.get("torch") != before["torch"]:
+            sys.modules["torch"].set_num_threads(before["torch"])
+        if "governor" in before and after.get("governor") is not before["governor"]:
+            sys.modules["galinear.optim.threads"].use(before["governor"])
 
 
 @pytest.fixture
