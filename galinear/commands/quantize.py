@@ -12,7 +12,7 @@ ON_INTERRUPT = ("every learned rotation's calibration is checkpointed under OUT/
                 "written)")
 FIELDS = ("model", "gguf_file", "wbits", "abits", "kvbits", "method", "damp", "chunk", "steps", "lr",
           "calib_windows", "window", "wikitext_window", "heldout_windows", "accuracy_items", "threads",
-          "layers_per_step", "objective", "tokens_per_step", "rotor_layers")
+          "device", "layers_per_step", "objective", "tokens_per_step", "rotor_layers")
 
 
 def _windows(text):
@@ -65,6 +65,9 @@ def add_arguments(parser):
     parser.add_argument("--accuracy-items", type=int, default=None,
                         help="next-sentence questions scored through lm-eval's HFLM (default 0: off)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--device", default=None,
+                        help="where the study runs: cpu (default), cuda or cuda:N (a CUDA GPU; its numbers differ "
+                             "from the CPU's by float rounding)")
     parser.add_argument("--out", default=None, help="results folder (default runs/quantize-<preset>)")
     parser.add_argument("--save", action="store_true",
                         help="also write every quantized model as a Hugging Face folder (safetensors) under OUT/models")
@@ -116,14 +119,15 @@ def run(args):
         return fail("quantize", str(exc))
     t0 = time.perf_counter()
     print(f"simulated (fake) quantization of {config.model}: W{config.wbits}A{config.abits}KV{config.kvbits}, "
-          f"{config.method}, rotations {', '.join(config.rotations)}, seeds {','.join(map(str, config.seeds))}",
+          f"{config.method}, rotations {', '.join(config.rotations)}, seeds {','.join(map(str, config.seeds))}, "
+          f"on {config.device}",
           flush=True)
     out = run_study(config, log=(lambda line: print(line, flush=True)) if config.progress else (lambda line: None))
     print()
     print(out["table"])
     online = out.get("online")
     if online:
-        print(f"\nonline rotation before down_proj ({online['tokens']} tokens, width {online['width']}): "
+        print(f"\nonline rotation before down_proj (on the CPU, {online['tokens']} tokens, width {online['width']}): "
               f"{online['online_hadamard_ms']:.2f} ms, a fast Walsh-Hadamard transform of {online['fwht_width']} "
               f"{online['fwht_ms']:.2f} ms, down_proj itself {online['down_proj_ms']:.2f} ms, one decoder layer "
               f"{online['layer_ms']:.2f} ms")

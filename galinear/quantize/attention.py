@@ -95,7 +95,7 @@ def _check_r3(r3, head_dim: int, kind: str) -> torch.Tensor:
     if not r3.is_floating_point():
         raise ValueError(f"R3 must be a floating-point matrix, got {r3.dtype}")
     r = r3.double()
-    error = float((r @ r.t() - torch.eye(head_dim, dtype=torch.float64)).abs().max())
+    error = float((r @ r.t() - torch.eye(head_dim, dtype=torch.float64, device=r.device)).abs().max())
     if not error < 1e-4:
         raise ValueError(f"R3 must be orthogonal (R R^T = I keeps q k^T unchanged); |R R^T - I| reaches {error:.3g}")
     return r3.clone()
@@ -113,7 +113,8 @@ def install_kv_quantizer(model, kvbits: int, r3=None, straight_through: bool = F
     if r3 is not None:
         if len(dims) != 1:
             raise ValueError(f"{kind}: attention heads of several widths ({sorted(dims)}); one R3 cannot fit them all")
-        r3 = _check_r3(r3, dims.pop(), kind)
+        # kept on the device of the weights (the attention function still moves it to the query's)
+        r3 = _check_r3(r3, dims.pop(), kind).to(next(modules[0].parameters()).device)
     _register()
     previous = getattr(model, _PREVIOUS, None) or model.config._attn_implementation
     for module in modules:

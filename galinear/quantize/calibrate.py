@@ -51,7 +51,7 @@ from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits, quantize_a
 from galinear.quantize.rotations import times_stages
 
 __all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "distill_rotation",
-           "rotation_loss", "smooth_max", "LayerStats"]
+           "rotation_loss", "smooth_max", "LayerStats", "input_device"]
 
 LINEARS = READERS + WRITERS
 #: Input rows kept per linear layer for the clipping search and the activation term.
@@ -62,13 +62,19 @@ class _Stop(Exception):
     pass
 
 
+def input_device(model) -> torch.device:
+    """The device of ``model``'s input embeddings: where its token ids go."""
+    return model.get_input_embeddings().weight.device
+
+
 class LayerStats(dict):
     """{projection: {"hessian": (in, in) float64, "rows": (<= SAMPLE_ROWS, in), "count": tokens}}."""
 
 
 def capture_layers(model, windows, layers, sample_rows: int = SAMPLE_ROWS, seed: int = 0) -> list:
     """:class:`LayerStats` of every decoder layer in ``layers``, in one forward pass per window (a
-    list of 1-D id tensors); the pass stops after the last of them."""
+    list of 1-D id tensors, moved to the model's device); the pass stops after the last of them. The
+    statistics are on the device of the inputs; the rows are drawn by a CPU generator, the same on any device."""
     blocks = models.decoder_layers(model)
     layers = list(layers)
     last = max(layers)
@@ -79,12 +85,12 @@ def capture_layers(model, windows, layers, sample_rows: int = SAMPLE_ROWS, seed:
     def hook(stats, name, stop):
         def record(module, args):
             x = args[0].detach().reshape(-1, args[0].shape[-1])
-            entry = stats.setdefault(name, {"hessian": torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64),
-                                            "rows": [], "count": 0})
+            entry = stats.setdefault(name, {"hessian": torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64,
+                                                                   device=x.device), "rows": [], "count": 0})
             entry["hessian"] += x.double().t() @ x.double()
             entry["count"] += x.shape[0]
             pick = torch.randperm(x.shape[0], generator=generator)[:sample_rows]
-            entry["rows"].append(x[pick].float())
+            entry["rows"].append(x[pick.to(x.device)].float())
             if stop:
                 raise _Stop
         return record
@@ -94,11 +100,12 @@ def capture_layers(model, windows, layers, sample_rows: int = SAMPLE_ROWS, seed:
             module = getattr(models.holder(blocks[index], name), name)
             handles.append(module.register_forward_pre_hook(hook(found[index], name,
                                                                  index == last and name == "down_proj")))
+    device = input_device(model)
     try:
         with torch.no_grad():
             for ids in windows:
                 try:
-                    model(input_ids=ids.reshape(1, -1), use_cache=False)
+                    model(input_ids=ids.reshape(1, -1).to(device), use_cache=False)
                 except _Stop:
                     pass
     finally:
@@ -108,7 +115,7 @@ def capture_layers(model, windows, layers, sample_rows: int = SAMPLE_ROWS, seed:
         for entry in stats.values():
             rows = torch.cat(entry["rows"])
             keep = torch.randperm(rows.shape[0], generator=generator)[:sample_rows]
-            entry["rows"] = rows[keep]
+            entry["rows"] = rows[keep.to(rows.device)]
     return [found[index] for index in layers]
 
 
@@ -191,14 +198,24 @@ def rotation_loss(Q, layer_weights, layer_stats, wbits: int, abits: int, symmetr
     return total / max(1, len(layer_weights))
 
 
+def _on_cpu(state: dict) -> dict:
+    """``state`` with its tensors on the CPU (a CPU tensor is itself, a tensor elsewhere copied)."""
+    return {k: v.detach().cpu() if torch.is_tensor(v) else v for k, v in state.items()}
+
+
 def _checkpoint_state(rotation, optimiser, step, history, settings) -> dict:
+    """What :func:`_optimise` checkpoints, its tensors on the CPU: the file loads on any device
+    (:func:`_restore` moves them to the rotation's)."""
     opt = optimiser.state_dict()
-    return {"rotation": {k: v.detach().clone() for k, v in rotation.state_dict().items()},
-            "optimiser": {"state": {str(k): v for k, v in opt["state"].items()}, "param_groups": opt["param_groups"]},
+    return {"rotation": {k: v.detach().to("cpu", copy=True) for k, v in rotation.state_dict().items()},
+            "optimiser": {"state": {str(k): _on_cpu(v) for k, v in opt["state"].items()},
+                          "param_groups": opt["param_groups"]},
             "step": step, "history": history, "settings": settings}
 
 
 def _restore(path, rotation, optimiser, settings):
+    """Resume from the checkpoint ``path`` (tensors read on the CPU; the rotation's and the optimiser's
+    ``load_state_dict`` move them to the rotation's device)."""
     state = _io.load_state(path, fix="delete it to start the calibration again", pickles=False)
     if state.get("settings") != settings:
         raise ValueError(f"{path} holds a calibration of other settings ({state.get('settings')}); delete it or give "
@@ -217,17 +234,20 @@ def train_rotation(rotation, layer_weights: list, layer_stats: list, wbits: int,
     """Learn ``rotation``'s parameters (module doc). ``layer_weights[i]`` maps each projection of
     decoder layer i to its (folded, R2- and online-rotated) weight, ``layer_stats[i]`` is
     :func:`capture_layer`'s result for it. ``stop_after``: return after that many steps of this
-    call (an interruption, for tests). Returns {"history", "seconds", "steps", "resumed_from"}."""
+    call (an interruption, for tests). The rotation moves to the weights' device (in place), and the
+    statistics with it. Returns {"history", "seconds", "steps", "resumed_from"}."""
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     dtype = rotation.base.dtype
+    if layer_weights and layer_weights[0]:
+        rotation.to(next(iter(layer_weights[0].values())).device)
     for weights, stats in zip(layer_weights, layer_stats):
         for name, W in weights.items():
             entry = stats[name]
-            H = entry["hessian"].double() / max(entry["count"], 1)
+            H = entry["hessian"].to(device=W.device, dtype=torch.float64) / max(entry["count"], 1)
             entry["trace"] = float(torch.trace(H))
             entry["scale"] = float(torch.einsum("oi,ij,oj->", W.double(), H, W.double())) or 1.0
-            entry["rows"] = entry["rows"].to(dtype)
+            entry["rows"] = entry["rows"].to(device=W.device, dtype=dtype)
     settings = {"objective": "error", "family": rotation.family, "width": rotation.width,
                 "layers": rotation.layers, "seed": seed,
                 "steps": steps, "lr": lr, "layers_per_step": layers_per_step, "rows_per_step": rows_per_step,
@@ -239,7 +259,8 @@ def train_rotation(rotation, layer_weights: list, layer_stats: list, wbits: int,
         draw = np.random.default_rng([seed, step])
         pick = draw.choice(count, size=min(layers_per_step, count), replace=False)
         rows = None if rows_per_step is None else {
-            name: torch.as_tensor(np.sort(draw.choice(W.shape[0], min(rows_per_step, W.shape[0]), replace=False)))
+            name: torch.as_tensor(np.sort(draw.choice(W.shape[0], min(rows_per_step, W.shape[0]), replace=False)),
+                                  device=W.device)
             for name, W in layer_weights[0].items()}
         return rotation_loss(rotation.matrix(), [layer_weights[i] for i in pick], [layer_stats[i] for i in pick],
                              wbits, abits, symmetric, rows, p, rotated)
@@ -345,11 +366,13 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     ``abits < 16``, and the KV cache per token and head after RoPE when ``kvbits < 16``, Q and K
     rotated per head by ``r3`` after RoPE when given (:mod:`galinear.quantize.attention`; ``r3``
     changes nothing with the cache in floating point and is then not used), both with
-    straight-through rounding too. ``model`` is left unchanged. Returns as :func:`train_rotation`
-    does."""
+    straight-through rounding too. ``model`` is left unchanged; the rotation moves to its device (in
+    place), and each window as it is read. Returns as :func:`train_rotation` does."""
     check_bits(kvbits, "KV cache", ACTIVATION_BITS, "--kvbits")
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
+    device = input_device(model)
+    rotation.to(device)
     weights = _RotatedWeights(model, rotation, wbits, symmetric)
     settings = {"objective": "distill", "family": rotation.family, "width": rotation.width,
                 "layers": rotation.layers, "seed": seed,
@@ -366,7 +389,7 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     targets = {}  # the original's log-probabilities per window, computed once
 
     def kl(index: int, tokens: int | None) -> torch.Tensor:
-        ids = windows[index].reshape(1, -1)
+        ids = windows[index].reshape(1, -1).to(device)
         if index not in targets:
             with torch.no_grad():
                 targets[index] = torch.log_softmax(model(input_ids=ids, use_cache=False).logits.float(), dim=-1)

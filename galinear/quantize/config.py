@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from galinear.lm.sources import DEFAULT_MODEL
 from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits
 from galinear.quantize.rotations import FAMILIES
 
-__all__ = ["QuantizeConfig", "OBJECTIVES", "PRESETS", "preset"]
+__all__ = ["QuantizeConfig", "OBJECTIVES", "PRESETS", "preset", "check_device"]
 
 #: Training objectives of the learned rotations (:mod:`galinear.quantize.calibrate`).
 OBJECTIVES = ("distill", "error")
@@ -44,6 +46,7 @@ class QuantizeConfig:
     heldout_windows: int = 4
     accuracy_items: int = 0
     threads: int | None = None
+    device: str = "cpu"
     out_dir: str = "runs/quantize"
     save: bool = False
     progress: bool = True
@@ -74,6 +77,28 @@ class QuantizeConfig:
             raise ValueError(f"--tokens-per-step must be an integer >= 2, got {self.tokens_per_step!r}")
         if not isinstance(self.steps, int) or self.steps < 0:
             raise ValueError(f"--steps must be an integer >= 0, got {self.steps!r}")
+        check_device(self.device)
+
+
+def check_device(name) -> torch.device:
+    """The torch device of ``--device`` (``cpu``, ``cuda`` or ``cuda:N``) when this machine has it, else
+    ValueError naming the fix."""
+    try:
+        device = torch.device(name) if isinstance(name, str) else None
+    except (RuntimeError, ValueError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device: {name!r} is not a device galinear quantize runs on; give cpu, cuda or cuda:N "
+                         "(N the index of a CUDA GPU)")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: no CUDA device is visible to torch (torch.cuda.is_available() is "
+                             "False); use --device cpu, or install a CUDA build of torch")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"--device {name}: torch sees {count} CUDA device(s), cuda:0 to cuda:{count - 1}; "
+                             "give one of them")
+    return device
 
 
 #: Named settings (``--preset``): demo runs on the embedded default in a few minutes on 2 cores (the

@@ -1,7 +1,11 @@
 """Run-time cost of the online rotations (:func:`online_cost`), measured side by side with the layers
-they precede; ``benchmarks/bench_quantize_rotation.py`` times the same contenders through these helpers."""
+they precede; ``benchmarks/bench_quantize_rotation.py`` times the same contenders through these helpers.
+
+A CPU cost measurement: every product is timed on the CPU, whatever device the model's weights are on
+(a model on a GPU lends CPU copies of the pieces timed: a weight, the first decoder layer)."""
 from __future__ import annotations
 
+import copy
 import time
 
 import torch
@@ -14,9 +18,24 @@ from galinear.quantize.rotations import FAMILIES, Rotation
 __all__ = ["online_cost"]
 
 
+def _on_cpu(part):
+    """``part`` (a tensor or a module) itself when it is on the CPU, else a CPU copy of it."""
+    if torch.is_tensor(part):
+        return part if part.device.type == "cpu" else part.detach().cpu()
+    if all(t.device.type == "cpu" for t in list(part.parameters()) + list(part.buffers())):
+        return part
+    part = copy.deepcopy(part).cpu()
+    for module in part.modules():  # plain tensor attributes too (the KV quantizer's R3)
+        for name, value in list(vars(module).items()):
+            if torch.is_tensor(value):
+                setattr(module, name, value.cpu())
+    return part
+
+
 def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
-    """Milliseconds of the online Hadamard before down_proj, of a fast Walsh-Hadamard transform of the
-    next power of two, of down_proj itself and of one decoder layer, on ``tokens`` rows, side by side.
+    """Milliseconds on the CPU (``"device"``; module doc) of the online Hadamard before down_proj, of a
+    fast Walsh-Hadamard transform of the next power of two, of down_proj itself and of one decoder
+    layer, on ``tokens`` rows, side by side.
 
     For a model whose R1 is applied online (:func:`galinear.quantize.fusion.r1_mode`), also
     ``"online_r1"``: the milliseconds of one application of each family's online R1 at the hidden
@@ -36,7 +55,7 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
     x = torch.randn(tokens, width)
     power = 1 << (width - 1).bit_length()
     xp = torch.randn(tokens, power)
-    down = models.projection(model, 0, "down_proj")
+    down_weight = _on_cpu(models.projection(model, 0, "down_proj").weight)
 
     def timed(fn):
         with torch.no_grad():
@@ -46,9 +65,9 @@ def online_cost(model, tokens: int = 256, repeats: int = 20) -> dict:
                 fn()
         return 1000 * (time.perf_counter() - t0) / repeats
 
-    out = {"tokens": tokens, "width": width, "online_hadamard_ms": timed(lambda: apply_hadamard(x)),
+    out = {"device": "cpu", "tokens": tokens, "width": width, "online_hadamard_ms": timed(lambda: apply_hadamard(x)),
            "fwht_ms": timed(lambda: fwht(xp)), "fwht_width": power,
-           "down_proj_ms": timed(lambda: torch.nn.functional.linear(x, down.weight)),
+           "down_proj_ms": timed(lambda: torch.nn.functional.linear(x, down_weight)),
            "layer_ms": timed(_first_layer_call(model, tokens))}
     if fusion.r1_mode(model) == "online":
         out["online_r1"] = _online_r1_cost(model, tokens, timed)
@@ -61,9 +80,10 @@ def _first_layer_call(model, tokens: int):
     (Gemma-3 keeps one per attention kind: the first layer's)."""
     import inspect
 
-    block = models.decoder_layers(model)[0]
+    block = _on_cpu(models.decoder_layers(model)[0])
     h = torch.randn(1, tokens, model.config.hidden_size)
     rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    rotary = None if rotary is None else _on_cpu(rotary)
     layer_types = getattr(model.config, "layer_types", None)
     kind = () if rotary is None or not layer_types or "layer_type" not in inspect.signature(rotary.forward).parameters else (
         layer_types[0],)
@@ -85,7 +105,7 @@ def _r3_cost(model, tokens: int, timed) -> dict:
     q, k = torch.randn(1, heads, tokens, hd), torch.randn(1, kv_heads, tokens, hd)
     R = Rotation("hadamard", hd, 0).matrix()
     x = torch.randn(tokens, model.config.hidden_size)
-    weights = [models.projection(model, 0, name).weight for name in ("q_proj", "k_proj")]
+    weights = [_on_cpu(models.projection(model, 0, name).weight) for name in ("q_proj", "k_proj")]
     try:
         hadamard_factors(hd)
         fast = timed(lambda: (apply_hadamard(q), apply_hadamard(k)))
@@ -102,7 +122,7 @@ def _online_r1_cost(model, tokens: int, timed) -> dict:
     x = torch.randn(tokens, hidden)
 
     def linears(*names):
-        weights = [models.projection(model, 0, name).weight for name in names]
+        weights = [_on_cpu(models.projection(model, 0, name).weight) for name in names]
         return timed(lambda: [torch.nn.functional.linear(x, w) for w in weights])
 
     families, how, dense = {}, {}, {}

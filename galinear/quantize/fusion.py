@@ -118,9 +118,9 @@ def check_architecture(model) -> str:
 @torch.no_grad()
 def _check_unit_offset(norm) -> None:
     """Raise unless ``norm`` computes x / rms(x) * (1 + weight), the scale :func:`fold_norms` folds (Gemma's)."""
-    width = norm.weight.shape[0]
-    x = torch.linspace(-1.0, 2.0, width, dtype=torch.float32)[None]
-    weight = torch.linspace(-0.5, 0.5, width, dtype=torch.float32)
+    width, device = norm.weight.shape[0], norm.weight.device
+    x = torch.linspace(-1.0, 2.0, width, dtype=torch.float32, device=device)[None]
+    weight = torch.linspace(-0.5, 0.5, width, dtype=torch.float32, device=device)
     saved = norm.weight.detach().clone()
     try:
         norm.weight.copy_(weight.to(norm.weight.dtype))
@@ -229,8 +229,8 @@ def rotate_residual(model, Q: torch.Tensor) -> None:
     """Rotate the residual stream by the orthogonal ``Q`` (width x width): x -> x Q (module doc).
     The norms must be folded first (:func:`fold_norms`)."""
     _check_not_online(model)
-    Q = Q.detach().double()
     embed = model.get_input_embeddings()
+    Q = Q.detach().to(device=embed.weight.device, dtype=torch.float64)
     _set(embed.weight, embed.weight.double() @ Q)
     for index in range(len(models.decoder_layers(model))):
         for name in READERS:
@@ -315,7 +315,7 @@ def _hadamard_signs(base: torch.Tensor) -> torch.Tensor | None:
     n = base.shape[0]
     if _factors(n) is None:
         return None
-    H = torch.as_tensor(hadamard(n), dtype=torch.float64)
+    H = torch.as_tensor(hadamard(n), dtype=torch.float64, device=base.device)
     signs = torch.sign(base[:, 0].double()) * H[:, 0]
     if not torch.allclose(base.double(), signs[:, None] * H / math.sqrt(n), atol=1e-5):
         return None
@@ -335,7 +335,7 @@ def online_rotation(rotation) -> OnlineRotation | None:
         if signs is None:
             return OnlineRotation(Q)
         n = rotation.width
-        exact = signs[:, None] * torch.as_tensor(hadamard(n), dtype=torch.float64) / math.sqrt(n)
+        exact = signs[:, None] * torch.as_tensor(hadamard(n), dtype=torch.float64, device=signs.device) / math.sqrt(n)
         blocks = None
         if rotation.family in ("butterfly", "rotor"):
             learned = rotation.learned().detach().double()
@@ -419,8 +419,9 @@ def rotate_heads(model, R2) -> None:
     it in o_proj's columns (module doc)."""
     hd = head_dim(model)
     for index in range(len(models.decoder_layers(model))):
-        R = (R2[index] if isinstance(R2, (list, tuple)) else R2).detach().double()
         v, o = _linear(model, index, "v_proj"), _linear(model, index, "o_proj")
+        R = (R2[index] if isinstance(R2, (list, tuple)) else R2).detach().to(device=v.weight.device,
+                                                                               dtype=torch.float64)
         groups = v.out_features // hd
         wv = v.weight.double().reshape(groups, hd, -1)
         _set(v.weight, torch.einsum("ji,gjc->gic", R, wv).reshape(v.weight.shape))
@@ -466,5 +467,5 @@ def remove_online_hadamard(model) -> None:
 
 def _times_hadamard(w: torch.Tensor) -> torch.Tensor:
     """``w @ Hn`` for the normalised Hadamard Hn of :func:`apply_hadamard` (which computes ``x @ Hn.T``)."""
-    eye = torch.eye(w.shape[1], dtype=w.dtype)
+    eye = torch.eye(w.shape[1], dtype=w.dtype, device=w.device)
     return w @ apply_hadamard(eye).t()

@@ -29,7 +29,7 @@ def hessian_of(x: torch.Tensor) -> torch.Tensor:
 def layer_error(w_hat: torch.Tensor, w: torch.Tensor, hessian: torch.Tensor) -> float:
     """:math:`\\operatorname{tr}((\\hat W - W) H (\\hat W - W)^T)`: the squared output error on the calibration rows."""
     delta = (w_hat - w).double()
-    return float(torch.einsum("oi,ij,oj->", delta, hessian.double(), delta))
+    return float(torch.einsum("oi,ij,oj->", delta, hessian.to(device=delta.device, dtype=torch.float64), delta))
 
 
 def gptq_quantize(w: torch.Tensor, hessian: torch.Tensor, bits: int, symmetric: bool = True, damp: float = 0.01,
@@ -39,7 +39,7 @@ def gptq_quantize(w: torch.Tensor, hessian: torch.Tensor, bits: int, symmetric: 
     if not isinstance(damp, (int, float)) or not 0 <= damp < 1:
         raise ValueError(f"--damp: the GPTQ damping must be a number in [0, 1), got {damp!r}; 0.01 is usual")
     W = w.detach().double().clone()
-    H = hessian.detach().double().clone()
+    H = hessian.detach().to(device=W.device, dtype=torch.float64).clone()
     columns = W.shape[1]
     if H.shape != (columns, columns):
         raise ValueError(f"the Hessian is {tuple(H.shape)} but the weight has {columns} input columns")
@@ -47,9 +47,9 @@ def gptq_quantize(w: torch.Tensor, hessian: torch.Tensor, bits: int, symmetric: 
     dead = torch.diagonal(H) == 0
     H[dead, dead] = 1.0
     W[:, dead] = 0.0
-    order = torch.argsort(torch.diagonal(H), descending=True) if act_order else torch.arange(columns)
+    order = torch.argsort(torch.diagonal(H), descending=True) if act_order else torch.arange(columns, device=W.device)
     W, H = W[:, order], H[order][:, order]
-    H += damp * torch.mean(torch.diagonal(H)) * torch.eye(columns, dtype=H.dtype)
+    H += damp * torch.mean(torch.diagonal(H)) * torch.eye(columns, dtype=H.dtype, device=H.device)
     inverse = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
     Q = torch.zeros_like(W)
     for start in range(0, columns, block):

@@ -43,14 +43,16 @@ __all__ = ["prepare", "r3_matrix", "install_activation_quantizers", "quantize_mo
 def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch.float32, layers: int = 1):
     """Step 1 of the module doc on ``model`` in place; returns the R1 :class:`Rotation` (not applied
     yet: :func:`galinear.quantize.fusion.apply_r1` fuses it, or applies it online where
-    :func:`~galinear.quantize.fusion.r1_mode` says so). Family ``none`` is the baseline: the model's own
-    weights, no norm folded (folding scales the columns the grids are set on) and nothing rotated."""
+    :func:`~galinear.quantize.fusion.r1_mode` says so), on the device of the model's weights. Family
+    ``none`` is the baseline: the model's own weights, no norm folded (folding scales the columns the
+    grids are set on) and nothing rotated."""
+    device = calibrate.input_device(model)
     if family == "none":
-        return Rotation("none", model.config.hidden_size, seed, chunk, dtype)
+        return Rotation("none", model.config.hidden_size, seed, chunk, dtype).to(device)
     fusion.check_architecture(model)
     fusion.fold_norms(model)
     width = model.config.hidden_size
-    rotation = Rotation(family, width, seed, chunk, dtype, layers if family == "rotor" else 1)
+    rotation = Rotation(family, width, seed, chunk, dtype, layers if family == "rotor" else 1).to(device)
     hd = fusion.head_dim(model)
     fusion.rotate_heads(model, Rotation("hadamard", hd, seed + 7919).matrix())
     fusion.online_hadamard(model)

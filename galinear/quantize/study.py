@@ -1,9 +1,13 @@
 """The study behind ``galinear quantize``: the original model's row, then one row per rotation family
 and seed (:func:`galinear.quantize.pipeline.quantize_model`), each scored, saved after every row so
 that an interrupted study resumes, and written as a table.
+
+The study runs on ``config.device``: the model moves there once loaded, and everything made from it
+follows its weights (:mod:`galinear.quantize.pipeline`); saved folders and checkpoints hold CPU tensors.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -13,6 +17,7 @@ import torch
 from galinear import _io
 from galinear.lm import models
 from galinear.quantize import attention, fusion
+from galinear.quantize.calibrate import input_device
 from galinear.quantize.config import QuantizeConfig
 from galinear.quantize.cost import online_cost
 from galinear.quantize.pipeline import quantize_model
@@ -47,7 +52,8 @@ def calibration_windows(loaded, config):
 
 
 def accuracy(model, tokenizer, items: int, batch_size: int = 8) -> dict:
-    """lm-eval's acc and acc_norm on ``items`` next-sentence questions from the WikiText-2 test split."""
+    """lm-eval's acc and acc_norm on ``items`` next-sentence questions from the WikiText-2 test split, on
+    the model's device."""
     import tempfile
 
     from lm_eval import simple_evaluate
@@ -60,19 +66,48 @@ def accuracy(model, tokenizer, items: int, batch_size: int = 8) -> dict:
     task = "galinear_quantize_next_sentence"
     with tempfile.TemporaryDirectory() as folder:
         write_lm_eval_task(folder, next_sentence_items(wikitext.read_file(), items, seed=0), name=task)
-        lm = HFLM(pretrained=model, tokenizer=tokenizer, device="cpu", batch_size=batch_size)
+        lm = HFLM(pretrained=model, tokenizer=tokenizer, device=str(input_device(model)), batch_size=batch_size)
         manager = TaskManager(include_path=folder, include_defaults=False)
         result = simple_evaluate(model=lm, tasks=[task], task_manager=manager, bootstrap_iters=0, random_seed=0)
     scores = result["results"][task]
     return {"acc": scores["acc,none"], "acc_norm": scores["acc_norm,none"], "items": items}
 
 
+@contextlib.contextmanager
+def _inputs_to_device(model):
+    """While it lasts, a model off the CPU takes CPU token ids and gives CPU logits (the ln PPL
+    functions of :mod:`galinear.lm.perplexity` build their ids and labels on the CPU): its tensor
+    arguments move to its device, its logits back. A model on the CPU is left as it is."""
+    device = input_device(model)
+    if device.type == "cpu":
+        yield
+        return
+
+    def move(value):
+        return value.to(device) if torch.is_tensor(value) else value
+
+    def inputs(module, args, kwargs):
+        return tuple(map(move, args)), {k: move(v) for k, v in kwargs.items()}
+
+    def logits(module, args, output):
+        output.logits = output.logits.cpu()
+        return output
+
+    handles = [model.register_forward_pre_hook(inputs, with_kwargs=True), model.register_forward_hook(logits)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def score(model, loaded, config, wiki, heldout) -> dict:
     from galinear.lm.perplexity import heldout_log_perplexity, stream_log_perplexity
 
     ids, length, bos = wiki
-    out = {"wikitext": stream_log_perplexity(model, ids, length, bos, windows=config.wikitext_windows)}
-    out["heldout"] = heldout_log_perplexity(model, heldout)
+    with _inputs_to_device(model):
+        out = {"wikitext": stream_log_perplexity(model, ids, length, bos, windows=config.wikitext_windows)}
+        out["heldout"] = heldout_log_perplexity(model, heldout)
     if config.accuracy_items:
         out["accuracy"] = accuracy(model, loaded.tokenizer, config.accuracy_items)
     return out
@@ -85,8 +120,8 @@ def save_model(model, tokenizer, folder: str, record: dict) -> str:
     longer on the grid there), activation and KV quantization not included (simulated at run time
     only), and ``galinear_quantize.json`` beside it with the settings. An online R1 (Gemma-3) is
     multiplied back into the readers' weights the same way, so the folder is a plain model of the
-    family computing the same function."""
-    plain = copy.deepcopy(model)
+    family computing the same function. The folder holds CPU tensors whatever the model's device."""
+    plain = copy.deepcopy(model).cpu()
     attention.remove_kv_quantizer(plain)
     fusion.remove_online_hadamard(plain)
     fusion.remove_online_r1(plain)
@@ -106,7 +141,7 @@ def _row(name, seed, result, scores, config):
     return {"family": name, "seed": seed, "wbits": config.wbits, "abits": config.abits, "kvbits": config.kvbits,
             "method": config.method, "wikitext_ln_ppl": scores["wikitext"]["log_ppl"],
             "heldout_ln_ppl": scores["heldout"]["log_ppl"], "acc": acc.get("acc"), "acc_norm": acc.get("acc_norm"),
-            "scored": _scoring(config), **(result or {})}
+            "scored": _scoring(config), "device": config.device, **(result or {})}
 
 
 #: Settings that say how a row is scored, not how its model is made. A study rerun in its folder with
@@ -152,6 +187,7 @@ def run(config: QuantizeConfig, log=print) -> dict:
     if config.threads:
         torch.set_num_threads(config.threads)
     loaded = models.load_model(config.model, config.gguf_file)
+    loaded.model.to(config.device)
     fusion.check_architecture(loaded.model) if any(r != "none" for r in config.rotations) else None
     original = loaded.model
     calib, heldout = calibration_windows(loaded, config)
@@ -199,8 +235,9 @@ def run(config: QuantizeConfig, log=print) -> dict:
     return {"rows": rows, "table": table, "online": online}
 
 
-#: Settings that change which rows a study has, or how it runs, but not any row's numbers.
-_ROW_NEUTRAL = ("rotations", "seeds", "threads", "out_dir", "save", "progress", "extra")
+#: Settings that change which rows a study has, or how it runs, but not any row's numbers (``device``
+#: changes them by float rounding only: a study resumes on another device, and each row records its own).
+_ROW_NEUTRAL = ("rotations", "seeds", "threads", "device", "out_dir", "save", "progress", "extra")
 
 
 def _model_folder(config, family: str, seed: int) -> str:

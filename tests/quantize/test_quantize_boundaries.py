@@ -3,6 +3,7 @@ before any model loads."""
 import re
 
 import pytest
+import torch
 
 from galinear.cli import main
 from galinear.quantize.config import QuantizeConfig, preset
@@ -19,8 +20,13 @@ from galinear.quantize.rotations import Rotation
     (["--window", "0"], r"--window must be a positive integer"),
     (["--objective", "mse"], r"--objective: unknown training objective 'mse'; choose distill or error"),
     (["--tokens-per-step", "1"], r"--tokens-per-step must be an integer >= 2, got 1"),
+    (["--device", "gpu"], r"--device: 'gpu' is not a device galinear quantize runs on; give cpu, cuda or cuda:N"),
+    (["--device", "cuda"], (r"--device cuda: no CUDA device is visible to torch \(torch\.cuda\.is_available\(\) "
+                            r"is False\); use --device cpu, or install a CUDA build of torch")),
+    (["--device", "cuda:1"], r"--device cuda:1: no CUDA device is visible to torch"),
 ])
-def test_bad_options_are_one_line_before_loading(argv, message, capsys, tmp_path):
+def test_bad_options_are_one_line_before_loading(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without CUDA
     code = main(["quantize", *argv, "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
