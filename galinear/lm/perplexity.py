@@ -34,13 +34,16 @@ def window_nll(model, ids, score_from: int, start=None):
 
     ``start = (layer, residual)`` runs only layers ``layer..`` from the residual-stream input
     ``residual`` (1, L, width) of that layer, which must come from the same model below ``layer``.
+    The ids go to the device of the model's input embeddings; the sum is taken where the logits are.
     """
     import torch
 
     keep = len(ids) - score_from + 1  # logits of positions score_from-1 .. L-1 (the last is unused)
     with torch.no_grad():
         if start is None:
-            inputs = {"input_ids": torch.as_tensor(ids).reshape(1, -1)}
+            embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+            device = (embeddings.weight if embeddings is not None else next(model.parameters())).device
+            inputs = {"input_ids": torch.as_tensor(ids).reshape(1, -1).to(device)}
         else:
             inputs = {"inputs_embeds": start[1]}
         with starting_at(model, start[0]) if start is not None else contextlib.nullcontext():
@@ -49,7 +52,7 @@ def window_nll(model, ids, score_from: int, start=None):
             except TypeError:  # a family without logits_to_keep
                 logits = model(**inputs, use_cache=False).logits[0]
         logits = logits[-keep:-1]
-        labels = torch.as_tensor(ids[score_from:]).long()
+        labels = torch.as_tensor(ids[score_from:]).long().to(logits.device)
         # -ln p = logsumexp(logits) - logit of the label, per scored position
         scored = (torch.logsumexp(logits, dim=-1) - logits.gather(1, labels[:, None])[:, 0]).double()
     return float(scored.sum()), int(scored.numel())

@@ -7,7 +7,6 @@ follows its weights (:mod:`galinear.quantize.pipeline`); saved folders and check
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import os
@@ -73,41 +72,12 @@ def accuracy(model, tokenizer, items: int, batch_size: int = 8) -> dict:
     return {"acc": scores["acc,none"], "acc_norm": scores["acc_norm,none"], "items": items}
 
 
-@contextlib.contextmanager
-def _inputs_to_device(model):
-    """While it lasts, a model off the CPU takes CPU token ids and gives CPU logits (the ln PPL
-    functions of :mod:`galinear.lm.perplexity` build their ids and labels on the CPU): its tensor
-    arguments move to its device, its logits back. A model on the CPU is left as it is."""
-    device = input_device(model)
-    if device.type == "cpu":
-        yield
-        return
-
-    def move(value):
-        return value.to(device) if torch.is_tensor(value) else value
-
-    def inputs(module, args, kwargs):
-        return tuple(map(move, args)), {k: move(v) for k, v in kwargs.items()}
-
-    def logits(module, args, output):
-        output.logits = output.logits.cpu()
-        return output
-
-    handles = [model.register_forward_pre_hook(inputs, with_kwargs=True), model.register_forward_hook(logits)]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 def score(model, loaded, config, wiki, heldout) -> dict:
     from galinear.lm.perplexity import heldout_log_perplexity, stream_log_perplexity
 
     ids, length, bos = wiki
-    with _inputs_to_device(model):
-        out = {"wikitext": stream_log_perplexity(model, ids, length, bos, windows=config.wikitext_windows)}
-        out["heldout"] = heldout_log_perplexity(model, heldout)
+    out = {"wikitext": stream_log_perplexity(model, ids, length, bos, windows=config.wikitext_windows)}
+    out["heldout"] = heldout_log_perplexity(model, heldout)
     if config.accuracy_items:
         out["accuracy"] = accuracy(model, loaded.tokenizer, config.accuracy_items)
     return out
