@@ -107,35 +107,66 @@ def _load_and_run(folders, timeout=240):
     return dict(zip(folders, lines))
 
 
-def test_saved_permutations_out_of_range_are_refused_not_a_crash(tmp_path):
+def _permutation_cases(folder, root):
+    """Copies of ``folder`` for the permutation test: {case: copy}. "huge", "minus-one", "zeros"
+    and "float" have checksums forged to match; "unforged" holds another valid permutation in
+    the stored dtype, checksums not forged (only the SHA-256 tells); "untouched" is not changed."""
+    cases = {"huge": torch.full((16,), 10 ** 9), "minus-one": torch.full((16,), -1), "zeros": torch.zeros(16),
+             "float": torch.arange(16.0)}
+    key = "1.q_proj.input_permutation"
+    out = {"untouched": _copy(folder, root, "untouched")}
+    for name, value in cases.items():
+        out[name] = _copy(folder, root, name)
+
+        def change(tensors, value=value):
+            tensors[key] = value.to(torch.float32 if name == "float" else torch.int64)
+        _edit_tensors(out[name], change, rehash=True)
+    out["unforged"] = _copy(folder, root, "unforged")
+    _edit_tensors(out["unforged"], lambda t: t.__setitem__(key, t[key].flip(0)))
+    return out
+
+
+def _unopenable_cases(folder, root):
+    """Copies of ``folder`` that would hang or fill memory: {case: copy}. "fifo": a FIFO named
+    replacements.safetensors; "zero": the JSON a symlink to /dev/zero; "device": the tensors so."""
+    out = {name: _copy(folder, root, name) for name in ("fifo", "zero", "device")}
+    os.remove(Path(out["fifo"]) / "replacements.safetensors")
+    os.mkfifo(Path(out["fifo"]) / "replacements.safetensors")
+    os.remove(Path(out["zero"]) / "galinear_compressed.json")
+    os.symlink("/dev/zero", Path(out["zero"]) / "galinear_compressed.json")
+    os.remove(Path(out["device"]) / "replacements.safetensors")
+    os.symlink("/dev/zero", Path(out["device"]) / "replacements.safetensors")
+    return out
+
+
+@pytest.fixture(scope="module")
+def in_a_child(kept_rotor, tmp_path_factory):
+    """The two tests below load and run their folders in one child process (each child starts
+    torch and transformers, seconds): ({case: what the child said}, {case: ...}) for
+    :func:`_permutation_cases` and :func:`_unopenable_cases`; the case "kernel" of the first calls
+    the network kernel itself, past every module check."""
+    _, folder = kept_rotor
+    permutations = _permutation_cases(folder, tmp_path_factory.mktemp("permutations"))
+    unopenable = _unopenable_cases(folder, tmp_path_factory.mktemp("unopenable"))
+    said = _load_and_run(list(permutations.values()) + ["kernel"] + list(unopenable.values()))
+    return ({**{case: said[copy] for case, copy in permutations.items()}, "kernel": said["kernel"]},
+            {case: said[copy] for case, copy in unopenable.items()})
+
+
+def test_saved_permutations_out_of_range_are_refused_not_a_crash(in_a_child):
     """Finding 1: out-of-range permutation values (checksums forged too) crashed `_norm_act` under
     no_grad with exit -11; in-range non-permutations gave wrong outputs silently. The kernel itself
     now checks its bounds too."""
-    folder, _ = _rotor_folder(tmp_path)
-    cases = {"huge": torch.full((16,), 10 ** 9), "minus-one": torch.full((16,), -1), "zeros": torch.zeros(16),
-             "float": torch.arange(16.0)}
-    folders = []
-    for name, value in cases.items():
-        copy = _copy(folder, tmp_path, name)
-
-        def change(tensors, value=value):
-            tensors["1.q_proj.input_permutation"] = value.to(torch.float32 if name == "float" else torch.int64)
-        _edit_tensors(copy, change, rehash=True)
-        folders.append(copy)
-    unforged = _copy(folder, tmp_path, "unforged")
-    # another valid permutation in the stored dtype, checksums not forged: only the SHA-256 tells
-    key = "1.q_proj.input_permutation"
-    _edit_tensors(unforged, lambda t: t.__setitem__(key, t[key].flip(0)))
-    results = _load_and_run([folder] + folders + [unforged, "kernel"])
-    assert results[folder].startswith("RAN")  # the untouched folder loads and runs
-    for copy in folders:
-        assert results[copy].startswith("REFUSED") and "layer 1 q_proj" in results[copy], results[copy]
-    assert "is not a permutation of 0..15: it holds 1000000000, outside 0..15" in results[folders[0]]
-    assert "holds -1, outside 0..15" in results[folders[1]]
-    assert "repeats an index" in results[folders[2]]
-    assert "tensor input_permutation is torch.float32" in results[folders[3]]
-    assert "does not match its recorded SHA-256" in results[unforged]
-    assert "input permutation holds values from" in results["kernel"] and "(valid 0..15)" in results["kernel"]
+    said = in_a_child[0]
+    assert said["untouched"].startswith("RAN")  # the untouched folder loads and runs
+    for case in ("huge", "minus-one", "zeros", "float", "unforged"):
+        assert said[case].startswith("REFUSED") and "layer 1 q_proj" in said[case], said[case]
+    assert "is not a permutation of 0..15: it holds 1000000000, outside 0..15" in said["huge"]
+    assert "holds -1, outside 0..15" in said["minus-one"]
+    assert "repeats an index" in said["zeros"]
+    assert "tensor input_permutation is torch.float32" in said["float"]
+    assert "does not match its recorded SHA-256" in said["unforged"]
+    assert "input permutation holds values from" in said["kernel"] and "(valid 0..15)" in said["kernel"]
 
 
 def _retype(folder, key, new_dtype):
@@ -242,21 +273,13 @@ def test_tampered_folders_are_refused_with_the_reason(kept_rotor, tmp_path, name
     assert all(_models.projection(model, 1, p) is m for p, m in before.items())  # nothing installed
 
 
-def test_folders_that_would_hang_or_fill_memory_are_refused_before_opening(kept_rotor, tmp_path):
+def test_folders_that_would_hang_or_fill_memory_are_refused_before_opening(in_a_child):
     """A FIFO named replacements.safetensors hung (Ctrl-C could not break it); a JSON symlinked to
     /dev/zero filled memory; a device in place of the tensors likewise."""
-    _, folder = kept_rotor
-    fifo, zero, device = (_copy(folder, tmp_path, n) for n in ("fifo", "zero", "device"))
-    os.remove(Path(fifo) / "replacements.safetensors")
-    os.mkfifo(Path(fifo) / "replacements.safetensors")
-    os.remove(Path(zero) / "galinear_compressed.json")
-    os.symlink("/dev/zero", Path(zero) / "galinear_compressed.json")
-    os.remove(Path(device) / "replacements.safetensors")
-    os.symlink("/dev/zero", Path(device) / "replacements.safetensors")
-    results = _load_and_run([fifo, zero, device], timeout=180)
-    assert "is a FIFO (named pipe), not a regular file" in results[fifo]
-    assert "galinear_compressed.json: is a device, not a regular file" in results[zero]
-    assert "replacements.safetensors: is a device, not a regular file" in results[device]
+    said = in_a_child[1]
+    assert "is a FIFO (named pipe), not a regular file" in said["fifo"]
+    assert "galinear_compressed.json: is a device, not a regular file" in said["zero"]
+    assert "replacements.safetensors: is a device, not a regular file" in said["device"]
 
 
 def test_generate_reports_every_failure_as_one_line(kept_rotor, tmp_path, monkeypatch, capsys):
