@@ -174,7 +174,9 @@ def run(config: QuantizeConfig, log=print) -> dict:
     log(f"float: WikiText-2 ln PPL {rows[0]['wikitext_ln_ppl']:.4f}")
 
     def save():  # after every row: an interrupted study keeps its rows and a rerun skips them
-        _io.save_json(path, {"settings": _settings(config), "rows": rows, "online": online})
+        made = {_row_key(row) for row in rows}
+        others = [row for key, row in done.items() if key not in made]  # families and seeds not asked for now
+        _io.save_json(path, {"settings": _settings(config), "rows": rows + others, "online": online})
 
     save()
     for family in config.rotations:
@@ -232,9 +234,13 @@ def _finished_rows(path: str, config) -> tuple:
     done = {}
     for row in record.get("rows", []):
         row.setdefault("scored", {name: recorded[name] for name in SCORING})  # a file from before rows said so
-        done["float" if row.get("seed") is None and row.get("family", "").startswith("float") else
-             (row["family"], row["seed"])] = row
+        done[_row_key(row)] = row
     return done, record.get("online")
+
+
+def _row_key(row) -> str | tuple:
+    return "float" if row.get("seed") is None and row.get("family", "").startswith("float") else (row["family"],
+                                                                                                  row["seed"])
 
 
 def _settings(config) -> dict:

@@ -76,6 +76,13 @@ def test_finished_rows_are_scored_again_without_training_again(folder, tmp_path,
     assert more[("rotor", 0)]["wikitext_ln_ppl"] != first[("rotor", 0)]["wikitext_ln_ppl"]
     assert more[("rotor", 0)]["acc"] is None
 
+    # a rerun asking for fewer rows keeps the others in the file, each with how it was scored
+    fewer = run(_config(folder, out, rotations=("hadamard",), wikitext_windows=3), log=lambda line: None)
+    assert [_key(r) for r in fewer["rows"]] == [("float (not quantized)", None), ("hadamard", 0)]
+    with open(out / "results.json") as f:
+        kept = {_key(r): r for r in json.load(f)["rows"]}
+    assert set(kept) == set(first) and kept[("rotor", 0)] == more[("rotor", 0)]
+
     # a setting that changes how the models are made is still refused
     with pytest.raises(ValueError, match=r"other settings \(steps differ\)"):
         run(_config(folder, out, steps=3), log=lambda line: None)
