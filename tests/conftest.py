@@ -121,7 +121,7 @@ def _thread_state() -> dict:
     return state
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)  # the old style: pytest >= 7 (setup.cfg)
 def pytest_runtest_protocol(item, nextitem):
     """Every test ends with the thread settings it started with (pytest_configure's under
     pytest-xdist), whatever it or its fixtures set and left. A test that leaves torch at every
@@ -131,16 +131,14 @@ def pytest_runtest_protocol(item, nextitem):
     import sys
 
     before = _thread_state()
-    try:
-        return (yield)
-    finally:
-        after = _thread_state()
-        if "numba" in before and after.get("numba") != before["numba"]:  # numba's first: see set_counts
-            sys.modules["numba.np.ufunc.parallel"].set_num_threads(before["numba"])
-        if "torch" in before and after.get("torch") != before["torch"]:
-            sys.modules["torch"].set_num_threads(before["torch"])
-        if "governor" in before and after.get("governor") is not before["governor"]:
-            sys.modules["galinear.optim.threads"].use(before["governor"])
+    yield
+    after = _thread_state()
+    if "numba" in before and after.get("numba") != before["numba"]:  # numba's first: see set_counts
+        sys.modules["numba.np.ufunc.parallel"].set_num_threads(before["numba"])
+    if "torch" in before and after.get("torch") != before["torch"]:
+        sys.modules["torch"].set_num_threads(before["torch"])
+    if "governor" in before and after.get("governor") is not before["governor"]:
+        sys.modules["galinear.optim.threads"].use(before["governor"])
 
 
 @pytest.fixture
