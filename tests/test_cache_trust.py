@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _python(code: str, cache, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    # .pyc files where Python looks by default, beside their sources (make test moves them elsewhere)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           cwd=cwd or ROOT, timeout=300)
 
@@ -64,7 +66,7 @@ def _planted_pyc(source_file: Path, marker: Path) -> Path:
 
     info = source_file.stat()
     code = compile(f"open({str(marker)!r}, 'w').close()\n", str(source_file), "exec")
-    pyc = Path(importlib.util.cache_from_source(str(source_file)))
+    pyc = source_file.parent / "__pycache__" / f"{source_file.stem}.{sys.implementation.cache_tag}.pyc"
     pyc.parent.mkdir(exist_ok=True)
     header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little") + \
         (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little")
