@@ -151,11 +151,20 @@ def run(config: QuantizeConfig, log=print) -> dict:
     """The study: the original model's row, then one row per rotation family and seed. Returns
     {"rows", "table", "online", "wikitext"}; writes ``results.json`` and ``results.md`` in ``out_dir``, the
     JSON after every row. Rerun in the same ``out_dir`` it skips the finished rows, adds the rows of new
-    families and seeds, refuses other settings, and scores its rows again where :data:`SCORING` changed."""
+    families and seeds, refuses other settings, and scores its rows again where :data:`SCORING` changed.
+    ``config.threads`` holds for the study; torch's thread count is what it was when it returns."""
     config.check()
+    threads = torch.get_num_threads()
+    try:
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        return _study(config, log)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _study(config: QuantizeConfig, log) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if config.threads:
-        torch.set_num_threads(config.threads)
     loaded = models.load_model(config.model, config.gguf_file)
     loaded.model.to(config.device)
     fusion.check_architecture(loaded.model) if any(r != "none" for r in config.rotations) else None

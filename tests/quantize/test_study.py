@@ -42,7 +42,13 @@ def _key(row):
 def test_finished_rows_are_scored_again_without_training_again(folder, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     out = tmp_path / "study"
-    first = {_key(r): r for r in run(_config(folder, out), log=lambda line: None)["rows"]}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:  # the study runs at its threads=1 and gives the process back its own count
+        first = {_key(r): r for r in run(_config(folder, out), log=lambda line: None)["rows"]}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
     assert list(first) == [("float (not quantized)", None), ("none", 0), ("hadamard", 0), ("rotor", 0)]
     assert first[("rotor", 0)]["training"]["steps"] == 2 and all(r["acc"] is None for r in first.values())
     checkpoints = {name: (out / "calibration" / name).read_bytes() for name in os.listdir(out / "calibration")}
