@@ -142,6 +142,13 @@ def load_model(source: str = DEFAULT_MODEL, gguf_file: str | None = None, *, cac
     return LoadedModel(model, tokenizer, name)
 
 
+def input_device(model):
+    """The device of ``model``'s input embeddings, where its token ids go (of its first parameter
+    for a module without ``get_input_embeddings``)."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return (embeddings.weight if embeddings is not None else next(model.parameters())).device
+
+
 def decoder_layers(model):
     """The list of decoder blocks of a causal LM (``model.model.layers`` and the usual variants)."""
     for path in ("model.layers", "model.decoder.layers", "transformer.h", "gpt_neox.layers", "layers"):

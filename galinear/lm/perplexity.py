@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from galinear._progress import progress_steps
-from galinear.lm.models import starting_at
+from galinear.lm.models import input_device, starting_at
 from galinear.lm.wikitext import DEFAULT_WINDOW, spread, window_bounds
 
 __all__ = ["window_nll", "heldout_log_perplexity", "stream_log_perplexity"]
@@ -41,9 +41,7 @@ def window_nll(model, ids, score_from: int, start=None):
     keep = len(ids) - score_from + 1  # logits of positions score_from-1 .. L-1 (the last is unused)
     with torch.no_grad():
         if start is None:
-            embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-            device = (embeddings.weight if embeddings is not None else next(model.parameters())).device
-            inputs = {"input_ids": torch.as_tensor(ids).reshape(1, -1).to(device)}
+            inputs = {"input_ids": torch.as_tensor(ids).reshape(1, -1).to(input_device(model))}
         else:
             inputs = {"inputs_embeds": start[1]}
         with starting_at(model, start[0]) if start is not None else contextlib.nullcontext():

@@ -51,7 +51,7 @@ from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits, quantize_a
 from galinear.quantize.rotations import times_stages
 
 __all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "distill_rotation",
-           "rotation_loss", "smooth_max", "LayerStats", "input_device"]
+           "rotation_loss", "smooth_max", "LayerStats"]
 
 LINEARS = READERS + WRITERS
 #: Input rows kept per linear layer for the clipping search and the activation term.
@@ -60,11 +60,6 @@ SAMPLE_ROWS = 256
 
 class _Stop(Exception):
     pass
-
-
-def input_device(model) -> torch.device:
-    """The device of ``model``'s input embeddings: where its token ids go."""
-    return model.get_input_embeddings().weight.device
 
 
 class LayerStats(dict):
@@ -100,7 +95,7 @@ def capture_layers(model, windows, layers, sample_rows: int = SAMPLE_ROWS, seed:
             module = getattr(models.holder(blocks[index], name), name)
             handles.append(module.register_forward_pre_hook(hook(found[index], name,
                                                                  index == last and name == "down_proj")))
-    device = input_device(model)
+    device = models.input_device(model)
     try:
         with torch.no_grad():
             for ids in windows:
@@ -371,7 +366,7 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     check_bits(kvbits, "KV cache", ACTIVATION_BITS, "--kvbits")
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
-    device = input_device(model)
+    device = models.input_device(model)
     rotation.to(device)
     weights = _RotatedWeights(model, rotation, wbits, symmetric)
     settings = {"objective": "distill", "family": rotation.family, "width": rotation.width,

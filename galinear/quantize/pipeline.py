@@ -46,7 +46,7 @@ def prepare(model, family: str, seed: int, chunk: int | None = None, dtype=torch
     :func:`~galinear.quantize.fusion.r1_mode` says so), on the device of the model's weights. Family
     ``none`` is the baseline: the model's own weights, no norm folded (folding scales the columns the
     grids are set on) and nothing rotated."""
-    device = calibrate.input_device(model)
+    device = models.input_device(model)
     if family == "none":
         return Rotation("none", model.config.hidden_size, seed, chunk, dtype).to(device)
     fusion.check_architecture(model)

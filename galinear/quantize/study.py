@@ -16,7 +16,6 @@ import torch
 from galinear import _io
 from galinear.lm import models
 from galinear.quantize import attention, fusion
-from galinear.quantize.calibrate import input_device
 from galinear.quantize.config import QuantizeConfig
 from galinear.quantize.cost import online_cost
 from galinear.quantize.pipeline import quantize_model
@@ -65,7 +64,7 @@ def accuracy(model, tokenizer, items: int, batch_size: int = 8) -> dict:
     task = "galinear_quantize_next_sentence"
     with tempfile.TemporaryDirectory() as folder:
         write_lm_eval_task(folder, next_sentence_items(wikitext.read_file(), items, seed=0), name=task)
-        lm = HFLM(pretrained=model, tokenizer=tokenizer, device=str(input_device(model)), batch_size=batch_size)
+        lm = HFLM(pretrained=model, tokenizer=tokenizer, device=str(models.input_device(model)), batch_size=batch_size)
         manager = TaskManager(include_path=folder, include_defaults=False)
         result = simple_evaluate(model=lm, tasks=[task], task_manager=manager, bootstrap_iters=0, random_seed=0)
     scores = result["results"][task]
