@@ -12,7 +12,7 @@ ON_INTERRUPT = ("every learned rotation's calibration is checkpointed under OUT/
                 "written)")
 FIELDS = ("model", "gguf_file", "wbits", "abits", "kvbits", "method", "damp", "chunk", "steps", "lr",
           "calib_windows", "window", "wikitext_window", "heldout_windows", "accuracy_items", "threads",
-          "device", "layers_per_step", "objective", "tokens_per_step", "rotor_layers")
+          "device", "layers_per_step", "objective", "optimizer", "tokens_per_step", "rotor_layers")
 
 
 def _windows(text):
@@ -46,11 +46,15 @@ def add_arguments(parser):
                         help="layers of chunk rotors in the rotor family, the coordinates dealt out across the chunks "
                              "between two (default 1: 2 C(log2 chunk, 2) parameters a chunk and layer)")
     parser.add_argument("--steps", type=int, default=None, help="training steps of a learned rotation (default 20)")
-    parser.add_argument("--lr", type=float, default=None, help="Adam rate of a learned rotation (Cayley: a tenth)")
+    parser.add_argument("--lr", type=float, default=None, help="Adam rate of a learned rotation, or the first step of --optimizer descent (Cayley: a tenth)")
     parser.add_argument("--objective", default=None,
                         help="training objective of a learned rotation: distill (default; KL to the original's "
                              "next-token distribution through the whole quantized network, straight-through "
                              "rounding) or error (the expected output error of the quantized layers, layer by layer)")
+    parser.add_argument("--optimizer", default=None,
+                        help="how a learned rotation follows its loss: adam (default; one calibration window drawn per "
+                             "step) or descent (distill only: steepest descent with a line search on every "
+                             "calibration window each step, the loss never rising; --lr is the first step's size)")
     parser.add_argument("--tokens-per-step", type=int, default=None,
                         help="distill: tokens of the calibration window drawn per step (default the whole window)")
     parser.add_argument("--layers-per-step", type=int, default=None,

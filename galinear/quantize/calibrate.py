@@ -25,9 +25,11 @@ r"""Calibration: what the quantizers and the learned rotations see of the calibr
   by :math:`\operatorname{tr}(W H W^T)`; with quantized activations it adds the same expected
   relative error of the per-token quantized stream rows. Each step draws ``layers_per_step`` decoder
   layers from a generator seeded by (seed, step).
-- Both run Adam and every ``checkpoint_every`` steps write the rotation, the optimiser state and the
-  loss history atomically (a safetensors state file, :func:`galinear._io.save_state`); a rerun
-  resumes from it and ends bit for bit where an uninterrupted run ends.
+- Both run Adam (:func:`galinear.quantize.optimise.adam`); distillation can instead run steepest
+  descent with a line search on every calibration window each step (``optimizer="descent"``,
+  :func:`galinear.quantize.optimise.descend`). Every ``checkpoint_every`` steps they write the
+  rotation, the optimiser state and the loss history atomically; a rerun resumes from it and ends
+  bit for bit where an uninterrupted run ends.
 
 The gradients of the rounding are straight-through estimates (the identity's), not the gradient of
 the forward: what is checked against central differences is each family's map from its parameters
@@ -35,16 +37,14 @@ to Q (``tests/quantize/test_learned_rotations.py``).
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 import torch
 from torch.func import functional_call
 
-from galinear import _io
 from galinear.lm import models
-from galinear.quantize import attention, fusion
+from galinear.quantize import attention, fusion, optimise
 from galinear.quantize.fusion import READERS, WRITERS
 from galinear.quantize.gptq import gptq_quantize
 from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits, quantize_activation, quantize_weight
@@ -193,35 +193,6 @@ def rotation_loss(Q, layer_weights, layer_stats, wbits: int, abits: int, symmetr
     return total / max(1, len(layer_weights))
 
 
-def _on_cpu(state: dict) -> dict:
-    """``state`` with its tensors on the CPU (a CPU tensor is itself, a tensor elsewhere copied)."""
-    return {k: v.detach().cpu() if torch.is_tensor(v) else v for k, v in state.items()}
-
-
-def _checkpoint_state(rotation, optimiser, step, history, settings) -> dict:
-    """What :func:`_optimise` checkpoints, its tensors on the CPU: the file loads on any device
-    (:func:`_restore` moves them to the rotation's)."""
-    opt = optimiser.state_dict()
-    return {"rotation": {k: v.detach().to("cpu", copy=True) for k, v in rotation.state_dict().items()},
-            "optimiser": {"state": {str(k): _on_cpu(v) for k, v in opt["state"].items()},
-                          "param_groups": opt["param_groups"]},
-            "step": step, "history": history, "settings": settings}
-
-
-def _restore(path, rotation, optimiser, settings):
-    """Resume from the checkpoint ``path`` (tensors read on the CPU; the rotation's and the optimiser's
-    ``load_state_dict`` move them to the rotation's device)."""
-    state = _io.load_state(path, fix="delete it to start the calibration again", pickles=False)
-    if state.get("settings") != settings:
-        raise ValueError(f"{path} holds a calibration of other settings ({state.get('settings')}); delete it or give "
-                         "another --out to start this one")
-    rotation.load_state_dict(state["rotation"])
-    opt = state["optimiser"]
-    optimiser.load_state_dict({"state": {int(k): v for k, v in opt["state"].items()},
-                               "param_groups": opt["param_groups"]})
-    return int(state["step"]), list(state["history"])
-
-
 def train_rotation(rotation, layer_weights: list, layer_stats: list, wbits: int, abits: int = 16, steps: int = 20,
                    lr: float = 1e-2, layers_per_step: int = 4, seed: int = 0, symmetric: bool = True,
                    rows_per_step: int | None = 64, p: float = 16.0, rotated=None,
@@ -260,34 +231,7 @@ def train_rotation(rotation, layer_weights: list, layer_stats: list, wbits: int,
         return rotation_loss(rotation.matrix(), [layer_weights[i] for i in pick], [layer_stats[i] for i in pick],
                              wbits, abits, symmetric, rows, p, rotated)
 
-    return _optimise(rotation, loss_at, settings, steps, lr, checkpoint, checkpoint_every, log, stop_after)
-
-
-def _optimise(rotation, loss_at, settings: dict, steps: int, lr: float, checkpoint, checkpoint_every: int, log,
-              stop_after) -> dict:
-    """Adam on ``rotation``'s parameters, one step per ``loss_at(step)``, checkpointed atomically every
-    ``checkpoint_every`` steps and resumed from ``checkpoint`` when it holds the same ``settings``."""
-    params = [p for p in rotation.parameters() if p.requires_grad]
-    optimiser = torch.optim.Adam(params, lr=lr)
-    start, history = 0, []
-    if checkpoint and os.path.exists(checkpoint):
-        start, history = _restore(checkpoint, rotation, optimiser, settings)
-    t0 = time.perf_counter()
-    done = 0
-    for step in range(start, steps):
-        if stop_after is not None and done >= stop_after:
-            break
-        optimiser.zero_grad(set_to_none=True)
-        loss = loss_at(step)
-        loss.backward()
-        optimiser.step()
-        history.append(float(loss.detach()))
-        done += 1
-        if log:
-            log(f"{rotation.family} step {step + 1}/{steps}: {settings['objective']} loss {history[-1]:.5f}")
-        if checkpoint and ((step + 1) % checkpoint_every == 0 or step + 1 == steps):
-            _io.save_state(checkpoint, _checkpoint_state(rotation, optimiser, step + 1, history, settings))
-    return {"history": history, "seconds": time.perf_counter() - t0, "steps": len(history), "resumed_from": start}
+    return optimise.adam(rotation, loss_at, settings, steps, lr, checkpoint, checkpoint_every, log, stop_after)
 
 
 # ------------------------------------------------------------------------------------ distillation
@@ -351,7 +295,7 @@ class _RotatedWeights:
 def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16, steps: int = 20, lr: float = 1e-2,
                      seed: int = 0, symmetric: bool = True, tokens_per_step: int | None = None,
                      checkpoint: str | None = None, checkpoint_every: int = 5, log=None,
-                     stop_after: int | None = None, kvbits: int = 16, r3=None) -> dict:
+                     stop_after: int | None = None, kvbits: int = 16, r3=None, optimizer: str = "adam") -> dict:
     r"""Learn ``rotation``'s parameters by distillation (module doc): each step, on one calibration
     window drawn by (seed, step) (its first ``tokens_per_step`` tokens when given), the mean over
     tokens of :math:`\mathrm{KL}(p \,\|\, \hat p)` between the next-token distribution p of
@@ -361,9 +305,14 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     ``abits < 16``, and the KV cache per token and head after RoPE when ``kvbits < 16``, Q and K
     rotated per head by ``r3`` after RoPE when given (:mod:`galinear.quantize.attention`; ``r3``
     changes nothing with the cache in floating point and is then not used), both with
-    straight-through rounding too. ``model`` is left unchanged; the rotation moves to its device (in
-    place), and each window as it is read. Returns as :func:`train_rotation` does."""
+    straight-through rounding too. ``optimizer="descent"`` follows instead the mean of that KL over
+    every window (each cut to ``tokens_per_step`` tokens), the same tokens every step
+    (:func:`galinear.quantize.optimise.descend`). ``model`` is left unchanged; the rotation moves to
+    its device (in place), and each window as it is read. Returns as :func:`train_rotation` does
+    (with ``"line_search"`` for the descent)."""
     check_bits(kvbits, "KV cache", ACTIVATION_BITS, "--kvbits")
+    if optimizer not in optimise.OPTIMIZERS:
+        raise ValueError(f"--optimizer: unknown optimizer {optimizer!r}; choose {' or '.join(optimise.OPTIMIZERS)}")
     if not any(p.requires_grad for p in rotation.parameters()):
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     device = models.input_device(model)
@@ -378,6 +327,8 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
         if attention.kv_quantizer(model) is not None:
             raise ValueError("distill_rotation quantizes the KV cache itself; give it a model without one installed")
         attention.remove_kv_quantizer(attention.install_kv_quantizer(model, kvbits, r3))  # bad input fails here
+    if optimizer != "adam":  # absent for Adam, so checkpoints from before this setting still match
+        settings.update(optimizer=optimizer, halvings=optimise.HALVINGS)
     frozen = [p for p in model.parameters() if p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)
@@ -414,32 +365,25 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
         draw = np.random.default_rng([seed, step])
         return kl(int(draw.integers(len(windows))), tokens_per_step)
 
+    def every_window() -> torch.Tensor:
+        return sum(kl(i, tokens_per_step) for i in range(len(windows))) / len(windows)
+
     def calibration_kl() -> float:
         with torch.no_grad():
             return float(sum(kl(i, None) for i in range(len(windows))) / len(windows))
 
     try:
-        result = _optimise(rotation, loss_at, settings, steps, lr, checkpoint, checkpoint_every, log, stop_after)
-        if stop_after is None or result["steps"] + result["resumed_from"] >= steps:
-            result.update(_keep_better(rotation, calibration_kl, log))
+        if optimizer == "descent":
+            result = optimise.descend(rotation, every_window, settings, steps, lr, checkpoint, checkpoint_every, log,
+                                      stop_after)
+            finished = result["line_search"]["stopped"] or result["steps"] + result["resumed_from"] >= steps
+        else:
+            result = optimise.adam(rotation, loss_at, settings, steps, lr, checkpoint, checkpoint_every, log,
+                                   stop_after)
+            finished = result["steps"] + result["resumed_from"] >= steps
+        if stop_after is None or finished:
+            result.update(optimise.keep_better(rotation, calibration_kl, log))
         return result
     finally:
         for p in frozen:
             p.requires_grad_(True)
-
-
-def _keep_better(rotation, score, log=None) -> dict:
-    """Score the trained parameters and the start (every learned parameter zero: the Hadamard
-    :math:`Q_0`) with ``score()`` (lower is better) and keep the better; returns both and which was kept."""
-    trained = {k: v.detach().clone() for k, v in rotation.state_dict().items()}
-    end = score()
-    with torch.no_grad():
-        for p in rotation.parameters():
-            p.zero_()
-    start = score()
-    kept = "start" if start <= end else "trained"
-    if kept == "trained":
-        rotation.load_state_dict(trained)
-    if log:
-        log(f"{rotation.family}: calibration KL {start:.5f} at the start, {end:.5f} trained; kept the {kept} one")
-    return {"calibration_kl": {"start": start, "trained": end, "kept": kept}}

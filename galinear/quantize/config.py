@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from galinear.lm.sources import DEFAULT_MODEL
+from galinear.quantize.optimise import OPTIMIZERS
 from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits
 from galinear.quantize.rotations import FAMILIES
 
@@ -34,6 +35,7 @@ class QuantizeConfig:
     chunk: int | None = None
     rotor_layers: int = 1
     objective: str = "distill"
+    optimizer: str = "adam"
     steps: int = 20
     lr: float = 0.02
     tokens_per_step: int | None = None
@@ -71,6 +73,11 @@ class QuantizeConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"--objective: unknown training objective {self.objective!r}; choose "
                              f"{' or '.join(OBJECTIVES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"--optimizer: unknown optimizer {self.optimizer!r}; choose {' or '.join(OPTIMIZERS)}")
+        if self.optimizer == "descent" and self.objective != "distill":
+            raise ValueError("--optimizer descent follows the distillation loss over every calibration window; give "
+                             "--objective distill, or --optimizer adam for --objective error")
         if self.tokens_per_step is not None and (isinstance(self.tokens_per_step, bool)
                                                  or not isinstance(self.tokens_per_step, int)
                                                  or self.tokens_per_step < 2):

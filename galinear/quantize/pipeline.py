@@ -104,13 +104,15 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
         os.makedirs(folder, exist_ok=True)
         depth = f"-l{config.rotor_layers}" if family == "rotor" and config.rotor_layers > 1 else ""
         kv = f"kv{config.kvbits}" if config.objective == "distill" and config.kvbits < 16 else ""
-        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}-w{config.wbits}a{config.abits}{kv}"
+        how = "" if config.optimizer == "adam" else f"-{config.optimizer}"
+        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}{how}-w{config.wbits}a{config.abits}{kv}"
                                           f"-s{seed}.safetensors")
         lr = config.lr / 10 if family == "cayley" else config.lr
         if config.objective == "distill":
             training = calibrate.distill_rotation(model, rotation, calib, config.wbits, config.abits, config.steps, lr,
                                                   seed, config.symmetric, config.tokens_per_step,
-                                                  checkpoint=checkpoint, log=log, kvbits=config.kvbits, r3=r3)
+                                                  checkpoint=checkpoint, log=log, kvbits=config.kvbits, r3=r3,
+                                                  optimizer=config.optimizer)
         else:
             stats = calibrate.capture_layers(model, calib, range(len(models.decoder_layers(model))), seed=seed)
             training = calibrate.train_rotation(rotation, _layer_weights(model), stats, config.wbits, config.abits,

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from galinear import _io  # noqa: E402
 from galinear.cli import build_parser, main  # noqa: E402
 from galinear.commands.quantize import config_from_args  # noqa: E402
-from galinear.quantize import calibrate  # noqa: E402
+from galinear.quantize import calibrate, optimise  # noqa: E402
 from galinear.quantize.config import QuantizeConfig, check_device  # noqa: E402
 from galinear.quantize.rotations import Rotation  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
@@ -129,7 +129,7 @@ def test_a_learned_rotation_checkpoint_loads_onto_the_device_the_rotation_was_mo
     # parameters stay where the rotation is and Adam's moments follow them there
     moved = Rotation("rotor", 32, 0).to("meta")
     optimiser = torch.optim.Adam([p for p in moved.parameters() if p.requires_grad], lr=0.01)
-    step, history = calibrate._restore(path, moved, optimiser, state["settings"])
+    step, history = optimise._restore(path, moved, optimiser, state["settings"])
     assert (step, history) == (2, trained["history"])
     assert {t.device.type for t in moved.state_dict().values()} == {"meta"}
     moments = [t for s in optimiser.state_dict()["state"].values() for k, t in s.items() if k != "step"]

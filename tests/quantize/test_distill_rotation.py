@@ -9,7 +9,7 @@ import torch
 from torch.func import functional_call
 
 from galinear.lm import models
-from galinear.quantize import calibrate, fusion
+from galinear.quantize import calibrate, fusion, optimise
 from galinear.quantize.quantizers import quantize_weight
 from galinear.quantize.pipeline import prepare
 from galinear.quantize.rotations import Rotation
@@ -112,10 +112,10 @@ def test_the_start_is_kept_when_training_does_not_help():
     rotation = _moved(Rotation("rotor", 32, seed=0, chunk=16))
     trained = {k: v.clone() for k, v in rotation.state_dict().items()}
     # a score that prefers the start (all learned parameters zero)
-    kept = calibrate._keep_better(rotation, lambda: float(sum(p.detach().abs().sum() for p in rotation.parameters())))
+    kept = optimise.keep_better(rotation, lambda: float(sum(p.detach().abs().sum() for p in rotation.parameters())))
     assert kept["calibration_kl"]["kept"] == "start"
     assert all(float(p.detach().abs().max()) == 0 for p in rotation.parameters())
     rotation.load_state_dict(trained)
-    kept = calibrate._keep_better(rotation, lambda: -float(sum(p.detach().abs().sum() for p in rotation.parameters())))
+    kept = optimise.keep_better(rotation, lambda: -float(sum(p.detach().abs().sum() for p in rotation.parameters())))
     assert kept["calibration_kl"]["kept"] == "trained"
     assert all(torch.equal(v, trained[k]) for k, v in rotation.state_dict().items())
