@@ -102,25 +102,6 @@ def pytest_configure(config):
     torch.set_num_threads(share)
 
 
-def _thread_state() -> dict:
-    """This process's thread settings that a test can change for the tests after it: torch's and
-    numba's counts (of the libraries already started: reading numba's count would start its pool)
-    and the installed :class:`galinear.optim.threads.ThreadGovernor`."""
-    import sys
-
-    state = {}
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        state["torch"] = torch.get_num_threads()
-    parallel = sys.modules.get("numba.np.ufunc.parallel")
-    if parallel is not None and parallel._is_initialized:
-        state["numba"] = parallel.get_num_threads()
-    policy = sys.modules.get("galinear.optim.threads")
-    if policy is not None:
-        state["governor"] = policy.active()
-    return state
-
-
 @pytest.hookimpl(hookwrapper=True)  # the old style: pytest >= 7 (setup.cfg)
 def pytest_runtest_protocol(item, nextitem):
     """Every test ends with the thread settings it started with (pytest_configure's under
@@ -128,17 +109,10 @@ def pytest_runtest_protocol(item, nextitem):
     core (a ``--threads auto`` run keeps the count its governor chose last) makes the later tests
     of its worker spin two OpenMP pools against the other worker: a tiny distillation then takes
     25 s instead of half a second."""
-    import sys
+    from galinear.optim import threads
 
-    before = _thread_state()
-    yield
-    after = _thread_state()
-    if "numba" in before and after.get("numba") != before["numba"]:  # numba's first: see set_counts
-        sys.modules["numba.np.ufunc.parallel"].set_num_threads(before["numba"])
-    if "torch" in before and after.get("torch") != before["torch"]:
-        sys.modules["torch"].set_num_threads(before["torch"])
-    if "governor" in before and after.get("governor") is not before["governor"]:
-        sys.modules["galinear.optim.threads"].use(before["governor"])
+    with threads.kept():
+        yield
 
 
 @pytest.fixture

@@ -46,7 +46,9 @@ def add_arguments(parser):
                         help="layers of chunk rotors in the rotor family, the coordinates dealt out across the chunks "
                              "between two (default 1: 2 C(log2 chunk, 2) parameters a chunk and layer)")
     parser.add_argument("--steps", type=int, default=None, help="training steps of a learned rotation (default 20)")
-    parser.add_argument("--lr", type=float, default=None, help="Adam rate of a learned rotation, or the first step of --optimizer descent (Cayley: a tenth)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="Adam rate of a learned rotation, or the first step of --optimizer descent (Cayley: a "
+                             "tenth)")
     parser.add_argument("--objective", default=None,
                         help="training objective of a learned rotation: distill (default; KL to the original's "
                              "next-token distribution through the whole quantized network, straight-through "

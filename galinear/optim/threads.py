@@ -33,13 +33,16 @@ process: train-lm's steps, the fits and distillation of ``galinear compress``.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
+import sys
 import time
 from typing import Callable
 
-__all__ = ["ThreadGovernor", "active", "candidate_counts", "install", "set_counts", "use"]
+__all__ = ["ThreadGovernor", "active", "candidate_counts", "install", "kept", "restore", "set_counts", "snapshot",
+           "use"]
 
 
 def candidate_counts(most: int) -> tuple[int, ...]:
@@ -250,3 +253,45 @@ def install(most: int | None = None) -> ThreadGovernor:
     governor.calibrate()
     use(governor)
     return governor
+
+
+def snapshot() -> dict:
+    """This process's thread settings that a study or a test may change: torch's count (once torch is
+    imported), numba's (None while its pool has not started: reading the count would start it) and
+    the governor installed by :func:`use`. :func:`restore` puts them back."""
+    state = {"governor": _ACTIVE, "numba": None}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["torch"] = torch.get_num_threads()
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is not None and getattr(parallel, "_is_initialized", False):
+        state["numba"] = parallel.get_num_threads()
+    return state
+
+
+def restore(state: dict) -> None:
+    """Put back the settings of :func:`snapshot` (numba's count first: starting its pool can reset
+    torch's). A numba pool started since the snapshot goes back to the count an unstarted pool starts
+    with (``numba.config.NUMBA_NUM_THREADS``); a count that is already right is left alone."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is not None and getattr(parallel, "_is_initialized", False):
+        count = state.get("numba") or sys.modules["numba"].config.NUMBA_NUM_THREADS
+        if parallel.get_num_threads() != count:
+            parallel.set_num_threads(count)
+    if "torch" in state:
+        torch = sys.modules["torch"]
+        if torch.get_num_threads() != state["torch"]:
+            torch.set_num_threads(state["torch"])
+    if _ACTIVE is not state.get("governor"):
+        use(state.get("governor"))
+
+
+@contextlib.contextmanager
+def kept():
+    """``with kept():`` the block may set thread counts and install a governor; the process has its
+    own back when the block ends, however it ends."""
+    state = snapshot()
+    try:
+        yield
+    finally:
+        restore(state)

@@ -15,6 +15,7 @@ import torch
 
 from galinear import _io
 from galinear.lm import models
+from galinear.optim import threads
 from galinear.quantize import attention, fusion
 from galinear.quantize.config import QuantizeConfig
 from galinear.quantize.cost import online_cost
@@ -151,15 +152,13 @@ def run(config: QuantizeConfig, log=print) -> dict:
     {"rows", "table", "online", "wikitext"}; writes ``results.json`` and ``results.md`` in ``out_dir``, the
     JSON after every row. Rerun in the same ``out_dir`` it skips the finished rows, adds the rows of new
     families and seeds, refuses other settings, and scores its rows again where :data:`SCORING` changed.
-    ``config.threads`` holds for the study; torch's thread count is what it was when it returns."""
+    ``config.threads`` holds for the study; the process has its thread settings back when it returns
+    (:func:`galinear.optim.threads.kept`)."""
     config.check()
-    threads = torch.get_num_threads()
-    try:
+    with threads.kept():
         if config.threads:
             torch.set_num_threads(config.threads)
         return _study(config, log)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _study(config: QuantizeConfig, log) -> dict:
