@@ -14,6 +14,8 @@ import pytest
 
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "numba"))
 
+from galinear.optim import threads  # noqa: E402  (light: torch and numba are read from sys.modules)
+
 TESTS = Path(__file__).resolve().parent
 #: Test folders and files (relative to tests/) that need only the core install: numpy, sympy,
 #: numba and the test extra, no torch. Their tests get the ``core`` mark, and ``make test-core``
@@ -109,8 +111,6 @@ def pytest_runtest_protocol(item, nextitem):
     core (a ``--threads auto`` run keeps the count its governor chose last) makes the later tests
     of its worker spin two OpenMP pools against the other worker: a tiny distillation then takes
     25 s instead of half a second."""
-    from galinear.optim import threads
-
     with threads.kept():
         yield
 
