@@ -120,69 +120,74 @@ class Study:
     """
 
     def __init__(self, config: StudyConfig, loaded: models.LoadedModel | None = None, texts: dict | None = None):
-        self.config = asked = config
+        self.config = config
         self.ranks = distributed.current()
         self.log = Log(config.verbose, self.ranks.rank if self.ranks.size > 1 else None)
         check(config, loaded, texts)
         self._outside = thread_policy.snapshot()  # what close() gives back
         try:
-            self.governor = None
-            if config.threads == "auto":  # every fit's and distillation's steps at the count measured fastest
-                # calibrated now: the model load, captures and evaluations run at its count
-                self.governor = thread_policy.install(distributed.default_threads(self.ranks))
-            threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
-            if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
-                thread_policy.set_counts(threads)
-            files = dict(config.text_files)
-            raw = {name: texts[name] if texts is not None and name in texts else _load_text(name, files, config)
-                   for name in config.datasets}
-            budget = config.stride * (3 * config.train_windows + 4 * config.eval_windows + 4 * config.group + 8)
-            for name, text in raw.items():  # before the model loads: no text gives more tokens than UTF-8 bytes
-                if not isinstance(text, str) or not text:
-                    raise ValueError(f"the {name} text is empty; give a text with at least one window of "
-                                     f"{config.window} tokens")
-                most = budget + config.window if len(text) >= budget + config.window else len(text.encode("utf-8", "replace"))
-                split_text(name, np.zeros(most, dtype=np.int64), config, upper_bound=True)
-            self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
-            self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
-            self.log(f"model {self.loaded.name} loaded")
-            self.model = self.loaded.model
-            if sequential.has_all(config.layer_sets):  # --layers all: every decoder layer, in order
-                config = self.config = dataclasses.replace(config, layer_sets=sequential.expand_layer_sets(
-                    config.layer_sets, len(models.decoder_layers(self.model))))
-            all_layers = sorted({layer for s in config.layer_sets for layer in s})
-            models.check_model(self.model, all_layers, config.targets)
-            for s in config.layer_sets:
-                models.check_model(self.model, list(s), config.targets)
-            check_loaded(config, self.model, given=loaded is not None)  # before any fit
-            self.windows = {}
-            bos = win.bos_token(self.loaded.tokenizer)
-            if bos is not None:
-                self.log(f"the tokenizer adds a BOS token (id {bos}): every window starts with it")
-            for name, text in raw.items():
-                tokens = win.tokenize(self.loaded.tokenizer, text, max_tokens=budget + config.window)
-                self.windows[name] = split_text(name, tokens, config, bos)
-            del raw
-            self.log("texts tokenised and split")
-            self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config), self.log)
-            if self.ranks.rank == 0:  # --out and --save hold this study only (galinear.compress.study.folders)
-                study_folders.claim(asked, self.store.key, self.log)
-            self.ranks.barrier()
-            self.wikitext = scoring.setup_wikitext(config, self.loaded.tokenizer, self.model, self.store, bos, self.log)
-            self.eval_datasets = scoring.eval_datasets(self.wikitext, self.windows)
-            self.work, self.results_path = self.store.work, self.store.results_path
-            self._load_results()
-            first = next(iter(self.windows.values()))
-            skip = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0], max(1, min(all_layers)))
-            self.bars = show_bars(config.progress)
-            self.captures = Captures(self.model, self.windows, self.store, mse_windows=config.mse_windows,
-                                     shard_windows=config.shard_windows, skip_lower_layers=skip, log=self.log,
-                                     bars=self.bars)
-            self.fitting = Fitting(self.model, config, self.store, self.captures, self.log, self.bars)
-            self._model_params = methods.count_parameters(self.model)
+            self._start(config, loaded, texts)
         except BaseException:  # a study that could not be made gives the threads back at once
             self.close()
             raise
+
+    def _start(self, config: StudyConfig, loaded, texts) -> None:
+        """The work of making the study (its thread counts first), after the checks."""
+        asked = config
+        self.governor = None
+        if config.threads == "auto":  # every fit's and distillation's steps at the count measured fastest
+            # calibrated now: the model load, captures and evaluations run at its count
+            self.governor = thread_policy.install(distributed.default_threads(self.ranks))
+        threads = None if config.threads == "auto" else config.threads or distributed.default_threads(self.ranks)
+        if threads:  # torch's and numba's pools alike: oversubscribed OpenMP pools spin against each other
+            thread_policy.set_counts(threads)
+        files = dict(config.text_files)
+        raw = {name: texts[name] if texts is not None and name in texts else _load_text(name, files, config)
+               for name in config.datasets}
+        budget = config.stride * (3 * config.train_windows + 4 * config.eval_windows + 4 * config.group + 8)
+        for name, text in raw.items():  # before the model loads: no text gives more tokens than UTF-8 bytes
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"the {name} text is empty; give a text with at least one window of "
+                                 f"{config.window} tokens")
+            most = budget + config.window if len(text) >= budget + config.window else len(text.encode("utf-8", "replace"))
+            split_text(name, np.zeros(most, dtype=np.int64), config, upper_bound=True)
+        self.loaded = loaded if loaded is not None else models.load_model(config.model, config.gguf_file)
+        self._model_source = (config.model, config.gguf_file) if loaded is None else (None, None)
+        self.log(f"model {self.loaded.name} loaded")
+        self.model = self.loaded.model
+        if sequential.has_all(config.layer_sets):  # --layers all: every decoder layer, in order
+            config = self.config = dataclasses.replace(config, layer_sets=sequential.expand_layer_sets(
+                config.layer_sets, len(models.decoder_layers(self.model))))
+        all_layers = sorted({layer for s in config.layer_sets for layer in s})
+        models.check_model(self.model, all_layers, config.targets)
+        for s in config.layer_sets:
+            models.check_model(self.model, list(s), config.targets)
+        check_loaded(config, self.model, given=loaded is not None)  # before any fit
+        self.windows = {}
+        bos = win.bos_token(self.loaded.tokenizer)
+        if bos is not None:
+            self.log(f"the tokenizer adds a BOS token (id {bos}): every window starts with it")
+        for name, text in raw.items():
+            tokens = win.tokenize(self.loaded.tokenizer, text, max_tokens=budget + config.window)
+            self.windows[name] = split_text(name, tokens, config, bos)
+        del raw
+        self.log("texts tokenised and split")
+        self.store = Store(config, fingerprint(self.model, self.loaded.tokenizer, self.windows, config), self.log)
+        if self.ranks.rank == 0:  # --out and --save hold this study only (galinear.compress.study.folders)
+            study_folders.claim(asked, self.store.key, self.log)
+        self.ranks.barrier()
+        self.wikitext = scoring.setup_wikitext(config, self.loaded.tokenizer, self.model, self.store, bos, self.log)
+        self.eval_datasets = scoring.eval_datasets(self.wikitext, self.windows)
+        self.work, self.results_path = self.store.work, self.store.results_path
+        self._load_results()
+        first = next(iter(self.windows.values()))
+        skip = activations.skip_is_exact(self.model, first.batch(first.heldout[:1])[0], max(1, min(all_layers)))
+        self.bars = show_bars(config.progress)
+        self.captures = Captures(self.model, self.windows, self.store, mse_windows=config.mse_windows,
+                                 shard_windows=config.shard_windows, skip_lower_layers=skip, log=self.log,
+                                 bars=self.bars)
+        self.fitting = Fitting(self.model, config, self.store, self.captures, self.log, self.bars)
+        self._model_params = methods.count_parameters(self.model)
 
     def close(self) -> None:
         """Give the process back the thread settings it had before this study set its own (torch's and
