@@ -4,15 +4,15 @@ import os
 from galinear.commands._config_options import positive_int
 from galinear.commands._report import fail
 
-HELP = ("Quantize a causal LM after training (simulated (fake) quantization: weights per output channel by RTN or "
-        "GPTQ, activations per token, KV cache per head) with a rotation of the residual stream fused into the "
+HELP = ("Quantize a causal LM after training (simulated (fake) quantization: weights per output channel or group by "
+        "RTN or GPTQ, activations per token, KV cache per head) with a rotation of the residual stream fused into the "
         "weights, one row per rotation family (none, hadamard, cayley, butterfly, rotor) and seed, scored by ln PPL "
         "on WikiText-2 and held-out Wikipedia")
 ON_INTERRUPT = ("every learned rotation's calibration is checkpointed under OUT/calibration (no file is left half "
                 "written)")
 FIELDS = ("model", "gguf_file", "wbits", "abits", "kvbits", "method", "damp", "chunk", "steps", "lr",
           "calib_windows", "window", "wikitext_window", "heldout_windows", "accuracy_items", "threads",
-          "device", "layers_per_step", "objective", "optimizer", "tokens_per_step", "rotor_layers")
+          "device", "layers_per_step", "objective", "optimizer", "tokens_per_step", "rotor_layers", "group_size")
 
 
 def _windows(text):
@@ -34,6 +34,9 @@ def add_arguments(parser):
     parser.add_argument("--kvbits", type=int, default=None, help="KV cache bits, 2..16; 16: not quantized (default)")
     parser.add_argument("--method", default=None, help="weight quantizer: rtn (default) or gptq")
     parser.add_argument("--asymmetric", action="store_true", help="asymmetric weight grids (default symmetric)")
+    parser.add_argument("--group-size", type=int, default=None,
+                        help="one weight grid per this many consecutive input columns of each output channel (64 or "
+                             "128 for example; default: one grid per output channel)")
     parser.add_argument("--damp", type=float, default=None, help="GPTQ damping, a share of mean(diag H) (default 0.01)")
     parser.add_argument("--no-act-order", action="store_true", help="GPTQ in column order (default: act-order)")
     parser.add_argument("--rotations", default=None,

@@ -1,6 +1,6 @@
 """Post-training quantization of causal LMs with rotations fused into the weights, all simulated
-(fake) quantization in torch: weights per output channel (RTN or GPTQ), activations per token, the
-KV cache per token and head, K after RoPE.
+(fake) quantization in torch: weights per output channel or group (RTN or GPTQ), activations per
+token, the KV cache per token and head, K after RoPE.
 
 - :mod:`galinear.quantize.quantizers`, :mod:`galinear.quantize.gptq`: the quantizers;
 - :mod:`galinear.quantize.hadamard`: Hadamard matrices of the models' widths (Paley and Sylvester);

@@ -47,7 +47,8 @@ from galinear.lm import models
 from galinear.quantize import attention, fusion, optimise
 from galinear.quantize.fusion import READERS, WRITERS
 from galinear.quantize.gptq import gptq_quantize
-from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits, quantize_activation, quantize_weight
+from galinear.quantize.quantizers import (ACTIVATION_BITS, check_bits, check_group_size, quantize_activation,
+                                          quantize_weight)
 from galinear.quantize.rotations import times_stages
 
 __all__ = ["LINEARS", "capture_layer", "capture_layers", "quantize_weights", "train_rotation", "distill_rotation",
@@ -121,9 +122,10 @@ def capture_layer(model, windows, layer: int, sample_rows: int = SAMPLE_ROWS, se
 
 
 def quantize_weights(model, bits: int, method: str = "rtn", symmetric: bool = True, windows=None,
-                     damp: float = 0.01, act_order: bool = True, log=None) -> dict:
+                     damp: float = 0.01, act_order: bool = True, log=None, group_size: int | None = None) -> dict:
     """Quantize every linear layer of every decoder layer in place (the embeddings and the head stay
-    in floating point, as in QuaRot and SpinQuant); returns {"seconds", "layers"}."""
+    in floating point, as in QuaRot and SpinQuant), one grid per output channel or per run of
+    ``group_size`` input columns of each; returns {"seconds", "layers"}."""
     if method not in ("rtn", "gptq"):
         raise ValueError(f"--method: unknown weight quantizer {method!r}; choose rtn or gptq")
     if method == "gptq" and not windows:
@@ -136,9 +138,9 @@ def quantize_weights(model, bits: int, method: str = "rtn", symmetric: bool = Tr
             linear = models.projection(model, index, name)
             w = linear.weight.detach()
             if method == "gptq":
-                q = gptq_quantize(w, stats[name]["hessian"], bits, symmetric, damp, act_order)
+                q = gptq_quantize(w, stats[name]["hessian"], bits, symmetric, damp, act_order, group_size=group_size)
             else:
-                q = quantize_weight(w, bits, symmetric)
+                q = quantize_weight(w, bits, symmetric, group_size=group_size)
             with torch.no_grad():
                 linear.weight.copy_(q)
         if log and method == "gptq":
@@ -241,8 +243,8 @@ class _RotatedWeights:
     product of block-diagonal stages (:meth:`~galinear.quantize.rotations.Rotation.learned_stages`),
     is applied per step by one batched chunk product per stage and matrix."""
 
-    def __init__(self, model, rotation, wbits: int, symmetric: bool):
-        self.rotation, self.wbits, self.symmetric = rotation, wbits, symmetric
+    def __init__(self, model, rotation, wbits: int, symmetric: bool, group_size: int | None = None):
+        self.rotation, self.wbits, self.symmetric, self.group_size = rotation, wbits, symmetric, group_size
         self.mode = fusion.r1_mode(model)
         names = {id(p): n for n, p in model.named_parameters()}
         names.update({id(b): n for n, b in model.named_buffers()})
@@ -287,15 +289,16 @@ class _RotatedWeights:
         out = {}
         for key, kind, V, quantized in self.fixed:
             rotated = self._times(V, kind, L, stages)
-            out[key] = quantize_weight(rotated, self.wbits, self.symmetric, straight_through=True) \
-                if quantized and self.wbits is not None else rotated
+            out[key] = quantize_weight(rotated, self.wbits, self.symmetric, straight_through=True,
+                                       group_size=self.group_size) if quantized and self.wbits is not None else rotated
         return out
 
 
 def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16, steps: int = 20, lr: float = 1e-2,
                      seed: int = 0, symmetric: bool = True, tokens_per_step: int | None = None,
                      checkpoint: str | None = None, checkpoint_every: int = 5, log=None,
-                     stop_after: int | None = None, kvbits: int = 16, r3=None, optimizer: str = "adam") -> dict:
+                     stop_after: int | None = None, kvbits: int = 16, r3=None, optimizer: str = "adam",
+                     group_size: int | None = None) -> dict:
     r"""Learn ``rotation``'s parameters by distillation (module doc): each step, on one calibration
     window drawn by (seed, step) (its first ``tokens_per_step`` tokens when given), the mean over
     tokens of :math:`\mathrm{KL}(p \,\|\, \hat p)` between the next-token distribution p of
@@ -305,7 +308,8 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
     ``abits < 16``, and the KV cache per token and head after RoPE when ``kvbits < 16``, Q and K
     rotated per head by ``r3`` after RoPE when given (:mod:`galinear.quantize.attention`; ``r3``
     changes nothing with the cache in floating point and is then not used), both with
-    straight-through rounding too. ``optimizer="descent"`` follows instead the mean of that KL over
+    straight-through rounding too; the weights' grids are those of :func:`quantize_weights` with
+    ``group_size``. ``optimizer="descent"`` follows instead the mean of that KL over
     every window (each cut to ``tokens_per_step`` tokens), the same tokens every step
     (:func:`galinear.quantize.optimise.descend`). ``model`` is left unchanged; the rotation moves to
     its device (in place), and each window as it is read. Returns as :func:`train_rotation` does
@@ -317,7 +321,7 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
         return {"history": [], "seconds": 0.0, "steps": 0, "resumed_from": 0}
     device = models.input_device(model)
     rotation.to(device)
-    weights = _RotatedWeights(model, rotation, wbits, symmetric)
+    weights = _RotatedWeights(model, rotation, wbits, symmetric, check_group_size(group_size))
     settings = {"objective": "distill", "family": rotation.family, "width": rotation.width,
                 "layers": rotation.layers, "seed": seed,
                 "steps": steps, "lr": lr, "windows": len(windows), "tokens_per_step": tokens_per_step,
@@ -329,6 +333,8 @@ def distill_rotation(model, rotation, windows: list, wbits: int, abits: int = 16
         attention.remove_kv_quantizer(attention.install_kv_quantizer(model, kvbits, r3))  # bad input fails here
     if optimizer != "adam":  # absent for Adam, so checkpoints from before this setting still match
         settings.update(optimizer=optimizer, halvings=optimise.HALVINGS)
+    if group_size is not None:  # absent for one grid per channel, for the same reason
+        settings.update(group_size=group_size)
     frozen = [p for p in model.parameters() if p.requires_grad]
     for p in frozen:
         p.requires_grad_(False)

@@ -8,7 +8,7 @@ import torch
 
 from galinear.lm.sources import DEFAULT_MODEL
 from galinear.quantize.optimise import OPTIMIZERS
-from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits
+from galinear.quantize.quantizers import ACTIVATION_BITS, check_bits, check_group_size
 from galinear.quantize.rotations import FAMILIES
 
 __all__ = ["QuantizeConfig", "OBJECTIVES", "PRESETS", "preset", "check_device"]
@@ -28,6 +28,7 @@ class QuantizeConfig:
     kvbits: int = 16
     method: str = "rtn"
     symmetric: bool = True
+    group_size: int | None = None
     damp: float = 0.01
     act_order: bool = True
     rotations: tuple = FAMILIES
@@ -56,6 +57,10 @@ class QuantizeConfig:
 
     def check(self) -> None:
         check_bits(self.wbits)
+        check_group_size(self.group_size)
+        if self.group_size is not None and self.objective == "error":
+            raise ValueError("--objective error takes one grid per output channel; give --objective distill with "
+                             "--group-size, or leave --group-size out")
         if isinstance(self.rotor_layers, bool) or not isinstance(self.rotor_layers, int) or self.rotor_layers < 1:
             raise ValueError(f"--rotor-layers must be an integer >= 1, got {self.rotor_layers!r}")
         check_bits(self.abits, "activation", ACTIVATION_BITS, "--abits")

@@ -105,14 +105,15 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
         depth = f"-l{config.rotor_layers}" if family == "rotor" and config.rotor_layers > 1 else ""
         kv = f"kv{config.kvbits}" if config.objective == "distill" and config.kvbits < 16 else ""
         how = "" if config.optimizer == "adam" else f"-{config.optimizer}"
-        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}{how}-w{config.wbits}a{config.abits}{kv}"
-                                          f"-s{seed}.safetensors")
+        groups = "" if config.group_size is None else f"g{config.group_size}"
+        checkpoint = os.path.join(folder, f"{family}{depth}-{config.objective}{how}-w{config.wbits}{groups}"
+                                          f"a{config.abits}{kv}-s{seed}.safetensors")
         lr = config.lr / 10 if family == "cayley" else config.lr
         if config.objective == "distill":
             training = calibrate.distill_rotation(model, rotation, calib, config.wbits, config.abits, config.steps, lr,
                                                   seed, config.symmetric, config.tokens_per_step,
                                                   checkpoint=checkpoint, log=log, kvbits=config.kvbits, r3=r3,
-                                                  optimizer=config.optimizer)
+                                                  optimizer=config.optimizer, group_size=config.group_size)
         else:
             stats = calibrate.capture_layers(model, calib, range(len(models.decoder_layers(model))), seed=seed)
             training = calibrate.train_rotation(rotation, _layer_weights(model), stats, config.wbits, config.abits,
@@ -123,7 +124,7 @@ def quantize_model(model, config: QuantizeConfig, family: str, seed: int, calib,
         fusion.apply_r1(model, rotation)
     calibration_seconds = time.perf_counter() - t0
     weights = calibrate.quantize_weights(model, config.wbits, config.method, config.symmetric, calib, config.damp,
-                                         config.act_order, log=log)
+                                         config.act_order, log=log, group_size=config.group_size)
     activations = install_activation_quantizers(model, config.abits, config.kvbits, calib, r3)
     return {"rotation": rotation.describe(), "rotation_parameters": rotation.num_parameters(),
             "cayley_parameters": dense_parameters(rotation.width), "training": training,

@@ -5,10 +5,12 @@ grid points, :math:`\hat w = s\,(q - z)`, so a model keeps its modules and dtype
 exactly the quantization error.
 
 - Weights (:func:`quantize_weight`): one grid per output channel (a row of the (out, in) matrix),
-  symmetric (:math:`z = 2^{b-1}`, :math:`s = 2\max|w| / (2^b - 1)`) or asymmetric
-  (:math:`s = (\max w - \min w) / (2^b - 1)`, :math:`z = \text{round}(-\min w / s)`), codes
-  :math:`q = \text{clamp}(\text{round}(w / s) + z, 0, 2^b - 1)`; 2..8 bits. Every value inside the
-  channel's range is within half a step of its grid point.
+  or, with ``group_size`` G, one grid per run of G consecutive input columns of each row (the last
+  run of a row may be shorter; ``--group-size``); symmetric (:math:`z = 2^{b-1}`,
+  :math:`s = 2\max|w| / (2^b - 1)`) or asymmetric (:math:`s = (\max w - \min w) / (2^b - 1)`,
+  :math:`z = \text{round}(-\min w / s)`), codes
+  :math:`q = \text{clamp}(\text{round}(w / s) + z, 0, 2^b - 1)`, max and min taken over the row or
+  the group; 2..8 bits. Every value inside its grid's range is within half a step of its grid point.
 - Activations (:func:`quantize_activation`): one symmetric grid per token (a row), its range a
   clipping ratio times the token's largest magnitude; :func:`search_clip_ratio` picks the ratio
   on calibration rows. 2..16 bits, 16 meaning not quantized.
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["WEIGHT_BITS", "ACTIVATION_BITS", "check_bits", "ste_round", "weight_grid", "fake_quantize",
+__all__ = ["WEIGHT_BITS", "ACTIVATION_BITS", "check_bits", "check_group_size", "ste_round", "weight_grid",
+           "fake_quantize",
            "quantize_weight", "quantize_activation", "quantize_heads", "search_clip_ratio", "CLIP_RATIOS"]
 
 #: Bit widths of weights and of activations / KV cache (16: not quantized).
@@ -41,13 +44,35 @@ def check_bits(bits, what: str = "weight", limits=WEIGHT_BITS, option: str = "--
     return bits
 
 
+def check_group_size(group_size) -> int | None:
+    """``group_size`` when it is None (one grid per output channel) or an integer >= 2, else ValueError
+    naming the option."""
+    if group_size is None:
+        return None
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
+        raise ValueError(f"--group-size: a weight group is an integer number >= 2 of input columns, got "
+                         f"{group_size!r}; give --group-size 64 or 128 for example, or leave it out for one grid "
+                         "per output channel")
+    return group_size
+
+
 def ste_round(x: torch.Tensor) -> torch.Tensor:
     """round(x) in the forward pass, the identity's gradient in the backward pass (straight-through)."""
     return x + (torch.round(x) - x).detach()
 
 
-def weight_grid(w: torch.Tensor, bits: int, symmetric: bool = True):
-    """(scale, zero) of one grid per row of ``w`` (each (rows, 1)), as the module doc defines them."""
+def weight_grid(w: torch.Tensor, bits: int, symmetric: bool = True, group_size: int | None = None):
+    """(scale, zero) of one grid per row of ``w`` (each (rows, 1)), as the module doc defines them; with
+    ``group_size`` G one grid per run of G consecutive columns of a row, given for every column (each
+    (rows, columns), equal within a run)."""
+    if group_size is not None:
+        check_group_size(group_size)
+        rows, columns = w.shape
+        runs = -(-columns // group_size)
+        padded = torch.nn.functional.pad(w, (0, runs * group_size - columns))  # zeros move no max or min below
+        scale, zero = weight_grid(padded.reshape(rows * runs, group_size), bits, symmetric)
+        spread = [t.reshape(rows, runs).repeat_interleave(group_size, dim=1)[:, :columns] for t in (scale, zero)]
+        return spread[0], spread[1]
     top = 2 ** bits - 1
     if symmetric:
         scale = 2 * w.abs().amax(dim=-1, keepdim=True) / top
@@ -69,10 +94,12 @@ def fake_quantize(w: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, bits
     return scale * (torch.clamp(rounded + zero, 0, 2 ** bits - 1) - zero)
 
 
-def quantize_weight(w: torch.Tensor, bits: int, symmetric: bool = True, straight_through: bool = False):
-    """Round-to-nearest of the (out, in) matrix ``w``, one grid per output channel."""
+def quantize_weight(w: torch.Tensor, bits: int, symmetric: bool = True, straight_through: bool = False,
+                    group_size: int | None = None):
+    """Round-to-nearest of the (out, in) matrix ``w``, one grid per output channel, or per run of
+    ``group_size`` columns of each channel."""
     check_bits(bits)
-    scale, zero = weight_grid(w.detach() if not straight_through else w, bits, symmetric)
+    scale, zero = weight_grid(w.detach() if not straight_through else w, bits, symmetric, group_size)
     return fake_quantize(w, scale, zero, bits, straight_through)
 
 

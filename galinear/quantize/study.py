@@ -262,9 +262,11 @@ def _settings(config) -> dict:
 def format_table(rows, config, wiki=None) -> str:
     """A markdown table of the rows (simulated quantization, said in its caption)."""
     windows = "all" if config.wikitext_windows is None else str(config.wikitext_windows)
+    grids = "per output channel" if config.group_size is None else \
+        f"one grid per {config.group_size} input columns of each output channel"
     lines = [f"Simulated (fake) quantization, W{config.wbits}A{config.abits}KV{config.kvbits}, "
-             f"{config.method.upper()} weights ({'symmetric' if config.symmetric else 'asymmetric'}, per output "
-             f"channel); WikiText-2 ln PPL on {windows} test windows of {config.wikitext_window} tokens; held-out "
+             f"{config.method.upper()} weights ({'symmetric' if config.symmetric else 'asymmetric'}, {grids}); "
+             f"WikiText-2 ln PPL on {windows} test windows of {config.wikitext_window} tokens; held-out "
              f"Wikipedia ln PPL on {config.heldout_windows} windows; calibration on {config.calib_windows} Wikipedia "
              f"windows of {config.window} tokens." + (
                  f" KV cache {config.kvbits}-bit per token and head, K quantized after RoPE, Q and K of every "

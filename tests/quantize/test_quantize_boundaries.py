@@ -16,6 +16,8 @@ from galinear.quantize.rotations import Rotation
     (["--abits", "17"], r"--abits: activation bit width must be an integer in 2\.\.16 \(16 keeps them"),
     (["--kvbits", "0"], r"--kvbits: KV cache bit width"),
     (["--rotations", "hadamard,spin"], r"--rotations: unknown rotation family spin; choose from none, hadamard"),
+    (["--group-size", "1"], r"--group-size: a weight group is an integer number >= 2 of input columns, got 1"),
+    (["--group-size", "64", "--objective", "error"], r"--objective error takes one grid per output channel"),
     (["--method", "awq"], r"--method: unknown weight quantizer 'awq'; choose rtn or gptq"),
     (["--window", "0"], r"--window must be a positive integer"),
     (["--objective", "mse"], r"--objective: unknown training objective 'mse'; choose distill or error"),
