@@ -24,8 +24,7 @@ from __future__ import annotations
 import torch
 
 __all__ = ["WEIGHT_BITS", "ACTIVATION_BITS", "check_bits", "check_group_size", "ste_round", "weight_grid",
-           "fake_quantize",
-           "quantize_weight", "quantize_activation", "quantize_heads", "search_clip_ratio", "CLIP_RATIOS"]
+           "fake_quantize", "quantize_weight", "quantize_activation", "quantize_heads", "search_clip_ratio", "CLIP_RATIOS"]
 
 #: Bit widths of weights and of activations / KV cache (16: not quantized).
 WEIGHT_BITS = (2, 8)
