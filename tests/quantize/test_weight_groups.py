@@ -94,7 +94,7 @@ def test_a_grouped_model_and_its_calibration_checkpoint(tmp_path):
     results = {}
     for group in (None, 16):
         model = copy.deepcopy(original)
-        config = QuantizeConfig(wbits=3, method="rtn", steps=2, tokens_per_step=16, group_size=group,
+        config = QuantizeConfig(wbits=3, method="rtn", steps=1, tokens_per_step=16, group_size=group,
                                 out_dir=str(tmp_path))
         results[group] = quantize_model(model, config, "rotor", seed=0, calib=calib)
         weight = calibrate.models.projection(model, 0, "q_proj").weight.detach()
