@@ -38,6 +38,7 @@ to Q (``tests/quantize/test_learned_rotations.py``).
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -132,6 +133,8 @@ def quantize_weights(model, bits: int, method: str = "rtn", symmetric: bool = Tr
         raise ValueError("GPTQ needs calibration windows (--calib-windows >= 1)")
     t0 = time.perf_counter()
     blocks = models.decoder_layers(model)
+    if method == "gptq":
+        _warn_if_starved(model, windows)
     for index in range(len(blocks)):
         stats = capture_layer(model, windows, index) if method == "gptq" else None
         for name in LINEARS:
@@ -146,6 +149,20 @@ def quantize_weights(model, bits: int, method: str = "rtn", symmetric: bool = Tr
         if log and method == "gptq":
             log(f"GPTQ layer {index + 1}/{len(blocks)} ({time.perf_counter() - t0:.0f} s)")
     return {"seconds": time.perf_counter() - t0, "layers": len(blocks)}
+
+
+def _warn_if_starved(model, windows) -> None:
+    """A warning when GPTQ's Hessians :math:`X^T X` come from fewer calibration tokens than the widest
+    decoder layer input: a Hessian of rank under its width, which GPTQ's updates then fit instead of
+    the text (at W2 on SmolLM2 it did worse than round-to-nearest; docs/results.md)."""
+    tokens = sum(int(w.numel()) for w in windows)
+    widest = max(int(models.projection(model, i, name).weight.shape[1])
+                 for i in range(len(models.decoder_layers(model))) for name in LINEARS)
+    if tokens < widest:
+        length = max(int(w.numel()) for w in windows)
+        warnings.warn(f"GPTQ calibrates on {tokens} tokens, fewer than the widest layer input ({widest}): its "
+                      f"Hessians are singular and it fits the calibration rows rather than the text; give "
+                      f"--calib-windows {-(-4 * widest // length)} or more", UserWarning, stacklevel=3)
 
 
 def smooth_max(v: torch.Tensor, p: float) -> torch.Tensor:

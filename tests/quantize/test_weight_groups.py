@@ -106,3 +106,21 @@ def test_a_grouped_model_and_its_calibration_checkpoint(tmp_path):
     names = sorted(p.name for p in (tmp_path / "calibration").iterdir())
     assert names == ["rotor-distill-w3a16-s0.safetensors", "rotor-distill-w3g16a16-s0.safetensors"]
     assert results[16]["training"]["history"] != results[None]["training"]["history"]
+
+
+def test_gptq_on_fewer_tokens_than_a_layer_is_wide_warns_with_the_fix():
+    """GPTQ's Hessians from fewer tokens than the widest input are singular: a warning naming the
+    count and the option, and none once the calibration covers the width."""
+    import warnings
+
+    model = tiny_llama(2)  # widest input: the MLP's intermediate width
+    widest = max(p.weight.shape[1] for p in model.modules() if isinstance(p, torch.nn.Linear))
+    generator = torch.Generator().manual_seed(0)
+    few = [torch.randint(0, 64, (16,), generator=generator) for _ in range(2)]
+    with pytest.warns(UserWarning, match=rf"GPTQ calibrates on 32 tokens, fewer than the widest layer input "
+                                         rf"\({widest}\).*give --calib-windows \d+ or more"):
+        calibrate.quantize_weights(copy.deepcopy(model), 4, "gptq", windows=few)
+    enough = [torch.randint(0, 64, (widest,), generator=generator)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        calibrate.quantize_weights(copy.deepcopy(model), 4, "gptq", windows=enough)
