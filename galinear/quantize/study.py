@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import platform
 
 import torch
 
@@ -21,7 +22,7 @@ from galinear.quantize.config import QuantizeConfig
 from galinear.quantize.cost import online_cost
 from galinear.quantize.pipeline import quantize_model
 
-__all__ = ["run", "score", "accuracy", "calibration_windows", "save_model", "format_table", "KV_CACHE"]
+__all__ = ["run", "score", "accuracy", "calibration_windows", "save_model", "format_table", "machine", "KV_CACHE"]
 
 #: Where the KV cache is quantized (recorded in a study's settings when ``kvbits < 16``).
 KV_CACHE = "per token and head, K after RoPE and R3"
@@ -106,12 +107,36 @@ def save_model(model, tokenizer, folder: str, record: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------ the study
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(device: str = "cpu") -> dict:
+    """Where a row's numbers come from: torch's version, the CPU, the instruction set torch's kernels
+    use on it, the thread count and, on CUDA, the GPU. Two CPUs whose kernels round differently make
+    different learned rotations from the same seed: a last-bit difference flips a rounding in the
+    straight-through training and the steps part ways from there (docs/results.md measures it); the
+    rows without training agree to many digits."""
+    out = {"torch": torch.__version__, "cpu": _cpu_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "threads": torch.get_num_threads()}
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return out
+
+
 def _row(name, seed, result, scores, config):
     acc = scores.get("accuracy", {})
     return {"family": name, "seed": seed, "wbits": config.wbits, "abits": config.abits, "kvbits": config.kvbits,
             "method": config.method, "wikitext_ln_ppl": scores["wikitext"]["log_ppl"],
             "heldout_ln_ppl": scores["heldout"]["log_ppl"], "acc": acc.get("acc"), "acc_norm": acc.get("acc_norm"),
-            "scored": _scoring(config), "device": config.device, **(result or {})}
+            "scored": _scoring(config), "device": config.device, "machine": machine(config.device), **(result or {})}
 
 
 #: Settings that say how a row is scored, not how its model is made. A study rerun in its folder with
@@ -139,11 +164,15 @@ def _rescored(old, new, log) -> dict:
         for name in ("calibration_seconds", "training"):
             if name in old:
                 new[name] = old[name]
+        if "machine" in old:  # the calibration (and its seconds) is that machine's; the scores are this one's
+            new["calibrated_on"] = old["machine"]
     new["rescored_from"] = old.get("scored")
     if (old.get("scored") or {}).get("wikitext_windows", "?") == new["scored"]["wikitext_windows"]:
         if old["wikitext_ln_ppl"] != new["wikitext_ln_ppl"]:
+            where, now = old.get("machine"), new.get("machine")
+            other = f" (made before on {where}, now on {now})" if where and where != now else ""
             log(f"warning: {new['family']} seed {new['seed']} made again scores WikiText-2 ln PPL "
-                f"{new['wikitext_ln_ppl']!r}, not the {old['wikitext_ln_ppl']!r} it scored before")
+                f"{new['wikitext_ln_ppl']!r}, not the {old['wikitext_ln_ppl']!r} it scored before{other}")
     return new
 
 

@@ -51,6 +51,9 @@ def test_finished_rows_are_scored_again_without_training_again(folder, tmp_path,
         torch.set_num_threads(threads)
     assert list(first) == [("float (not quantized)", None), ("none", 0), ("hadamard", 0), ("rotor", 0)]
     assert first[("rotor", 0)]["training"]["steps"] == 2 and all(r["acc"] is None for r in first.values())
+    # every row names where it was made: a learned rotation made on another CPU differs (study.machine)
+    assert all(r["machine"]["threads"] == 1 and r["machine"]["torch"] == torch.__version__
+               and r["machine"]["cpu_capability"] for r in first.values())
     checkpoints = {name: (out / "calibration" / name).read_bytes() for name in os.listdir(out / "calibration")}
     assert list(checkpoints) == ["rotor-distill-w4a8kv8-s0.safetensors"]
 
@@ -92,3 +95,27 @@ def test_finished_rows_are_scored_again_without_training_again(folder, tmp_path,
     # a setting that changes how the models are made is still refused
     with pytest.raises(ValueError, match=r"other settings \(steps differ\)"):
         run(_config(folder, out, steps=3), log=lambda line: None)
+
+
+def test_a_row_made_again_elsewhere_names_both_machines():
+    from galinear.quantize.study import _rescored
+
+    here = {"torch": "2.13.0+cpu", "cpu": "B", "cpu_capability": "AVX512", "threads": 2}
+    there = {**here, "cpu": "A", "cpu_capability": "AVX2"}
+    training = {"steps": 12, "resumed_from": 12, "history": [1.0]}
+    old = {"family": "rotor", "seed": 0, "wikitext_ln_ppl": 4.75, "scored": {"wikitext_windows": 6},
+           "calibration_seconds": 40.0, "training": {"steps": 12, "resumed_from": 0}, "machine": there}
+    new = {"family": "rotor", "seed": 0, "wikitext_ln_ppl": 4.85, "scored": {"wikitext_windows": 6},
+           "calibration_seconds": 1.0, "training": training, "machine": here}
+    lines = []
+    row = _rescored(old, dict(new), lines.append)
+    assert row["calibrated_on"] == there and row["machine"] == here and row["calibration_seconds"] == 40.0
+    assert len(lines) == 1 and "4.85" in lines[0] and "'AVX2'" in lines[0] and "'AVX512'" in lines[0]
+    # the same machine: the warning says only that the number moved
+    lines = []
+    _rescored({**old, "machine": here}, dict(new), lines.append)
+    assert len(lines) == 1 and "made before on" not in lines[0]
+    # the same number: nothing to say
+    lines = []
+    _rescored({**old, "wikitext_ln_ppl": 4.85}, dict(new), lines.append)
+    assert lines == []
