@@ -171,4 +171,7 @@ def test_a_study_on_cuda_gives_the_cpu_numbers_to_float_rounding_and_resumes_on_
     again = {r["family"]: r for r in _rows(gpu)}
     assert again["rotor"]["device"] == "cpu" and again["rotor"]["rescored_from"]["accuracy_items"] == 2
     assert again["rotor"]["training"] == on_gpu[-1]["training"]  # resumed from the finished checkpoint, not retrained
+    # each row names its machine: the GPU's rows their GPU, the rescored rotor the GPU that calibrated it
+    assert all("gpu" in r["machine"] for r in on_gpu) and not any("gpu" in r["machine"] for r in on_cpu)
+    assert again["rotor"]["calibrated_on"] == on_gpu[-1]["machine"] and "gpu" not in again["rotor"]["machine"]
     assert abs(again["rotor"]["wikitext_ln_ppl"] - on_gpu[-1]["wikitext_ln_ppl"]) <= 5e-3
