@@ -110,12 +110,10 @@ def save_model(model, tokenizer, folder: str, record: dict) -> str:
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    except OSError:  # not Linux
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
 
 
 def machine(device: str = "cpu") -> dict:

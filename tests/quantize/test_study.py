@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install galinear[eval]")
 
 from galinear.quantize.config import QuantizeConfig  # noqa: E402
-from galinear.quantize.study import run  # noqa: E402
+from galinear.quantize.study import _rescored, run  # noqa: E402
 from galinear.testing.folders import tiny_model_folder  # noqa: E402
 
 
@@ -98,8 +98,6 @@ def test_finished_rows_are_scored_again_without_training_again(folder, tmp_path,
 
 
 def test_a_row_made_again_elsewhere_names_both_machines():
-    from galinear.quantize.study import _rescored
-
     here = {"torch": "2.13.0+cpu", "cpu": "B", "cpu_capability": "AVX512", "threads": 2}
     there = {**here, "cpu": "A", "cpu_capability": "AVX2"}
     training = {"steps": 12, "resumed_from": 12, "history": [1.0]}
