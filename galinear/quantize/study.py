@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import platform
 
@@ -107,6 +108,7 @@ def save_model(model, tokenizer, folder: str, record: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------ the study
+@functools.cache  # read once a process, not once a row
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
